@@ -1,0 +1,446 @@
+//! JSONL plumbing shared by every tool: a memchr line reader over one large
+//! reused buffer, one buffered writer, and the `--on-error` policy.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, RecordError, Result};
+
+/// Default cap on one line (DESIGN.md §3): a longer line is an error, never an OOM.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
+
+const READ_CHUNK: usize = 1 << 20;
+
+/// One line of input, without its `\n` or `\r\n` terminator.
+pub struct Line<'a> {
+    /// 1-based line number in the input.
+    pub no: u64,
+    pub bytes: &'a mut [u8],
+}
+
+/// A line reader that splits with memchr over a large buffer, so the common
+/// case never copies a line; only a line straddling two reads is moved.
+pub struct LineReader<R> {
+    src: R,
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    pos: usize,
+    /// End of the valid bytes in `buf`.
+    end: usize,
+    eof: bool,
+    line_no: u64,
+    max_line: usize,
+}
+
+impl<R: Read> LineReader<R> {
+    pub fn new(src: R, max_line: usize) -> Self {
+        LineReader {
+            src,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            eof: false,
+            line_no: 0,
+            max_line: max_line.max(1),
+        }
+    }
+
+    /// The next non-blank line. `Err(Error::Data)` for a line longer than the
+    /// limit; the reader has then skipped past it, so the caller may go on.
+    pub fn next_line(&mut self) -> Result<Option<Line<'_>>> {
+        loop {
+            let (start, len) = match self.next_raw()? {
+                None => return Ok(None),
+                Some(span) => span,
+            };
+            let mut line = &self.buf[start..start + len];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let len = line.len();
+            return Ok(Some(Line {
+                no: self.line_no,
+                bytes: &mut self.buf[start..start + len],
+            }));
+        }
+    }
+
+    /// Finds the next line and returns its (start, len) in `buf`.
+    fn next_raw(&mut self) -> Result<Option<(usize, usize)>> {
+        let mut scanned = 0; // bytes after `pos` already known to hold no '\n'
+        loop {
+            let avail = &self.buf[self.pos + scanned..self.end];
+            if let Some(i) = memchr::memchr(b'\n', avail) {
+                let start = self.pos;
+                let len = scanned + i;
+                self.pos = start + len + 1;
+                self.line_no += 1;
+                if len > self.max_line {
+                    return Err(self.too_long());
+                }
+                return Ok(Some((start, len)));
+            }
+            scanned = self.end - self.pos;
+            if scanned > self.max_line {
+                self.line_no += 1;
+                self.skip_rest_of_line()?;
+                return Err(self.too_long());
+            }
+            if self.eof {
+                if scanned == 0 {
+                    return Ok(None);
+                }
+                let start = self.pos;
+                self.pos = self.end;
+                self.line_no += 1;
+                return Ok(Some((start, scanned)));
+            }
+            self.fill()?;
+        }
+    }
+
+    fn too_long(&self) -> Error {
+        Error::Data {
+            line: self.line_no,
+            err: RecordError::new(format!(
+                "line is longer than --max-line-bytes ({} bytes)",
+                self.max_line
+            )),
+        }
+    }
+
+    /// Moves the partial line to the front, grows the buffer if it is full,
+    /// and reads more.
+    fn fill(&mut self) -> Result<()> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.end == self.buf.len() {
+            let grown = (self.buf.len() * 2).min(self.max_line + READ_CHUNK + 1);
+            self.buf.resize(grown.max(self.buf.len() + READ_CHUNK), 0);
+        }
+        loop {
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+    }
+
+    /// Discards input up to and including the next '\n' (after an over-long line).
+    fn skip_rest_of_line(&mut self) -> Result<()> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.pos..self.end]) {
+                self.pos += i + 1;
+                return Ok(());
+            }
+            self.pos = 0;
+            self.end = 0;
+            if self.eof {
+                return Ok(());
+            }
+            self.fill()?;
+        }
+    }
+}
+
+/// Opens `--input FILE`, or stdin when absent or `-`.
+pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
+    match path {
+        None => Ok(Box::new(io::stdin().lock())),
+        Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin().lock())),
+        Some(p) => File::open(p)
+            .map(|f| Box::new(f) as Box<dyn Read>)
+            .map_err(|source| Error::NoInput {
+                path: p.to_path_buf(),
+                source,
+            }),
+    }
+}
+
+/// The one buffered writer of a tool. Block-buffered when piped,
+/// line-buffered on a terminal or with `--line-buffered`.
+pub struct Output {
+    inner: Box<dyn Write>,
+    buf: Vec<u8>,
+    line_buffered: bool,
+    path: Option<PathBuf>,
+}
+
+const OUT_BUF: usize = 256 << 10;
+
+impl Output {
+    pub fn open(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
+        let (inner, line_buffered, path): (Box<dyn Write>, bool, Option<PathBuf>) = match path {
+            Some(p) if p != Path::new("-") => {
+                let f = File::create(p).map_err(|source| Error::Output {
+                    path: p.to_path_buf(),
+                    source,
+                })?;
+                (Box::new(f), line_buffered, Some(p.to_path_buf()))
+            }
+            _ => {
+                let out = io::stdout();
+                let tty = out.is_terminal();
+                (Box::new(out.lock()), line_buffered || tty, None)
+            }
+        };
+        Ok(Output {
+            inner,
+            buf: Vec::with_capacity(OUT_BUF + 4096),
+            line_buffered,
+            path,
+        })
+    }
+
+    /// An output into any writer (tests, in-memory pipelines).
+    pub fn from_writer(w: Box<dyn Write>) -> Self {
+        Output {
+            inner: w,
+            buf: Vec::with_capacity(OUT_BUF + 4096),
+            line_buffered: false,
+            path: None,
+        }
+    }
+
+    /// Writes one record and its `\n`.
+    #[inline]
+    pub fn write_line(&mut self, line: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(line);
+        self.buf.push(b'\n');
+        self.end_line()
+    }
+
+    /// The buffer to build a record in place; finish with [`Output::end_line`]
+    /// after pushing the record and its `\n`.
+    #[inline]
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    #[inline]
+    pub fn end_line(&mut self) -> Result<()> {
+        if self.line_buffered || self.buf.len() >= OUT_BUF {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> Result<()> {
+        let res = self
+            .inner
+            .write_all(&self.buf)
+            .and_then(|()| self.inner.flush());
+        self.buf.clear();
+        res.map_err(|source| match &self.path {
+            Some(p) => Error::Output {
+                path: p.clone(),
+                source,
+            },
+            None => Error::Io(source),
+        })
+    }
+}
+
+/// `--on-error`: what to do with a bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnError {
+    /// Stop at the first bad line with exit code 65.
+    #[default]
+    Fail,
+    /// Skip bad lines and report them at the end.
+    Skip,
+}
+
+/// Applies the `--on-error` policy and remembers what was skipped.
+#[derive(Debug, Default)]
+pub struct ErrorPolicy {
+    mode: OnError,
+    skipped: u64,
+    first: Vec<u64>,
+}
+
+/// How many skipped line numbers a report names.
+const FIRST_SKIPPED: usize = 5;
+
+impl ErrorPolicy {
+    pub fn new(mode: OnError) -> Self {
+        ErrorPolicy {
+            mode,
+            ..Default::default()
+        }
+    }
+
+    /// Returns the error again when the policy is `fail`; otherwise counts it.
+    pub fn handle(&mut self, err: Error) -> Result<()> {
+        match (&err, self.mode) {
+            (Error::Data { line, .. }, OnError::Skip) => {
+                self.skipped += 1;
+                if self.first.len() < FIRST_SKIPPED {
+                    self.first.push(*line);
+                }
+                Ok(())
+            }
+            _ => Err(err),
+        }
+    }
+
+    /// A bad record on line `line`.
+    pub fn record(&mut self, line: u64, err: RecordError) -> Result<()> {
+        self.handle(Error::Data { line, err })
+    }
+
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    pub fn first_skipped(&self) -> &[u64] {
+        &self.first
+    }
+
+    /// The end-of-run notice, if anything was skipped.
+    pub fn summary(&self) -> Option<String> {
+        if self.skipped == 0 {
+            return None;
+        }
+        let lines: Vec<String> = self.first.iter().map(u64::to_string).collect();
+        let more = if self.skipped > self.first.len() as u64 {
+            ", …"
+        } else {
+            ""
+        };
+        Some(format!(
+            "skipped {} bad line{} (line {}{more})",
+            self.skipped,
+            if self.skipped == 1 { "" } else { "s" },
+            lines.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out at most `n` bytes per read, to force lines
+    /// across buffer edges.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn lines_of(input: &[u8], chunk: usize, max: usize) -> Vec<Result<(u64, Vec<u8>), String>> {
+        let mut rd = LineReader::new(Trickle(input, chunk), max);
+        let mut out = Vec::new();
+        loop {
+            match rd.next_line() {
+                Ok(Some(l)) => out.push(Ok((l.no, l.bytes.to_vec()))),
+                Ok(None) => break,
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_numbers_them() {
+        let got = lines_of(b"{\"a\":1}\n{\"b\":2}\n", 1 << 20, 100);
+        assert_eq!(
+            got,
+            vec![Ok((1, b"{\"a\":1}".to_vec())), Ok((2, b"{\"b\":2}".to_vec()))]
+        );
+    }
+
+    #[test]
+    fn crlf_blank_lines_and_missing_final_newline() {
+        let got = lines_of(b"a\r\n\r\n   \nb\n\nc", 1 << 20, 100);
+        assert_eq!(
+            got,
+            vec![
+                Ok((1, b"a".to_vec())),
+                Ok((4, b"b".to_vec())),
+                Ok((6, b"c".to_vec()))
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_across_read_edges_survive_any_chunking() {
+        let mut input = Vec::new();
+        for i in 0..3000 {
+            input.extend_from_slice(format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 700)).as_bytes());
+        }
+        let want = lines_of(&input, usize::MAX, 1 << 20);
+        for chunk in [1, 7, 4096, 65537] {
+            assert_eq!(lines_of(&input, chunk, 1 << 20), want, "chunk {chunk}");
+        }
+        assert_eq!(want.len(), 3000);
+    }
+
+    #[test]
+    fn line_longer_than_the_buffer_is_read_whole() {
+        let long = "y".repeat(3 * READ_CHUNK + 5);
+        let input = format!("a\n{long}\nb\n");
+        let got = lines_of(input.as_bytes(), 100_000, 8 * READ_CHUNK);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[1], Ok((2, long.into_bytes())));
+        assert_eq!(got[2], Ok((3, b"b".to_vec())));
+    }
+
+    #[test]
+    fn too_long_line_is_an_error_and_reading_goes_on() {
+        let long = "z".repeat(3 * READ_CHUNK);
+        let input = format!("a\n{long}\nb\n");
+        for chunk in [1000, usize::MAX] {
+            let got = lines_of(input.as_bytes(), chunk, 1000);
+            assert_eq!(got[0], Ok((1, b"a".to_vec())));
+            assert_eq!(
+                got[1],
+                Err("line 2: line is longer than --max-line-bytes (1000 bytes)".to_string())
+            );
+            assert_eq!(got[2], Ok((3, b"b".to_vec())));
+        }
+        // Exactly at the limit is fine; one more byte is not.
+        assert_eq!(lines_of(b"12345\n", 3, 5), vec![Ok((1, b"12345".to_vec()))]);
+        assert!(lines_of(b"123456\n", 3, 5)[0].is_err());
+        assert!(lines_of(b"123456", 3, 5)[0].is_err());
+    }
+
+    #[test]
+    fn policy_fail_returns_the_error_and_skip_counts_it() {
+        let mut fail = ErrorPolicy::new(OnError::Fail);
+        let err = fail.record(3, RecordError::new("bad")).unwrap_err();
+        assert_eq!(err.to_string(), "line 3: bad");
+        let mut skip = ErrorPolicy::new(OnError::Skip);
+        for l in 1..=7 {
+            skip.record(l * 10, RecordError::new("bad")).unwrap();
+        }
+        assert_eq!(skip.skipped(), 7);
+        assert_eq!(
+            skip.summary().unwrap(),
+            "skipped 7 bad lines (line 10, 20, 30, 40, 50, …)"
+        );
+        // I/O errors are never skipped.
+        assert!(skip.handle(Error::Io(io::Error::other("x"))).is_err());
+    }
+}

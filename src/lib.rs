@@ -1,0 +1,10 @@
+//! mctrace: small, fast Unix-pipe filters for Mooncake-format LLM serving
+//! traces. The record format and the pipe conventions are in DESIGN.md; the
+//! binaries in `src/bin` only wire arguments to the functions here.
+
+pub mod blocks;
+pub mod cli;
+pub mod error;
+pub mod jsonl;
+pub mod record;
+pub mod transform;

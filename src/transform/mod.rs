@@ -1,0 +1,5 @@
+//! The trace transforms: each turns records into records.
+
+pub mod cap;
+pub mod roots;
+pub mod scale;

@@ -1,0 +1,3 @@
+//! One integration-test binary (so the suite links once); each tool has a module.
+
+mod util;

@@ -1,0 +1,20 @@
+//! Helpers shared by the integration tests.
+
+use std::path::PathBuf;
+
+/// A command for one of the crate's binaries.
+pub fn tool(name: &str) -> assert_cmd::Command {
+    assert_cmd::Command::new(assert_cmd::cargo::cargo_bin(name))
+}
+
+/// `$MCTRACE_DATA` (the `../shared/data` folder), or `None` with a printed
+/// notice so a skipped real-data test is visible in the output.
+pub fn data_dir(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("MCTRACE_DATA") {
+        Some(d) => Some(PathBuf::from(d)),
+        None => {
+            eprintln!("skipping {test}: MCTRACE_DATA is not set");
+            None
+        }
+    }
+}
