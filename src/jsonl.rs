@@ -367,7 +367,10 @@ mod tests {
         let got = lines_of(b"{\"a\":1}\n{\"b\":2}\n", 1 << 20, 100);
         assert_eq!(
             got,
-            vec![Ok((1, b"{\"a\":1}".to_vec())), Ok((2, b"{\"b\":2}".to_vec()))]
+            vec![
+                Ok((1, b"{\"a\":1}".to_vec())),
+                Ok((2, b"{\"b\":2}".to_vec()))
+            ]
         );
     }
 
@@ -388,7 +391,9 @@ mod tests {
     fn lines_across_read_edges_survive_any_chunking() {
         let mut input = Vec::new();
         for i in 0..3000 {
-            input.extend_from_slice(format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 700)).as_bytes());
+            input.extend_from_slice(
+                format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 700)).as_bytes(),
+            );
         }
         let want = lines_of(&input, usize::MAX, 1 << 20);
         for chunk in [1, 7, 4096, 65537] {

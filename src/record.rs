@@ -176,9 +176,12 @@ impl<'a> Record<'a> {
         let Some(raw) = self.present(f) else {
             return Ok(None);
         };
-        parse_uint(raw)
-            .map(Some)
-            .ok_or_else(|| RecordError::field(f.name(), format!("expected a non-negative integer, found {}", shorten(raw))))
+        parse_uint(raw).map(Some).ok_or_else(|| {
+            RecordError::field(
+                f.name(),
+                format!("expected a non-negative integer, found {}", shorten(raw)),
+            )
+        })
     }
 
     /// A numeric field (`timestamp`, `delay`).
@@ -186,9 +189,12 @@ impl<'a> Record<'a> {
         let Some(raw) = self.present(f) else {
             return Ok(None);
         };
-        parse_number(raw)
-            .map(Some)
-            .ok_or_else(|| RecordError::field(f.name(), format!("expected a number, found {}", shorten(raw))))
+        parse_number(raw).map(Some).ok_or_else(|| {
+            RecordError::field(
+                f.name(),
+                format!("expected a number, found {}", shorten(raw)),
+            )
+        })
     }
 
     /// The session id as raw JSON (a string with its quotes, or a number):
@@ -223,13 +229,22 @@ impl<'a> Record<'a> {
             return Ok(None);
         };
         if raw[0] != b'[' {
-            return Err(RecordError::field("hash_ids", format!("expected an array, found {}", shorten(raw))));
+            return Err(RecordError::field(
+                "hash_ids",
+                format!("expected an array, found {}", shorten(raw)),
+            ));
         }
         // The scanner validated the array; counting top-level commas is enough
         // once we know the elements are plain numbers (no nested commas).
         let inner = &raw[1..raw.len() - 1];
-        if inner.iter().any(|b| matches!(b, b'[' | b'{' | b'"' | b't' | b'f' | b'n')) {
-            return Err(RecordError::field("hash_ids", "expected an array of non-negative integers"));
+        if inner
+            .iter()
+            .any(|b| matches!(b, b'[' | b'{' | b'"' | b't' | b'f' | b'n'))
+        {
+            return Err(RecordError::field(
+                "hash_ids",
+                "expected an array of non-negative integers",
+            ));
         }
         if inner.iter().all(u8::is_ascii_whitespace) {
             return Ok(Some(0));
@@ -313,7 +328,10 @@ pub fn parse_number(raw: &[u8]) -> Option<Number> {
             return Some(Number::Int(i));
         }
     }
-    text.parse::<f64>().ok().filter(|f| f.is_finite()).map(Number::Float)
+    text.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(Number::Float)
 }
 
 /// Decodes `[1, 2, 3]` (already validated as JSON) into `out`.
@@ -373,6 +391,25 @@ pub fn write_id_array(ids: &[u64], out: &mut Vec<u8>) {
     out.push(b']');
 }
 
+/// Writes ids in the spacing of the array they replace: `[1,2]` when the
+/// original was written compactly, else `[1, 2]` (the Mooncake traces' style).
+pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u8>) {
+    let compact =
+        original.is_some_and(|raw| raw.contains(&b',') && !raw.windows(2).any(|w| w == b", "));
+    if !compact {
+        return write_id_array(ids, out);
+    }
+    out.push(b'[');
+    let mut buf = itoa::Buffer::new();
+    for (k, id) in ids.iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(buf.format(*id).as_bytes());
+    }
+    out.push(b']');
+}
+
 /// Formats a number for output: integers as integers, floats in the shortest
 /// form that reads back to the same value.
 pub fn write_number(n: Number, out: &mut Vec<u8>) {
@@ -406,13 +443,20 @@ impl Scanner<'_> {
             None => "end of line".to_string(),
             Some(_) => {
                 let rest = &self.b[self.i..];
-                format!("`{}` at byte {}", shorten(&rest[..rest.len().min(12)]), self.i + 1)
+                format!(
+                    "`{}` at byte {}",
+                    shorten(&rest[..rest.len().min(12)]),
+                    self.i + 1
+                )
             }
         }
     }
 
     fn unexpected(&self, wanted: &str) -> RecordError {
-        RecordError::new(format!("invalid JSON: expected {wanted}, found {}", self.describe()))
+        RecordError::new(format!(
+            "invalid JSON: expected {wanted}, found {}",
+            self.describe()
+        ))
     }
 
     fn expect(&mut self, c: u8, wanted: &str) -> Result<(), RecordError> {
@@ -435,7 +479,8 @@ impl Scanner<'_> {
         if !escaped {
             return Ok(raw.to_vec());
         }
-        let text = std::str::from_utf8(&self.b[start..self.i]).map_err(|_| RecordError::new("invalid UTF-8"))?;
+        let text = std::str::from_utf8(&self.b[start..self.i])
+            .map_err(|_| RecordError::new("invalid UTF-8"))?;
         unescape(text).ok_or_else(|| RecordError::new("invalid JSON: bad escape in a key"))
     }
 
@@ -465,7 +510,11 @@ impl Scanner<'_> {
                         _ => return Err(RecordError::new("invalid JSON: bad escape in a string")),
                     }
                 }
-                0..=0x1f => return Err(RecordError::new("invalid JSON: control character in a string")),
+                0..=0x1f => {
+                    return Err(RecordError::new(
+                        "invalid JSON: control character in a string",
+                    ))
+                }
                 _ => {}
             }
         }
@@ -635,8 +684,13 @@ mod tests {
 
     #[test]
     fn finds_known_fields_and_leaves_others_raw() {
-        let r = rec(r#"{"timestamp": 27482, "x": {"a": [1, {"b": null}]}, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}"#);
-        assert_eq!(r.number(Field::Timestamp).unwrap(), Some(Number::Int(27482)));
+        let r = rec(
+            r#"{"timestamp": 27482, "x": {"a": [1, {"b": null}]}, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}"#,
+        );
+        assert_eq!(
+            r.number(Field::Timestamp).unwrap(),
+            Some(Number::Int(27482))
+        );
         assert_eq!(r.uint(Field::InputLength).unwrap(), Some(6955));
         assert_eq!(r.uint(Field::OutputLength).unwrap(), Some(52));
         let mut ids = Vec::new();
@@ -650,9 +704,15 @@ mod tests {
     #[test]
     fn numbers_keep_their_kind() {
         let r = rec(r#"{"timestamp": 1.5e3, "delay": -0.25}"#);
-        assert_eq!(r.number(Field::Timestamp).unwrap(), Some(Number::Float(1500.0)));
+        assert_eq!(
+            r.number(Field::Timestamp).unwrap(),
+            Some(Number::Float(1500.0))
+        );
         assert_eq!(r.number(Field::Delay).unwrap(), Some(Number::Float(-0.25)));
-        assert_eq!(rec(r#"{"delay":7}"#).number(Field::Delay).unwrap(), Some(Number::Int(7)));
+        assert_eq!(
+            rec(r#"{"delay":7}"#).number(Field::Delay).unwrap(),
+            Some(Number::Int(7))
+        );
     }
 
     #[test]
@@ -674,36 +734,62 @@ mod tests {
     #[test]
     fn wrong_types_name_the_field() {
         assert_eq!(
-            rec(r#"{"input_length": "12"}"#).uint(Field::InputLength).unwrap_err().to_string(),
+            rec(r#"{"input_length": "12"}"#)
+                .uint(Field::InputLength)
+                .unwrap_err()
+                .to_string(),
             r#"field `input_length`: expected a non-negative integer, found "12""#
         );
         assert_eq!(
-            rec(r#"{"input_length": 12.5}"#).uint(Field::InputLength).unwrap_err().to_string(),
+            rec(r#"{"input_length": 12.5}"#)
+                .uint(Field::InputLength)
+                .unwrap_err()
+                .to_string(),
             "field `input_length`: expected a non-negative integer, found 12.5"
         );
         assert_eq!(
-            rec(r#"{"timestamp": "0"}"#).number(Field::Timestamp).unwrap_err().to_string(),
+            rec(r#"{"timestamp": "0"}"#)
+                .number(Field::Timestamp)
+                .unwrap_err()
+                .to_string(),
             r#"field `timestamp`: expected a number, found "0""#
         );
         let mut ids = Vec::new();
         assert_eq!(
-            rec(r#"{"hash_ids": [1, -2]}"#).hash_ids_into(&mut ids).unwrap_err().to_string(),
+            rec(r#"{"hash_ids": [1, -2]}"#)
+                .hash_ids_into(&mut ids)
+                .unwrap_err()
+                .to_string(),
             "field `hash_ids`: expected non-negative integer ids, found -2"
         );
         assert_eq!(
-            rec(r#"{"hash_ids": {"0": 1}}"#).hash_ids_into(&mut ids).unwrap_err().to_string(),
+            rec(r#"{"hash_ids": {"0": 1}}"#)
+                .hash_ids_into(&mut ids)
+                .unwrap_err()
+                .to_string(),
             r#"field `hash_ids`: expected an array, found {"0": 1}"#
         );
-        assert!(rec(r#"{"hash_ids": [1.5]}"#).hash_ids_into(&mut ids).is_err());
+        assert!(rec(r#"{"hash_ids": [1.5]}"#)
+            .hash_ids_into(&mut ids)
+            .is_err());
         assert!(rec(r#"{"hash_ids": ["1"]}"#).hash_ids_len().is_err());
         assert!(rec(r#"{"session_id": [1]}"#).session_id().is_err());
     }
 
     #[test]
     fn invalid_json_is_rejected_with_a_reason() {
-        assert_eq!(err("[1, 2]"), "expected a JSON object, found `[1, 2]` at byte 1");
-        assert_eq!(err(r#"{"a": 1"#), "invalid JSON: expected `,` or `}`, found end of line");
-        assert_eq!(err(r#"{"a": 1} x"#), "invalid JSON: expected end of line after the object, found `x` at byte 10");
+        assert_eq!(
+            err("[1, 2]"),
+            "expected a JSON object, found `[1, 2]` at byte 1"
+        );
+        assert_eq!(
+            err(r#"{"a": 1"#),
+            "invalid JSON: expected `,` or `}`, found end of line"
+        );
+        assert_eq!(
+            err(r#"{"a": 1} x"#),
+            "invalid JSON: expected end of line after the object, found `x` at byte 10"
+        );
         assert!(err(r#"{"a": 01}"#).starts_with("invalid JSON"));
         assert!(err(r#"{"a": 1.}"#).starts_with("invalid JSON"));
         assert!(err(r#"{"a": tru}"#).starts_with("invalid JSON"));
@@ -712,7 +798,10 @@ mod tests {
         assert!(err("{\"a\": \"\u{1}\"}").starts_with("invalid JSON: control"));
         assert!(err(r#"{a: 1}"#).starts_with("invalid JSON: expected an object key"));
         assert!(err(r#"{"a": [1,]}"#).starts_with("invalid JSON"));
-        assert_eq!(Record::parse(b"{\"a\": \"\xff\"}").unwrap_err().to_string(), "invalid UTF-8");
+        assert_eq!(
+            Record::parse(b"{\"a\": \"\xff\"}").unwrap_err().to_string(),
+            "invalid UTF-8"
+        );
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(1000), "]".repeat(1000));
         assert_eq!(err(&deep), "invalid JSON: nested too deeply");
     }
@@ -724,18 +813,51 @@ mod tests {
         let mut out = Vec::new();
         r.write_edited(
             &mut [
-                Edit { field: Field::OutputLength, value: b"3" },
-                Edit { field: Field::Timestamp, value: b"5" },
+                Edit {
+                    field: Field::OutputLength,
+                    value: b"3",
+                },
+                Edit {
+                    field: Field::Timestamp,
+                    value: b"5",
+                },
             ],
             &mut out,
         );
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{ "timestamp" :5,"z": [1,2], "output_length": 3 }"#);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{ "timestamp" :5,"z": [1,2], "output_length": 3 }"#
+        );
         let mut out = Vec::new();
-        r.write_edited(&mut [Edit { field: Field::Delay, value: b"1.5" }], &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{ "timestamp" :10,"z": [1,2], "output_length": 7 , "delay": 1.5}"#);
+        r.write_edited(
+            &mut [Edit {
+                field: Field::Delay,
+                value: b"1.5",
+            }],
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{ "timestamp" :10,"z": [1,2], "output_length": 7 , "delay": 1.5}"#
+        );
         let mut out = Vec::new();
-        rec("{}").write_edited(&mut [Edit { field: Field::Delay, value: b"1" }, Edit { field: Field::Timestamp, value: b"2" }], &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{"delay": 1, "timestamp": 2}"#);
+        rec("{}").write_edited(
+            &mut [
+                Edit {
+                    field: Field::Delay,
+                    value: b"1",
+                },
+                Edit {
+                    field: Field::Timestamp,
+                    value: b"2",
+                },
+            ],
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"delay": 1, "timestamp": 2}"#
+        );
     }
 
     #[test]
@@ -746,9 +868,17 @@ mod tests {
         write_number(Number::Float(0.1 + 0.2), &mut out);
         out.push(b' ');
         write_number(Number::Float(2.0), &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), "-3 0.30000000000000004 2.0");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "-3 0.30000000000000004 2.0"
+        );
         let mut out = Vec::new();
         write_id_array(&[1, 22, 333], &mut out);
         assert_eq!(out, b"[1, 22, 333]");
+        let mut out = Vec::new();
+        write_id_array_like(&[4, 5], Some(b"[1,2,3]"), &mut out);
+        write_id_array_like(&[4, 5], Some(b"[1, 2]"), &mut out);
+        write_id_array_like(&[4, 5], Some(b"[1]"), &mut out);
+        assert_eq!(out, b"[4,5][4, 5][4, 5]");
     }
 }

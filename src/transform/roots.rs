@@ -1,0 +1,142 @@
+//! `mc-roots`: AIPerf's prefix-root multiplier, session-preserving.
+//!
+//! Each session (rows sharing a `session_id`; a row without one is a session
+//! of its own) is put in one of K trees, and every id h of its rows becomes
+//! `h*K + t`. Different trees share nothing, one tree keeps all its sharing,
+//! and all turns of a conversation stay together. The tree is a seeded hash
+//! of the session id, so the tool streams in constant memory and the same
+//! seed gives the same bytes everywhere.
+
+use crate::cli::{self, Emit, IoArgs};
+use crate::error::{RecordError, Result};
+use crate::record::{self, Edit, Field, Record};
+
+pub struct RootsOptions {
+    pub roots: u64,
+    pub seed: u64,
+}
+
+pub fn run(tool: &str, io: &IoArgs, opts: &RootsOptions) -> Result<()> {
+    if opts.roots == 0 {
+        return Err(cli::usage("--roots must be at least 1"));
+    }
+    let mut roots = Roots::new(opts.roots, opts.seed);
+    cli::run_filter(tool, io, |rec, out| roots.apply(rec, out))
+}
+
+pub struct Roots {
+    k: u64,
+    seed: u64,
+    /// Records seen, the identity of a row without a session.
+    row: u64,
+    ids: Vec<u64>,
+    text: Vec<u8>,
+}
+
+impl Roots {
+    pub fn new(k: u64, seed: u64) -> Self {
+        Roots {
+            k,
+            seed,
+            row: 0,
+            ids: Vec::new(),
+            text: Vec::new(),
+        }
+    }
+
+    /// The tree of a session id (raw JSON bytes) or, without one, of row `row`.
+    pub fn tree(&self, session: Option<&[u8]>, row: u64) -> u64 {
+        let h = match session {
+            Some(s) => stable_hash(self.seed, s),
+            None => stable_hash(self.seed ^ 0x9e37_79b9_7f4a_7c15, &row.to_le_bytes()),
+        };
+        // Multiply-shift maps the hash onto 0..k without modulo bias worth noting.
+        ((u128::from(h) * u128::from(self.k)) >> 64) as u64
+    }
+
+    pub fn apply(
+        &mut self,
+        rec: &Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError> {
+        let row = self.row;
+        self.row += 1;
+        if self.k == 1 {
+            return Ok(Emit::Unchanged);
+        }
+        let session = rec.session_id()?;
+        if !rec.hash_ids_into(&mut self.ids)? || self.ids.is_empty() {
+            return Ok(Emit::Unchanged);
+        }
+        let t = self.tree(session, row);
+        for id in &mut self.ids {
+            *id = id
+                .checked_mul(self.k)
+                .and_then(|v| v.checked_add(t))
+                .ok_or_else(|| {
+                    RecordError::field(
+                        "hash_ids",
+                        format!("id {id} times --roots {} overflows 64 bits", self.k),
+                    )
+                })?;
+        }
+        self.text.clear();
+        record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.text);
+        rec.write_edited(
+            &mut [Edit {
+                field: Field::HashIds,
+                value: &self.text,
+            }],
+            out,
+        );
+        out.push(b'\n');
+        Ok(Emit::Written)
+    }
+}
+
+/// FNV-1a over the bytes, finished with SplitMix64 so nearby inputs spread
+/// over all 64 bits. Fixed here (not `std`'s hasher) so trees never change
+/// between Rust versions or machines.
+pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    splitmix64(h)
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_are_spread_and_stable() {
+        let r = Roots::new(4, 42);
+        let mut seen = [0u32; 4];
+        for i in 0..4000u64 {
+            seen[r.tree(Some(format!("\"s{i}\"").as_bytes()), 0) as usize] += 1;
+        }
+        // Each of 4 trees gets roughly a quarter of 4000 sessions.
+        assert!(seen.iter().all(|&c| (800..1200).contains(&c)), "{seen:?}");
+        assert_eq!(r.tree(Some(b"\"a\""), 0), r.tree(Some(b"\"a\""), 99));
+        assert!(Roots::new(1, 7).tree(Some(b"\"x\""), 0) == 0);
+    }
+
+    #[test]
+    fn seeds_change_the_assignment() {
+        let a = Roots::new(8, 1);
+        let b = Roots::new(8, 2);
+        let differ = (0..100u64)
+            .filter(|i| a.tree(None, *i) != b.tree(None, *i))
+            .count();
+        assert!(differ > 50);
+    }
+}

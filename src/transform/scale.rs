@@ -1,0 +1,541 @@
+//! `mc-scale`: AIPerf's trace synthesis (speedup and length multipliers) as a filter.
+//!
+//! Time and output-length scaling touch one record at a time and stream. The
+//! prefix and prompt multipliers need to know which ids are shared anywhere in
+//! the trace, so they read the whole input first (kept as one byte arena, the
+//! ids counted in one table) and emit in a second pass over the arena.
+
+use std::collections::HashMap;
+
+use crate::blocks;
+use crate::cli::{self, Emit, IoArgs};
+use crate::error::{Error, RecordError, Result};
+use crate::jsonl::{ErrorPolicy, Output};
+use crate::record::{self, Edit, Field, Number, Record};
+
+#[derive(Debug, Clone)]
+pub struct ScaleOptions {
+    /// Timestamps become `trunc(t / speedup)`.
+    pub speedup: f64,
+    /// Leave `delay` alone (by default it is divided by `speedup` too).
+    pub keep_delays: bool,
+    pub prefix_mult: f64,
+    pub prompt_mult: f64,
+    pub output_mult: f64,
+    pub block_size: u64,
+}
+
+impl Default for ScaleOptions {
+    fn default() -> Self {
+        ScaleOptions {
+            speedup: 1.0,
+            keep_delays: false,
+            prefix_mult: 1.0,
+            prompt_mult: 1.0,
+            output_mult: 1.0,
+            block_size: 512,
+        }
+    }
+}
+
+impl ScaleOptions {
+    pub fn validate(&self) -> Result<()> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(cli::usage(format!("{name} must be a number > 0, got {v}")))
+            }
+        };
+        let non_negative = |name: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(cli::usage(format!("{name} must be a number >= 0, got {v}")))
+            }
+        };
+        positive("--speedup", self.speedup)?;
+        positive("--prefix-len-multiplier", self.prefix_mult)?;
+        non_negative("--prompt-len-multiplier", self.prompt_mult)?;
+        non_negative("--output-len-multiplier", self.output_mult)?;
+        if self.block_size == 0 {
+            return Err(cli::usage("--block-size must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The prefix and prompt multipliers need the id counts of the whole trace.
+    pub fn needs_whole_input(&self) -> bool {
+        self.prefix_mult != 1.0 || self.prompt_mult != 1.0
+    }
+}
+
+/// Runs `mc-scale` from `io` with `opts`.
+pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
+    opts.validate()?;
+    let mut scaler = RowScaler::new(opts.clone());
+    if !opts.needs_whole_input() {
+        return cli::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out));
+    }
+
+    let mut reader = io.reader()?;
+    let mut policy = ErrorPolicy::new(io.on_error);
+    let mut trace = LoadedTrace::default();
+    let loaded = (|| -> Result<()> {
+        loop {
+            match reader.next_line() {
+                Ok(Some(line)) => {
+                    if let Err(e) = trace.push(line.no, line.bytes) {
+                        policy.record(line.no, e)?;
+                    }
+                }
+                Ok(None) => return Ok(()),
+                Err(e) => policy.handle(e)?,
+            }
+        }
+    })();
+    if let Err(e) = loaded {
+        cli::report_skipped(tool, &policy);
+        return Err(e);
+    }
+
+    let prefix = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)?;
+    let mut out = io.writer()?;
+    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy);
+    let flushed = out.flush();
+    cli::report_skipped(tool, &policy);
+    emitted.and(flushed)
+}
+
+/// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
+pub struct RowScaler {
+    opts: ScaleOptions,
+    ids: Vec<u64>,
+    new_ids: Vec<u64>,
+    values: [Vec<u8>; 5],
+}
+
+impl RowScaler {
+    pub fn new(opts: ScaleOptions) -> Self {
+        RowScaler {
+            opts,
+            ids: Vec::new(),
+            new_ids: Vec::new(),
+            values: Default::default(),
+        }
+    }
+
+    /// Writes `rec` scaled into `out`. `prefix` is the whole-trace plan when
+    /// the prefix or prompt multipliers are active.
+    pub fn apply(
+        &mut self,
+        rec: &Record<'_>,
+        prefix: Option<&mut PrefixPlan<'_>>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError> {
+        let [ts, delay, osl, ids_text, isl] = &mut self.values;
+        let mut edits: [Option<(Field, &[u8])>; 5] = [None; 5];
+        let o = &self.opts;
+
+        if o.speedup != 1.0 {
+            if let Some(t) = rec.number(Field::Timestamp)? {
+                ts.clear();
+                // AIPerf's rule: int(t / R), truncating toward zero.
+                record::write_number(Number::Int((t.as_f64() / o.speedup).trunc() as i64), ts);
+                edits[0] = Some((Field::Timestamp, ts));
+            }
+            if !o.keep_delays {
+                if let Some(d) = rec.number(Field::Delay)? {
+                    delay.clear();
+                    let scaled = match d {
+                        Number::Int(i) => Number::Int((i as f64 / o.speedup).trunc() as i64),
+                        Number::Float(f) => Number::Float(f / o.speedup),
+                    };
+                    record::write_number(scaled, delay);
+                    edits[1] = Some((Field::Delay, delay));
+                }
+            }
+        }
+        if o.output_mult != 1.0 {
+            if let Some(n) = rec.uint(Field::OutputLength)? {
+                osl.clear();
+                let scaled = (n as f64 * o.output_mult).round_ties_even().max(1.0);
+                record::write_number(Number::Int(scaled as i64), osl);
+                edits[2] = Some((Field::OutputLength, osl));
+            }
+        }
+        if let Some(plan) = prefix {
+            if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
+                let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
+                    RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
+                })?;
+                let new_len = plan.rescale_row(&self.ids, len, o, &mut self.new_ids)?;
+                ids_text.clear();
+                record::write_id_array_like(&self.new_ids, rec.raw(Field::HashIds), ids_text);
+                edits[3] = Some((Field::HashIds, ids_text));
+                isl.clear();
+                record::write_number(Number::Int(new_len as i64), isl);
+                edits[4] = Some((Field::InputLength, isl));
+            }
+        }
+
+        let mut list: Vec<Edit<'_>> = edits
+            .iter()
+            .flatten()
+            .map(|&(field, value)| Edit { field, value })
+            .collect();
+        if list.is_empty() {
+            return Ok(Emit::Unchanged);
+        }
+        rec.write_edited(&mut list, out);
+        out.push(b'\n');
+        Ok(Emit::Written)
+    }
+}
+
+/// How often each id occurs, saturating at 2 (only "shared or not" matters).
+/// Ids are conventionally dense (0, 1, 2, …), so a byte table indexed by id
+/// is used while that stays small; sparse outliers go to a map.
+#[derive(Default)]
+pub struct IdCounts {
+    dense: Vec<u8>,
+    sparse: HashMap<u64, u8>,
+    seen: u64,
+}
+
+impl IdCounts {
+    pub fn add(&mut self, id: u64) {
+        self.seen += 1;
+        let limit = (self.seen * 4).max(1 << 20);
+        if (id as usize) < self.dense.len() {
+            let c = &mut self.dense[id as usize];
+            *c = (*c + 1).min(2);
+        } else if id < limit {
+            self.dense.resize(id as usize + 1, 0);
+            self.dense[id as usize] = 1;
+        } else {
+            let c = self.sparse.entry(id).or_insert(0);
+            *c = (*c + 1).min(2);
+        }
+    }
+
+    pub fn is_shared(&self, id: u64) -> bool {
+        let c = match self.dense.get(id as usize) {
+            Some(&c) if c > 0 => c,
+            _ => self.sparse.get(&id).copied().unwrap_or(0),
+        };
+        c >= 2
+    }
+
+    /// Largest id that occurs at least twice.
+    fn max_shared(&self) -> Option<u64> {
+        let dense = self.dense.iter().rposition(|&c| c >= 2).map(|i| i as u64);
+        let sparse = self
+            .sparse
+            .iter()
+            .filter(|(_, &c)| c >= 2)
+            .map(|(&id, _)| id)
+            .max();
+        dense.max(sparse)
+    }
+}
+
+/// The whole input, for the two-pass multipliers.
+#[derive(Default)]
+struct LoadedTrace {
+    arena: Vec<u8>,
+    /// (line number, start, end) of each good record in `arena`.
+    rows: Vec<(u64, usize, usize)>,
+    counts: IdCounts,
+    max_id: Option<u64>,
+    scratch: Vec<u64>,
+}
+
+impl LoadedTrace {
+    fn push(&mut self, no: u64, line: &[u8]) -> std::result::Result<(), RecordError> {
+        let rec = Record::parse(line)?;
+        // Check every field the second pass reads, so it cannot fail on types.
+        rec.number(Field::Timestamp)?;
+        rec.number(Field::Delay)?;
+        rec.uint(Field::OutputLength)?;
+        rec.uint(Field::InputLength)?;
+        rec.hash_ids_into(&mut self.scratch)?;
+        for &id in &self.scratch {
+            self.counts.add(id);
+            self.max_id = self.max_id.max(Some(id));
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(line);
+        self.rows.push((no, start, self.arena.len()));
+        Ok(())
+    }
+
+    fn emit(
+        &self,
+        scaler: &mut RowScaler,
+        mut plan: PrefixPlan<'_>,
+        out: &mut Output,
+        policy: &mut ErrorPolicy,
+    ) -> Result<()> {
+        for &(no, start, end) in &self.rows {
+            let line = &self.arena[start..end];
+            let outcome = Record::parse(line).and_then(|rec| {
+                let buf = out.buffer();
+                let mark = buf.len();
+                scaler
+                    .apply(&rec, Some(&mut plan), buf)
+                    .inspect_err(|_| buf.truncate(mark))
+            });
+            match outcome {
+                Ok(Emit::Unchanged) => out.write_line(line)?,
+                Ok(Emit::Written) => out.end_line()?,
+                Ok(Emit::Dropped) => {}
+                Err(e) => policy.record(no, e)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The whole-trace facts the prefix and prompt multipliers need, and the
+/// counter of fresh ids.
+pub struct PrefixPlan<'c> {
+    counts: &'c IdCounts,
+    /// `floor(P)` when P > 1, else 1: each core-prefix id h becomes `h*k .. h*k+k-1`.
+    k: u64,
+    /// Next fresh id: above every input id and every stretched id.
+    next_fresh: u64,
+}
+
+impl<'c> PrefixPlan<'c> {
+    pub fn new(counts: &'c IdCounts, max_id: Option<u64>, prefix_mult: f64) -> Result<Self> {
+        let k = if prefix_mult > 1.0 {
+            prefix_mult.floor() as u64
+        } else {
+            1
+        };
+        let above_input = max_id.map_or(Some(0), |m| m.checked_add(1));
+        let above_stretched = counts
+            .max_shared()
+            .map_or(Some(0), |m| (m + 1).checked_mul(k));
+        let next_fresh = above_input
+            .zip(above_stretched)
+            .map(|(a, b)| a.max(b))
+            .ok_or_else(|| Error::Input("hash ids too large to stretch without overflow".into()))?;
+        Ok(PrefixPlan {
+            counts,
+            k,
+            next_fresh,
+        })
+    }
+
+    fn fresh(&mut self, n: u64, out: &mut Vec<u64>) -> std::result::Result<(), RecordError> {
+        let end = self
+            .next_fresh
+            .checked_add(n)
+            .ok_or_else(|| RecordError::field("hash_ids", "fresh ids would overflow 64 bits"))?;
+        out.extend(self.next_fresh..end);
+        self.next_fresh = end;
+        Ok(())
+    }
+
+    /// Rescales one row's prompt: fills `new_ids` and returns the new input length.
+    ///
+    /// The row's core prefix is its leading run of shared ids; its tokens are
+    /// `min(len, n*B)`, so a row whose every block is shared and whose last
+    /// block is partial keeps that partial tail (AIPerf aborts on such rows).
+    fn rescale_row(
+        &mut self,
+        ids: &[u64],
+        len: u64,
+        o: &ScaleOptions,
+        new_ids: &mut Vec<u64>,
+    ) -> std::result::Result<u64, RecordError> {
+        let b = o.block_size;
+        let n = ids.len() as u64;
+        if len <= (n - 1).saturating_mul(b) {
+            return Err(RecordError::field(
+                "input_length",
+                format!(
+                    "{len} tokens cannot fill {n} hash ids at block size {b} (check --block-size)"
+                ),
+            ));
+        }
+        let core = ids
+            .iter()
+            .take_while(|&&h| self.counts.is_shared(h))
+            .count() as u64;
+        let prefix_tokens = len.min(core * b);
+        // The core prefix ends in a partial block only when it is the whole row.
+        let partial_tail = core > 0 && prefix_tokens < core * b;
+        let prompt_tokens = len - prefix_tokens;
+
+        new_ids.clear();
+        let core_ids = &ids[..core as usize];
+        let p = o.prefix_mult;
+        let new_prefix_tokens = if p > 1.0 {
+            let k = self.k;
+            for &h in core_ids {
+                let base = h
+                    .checked_mul(k)
+                    .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
+                new_ids.extend(base..base + k);
+            }
+            if partial_tail {
+                // The last stretched id carries the partial tail. Fresh ids for
+                // the fractional part of P would have to follow it and break
+                // the block rule, so such rows are stretched by floor(P) only.
+                (new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b)
+            } else {
+                let target = (core as f64 * p).ceil() as u64;
+                let extra = target.saturating_sub(core * k);
+                self.fresh(extra, new_ids)?;
+                new_ids.len() as u64 * b
+            }
+        } else if p < 1.0 {
+            // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
+            // prefix keeps none (AIPerf would grow it by one block).
+            let keep = if core == 0 {
+                0
+            } else {
+                ((core as f64 * p).floor() as u64).max(1)
+            };
+            new_ids.extend_from_slice(&core_ids[..keep as usize]);
+            if keep == core {
+                prefix_tokens
+            } else {
+                keep * b
+            }
+        } else {
+            new_ids.extend_from_slice(core_ids);
+            prefix_tokens
+        };
+
+        // AIPerf's int(prompt_len * Q), then fresh ids private to the row.
+        let new_prompt_tokens = (prompt_tokens as f64 * o.prompt_mult).floor() as u64;
+        self.fresh(blocks::blocks_for(new_prompt_tokens, b), new_ids)?;
+        Ok(new_prefix_tokens + new_prompt_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_for<'c>(counts: &'c mut IdCounts, rows: &[&[u64]], p: f64) -> PrefixPlan<'c> {
+        let mut max = None;
+        for r in rows {
+            for &h in *r {
+                counts.add(h);
+                max = max.max(Some(h));
+            }
+        }
+        PrefixPlan::new(counts, max, p).unwrap()
+    }
+
+    fn opts(p: f64, q: f64, b: u64) -> ScaleOptions {
+        ScaleOptions {
+            prefix_mult: p,
+            prompt_mult: q,
+            block_size: b,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn counts_saturate_and_handle_sparse_ids() {
+        let mut c = IdCounts::default();
+        for id in [1, 1, 1, 5, u64::MAX, u64::MAX, 1 << 40] {
+            c.add(id);
+        }
+        assert!(c.is_shared(1));
+        assert!(!c.is_shared(5));
+        assert!(!c.is_shared(7));
+        assert!(c.is_shared(u64::MAX));
+        assert!(!c.is_shared(1 << 40));
+        assert_eq!(c.max_shared(), Some(u64::MAX));
+    }
+
+    // Block size 10 throughout; rows A = [0,1,2] len 25 and B = [0,1,3] len 30
+    // share the core prefix [0,1] (20 tokens).
+    #[test]
+    fn prefix_doubling_interleaves_shared_ids() {
+        let mut c = IdCounts::default();
+        let rows: [&[u64]; 2] = [&[0, 1, 2], &[0, 1, 3]];
+        let mut plan = plan_for(&mut c, &rows, 2.0);
+        let o = opts(2.0, 1.0, 10);
+        let mut out = Vec::new();
+        // Core [0,1] -> [0,1,2,3] (40 tokens); unique prompt 25-20 = 5 tokens
+        // -> one fresh id. Fresh ids start above max(max id 3, (1+1)*2) = 4.
+        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 45);
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(plan.rescale_row(rows[1], 30, &o, &mut out).unwrap(), 50);
+        assert_eq!(out, vec![0, 1, 2, 3, 5]);
+    }
+
+    #[test]
+    fn fractional_prefix_adds_private_ids() {
+        let mut c = IdCounts::default();
+        let rows: [&[u64]; 2] = [&[0, 1, 2], &[0, 1, 3]];
+        let mut plan = plan_for(&mut c, &rows, 1.5);
+        let o = opts(1.5, 1.0, 10);
+        let mut out = Vec::new();
+        // k = 1; target ceil(2*1.5) = 3 blocks: [0, 1, fresh 4]; prompt 5 -> fresh 5.
+        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 35);
+        assert_eq!(out, vec![0, 1, 4, 5]);
+    }
+
+    #[test]
+    fn squeeze_keeps_at_least_one_block_but_never_grows() {
+        let mut c = IdCounts::default();
+        let rows: [&[u64]; 3] = [&[0, 1, 2], &[0, 1, 3], &[7, 8]];
+        let mut plan = plan_for(&mut c, &rows, 0.4);
+        let o = opts(0.4, 1.0, 10);
+        let mut out = Vec::new();
+        // floor(2*0.4) = 0 -> keep 1 block [0] (10 tokens) + prompt 5 -> fresh 9.
+        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 15);
+        assert_eq!(out, vec![0, 9]);
+        // No shared prefix: AIPerf would add a phantom block; we keep 12 tokens.
+        assert_eq!(plan.rescale_row(rows[2], 12, &o, &mut out).unwrap(), 12);
+        assert_eq!(out, vec![10, 11]);
+    }
+
+    #[test]
+    fn all_shared_row_with_partial_tail_keeps_it() {
+        // [0,1] appears twice, both rows 15 tokens: AIPerf aborts with
+        // input_len (15) < prefix_len (20).
+        let mut c = IdCounts::default();
+        let rows: [&[u64]; 2] = [&[0, 1], &[0, 1]];
+        let mut plan = plan_for(&mut c, &rows, 1.0);
+        let mut out = Vec::new();
+        assert_eq!(
+            plan.rescale_row(rows[0], 15, &opts(1.0, 0.5, 10), &mut out)
+                .unwrap(),
+            15
+        );
+        assert_eq!(out, vec![0, 1]);
+        // P = 2: [0,1,2,3], the last carrying the 5-token tail: 3*10 + 5.
+        let mut c = IdCounts::default();
+        let mut plan = plan_for(&mut c, &rows, 2.5);
+        assert_eq!(
+            plan.rescale_row(rows[0], 15, &opts(2.5, 1.0, 10), &mut out)
+                .unwrap(),
+            35
+        );
+        assert_eq!(out, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn broken_rows_are_errors() {
+        let mut c = IdCounts::default();
+        let rows: [&[u64]; 1] = [&[0, 1, 2]];
+        let mut plan = plan_for(&mut c, &rows, 2.0);
+        let err = plan
+            .rescale_row(rows[0], 20, &opts(2.0, 1.0, 10), &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "field `input_length`: 20 tokens cannot fill 3 hash ids at block size 10 (check --block-size)"
+        );
+    }
+}
