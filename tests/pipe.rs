@@ -1,0 +1,204 @@
+//! The pipe conventions every tool shares (DESIGN.md §3), checked on the
+//! transforms: exit codes, error messages, --on-error, files, CRLF, closed pipes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use crate::util::tool;
+
+const TOOLS: [&str; 3] = ["mc-scale", "mc-roots", "mc-cap"];
+
+#[test]
+fn bad_line_stops_with_65_after_flushing_good_records() {
+    for t in TOOLS {
+        tool(t)
+            .write_stdin("{\"a\": 1}\n{\"a\": \n{\"b\": 2}\n")
+            .assert()
+            .code(65)
+            .stdout("{\"a\": 1}\n")
+            .stderr(format!(
+                "{t}: line 2: invalid JSON: expected a value, found end of line\n"
+            ));
+    }
+}
+
+#[test]
+fn wrong_field_type_names_line_and_field() {
+    tool("mc-scale")
+        .args(["--speedup", "2"])
+        .write_stdin("{\"timestamp\": 1}\n\n{\"timestamp\": \"12:00\"}\n")
+        .assert()
+        .code(65)
+        .stderr("mc-scale: line 3: field `timestamp`: expected a number, found \"12:00\"\n");
+    tool("mc-roots")
+        .args(["--roots", "2"])
+        .write_stdin("{\"hash_ids\": {\"a\": 1}}\n")
+        .assert()
+        .code(65)
+        .stderr("mc-roots: line 1: field `hash_ids`: expected an array, found {\"a\": 1}\n");
+    tool("mc-cap")
+        .args(["--max-osl", "2"])
+        .write_stdin("{\"output_length\": -4}\n")
+        .assert()
+        .code(65)
+        .stderr(
+            "mc-cap: line 1: field `output_length`: expected a non-negative integer, found -4\n",
+        );
+}
+
+#[test]
+fn skip_policy_skips_and_reports_the_first_lines() {
+    let mut input = String::new();
+    for i in 1..=8 {
+        input.push_str(if i % 2 == 0 {
+            "not json\n"
+        } else {
+            "{\"timestamp\": 10}\n"
+        });
+    }
+    tool("mc-scale")
+        .args(["--speedup", "10", "--on-error", "skip"])
+        .write_stdin(input)
+        .assert()
+        .code(0)
+        .stdout("{\"timestamp\": 1}\n".repeat(4))
+        .stderr("mc-scale: skipped 4 bad lines (line 2, 4, 6, 8)\n");
+}
+
+#[test]
+fn too_long_line_is_a_data_error_and_can_be_skipped() {
+    let long = format!("{{\"pad\": \"{}\"}}\n", "x".repeat(200));
+    let input = format!("{{\"a\": 1}}\n{long}{{\"b\": 2}}\n");
+    tool("mc-cap")
+        .args(["--max-line-bytes", "100"])
+        .write_stdin(input.clone())
+        .assert()
+        .code(65)
+        .stdout("{\"a\": 1}\n")
+        .stderr("mc-cap: line 2: line is longer than --max-line-bytes (100 bytes)\n");
+    tool("mc-cap")
+        .args(["--max-line-bytes", "100", "--on-error", "skip"])
+        .write_stdin(input)
+        .assert()
+        .code(0)
+        .stdout("{\"a\": 1}\n{\"b\": 2}\n")
+        .stderr("mc-cap: skipped 1 bad line (line 2)\n");
+}
+
+#[test]
+fn crlf_and_blank_lines_are_accepted() {
+    tool("mc-scale")
+        .args(["--speedup", "2"])
+        .write_stdin("{\"timestamp\": 4}\r\n\r\n  \n{\"timestamp\": 8}")
+        .assert()
+        .code(0)
+        .stdout("{\"timestamp\": 2}\n{\"timestamp\": 4}\n");
+}
+
+#[test]
+fn missing_input_file_is_66_and_unwritable_output_is_74() {
+    tool("mc-roots")
+        .args(["--input", "/nonexistent/trace.jsonl"])
+        .assert()
+        .code(66)
+        .stderr(predicates::str::starts_with(
+            "mc-roots: /nonexistent/trace.jsonl: No such file",
+        ));
+    tool("mc-roots")
+        .args(["--output", "/nonexistent/dir/out.jsonl"])
+        .write_stdin("{}\n")
+        .assert()
+        .code(74)
+        .stderr(predicates::str::starts_with(
+            "mc-roots: /nonexistent/dir/out.jsonl:",
+        ));
+}
+
+#[test]
+fn input_and_output_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let output = dir.path().join("out.jsonl");
+    std::fs::write(&input, "{\"output_length\": 9}\n").unwrap();
+    tool("mc-cap")
+        .arg("--max-osl=3")
+        .arg("-i")
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .assert()
+        .code(0)
+        .stdout("");
+    assert_eq!(
+        std::fs::read_to_string(&output).unwrap(),
+        "{\"output_length\": 3}\n"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for t in TOOLS {
+        tool(t).arg("--no-such-option").assert().code(2);
+    }
+    tool("mc-cap")
+        .arg("--drop")
+        .write_stdin("")
+        .assert()
+        .code(2)
+        .stderr("mc-cap: --drop needs --max-isl\n");
+    tool("mc-roots")
+        .args(["--roots", "0"])
+        .write_stdin("")
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn help_shows_examples() {
+    for t in TOOLS {
+        tool(t)
+            .arg("--help")
+            .assert()
+            .code(0)
+            .stdout(predicates::str::contains("Examples:"))
+            .stdout(predicates::str::contains("--on-error"));
+    }
+}
+
+/// `| head -1`: the reader goes away; the tool must end quietly with 0.
+#[test]
+fn closed_stdout_is_a_quiet_success() {
+    let line = "{\"timestamp\": 1000, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n";
+    let input = line.repeat(100_000); // ~8 MB: far more than a pipe buffer
+    for t in TOOLS {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin(t))
+            .args(if t == "mc-scale" {
+                vec!["--speedup", "2"]
+            } else {
+                vec![]
+            })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = {
+            let input = input.clone();
+            std::thread::spawn(move || {
+                // The tool may stop reading once its stdout is gone; ignore EPIPE here.
+                let _ = stdin.write_all(input.as_bytes());
+            })
+        };
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.starts_with("{\"timestamp\""), "{t}: {first}");
+        // The reader (and with it our end of the pipe) is dropped here.
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{t}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{t}");
+    }
+}

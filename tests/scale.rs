@@ -1,0 +1,189 @@
+//! mc-scale on small traces whose expected rows were worked out by hand
+//! (block size 4 so the arithmetic stays readable). The crash-free trace was
+//! also run through AIPerf 0.13.0's Synthesizer while developing: same
+//! input_length, output_length and timestamp on every row, and the same
+//! sharing of hash_ids up to a renaming (AIPerf numbers fresh ids from
+//! (max shared id + 1) * k + 1, we from above every input id), except where
+//! AIPerf is wrong on purpose-built rows: it grows a row without a shared
+//! prefix by a phantom block under P < 1, and it turns `output_length: 0`
+//! into 1 even when the output multiplier is 1 (we leave values the options
+//! do not ask to change).
+
+use crate::util::tool;
+
+/// Ids 1 (3 uses) and 2 (2 uses) are shared; everything else is private.
+/// Rows 1, 2 and 5 have core prefixes [1,2], [1,2] and [1]; row 3 has none;
+/// row 4 has no hash_ids.
+const T1: &str = r#"{"timestamp": 1000, "input_length": 10, "output_length": 7, "hash_ids": [1, 2, 3]}
+{"timestamp": 1501, "input_length": 12, "output_length": 3, "hash_ids": [1, 2, 4]}
+{"timestamp": 3001, "input_length": 5, "output_length": 5, "hash_ids": [9, 10]}
+{"timestamp": 4000, "input_length": 100, "output_length": 2, "note": "no ids"}
+{"timestamp": 4100, "input_length": 9, "output_length": 0, "hash_ids": [1, 6, 7]}
+"#;
+
+fn scale(args: &[&str], input: &str) -> String {
+    let out = tool("mc-scale")
+        .args(["--block-size", "4"])
+        .args(args)
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn no_options_is_the_identity() {
+    assert_eq!(scale(&[], T1), T1);
+    let odd = "{\"timestamp\":1.25,  \"x\" : [1,{\"y\":null}],\"hash_ids\":[3,1]}\n";
+    assert_eq!(scale(&[], odd), odd);
+}
+
+#[test]
+fn prefix_doubled_prompt_halved_output_and_time_scaled() {
+    // k = 2, so shared ids 1, 2 become [2,3], [4,5]. Fresh ids start above
+    // max(max input id 10, (max shared 2 + 1) * 2 = 6), i.e. at 11.
+    // Row 1: prefix 8 tokens -> 16; prompt 10-8 = 2 -> floor(1) = 1 token on
+    //   one fresh block [11]; length 17. t = trunc(1000/2) = 500;
+    //   osl = round_half_even(7 * 1.5 = 10.5) = 10.
+    // Row 2: prompt 4 -> 2 tokens [12]; length 18; t = trunc(750.5) = 750; osl 4.5 -> 4.
+    // Row 3: no shared prefix; prompt 5 -> floor(2.5) = 2 [13]; t 1500; osl 7.5 -> 8.
+    // Row 4: no ids: length kept (AIPerf too); t 2000; osl 3.
+    // Row 5: [1] -> [2,3] (8 tokens); prompt 9-4 = 5 -> 2 [14]; length 10;
+    //   t = 2050; osl max(1, 0) = 1.
+    let want = r#"{"timestamp": 500, "input_length": 17, "output_length": 10, "hash_ids": [2, 3, 4, 5, 11]}
+{"timestamp": 750, "input_length": 18, "output_length": 4, "hash_ids": [2, 3, 4, 5, 12]}
+{"timestamp": 1500, "input_length": 2, "output_length": 8, "hash_ids": [13]}
+{"timestamp": 2000, "input_length": 100, "output_length": 3, "note": "no ids"}
+{"timestamp": 2050, "input_length": 10, "output_length": 1, "hash_ids": [2, 3, 14]}
+"#;
+    let args = [
+        "--speedup",
+        "2",
+        "--prefix-len-multiplier",
+        "2",
+        "--prompt-len-multiplier",
+        "0.5",
+        "--output-len-multiplier",
+        "1.5",
+    ];
+    assert_eq!(scale(&args, T1), want);
+}
+
+#[test]
+fn fractional_prefix_multiplier_adds_private_blocks() {
+    // k = 1; fresh from 11. Row 1: target ceil(2 * 1.5) = 3 blocks: [1, 2, 11]
+    // (12 tokens) + prompt 2 tokens [12] = 14. Row 2: [1, 2, 13] + 4 tokens [14] = 16.
+    // Row 3: no prefix, prompt 5 on [15, 16]. Row 5: ceil(1.5) = 2: [1, 17]
+    // (8 tokens) + prompt 5 on [18, 19] = 13.
+    let want = r#"{"timestamp": 1000, "input_length": 14, "output_length": 7, "hash_ids": [1, 2, 11, 12]}
+{"timestamp": 1501, "input_length": 16, "output_length": 3, "hash_ids": [1, 2, 13, 14]}
+{"timestamp": 3001, "input_length": 5, "output_length": 5, "hash_ids": [15, 16]}
+{"timestamp": 4000, "input_length": 100, "output_length": 2, "note": "no ids"}
+{"timestamp": 4100, "input_length": 13, "output_length": 0, "hash_ids": [1, 17, 18, 19]}
+"#;
+    assert_eq!(scale(&["--prefix-len-multiplier", "1.5"], T1), want);
+}
+
+#[test]
+fn squeezed_prefix_and_doubled_prompt() {
+    // Row 1: keep max(1, floor(2 * 0.5)) = 1 block [1] (4 tokens); prompt
+    //   2 -> 4 tokens [11]; length 8. Row 2: [1] + 8 tokens [12, 13] = 12.
+    // Row 3: no shared prefix keeps no prefix (AIPerf would add a phantom
+    //   512-token block here); prompt 5 -> 10 on [14, 15, 16].
+    // Row 5: [1] kept whole (4 tokens); prompt 5 -> 10 on [17, 18, 19] = 14.
+    let want = r#"{"timestamp": 1000, "input_length": 8, "output_length": 7, "hash_ids": [1, 11]}
+{"timestamp": 1501, "input_length": 12, "output_length": 3, "hash_ids": [1, 12, 13]}
+{"timestamp": 3001, "input_length": 10, "output_length": 5, "hash_ids": [14, 15, 16]}
+{"timestamp": 4000, "input_length": 100, "output_length": 2, "note": "no ids"}
+{"timestamp": 4100, "input_length": 14, "output_length": 0, "hash_ids": [1, 17, 18, 19]}
+"#;
+    assert_eq!(
+        scale(
+            &[
+                "--prefix-len-multiplier",
+                "0.5",
+                "--prompt-len-multiplier",
+                "2"
+            ],
+            T1
+        ),
+        want
+    );
+}
+
+/// Rows 1 and 2 are the same 6-token prompt: both blocks shared, the last
+/// partial (2 tokens). AIPerf 0.13.0 aborts here with `input_len (6) <
+/// prefix_len (8)`.
+const T2: &str = r#"{"session_id": "s", "input_length": 6, "hash_ids": [1, 5]}
+{"session_id": "s", "input_length": 6, "hash_ids": [1, 5]}
+{"input_length": 12, "hash_ids": [1, 7, 8]}
+"#;
+
+#[test]
+fn all_shared_row_with_partial_tail_is_handled() {
+    // P = 2: k = 2, fresh from max(9, (5+1)*2 = 12). Rows 1-2: [1,5] ->
+    // [2,3,10,11], the last id carrying the 2-token tail: 3*4 + 2 = 14.
+    // Row 3: [1] -> [2,3] (8 tokens), prompt 12-4 = 8 on [12, 13]: 16.
+    let want = r#"{"session_id": "s", "input_length": 14, "hash_ids": [2, 3, 10, 11]}
+{"session_id": "s", "input_length": 14, "hash_ids": [2, 3, 10, 11]}
+{"input_length": 16, "hash_ids": [2, 3, 12, 13]}
+"#;
+    assert_eq!(scale(&["--prefix-len-multiplier", "2"], T2), want);
+    // Q = 0.5: rows 1-2 are all prefix (prompt 0) and keep their 6 tokens;
+    // row 3: prompt 8 -> 4 tokens on fresh [9]: 4 + 4 = 8.
+    let want = r#"{"session_id": "s", "input_length": 6, "hash_ids": [1, 5]}
+{"session_id": "s", "input_length": 6, "hash_ids": [1, 5]}
+{"input_length": 8, "hash_ids": [1, 9]}
+"#;
+    assert_eq!(scale(&["--prompt-len-multiplier", "0.5"], T2), want);
+}
+
+#[test]
+fn speedup_rules_for_timestamps_and_delays() {
+    let input = r#"{"timestamp": 7, "delay": 5}
+{"timestamp": 2.9, "delay": 1.5}
+{"timestamp": -3}
+"#;
+    // trunc(7/2) = 3, trunc(5/2) = 2; float timestamp -> int(1.45) = 1,
+    // float delay stays float 0.75; trunc(-1.5) = -1 (toward zero, as Python's int()).
+    let want = r#"{"timestamp": 3, "delay": 2}
+{"timestamp": 1, "delay": 0.75}
+{"timestamp": -1}
+"#;
+    assert_eq!(scale(&["--speedup", "2"], input), want);
+    let want = r#"{"timestamp": 3, "delay": 5}
+{"timestamp": 1, "delay": 1.5}
+{"timestamp": -1}
+"#;
+    assert_eq!(scale(&["--speedup", "2", "--keep-delays"], input), want);
+}
+
+#[test]
+fn bad_options_are_usage_errors() {
+    for args in [
+        ["--speedup", "0"],
+        ["--speedup", "-1"],
+        ["--prefix-len-multiplier", "0"],
+        ["--block-size", "0"],
+    ] {
+        tool("mc-scale").args(args).write_stdin("").assert().code(2);
+    }
+}
+
+#[test]
+fn broken_row_names_line_and_field() {
+    let input = "{\"input_length\": 8, \"hash_ids\": [1, 2]}\n{\"input_length\": 4, \"hash_ids\": [1, 2, 3]}\n";
+    tool("mc-scale")
+        .args(["--block-size", "4", "--prompt-len-multiplier", "2"])
+        .write_stdin(input)
+        .assert()
+        .code(65)
+        // The good first row (unchanged: all prefix, no prompt) is flushed first.
+        .stdout("{\"input_length\": 8, \"hash_ids\": [1, 2]}\n")
+        .stderr("mc-scale: line 2: field `input_length`: 4 tokens cannot fill 3 hash ids at block size 4 (check --block-size)\n");
+}
