@@ -1,5 +1,7 @@
 //! One integration-test binary (so the suite links once); each tool has a module.
 
+mod cap;
 mod pipe;
+mod roots;
 mod scale;
 mod util;

@@ -1,0 +1,103 @@
+//! mc-cap: truncation keeps rows consistent, --drop drops and counts, osl caps.
+
+use crate::util::tool;
+
+// Block size 4. Row 1 fits; row 2 (10 tokens, ids [1,2,3]) is cut to 6:
+// blocks [1] (4 tokens) and [2] (now 2 of its 4 tokens) -> [1, fresh];
+// row 3 is cut to 6 inside its own second block [1, 5, 6] -> [1, fresh'];
+// row 4 is the same block cut the same way as row 2: the same fresh id;
+// row 5 has no ids.
+const INPUT: &str = r#"{"input_length": 6, "output_length": 100, "hash_ids": [1, 2]}
+{"input_length": 10, "output_length": 5, "hash_ids": [1, 2, 3]}
+{"input_length": 9, "output_length": 7, "hash_ids": [1, 5, 6]}
+{"input_length": 12, "output_length": 8, "hash_ids": [1, 2, 4]}
+{"input_length": 50, "output_length": 1}
+"#;
+
+#[test]
+fn no_caps_is_the_identity() {
+    tool("mc-cap")
+        .write_stdin(INPUT)
+        .assert()
+        .code(0)
+        .stdout(INPUT);
+}
+
+#[test]
+fn truncation_keeps_rows_consistent_and_shares_cut_blocks() {
+    let base = 1u64 << 48;
+    let want = format!(
+        r#"{{"input_length": 6, "output_length": 100, "hash_ids": [1, 2]}}
+{{"input_length": 6, "output_length": 5, "hash_ids": [1, {a}]}}
+{{"input_length": 6, "output_length": 7, "hash_ids": [1, {b}]}}
+{{"input_length": 6, "output_length": 8, "hash_ids": [1, {a}]}}
+{{"input_length": 6, "output_length": 1}}
+"#,
+        a = base,
+        b = base + 1
+    );
+    tool("mc-cap")
+        .args(["--max-isl", "6", "--block-size", "4"])
+        .write_stdin(INPUT)
+        .assert()
+        .code(0)
+        .stdout(want);
+}
+
+#[test]
+fn cut_on_a_block_edge_needs_no_fresh_id() {
+    let want = r#"{"input_length": 6, "output_length": 100, "hash_ids": [1, 2]}
+{"input_length": 8, "output_length": 5, "hash_ids": [1, 2]}
+{"input_length": 8, "output_length": 7, "hash_ids": [1, 5]}
+{"input_length": 8, "output_length": 8, "hash_ids": [1, 2]}
+{"input_length": 8, "output_length": 1}
+"#;
+    tool("mc-cap")
+        .args(["--max-isl", "8", "--block-size", "4"])
+        .write_stdin(INPUT)
+        .assert()
+        .stdout(want);
+}
+
+#[test]
+fn drop_removes_long_rows_and_counts_them() {
+    let want = "{\"input_length\": 6, \"output_length\": 100, \"hash_ids\": [1, 2]}\n";
+    tool("mc-cap")
+        .args(["--max-isl", "8", "--drop", "--block-size", "4"])
+        .write_stdin(INPUT)
+        .assert()
+        .code(0)
+        .stdout(want)
+        .stderr("mc-cap: dropped 4 rows longer than 8 tokens\n");
+}
+
+#[test]
+fn output_cap() {
+    let out = tool("mc-cap")
+        .args(["--max-osl", "7"])
+        .write_stdin(INPUT)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let osl: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["output_length"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(osl, vec![7, 5, 7, 7, 1]);
+    // Rows under the cap are copied byte for byte.
+    assert_eq!(text.lines().nth(1).unwrap(), INPUT.lines().nth(1).unwrap());
+}
+
+#[test]
+fn ids_in_the_fresh_range_are_refused() {
+    tool("mc-cap")
+        .args(["--max-isl", "6", "--block-size", "4", "--fresh-id-base", "100"])
+        .write_stdin("{\"input_length\": 3, \"hash_ids\": [100]}\n")
+        .assert()
+        .code(65)
+        .stderr("mc-cap: line 1: field `hash_ids`: id 100 is in mc-cap's fresh-id range (>= 100); pass a larger --fresh-id-base\n");
+}
