@@ -5,3 +5,5 @@ mod pipe;
 mod roots;
 mod scale;
 mod util;
+mod props;
+mod real_data;

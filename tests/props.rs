@@ -1,0 +1,206 @@
+//! Property tests over generated traces: identities, consistency of every
+//! output row, fresh ids that collide with nothing, rows kept in count and
+//! order, sessions kept whole, and speedups that compose.
+
+use std::collections::{HashMap, HashSet};
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use crate::util::tool;
+
+const B: u64 = 8;
+
+/// A generated row: session, ids and length; `n` numbers the rows.
+#[derive(Debug, Clone)]
+struct Row {
+    session: Option<u32>,
+    ts: u64,
+    ids: Vec<u64>,
+    len: u64,
+    osl: u64,
+}
+
+/// Traces shaped like real ones: each row either repeats an earlier row
+/// exactly, or extends the full blocks of an earlier row's prefix with new
+/// ids, so ids are prefix-shaped and no id is used at two sizes.
+fn trace() -> impl Strategy<Value = Vec<Row>> {
+    prop::collection::vec(
+        (any::<prop::sample::Index>(), 0usize..4, 0u64..5, 1u64..=B, 0u64..3000, 0u64..600, prop::option::of(0u32..6), any::<bool>()),
+        1..40,
+    )
+    .prop_map(|specs| {
+        let mut rows: Vec<Row> = Vec::new();
+        let mut next_id = 0u64;
+        for (pick, reuse, fresh, tail, gap, osl, session, repeat) in specs {
+            let ts = rows.last().map_or(0, |r| r.ts) + gap;
+            if repeat && !rows.is_empty() {
+                let src = rows[pick.index(rows.len())].clone();
+                rows.push(Row { ts, session, osl, ..src });
+                continue;
+            }
+            let mut ids = Vec::new();
+            if !rows.is_empty() {
+                let src = &rows[pick.index(rows.len())];
+                let full = src.ids.len() - usize::from(!src.len.is_multiple_of(B));
+                ids.extend_from_slice(&src.ids[..reuse.min(full)]);
+            }
+            for _ in 0..=fresh {
+                ids.push(next_id);
+                next_id += 1;
+            }
+            let len = (ids.len() as u64 - 1) * B + tail;
+            rows.push(Row { session, ts, ids, len, osl });
+        }
+        rows
+    })
+}
+
+fn render(rows: &[Row]) -> String {
+    let mut s = String::new();
+    for (n, r) in rows.iter().enumerate() {
+        let sess = r.session.map(|x| format!("\"session_id\": \"s{x}\", ")).unwrap_or_default();
+        let ids: Vec<String> = r.ids.iter().map(u64::to_string).collect();
+        s.push_str(&format!(
+            "{{{sess}\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \"hash_ids\": [{}], \"n\": {n}}}\n",
+            r.ts,
+            r.len,
+            r.osl,
+            ids.join(", ")
+        ));
+    }
+    s
+}
+
+fn run(t: &str, args: &[String], input: &str) -> String {
+    let out = tool(t).args(args).write_stdin(input.to_string()).output().unwrap();
+    assert!(out.status.success(), "{t} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn parse(text: &str) -> Vec<Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn ids_of(v: &Value) -> Vec<u64> {
+    v["hash_ids"].as_array().map_or_else(Vec::new, |a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+}
+
+fn assert_consistent(rows: &[Value], b: u64) {
+    for r in rows {
+        let n = ids_of(r).len() as u64;
+        let len = r["input_length"].as_u64().unwrap();
+        assert!(n == 0 && len == 0 || (n - 1) * b < len && len <= n * b, "inconsistent row {r}");
+    }
+}
+
+/// Row count and order are kept: the pass-through field `n` counts 0, 1, 2, …
+fn assert_order(rows: &[Value], count: usize) {
+    let ns: Vec<u64> = rows.iter().map(|r| r["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, (0..count as u64).collect::<Vec<_>>());
+}
+
+fn s(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn default_options_are_identities(rows in trace()) {
+        let input = render(&rows);
+        prop_assert_eq!(run("mc-scale", &s(&["--block-size", "8"]), &input), input.clone());
+        prop_assert_eq!(run("mc-roots", &s(&["--roots", "1"]), &input), input.clone());
+        prop_assert_eq!(run("mc-cap", &[], &input), input);
+    }
+
+    #[test]
+    fn scaled_rows_are_consistent_and_fresh_ids_collide_with_nothing(
+        rows in trace(),
+        p in prop::sample::select(vec![0.25f64, 0.5, 1.0, 1.5, 2.0, 3.0, 2.7]),
+        q in prop::sample::select(vec![0.0f64, 0.3, 0.5, 1.0, 1.5, 4.0]),
+    ) {
+        let input = render(&rows);
+        let out = parse(&run("mc-scale", &s(&["--block-size", "8", "--prefix-len-multiplier", &p.to_string(), "--prompt-len-multiplier", &q.to_string()]), &input));
+        assert_order(&out, rows.len());
+        assert_consistent(&out, B);
+        if p == 1.0 && q == 1.0 {
+            // All multipliers at 1 is the identity, checked above.
+            return Ok(());
+        }
+        let mut count: HashMap<u64, usize> = HashMap::new();
+        for r in &rows { for &h in &r.ids { *count.entry(h).or_default() += 1; } }
+        let k = if p > 1.0 { p.floor() as u64 } else { 1 };
+        // Every output id is either a stretched shared id (h*k + j for an id h
+        // used at least twice) or fresh: not an input id, and in one row only.
+        let stretched: HashSet<u64> = count.iter().filter(|(_, &c)| c > 1).flat_map(|(&h, _)| (0..k).map(move |j| h * k + j)).collect();
+        let input_ids: HashSet<u64> = count.keys().copied().collect();
+        let mut fresh_rows: HashMap<u64, usize> = HashMap::new();
+        for (i, r) in out.iter().enumerate() {
+            for h in ids_of(r) {
+                if !stretched.contains(&h) {
+                    prop_assert!(!input_ids.contains(&h), "fresh id {} collides with an input id", h);
+                    let first = *fresh_rows.entry(h).or_insert(i);
+                    prop_assert_eq!(first, i, "fresh id {} used by two rows", h);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn capped_rows_are_consistent(rows in trace(), max in 1u64..60) {
+        let input = render(&rows);
+        let out = parse(&run("mc-cap", &s(&["--block-size", "8", "--max-isl", &max.to_string()]), &input));
+        assert_order(&out, rows.len());
+        assert_consistent(&out, B);
+        for (r, o) in rows.iter().zip(&out) {
+            prop_assert_eq!(o["input_length"].as_u64().unwrap(), r.len.min(max));
+            // Kept ids are the row's own leading ids, except a cut last block.
+            let got = ids_of(o);
+            let keep = got.len();
+            prop_assert_eq!(&got[..keep.saturating_sub(1)], &r.ids[..keep.saturating_sub(1)]);
+        }
+        let dropped = parse(&run("mc-cap", &s(&["--block-size", "8", "--max-isl", &max.to_string(), "--drop"]), &input));
+        prop_assert_eq!(dropped.len(), rows.iter().filter(|r| r.len <= max).count());
+    }
+
+    #[test]
+    fn roots_keep_sessions_whole(rows in trace(), k in 1u64..6, seed in 0u64..1000) {
+        let input = render(&rows);
+        let out = parse(&run("mc-roots", &s(&["--roots", &k.to_string(), "--seed", &seed.to_string()]), &input));
+        assert_order(&out, rows.len());
+        assert_consistent(&out, B);
+        let mut tree: HashMap<u32, u64> = HashMap::new();
+        for (r, o) in rows.iter().zip(&out) {
+            let got = ids_of(o);
+            let t = got[0] % k;
+            prop_assert_eq!(got, r.ids.iter().map(|h| h * k + t).collect::<Vec<_>>());
+            if let Some(sess) = r.session {
+                prop_assert_eq!(*tree.entry(sess).or_insert(t), t);
+            }
+        }
+    }
+
+    #[test]
+    fn integer_speedups_compose_exactly(rows in trace(), r in 1u64..10, s2 in 1u64..10) {
+        let input = render(&rows);
+        let twice = run("mc-scale", &s(&["--speedup", &s2.to_string()]), &run("mc-scale", &s(&["--speedup", &r.to_string()]), &input));
+        let once = run("mc-scale", &s(&["--speedup", &(r * s2).to_string()]), &input);
+        // floor(floor(t/R)/S) = floor(t/(R*S)) for non-negative integers.
+        prop_assert_eq!(twice, once);
+    }
+
+    #[test]
+    fn real_speedups_compose_up_to_truncation(rows in trace(), r in 0.1f64..10.0, s2 in 0.1f64..10.0) {
+        let input = render(&rows);
+        let twice = parse(&run("mc-scale", &s(&["--speedup", &s2.to_string()]), &run("mc-scale", &s(&["--speedup", &r.to_string()]), &input)));
+        let once = parse(&run("mc-scale", &s(&["--speedup", &(r * s2).to_string()]), &input));
+        // trunc(t/R) loses less than 1; dividing by S that becomes < 1/S.
+        let slack = (1.0 / s2).ceil() as i64 + 1;
+        for (a, b) in twice.iter().zip(&once) {
+            let (a, b) = (a["timestamp"].as_i64().unwrap(), b["timestamp"].as_i64().unwrap());
+            prop_assert!((a - b).abs() <= slack, "{} vs {}", a, b);
+        }
+    }
+}
