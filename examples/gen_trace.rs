@@ -27,11 +27,21 @@ const B: u64 = 512;
 
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
     let sessions = args.iter().any(|a| a == "--sessions");
-    let rows: u64 = value("--rows").and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+    let rows: u64 = value("--rows")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::MAX);
     let bytes = value("--bytes").map_or(u64::MAX, |s| parse_size(s));
-    let rows = if rows == u64::MAX && bytes == u64::MAX { 1000 } else { rows };
+    let rows = if rows == u64::MAX && bytes == u64::MAX {
+        1000
+    } else {
+        rows
+    };
     let seed: u64 = value("--seed").and_then(|s| s.parse().ok()).unwrap_or(1);
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let out = io::stdout();
@@ -82,7 +92,9 @@ fn main() -> io::Result<()> {
         line.extend_from_slice(b"]}\n");
         out.write_all(&line)?;
         written += line.len() as u64;
-        if open.len() < 64 {
+        // Conversations end after a while, as real ones do, so rows stay
+        // near the real trace's mean of 24 ids.
+        if open.len() < 64 && ids.len() < 48 {
             open.push((session, ids, len));
         }
     }

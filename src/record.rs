@@ -126,7 +126,7 @@ impl<'a> Record<'a> {
                 let start = s.i;
                 s.value(0)?;
                 let span = Span { start, end: s.i };
-                if let Some(f) = Field::from_key(&key) {
+                if let Some(f) = key {
                     rec.spans[f as usize] = Some(span);
                 }
                 rec.has_members = true;
@@ -469,19 +469,20 @@ impl Scanner<'_> {
     }
 
     /// An object key; escaped keys are decoded so `"\u0074imestamp"` is still found.
-    fn key(&mut self) -> Result<Vec<u8>, RecordError> {
+    fn key(&mut self) -> Result<Option<Field>, RecordError> {
         if self.peek() != Some(b'"') {
             return Err(self.unexpected("an object key"));
         }
         let start = self.i;
         let escaped = self.string()?;
-        let raw = &self.b[start + 1..self.i - 1];
         if !escaped {
-            return Ok(raw.to_vec());
+            return Ok(Field::from_key(&self.b[start + 1..self.i - 1]));
         }
         let text = std::str::from_utf8(&self.b[start..self.i])
             .map_err(|_| RecordError::new("invalid UTF-8"))?;
-        unescape(text).ok_or_else(|| RecordError::new("invalid JSON: bad escape in a key"))
+        let key =
+            unescape(text).ok_or_else(|| RecordError::new("invalid JSON: bad escape in a key"))?;
+        Ok(Field::from_key(&key))
     }
 
     /// Skips a string starting at `"`; returns whether it held escapes.
@@ -563,6 +564,10 @@ impl Scanner<'_> {
             }
             _ => return Err(self.unexpected("a digit")),
         }
+        self.fraction_and_exponent()
+    }
+
+    fn fraction_and_exponent(&mut self) -> Result<(), RecordError> {
         if self.peek() == Some(b'.') {
             self.i += 1;
             if self.digits() == 0 {
@@ -585,6 +590,10 @@ impl Scanner<'_> {
         if depth > MAX_DEPTH {
             return Err(RecordError::new("invalid JSON: nested too deeply"));
         }
+        if let Some(end) = int_array_end(self.b, self.i + 1) {
+            self.i = end;
+            return Ok(());
+        }
         self.i += 1;
         self.ws();
         if self.peek() == Some(b']') {
@@ -593,7 +602,15 @@ impl Scanner<'_> {
         }
         loop {
             self.ws();
-            self.value(depth)?;
+            // Fast path for the common element, a plain integer (hash ids).
+            if let Some(b'1'..=b'9') = self.peek() {
+                self.digits();
+                if let Some(b'.' | b'e' | b'E') = self.peek() {
+                    self.fraction_and_exponent()?;
+                }
+            } else {
+                self.value(depth)?;
+            }
             self.ws();
             match self.peek() {
                 Some(b',') => self.i += 1,
@@ -635,6 +652,35 @@ impl Scanner<'_> {
                 }
                 _ => return Err(self.unexpected("`,` or `}`")),
             }
+        }
+    }
+}
+
+/// The end (after `]`) of a non-empty array of plain integers starting at
+/// `i` (just after `[`), such as `hash_ids`: a tight loop for the field that
+/// is most of every Mooncake line. `None` for anything else, which the
+/// general scanner then handles (and reports, if invalid).
+#[inline]
+fn int_array_end(b: &[u8], mut i: usize) -> Option<usize> {
+    let n = b.len();
+    loop {
+        while i < n && b[i] == b' ' {
+            i += 1;
+        }
+        let start = i;
+        while i < n && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start || (b[start] == b'0' && i - start > 1) {
+            return None;
+        }
+        while i < n && b[i] == b' ' {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => return Some(i + 1),
+            _ => return None,
         }
     }
 }
@@ -713,6 +759,26 @@ mod tests {
             rec(r#"{"delay":7}"#).number(Field::Delay).unwrap(),
             Some(Number::Int(7))
         );
+    }
+
+    #[test]
+    fn arrays_off_the_integer_fast_path_still_parse() {
+        for ok in [
+            r#"{"a": [1, -2, 3.5, "x", [4], {"b": 0}]}"#,
+            r#"{"a": [ ]}"#,
+            r#"{"a": [0, 10 , 2e3]}"#,
+            r#"{"a":[7]}"#,
+        ] {
+            assert!(Record::parse(ok.as_bytes()).is_ok(), "{ok}");
+        }
+        for bad in [
+            r#"{"a": [1,,2]}"#,
+            r#"{"a": [1 2]}"#,
+            r#"{"a": [1, 2"#,
+            r#"{"a": [00]}"#,
+        ] {
+            assert!(Record::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
     }
 
     #[test]

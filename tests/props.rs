@@ -26,7 +26,16 @@ struct Row {
 /// ids, so ids are prefix-shaped and no id is used at two sizes.
 fn trace() -> impl Strategy<Value = Vec<Row>> {
     prop::collection::vec(
-        (any::<prop::sample::Index>(), 0usize..4, 0u64..5, 1u64..=B, 0u64..3000, 0u64..600, prop::option::of(0u32..6), any::<bool>()),
+        (
+            any::<prop::sample::Index>(),
+            0usize..4,
+            0u64..5,
+            1u64..=B,
+            0u64..3000,
+            0u64..600,
+            prop::option::of(0u32..6),
+            any::<bool>(),
+        ),
         1..40,
     )
     .prop_map(|specs| {
@@ -36,7 +45,12 @@ fn trace() -> impl Strategy<Value = Vec<Row>> {
             let ts = rows.last().map_or(0, |r| r.ts) + gap;
             if repeat && !rows.is_empty() {
                 let src = rows[pick.index(rows.len())].clone();
-                rows.push(Row { ts, session, osl, ..src });
+                rows.push(Row {
+                    ts,
+                    session,
+                    osl,
+                    ..src
+                });
                 continue;
             }
             let mut ids = Vec::new();
@@ -50,7 +64,13 @@ fn trace() -> impl Strategy<Value = Vec<Row>> {
                 next_id += 1;
             }
             let len = (ids.len() as u64 - 1) * B + tail;
-            rows.push(Row { session, ts, ids, len, osl });
+            rows.push(Row {
+                session,
+                ts,
+                ids,
+                len,
+                osl,
+            });
         }
         rows
     })
@@ -59,7 +79,10 @@ fn trace() -> impl Strategy<Value = Vec<Row>> {
 fn render(rows: &[Row]) -> String {
     let mut s = String::new();
     for (n, r) in rows.iter().enumerate() {
-        let sess = r.session.map(|x| format!("\"session_id\": \"s{x}\", ")).unwrap_or_default();
+        let sess = r
+            .session
+            .map(|x| format!("\"session_id\": \"s{x}\", "))
+            .unwrap_or_default();
         let ids: Vec<String> = r.ids.iter().map(u64::to_string).collect();
         s.push_str(&format!(
             "{{{sess}\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \"hash_ids\": [{}], \"n\": {n}}}\n",
@@ -73,24 +96,39 @@ fn render(rows: &[Row]) -> String {
 }
 
 fn run(t: &str, args: &[String], input: &str) -> String {
-    let out = tool(t).args(args).write_stdin(input.to_string()).output().unwrap();
-    assert!(out.status.success(), "{t} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = tool(t)
+        .args(args)
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{t} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn parse(text: &str) -> Vec<Value> {
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn ids_of(v: &Value) -> Vec<u64> {
-    v["hash_ids"].as_array().map_or_else(Vec::new, |a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+    v["hash_ids"].as_array().map_or_else(Vec::new, |a| {
+        a.iter().map(|x| x.as_u64().unwrap()).collect()
+    })
 }
 
 fn assert_consistent(rows: &[Value], b: u64) {
     for r in rows {
         let n = ids_of(r).len() as u64;
         let len = r["input_length"].as_u64().unwrap();
-        assert!(n == 0 && len == 0 || (n - 1) * b < len && len <= n * b, "inconsistent row {r}");
+        assert!(
+            n == 0 && len == 0 || (n - 1) * b < len && len <= n * b,
+            "inconsistent row {r}"
+        );
     }
 }
 

@@ -2,8 +2,8 @@
 
 mod cap;
 mod pipe;
+mod props;
+mod real_data;
 mod roots;
 mod scale;
 mod util;
-mod props;
-mod real_data;
