@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Error, ExitCode, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, OnError, Output};
 use crate::record::Record;
 
@@ -62,40 +62,62 @@ pub enum Emit {
 /// printed to stderr under the tool's name.
 pub fn run_filter<F>(tool: &str, io: &IoArgs, mut step: F) -> Result<()>
 where
-    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, crate::error::RecordError>,
+    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
 {
     let mut reader = io.reader()?;
     let mut out = io.writer()?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    let result = (|| -> Result<()> {
-        loop {
-            let line = match reader.next_line() {
-                Ok(Some(line)) => line,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    policy.handle(e)?;
-                    continue;
-                }
-            };
-            let no = line.no;
-            let bytes: &[u8] = line.bytes;
-            let outcome = Record::parse(bytes).and_then(|rec| {
-                let buf = out.buffer();
-                let mark = buf.len();
-                step(&rec, buf).inspect_err(|_| buf.truncate(mark))
-            });
-            match outcome {
-                Ok(Emit::Unchanged) => out.write_line(bytes)?,
-                Ok(Emit::Written) => out.end_line()?,
-                Ok(Emit::Dropped) => {}
-                Err(e) => policy.record(no, e)?,
-            }
-        }
-    })();
+    let result = for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+        write_record(&mut out, policy, no, bytes, &mut step)
+    });
     // Good records already produced are flushed even when a bad one stops us.
     let flushed = out.flush();
     report_skipped(tool, &policy);
     result.and(flushed)
+}
+
+/// Feeds every line to `f`, applying the policy to lines too long to read.
+pub fn for_each_line<R, F>(
+    reader: &mut LineReader<R>,
+    policy: &mut ErrorPolicy,
+    mut f: F,
+) -> Result<()>
+where
+    R: std::io::Read,
+    F: FnMut(u64, &[u8], &mut ErrorPolicy) -> Result<()>,
+{
+    loop {
+        match reader.next_line() {
+            Ok(Some(line)) => f(line.no, line.bytes, policy)?,
+            Ok(None) => return Ok(()),
+            Err(e) => policy.handle(e)?,
+        }
+    }
+}
+
+/// Parses line `no`, runs `step` on it and writes what it decided; a bad
+/// record goes to the policy (and leaves nothing half-written).
+pub fn write_record<F>(
+    out: &mut Output,
+    policy: &mut ErrorPolicy,
+    no: u64,
+    bytes: &[u8],
+    step: &mut F,
+) -> Result<()>
+where
+    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+{
+    let outcome = Record::parse(bytes).and_then(|rec| {
+        let buf = out.buffer();
+        let mark = buf.len();
+        step(&rec, buf).inspect_err(|_| buf.truncate(mark))
+    });
+    match outcome {
+        Ok(Emit::Unchanged) => out.write_line(bytes),
+        Ok(Emit::Written) => out.end_line(),
+        Ok(Emit::Dropped) => Ok(()),
+        Err(e) => policy.record(no, e),
+    }
 }
 
 /// Prints the `--on-error skip` summary, if anything was skipped.

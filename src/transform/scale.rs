@@ -81,19 +81,9 @@ pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut trace = LoadedTrace::default();
-    let loaded = (|| -> Result<()> {
-        loop {
-            match reader.next_line() {
-                Ok(Some(line)) => {
-                    if let Err(e) = trace.push(line.no, line.bytes) {
-                        policy.record(line.no, e)?;
-                    }
-                }
-                Ok(None) => return Ok(()),
-                Err(e) => policy.handle(e)?,
-            }
-        }
-    })();
+    let loaded = cli::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+        trace.push(no, bytes).or_else(|e| policy.record(no, e))
+    });
     if let Err(e) = loaded {
         cli::report_skipped(tool, &policy);
         return Err(e);
@@ -277,21 +267,10 @@ impl LoadedTrace {
         out: &mut Output,
         policy: &mut ErrorPolicy,
     ) -> Result<()> {
+        let mut step =
+            |rec: &Record<'_>, buf: &mut Vec<u8>| scaler.apply(rec, Some(&mut plan), buf);
         for &(no, start, end) in &self.rows {
-            let line = &self.arena[start..end];
-            let outcome = Record::parse(line).and_then(|rec| {
-                let buf = out.buffer();
-                let mark = buf.len();
-                scaler
-                    .apply(&rec, Some(&mut plan), buf)
-                    .inspect_err(|_| buf.truncate(mark))
-            });
-            match outcome {
-                Ok(Emit::Unchanged) => out.write_line(line)?,
-                Ok(Emit::Written) => out.end_line()?,
-                Ok(Emit::Dropped) => {}
-                Err(e) => policy.record(no, e)?,
-            }
+            cli::write_record(out, policy, no, &self.arena[start..end], &mut step)?;
         }
         Ok(())
     }
