@@ -86,6 +86,8 @@ pub struct Record<'a> {
     close: usize,
     /// True when the object has at least one member.
     has_members: bool,
+    /// Known from the scan when `hash_ids` is a non-empty array of plain integers.
+    hash_ids_shape: Option<IdArrayShape>,
 }
 
 /// Nesting limit for values we only skip, so a hostile line cannot overflow the stack.
@@ -97,7 +99,11 @@ impl<'a> Record<'a> {
         if std::str::from_utf8(line).is_err() {
             return Err(RecordError::new("invalid UTF-8"));
         }
-        let mut s = Scanner { b: line, i: 0 };
+        let mut s = Scanner {
+            b: line,
+            i: 0,
+            int_array: None,
+        };
         s.ws();
         if s.peek() != Some(b'{') {
             return Err(RecordError::new(match s.peek() {
@@ -111,6 +117,7 @@ impl<'a> Record<'a> {
             spans: [None; FIELDS],
             close: 0,
             has_members: false,
+            hash_ids_shape: None,
         };
         s.ws();
         if s.peek() == Some(b'}') {
@@ -124,10 +131,14 @@ impl<'a> Record<'a> {
                 s.expect(b':', "`:` after an object key")?;
                 s.ws();
                 let start = s.i;
+                s.int_array = None;
                 s.value(0)?;
                 let span = Span { start, end: s.i };
                 if let Some(f) = key {
                     rec.spans[f as usize] = Some(span);
+                    if f == Field::HashIds {
+                        rec.hash_ids_shape = s.int_array.filter(|_| line[start] == b'[');
+                    }
                 }
                 rec.has_members = true;
                 s.ws();
@@ -223,33 +234,20 @@ impl<'a> Record<'a> {
         Ok(true)
     }
 
-    /// Number of ids in `hash_ids`, without decoding them.
-    pub fn hash_ids_len(&self) -> Result<Option<usize>, RecordError> {
+    /// The shape of `hash_ids` (count, longest id in digits) without
+    /// decoding it; `None` when absent or null.
+    pub fn hash_ids_shape(&self) -> Result<Option<IdArrayShape>, RecordError> {
         let Some(raw) = self.present(Field::HashIds) else {
             return Ok(None);
         };
-        if raw[0] != b'[' {
-            return Err(RecordError::field(
-                "hash_ids",
-                format!("expected an array, found {}", shorten(raw)),
-            ));
-        }
-        // The scanner validated the array; counting top-level commas is enough
-        // once we know the elements are plain numbers (no nested commas).
-        let inner = &raw[1..raw.len() - 1];
-        if inner
-            .iter()
-            .any(|b| matches!(b, b'[' | b'{' | b'"' | b't' | b'f' | b'n'))
-        {
-            return Err(RecordError::field(
-                "hash_ids",
-                "expected an array of non-negative integers",
-            ));
-        }
-        if inner.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Some(0));
-        }
-        Ok(Some(memchr::memchr_iter(b',', inner).count() + 1))
+        id_array_shape(raw)
+            .map(Some)
+            .map_err(|msg| RecordError::field("hash_ids", msg))
+    }
+
+    /// Number of ids in `hash_ids`, without decoding them.
+    pub fn hash_ids_len(&self) -> Result<Option<usize>, RecordError> {
+        Ok(self.hash_ids_shape()?.map(|s| s.count))
     }
 
     /// Writes the record to `out` with some values replaced. Edits must not
@@ -348,15 +346,19 @@ fn parse_uint_array(raw: &[u8], out: &mut Vec<u64>) -> Result<(), String> {
         if i >= end {
             return Ok(());
         }
-        let mut v: u64 = 0;
         let start = i;
         while i < end && raw[i].is_ascii_digit() {
-            v = v
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u64::from(raw[i] - b'0')))
-                .ok_or("an id does not fit in 64 bits")?;
             i += 1;
         }
+        let digits = &raw[start..i];
+        // Up to 19 digits cannot overflow u64: no checks in the hot loop.
+        let v = if digits.len() <= 19 {
+            digits
+                .iter()
+                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'))
+        } else {
+            parse_uint(digits).ok_or("an id does not fit in 64 bits")?
+        };
         if i == start || (i < end && !matches!(raw[i], b',' | b' ' | b'\t' | b'\r' | b'\n')) {
             let mut j = start;
             while j < end && raw[j] != b',' {
@@ -391,6 +393,43 @@ pub fn write_id_array(ids: &[u64], out: &mut Vec<u8>) {
     out.push(b']');
 }
 
+/// What a single pass over a validated id array tells without decoding it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdArrayShape {
+    pub count: usize,
+    /// Digits of the longest id, to rule out large ids without decoding.
+    pub longest_digits: usize,
+}
+
+/// One pass over `[1, 2, 3]` (already validated as JSON): counts the ids and
+/// rejects anything but non-negative integers.
+pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
+    if raw.first() != Some(&b'[') {
+        return Err(format!("expected an array, found {}", shorten(raw)));
+    }
+    let inner = &raw[1..raw.len() - 1];
+    let (mut commas, mut run, mut longest) = (0, 0, 0);
+    for &b in inner {
+        match b {
+            b'0'..=b'9' => {
+                run += 1;
+                longest = longest.max(run);
+            }
+            b',' => {
+                commas += 1;
+                run = 0;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => run = 0,
+            _ => return Err("expected an array of non-negative integers".to_string()),
+        }
+    }
+    let count = if longest == 0 { 0 } else { commas + 1 };
+    Ok(IdArrayShape {
+        count,
+        longest_digits: longest,
+    })
+}
+
 /// Writes ids in the spacing of the array they replace: `[1,2]` when the
 /// original was written compactly, else `[1, 2]` (the Mooncake traces' style).
 pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u8>) {
@@ -423,6 +462,9 @@ pub fn write_number(n: Number, out: &mut Vec<u8>) {
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
+    /// The shape of the last array of plain integers scanned, so `hash_ids`
+    /// needs no second pass to be counted.
+    int_array: Option<IdArrayShape>,
 }
 
 impl Scanner<'_> {
@@ -590,8 +632,12 @@ impl Scanner<'_> {
         if depth > MAX_DEPTH {
             return Err(RecordError::new("invalid JSON: nested too deeply"));
         }
-        if let Some(end) = int_array_end(self.b, self.i + 1) {
+        if let Some((end, shape)) = int_array_end(self.b, self.i + 1) {
             self.i = end;
+            // Only a field's own value counts, not an array nested in it.
+            if depth == 1 {
+                self.int_array = Some(shape);
+            }
             return Ok(());
         }
         self.i += 1;
@@ -661,8 +707,12 @@ impl Scanner<'_> {
 /// is most of every Mooncake line. `None` for anything else, which the
 /// general scanner then handles (and reports, if invalid).
 #[inline]
-fn int_array_end(b: &[u8], mut i: usize) -> Option<usize> {
+fn int_array_end(b: &[u8], mut i: usize) -> Option<(usize, IdArrayShape)> {
     let n = b.len();
+    let mut shape = IdArrayShape {
+        count: 0,
+        longest_digits: 0,
+    };
     loop {
         while i < n && b[i] == b' ' {
             i += 1;
@@ -674,12 +724,14 @@ fn int_array_end(b: &[u8], mut i: usize) -> Option<usize> {
         if i == start || (b[start] == b'0' && i - start > 1) {
             return None;
         }
+        shape.count += 1;
+        shape.longest_digits = shape.longest_digits.max(i - start);
         while i < n && b[i] == b' ' {
             i += 1;
         }
         match b.get(i) {
             Some(b',') => i += 1,
-            Some(b']') => return Some(i + 1),
+            Some(b']') => return Some((i + 1, shape)),
             _ => return None,
         }
     }
@@ -839,6 +891,33 @@ mod tests {
             .hash_ids_into(&mut ids)
             .is_err());
         assert!(rec(r#"{"hash_ids": ["1"]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [1, -2]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [[1, 2]]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [[1, 2]]}"#)
+            .hash_ids_into(&mut ids)
+            .is_err());
+        assert_eq!(
+            rec(r#"{"x": [1], "hash_ids": [ ]}"#)
+                .hash_ids_len()
+                .unwrap(),
+            Some(0)
+        );
+        assert_eq!(
+            rec(r#"{"hash_ids": [5, 6], "x": [1]}"#)
+                .hash_ids_len()
+                .unwrap(),
+            Some(2)
+        );
+        assert!(rec(r#"{"hash_ids": [1.5]}"#).hash_ids_len().is_err());
+        assert_eq!(
+            rec(r#"{"hash_ids": [7, 123456, 0]}"#)
+                .hash_ids_shape()
+                .unwrap(),
+            Some(IdArrayShape {
+                count: 3,
+                longest_digits: 6
+            })
+        );
         assert!(rec(r#"{"session_id": [1]}"#).session_id().is_err());
     }
 

@@ -88,17 +88,20 @@ impl Capper {
                     return Ok(Emit::Dropped);
                 }
             } else {
-                // Ids are read on every row so an id in the fresh range is
-                // caught wherever it appears, not only on cut rows.
-                let has_ids = rec.hash_ids_into(&mut self.ids)?;
-                if let Some(&big) = self.ids.iter().find(|&&h| h >= self.opts.fresh_id_base) {
-                    return Err(RecordError::field(
-                        "hash_ids",
-                        format!(
-                            "id {big} is in mc-cap's fresh-id range (>= {}); pass a larger --fresh-id-base",
-                            self.opts.fresh_id_base
-                        ),
-                    ));
+                // Every row is checked so an id in the fresh range is caught
+                // wherever it appears, not only on cut rows. One pass finds
+                // the longest id; only a row with an id long enough to reach
+                // the base is decoded.
+                let shape = rec.hash_ids_shape()?;
+                let base = self.opts.fresh_id_base;
+                if shape.is_some_and(|s| s.longest_digits >= decimal_digits(base)) {
+                    rec.hash_ids_into(&mut self.ids)?;
+                    if let Some(&big) = self.ids.iter().find(|&&h| h >= base) {
+                        return Err(RecordError::field(
+                            "hash_ids",
+                            format!("id {big} is in mc-cap's fresh-id range (>= {base}); pass a larger --fresh-id-base"),
+                        ));
+                    }
                 }
                 if let Some(len) = len.filter(|&l| l > max) {
                     self.truncated += 1;
@@ -108,10 +111,15 @@ impl Capper {
                         field: Field::InputLength,
                         value: isl_text,
                     });
-                    if has_ids {
-                        self.cuts.cut(&mut self.ids, len, max, self.opts.block_size);
+                    if let (Some(raw), Some(shape)) = (rec.raw(Field::HashIds), shape) {
                         ids_text.clear();
-                        record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), ids_text);
+                        let cut = Cut {
+                            ids: shape.count as u64,
+                            len,
+                            max,
+                            block_size: self.opts.block_size,
+                        };
+                        self.cuts.cut_raw(raw, cut, ids_text)?;
                         edits.push(Edit {
                             field: Field::HashIds,
                             value: ids_text,
@@ -139,6 +147,10 @@ impl Capper {
     }
 }
 
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 /// Fresh ids for blocks a cap cut short.
 struct Cuts {
     /// (id of a cut block, tokens left in it) -> its fresh id.
@@ -146,28 +158,85 @@ struct Cuts {
     next: u64,
 }
 
+/// A row to cut: its number of ids and tokens, the cap and the block size.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    ids: u64,
+    len: u64,
+    max: u64,
+    block_size: u64,
+}
+
+impl Cut {
+    /// Ids that still hold tokens after the cut.
+    fn keep(&self) -> u64 {
+        blocks::blocks_for(self.max, self.block_size).min(self.ids)
+    }
+
+    /// Tokens left in the last kept block, if the cut made it shorter.
+    fn shortened_last_block(&self) -> Option<u64> {
+        let last = self.keep().checked_sub(1)?;
+        let left = blocks::block_tokens(last, self.max, self.block_size);
+        (left < blocks::block_tokens(last, self.len, self.block_size)).then_some(left)
+    }
+}
+
 impl Cuts {
-    /// Cuts `ids` (a row of `len` tokens) down to `max` tokens at block size `b`.
-    fn cut(&mut self, ids: &mut Vec<u64>, len: u64, max: u64, b: u64) {
-        let keep = blocks::blocks_for(max, b).min(ids.len() as u64);
-        ids.truncate(keep as usize);
+    /// The fresh id of block `id` cut down to `left` tokens.
+    fn fresh_id(&mut self, id: u64, left: u64) -> u64 {
+        let next = &mut self.next;
+        *self.fresh.entry((id, left)).or_insert_with(|| {
+            let f = *next;
+            *next += 1;
+            f
+        })
+    }
+
+    /// Writes the raw id array `raw` cut as `cut` says, copying the kept ids
+    /// as text (no decoding, the original spacing kept) and decoding only a
+    /// last id that needs a fresh one.
+    fn cut_raw(
+        &mut self,
+        raw: &[u8],
+        cut: Cut,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), RecordError> {
+        let keep = cut.keep() as usize;
         if keep == 0 {
-            return;
+            out.extend_from_slice(b"[]");
+            return Ok(());
         }
-        let last = keep - 1;
-        let left = blocks::block_tokens(last, max, b);
-        if left < blocks::block_tokens(last, len, b) {
-            let next = &mut self.next;
-            let fresh = *self
-                .fresh
-                .entry((ids[last as usize], left))
-                .or_insert_with(|| {
-                    let f = *next;
-                    *next += 1;
-                    f
-                });
-            ids[last as usize] = fresh;
+        // The last kept id lies between the (keep-1)-th comma (or `[`) and
+        // the keep-th comma (or `]`).
+        let mut commas = memchr::memchr_iter(b',', raw);
+        let mut start = 1;
+        for _ in 1..keep {
+            start = commas.next().map_or(raw.len(), |c| c + 1);
         }
+        let end = if keep < cut.ids as usize {
+            commas.next()
+        } else {
+            Some(raw.len() - 1)
+        };
+        let last = end
+            .and_then(|end| raw.get(start..end))
+            .map(|t| t.trim_ascii());
+        let Some(last) = last.filter(|t| !t.is_empty()) else {
+            return Err(RecordError::field("hash_ids", "not a plain list of ids"));
+        };
+        let last_start = last.as_ptr() as usize - raw.as_ptr() as usize;
+        out.extend_from_slice(&raw[..last_start]);
+        match cut.shortened_last_block() {
+            Some(left) => {
+                let id = record::parse_uint(last)
+                    .ok_or_else(|| RecordError::field("hash_ids", "bad id"))?;
+                let fresh = self.fresh_id(id, left);
+                out.extend_from_slice(itoa::Buffer::new().format(fresh).as_bytes());
+            }
+            None => out.extend_from_slice(last),
+        }
+        out.push(b']');
+        Ok(())
     }
 }
 
@@ -175,55 +244,69 @@ impl Cuts {
 mod tests {
     use super::*;
 
-    fn capper(max_isl: u64, b: u64) -> Capper {
-        Capper::new(CapOptions {
-            max_isl: Some(max_isl),
-            drop: false,
-            max_osl: None,
-            block_size: b,
-            fresh_id_base: 1000,
-        })
+    fn cuts() -> Cuts {
+        Cuts {
+            fresh: HashMap::new(),
+            next: 1000,
+        }
     }
 
-    fn cut(c: &mut Capper, len: u64, max: u64) {
-        c.cuts.cut(&mut c.ids, len, max, c.opts.block_size);
+    /// Cuts the id array `raw` of a `len`-token row to `max` tokens, block size 10.
+    fn cut(c: &mut Cuts, raw: &str, len: u64, max: u64) -> String {
+        let ids = record::id_array_shape(raw.as_bytes()).unwrap().count as u64;
+        let mut out = Vec::new();
+        c.cut_raw(
+            raw.as_bytes(),
+            Cut {
+                ids,
+                len,
+                max,
+                block_size: 10,
+            },
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
     }
 
     #[test]
-    fn cut_on_a_block_edge_keeps_ids() {
-        let mut c = capper(20, 10);
-        c.ids = vec![1, 2, 3, 4];
-        cut(&mut c, 35, 20);
-        assert_eq!(c.ids, vec![1, 2]);
+    fn digits() {
+        assert_eq!(decimal_digits(0), 1);
+        assert_eq!(decimal_digits(99), 2);
+        assert_eq!(decimal_digits(100), 3);
+        assert_eq!(decimal_digits(DEFAULT_FRESH_ID_BASE), 15);
+    }
+
+    #[test]
+    fn cut_on_a_block_edge_keeps_ids_and_spacing() {
+        let mut c = cuts();
+        assert_eq!(cut(&mut c, "[1, 2, 3, 4]", 35, 20), "[1, 2]");
+        assert_eq!(cut(&mut c, "[1,2,3,4]", 35, 20), "[1,2]");
+        assert_eq!(cut(&mut c, "[ 1 ,2 , 3]", 25, 10), "[ 1]");
+        assert_eq!(cut(&mut c, "[1, 2]", 15, 0), "[]");
     }
 
     #[test]
     fn cut_inside_a_block_gives_it_a_shared_fresh_id() {
-        let mut c = capper(25, 10);
-        c.ids = vec![1, 2, 3, 4];
-        cut(&mut c, 35, 25);
+        let mut c = cuts();
         // Block 3 (tokens 20..30) keeps 5 tokens: new content, new id 1000.
-        assert_eq!(c.ids, vec![1, 2, 1000]);
-        c.ids = vec![1, 2, 3];
-        cut(&mut c, 28, 25);
+        assert_eq!(cut(&mut c, "[1, 2, 3, 4]", 35, 25), "[1, 2, 1000]");
         // Same block cut to the same 5 tokens: the same fresh id.
-        assert_eq!(c.ids, vec![1, 2, 1000]);
-        c.ids = vec![7, 8, 9];
-        cut(&mut c, 30, 25);
-        assert_eq!(c.ids, vec![7, 8, 1001]);
+        assert_eq!(cut(&mut c, "[1, 2, 3]", 28, 25), "[1, 2, 1000]");
+        // Same block cut to 6 tokens: another content, another id.
+        assert_eq!(cut(&mut c, "[1, 2, 3]", 28, 26), "[1, 2, 1001]");
+        assert_eq!(cut(&mut c, "[7,8,9]", 30, 25), "[7,8,1002]");
+        assert_eq!(cut(&mut c, "[7]", 8, 5), "[1003]");
     }
 
     #[test]
-    fn partial_last_block_that_still_fits_is_unchanged() {
-        let mut c = capper(25, 10);
-        // 23 tokens: not cut at all (the caller only cuts rows longer than max).
-        // A row of 27 tokens cut to 25: its last block goes from 7 to 5 tokens.
-        c.ids = vec![1, 2, 3];
-        cut(&mut c, 27, 25);
-        assert_eq!(c.ids, vec![1, 2, 1000]);
-        // An unhashed tail: 2 ids for 40 tokens, cut to 25 keeps both, unchanged.
-        c.ids = vec![5, 6];
-        cut(&mut c, 40, 25);
-        assert_eq!(c.ids, vec![5, 6]);
+    fn partial_last_block_cut_shorter_or_unhashed_tail() {
+        let mut c = cuts();
+        // 27 tokens cut to 25: the last block goes from 7 to 5 tokens.
+        assert_eq!(cut(&mut c, "[1, 2, 3]", 27, 25), "[1, 2, 1000]");
+        // An unhashed tail: 2 ids for 40 tokens, cut to 25 keeps both as they are.
+        assert_eq!(cut(&mut c, "[5, 6]", 40, 25), "[5, 6]");
+        // Cut to 15: keeps [5] whole and cuts 6 to 5 tokens.
+        assert_eq!(cut(&mut c, "[5, 6]", 40, 15), "[5, 1001]");
     }
 }
