@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::util::tool;
+use crate::util::run_ok;
 
 const B: u64 = 8;
 
@@ -96,17 +96,7 @@ fn render(rows: &[Row]) -> String {
 }
 
 fn run(t: &str, args: &[String], input: &str) -> String {
-    let out = tool(t)
-        .args(args)
-        .write_stdin(input.to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{t} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    run_ok(t, args, input)
 }
 
 fn parse(text: &str) -> Vec<Value> {

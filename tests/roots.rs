@@ -2,21 +2,10 @@
 
 use std::collections::HashMap;
 
-use crate::util::tool;
+use crate::util::{run_ok, tool};
 
 fn roots(args: &[&str], input: &str) -> Vec<serde_json::Value> {
-    let out = tool("mc-roots")
-        .args(args)
-        .write_stdin(input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    run_ok("mc-roots", args, input)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()

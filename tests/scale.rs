@@ -9,7 +9,7 @@
 //! into 1 even when the output multiplier is 1 (we leave values the options
 //! do not ask to change).
 
-use crate::util::tool;
+use crate::util::{run_ok, tool};
 
 /// Ids 1 (3 uses) and 2 (2 uses) are shared; everything else is private.
 /// Rows 1, 2 and 5 have core prefixes [1,2], [1,2] and [1]; row 3 has none;
@@ -22,18 +22,9 @@ const T1: &str = r#"{"timestamp": 1000, "input_length": 10, "output_length": 7, 
 "#;
 
 fn scale(args: &[&str], input: &str) -> String {
-    let out = tool("mc-scale")
-        .args(["--block-size", "4"])
-        .args(args)
-        .write_stdin(input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let mut all = vec!["--block-size", "4"];
+    all.extend_from_slice(args);
+    run_ok("mc-scale", &all, input)
 }
 
 #[test]

@@ -18,3 +18,19 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
         }
     }
 }
+
+/// Runs `name` with `args` on `input` and returns its stdout, failing the
+/// test (with the tool's stderr) if it does not succeed.
+pub fn run_ok<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S], input: &str) -> String {
+    let out = tool(name)
+        .args(args)
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
