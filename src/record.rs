@@ -237,6 +237,9 @@ impl<'a> Record<'a> {
     /// The shape of `hash_ids` (count, longest id in digits) without
     /// decoding it; `None` when absent or null.
     pub fn hash_ids_shape(&self) -> Result<Option<IdArrayShape>, RecordError> {
+        if self.hash_ids_shape.is_some() {
+            return Ok(self.hash_ids_shape);
+        }
         let Some(raw) = self.present(Field::HashIds) else {
             return Ok(None);
         };
