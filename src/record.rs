@@ -1030,3 +1030,103 @@ mod tests {
         assert_eq!(out, b"[4,5][4, 5][4, 5]");
     }
 }
+
+/// The scanner must accept exactly what a full JSON parser accepts as an
+/// object, and find the same values, on generated and mutated lines.
+#[cfg(test)]
+mod agreement_with_serde_json {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e9f64..1e9).prop_map(Value::from),
+            "[a-z\"\\\\/\u{e9}\u{1F600}\n\t ]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(("[a-z_]{1,6}|timestamp|hash_ids|input_length", inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn object_line() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(
+                (
+                    "[a-z_]{1,6}|timestamp|hash_ids|input_length|session_id",
+                    value(),
+                ),
+                0..6,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(kv, pretty)| {
+                let obj = Value::Object(kv.into_iter().collect());
+                if pretty {
+                    // Multi-line JSON has its newlines turned into spaces: still one line.
+                    serde_json::to_string_pretty(&obj)
+                        .unwrap()
+                        .replace('\n', " ")
+                } else {
+                    serde_json::to_string(&obj).unwrap()
+                }
+            })
+    }
+
+    /// One random edit: delete, insert or replace a byte with a JSON-ish one.
+    fn mutate(line: &str, at: usize, op: u8, byte: u8) -> Vec<u8> {
+        let mut b = line.as_bytes().to_vec();
+        let at = at % (b.len() + 1);
+        let table = b"{}[]\",:0123-.eE tfnul\\ax";
+        let c = table[byte as usize % table.len()];
+        match op % 3 {
+            0 if at < b.len() => {
+                b.remove(at);
+            }
+            1 => b.insert(at, c),
+            _ if at < b.len() => b[at] = c,
+            _ => b.push(c),
+        }
+        b
+    }
+
+    /// serde_json's verdict on "one JSON object", skipping values without
+    /// converting them: serde_json refuses numbers too large for f64 when it
+    /// converts, though the JSON grammar allows them.
+    fn serde_accepts(line: &[u8]) -> bool {
+        // Skipping a string does not check its UTF-8; JSON text must be UTF-8.
+        let utf8 = std::str::from_utf8(line).is_ok();
+        let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        utf8 && is_object && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn valid_objects_are_accepted_and_fields_found(line in object_line()) {
+            let rec = Record::parse(line.as_bytes());
+            prop_assert!(rec.is_ok(), "{line}: {:?}", rec.err());
+            let rec = rec.unwrap();
+            let v: serde_json::Map<String, Value> = serde_json::from_str(&line).unwrap();
+            for f in [Field::Timestamp, Field::HashIds, Field::InputLength, Field::SessionId] {
+                let ours = rec.raw(f).map(|raw| serde_json::from_slice::<Value>(raw).unwrap());
+                prop_assert_eq!(ours.as_ref(), v.get(f.name()));
+            }
+        }
+
+        #[test]
+        fn mutated_lines_are_judged_like_serde_json(line in object_line(), at in any::<usize>(), op in any::<u8>(), byte in any::<u8>()) {
+            let bad = mutate(&line, at, op, byte);
+            prop_assert_eq!(Record::parse(&bad).is_ok(), serde_accepts(&bad), "{}", String::from_utf8_lossy(&bad));
+        }
+    }
+}
