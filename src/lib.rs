@@ -2,9 +2,11 @@
 //! traces. The record format and the pipe conventions are in DESIGN.md; the
 //! binaries in `src/bin` only wire arguments to the functions here.
 
+pub mod analyze;
 pub mod blocks;
 pub mod cli;
 pub mod error;
 pub mod jsonl;
 pub mod record;
+pub mod stats;
 pub mod transform;

@@ -1,0 +1,143 @@
+//! The `aiperf` section: AIPerf 0.13.0 `analyze-trace`, number for number,
+//! computed from the id table instead of AIPerf's set of prefix tuples.
+
+use std::collections::HashMap;
+
+use serde::{Serialize, Serializer};
+
+use super::idtable::IdTable;
+use super::rows::RowStore;
+use crate::stats::{Sum, Summary};
+
+/// The report AIPerf writes with `--output-file`, with its keys in its order.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct AiperfStats {
+    pub total_requests: u64,
+    pub unique_prefixes: u64,
+    pub num_prefix_groups: u64,
+    pub cache_hit_rate: f64,
+    #[serde(serialize_with = "int_if_integral")]
+    pub min_isl: f64,
+    #[serde(serialize_with = "int_if_integral")]
+    pub max_isl: f64,
+    pub avg_isl: f64,
+    #[serde(serialize_with = "int_if_integral")]
+    pub min_osl: f64,
+    #[serde(serialize_with = "int_if_integral")]
+    pub max_osl: f64,
+    pub avg_osl: f64,
+    pub prefix_reuse_ratio: f64,
+    pub isl_stats: Option<Summary>,
+    pub osl_stats: Option<Summary>,
+    pub context_length_stats: Option<Summary>,
+    pub unique_prompt_length_stats: Option<Summary>,
+    pub hit_rate_stats: Option<Summary>,
+}
+
+/// AIPerf writes lengths as integers (`"min_isl": 500`).
+fn int_if_integral<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+/// Counts how many rows start with each first id.
+#[derive(Default)]
+pub struct FirstIds(HashMap<u64, u8>);
+
+impl FirstIds {
+    pub fn add(&mut self, id: u64) {
+        let c = self.0.entry(id).or_insert(0);
+        *c = c.saturating_add(1);
+    }
+
+    /// AIPerf's `num_prefix_groups`: first ids that start two or more rows.
+    pub fn groups(&self) -> u64 {
+        self.0.values().filter(|&&c| c > 1).count() as u64
+    }
+}
+
+pub fn compute(
+    rows: &RowStore,
+    table: &IdTable,
+    first_ids: &FirstIds,
+    block_size: u64,
+) -> AiperfStats {
+    let n = rows.rows.len();
+    let mut isl: Vec<f64> = rows.rows.iter().map(|r| r.isl).collect();
+    let mut osl: Vec<f64> = rows.rows.iter().map(|r| r.osl).collect();
+    let mut context = Vec::with_capacity(n);
+    let mut unique = Vec::with_capacity(n);
+    let mut hit_rates = Vec::new();
+    let mut ids = Vec::new();
+    for row in &rows.rows {
+        if !row.has_ids() {
+            context.push(0.0);
+            unique.push(row.isl);
+            continue;
+        }
+        hit_rates.push(f64::from(row.first_unseen) / f64::from(row.n_ids));
+        rows.ids_into(row, &mut ids);
+        let repeated = ids
+            .iter()
+            .enumerate()
+            .filter(|&(pos, &id)| table.pair_repeated(pos, id))
+            .count();
+        let ctx = if repeated == ids.len() {
+            row.isl
+        } else {
+            (repeated as u64 * block_size) as f64
+        };
+        context.push(ctx);
+        unique.push(row.isl - ctx);
+    }
+    let (min_isl, max_isl, avg_isl) = min_max_mean(&isl);
+    let (min_osl, max_osl, avg_osl) = min_max_mean(&osl);
+    // statistics.mean: exact, rounded once.
+    let cache_hit_rate = if hit_rates.is_empty() {
+        0.0
+    } else {
+        crate::stats::exact_mean(&hit_rates)
+    };
+    let prefix_reuse_ratio = if table.blocks == 0 {
+        0.0
+    } else {
+        table.reused_visits() as f64 / table.blocks as f64
+    };
+    AiperfStats {
+        total_requests: n as u64,
+        unique_prefixes: table.nodes,
+        num_prefix_groups: first_ids.groups(),
+        cache_hit_rate,
+        min_isl,
+        max_isl,
+        avg_isl,
+        min_osl,
+        max_osl,
+        avg_osl,
+        prefix_reuse_ratio,
+        isl_stats: Summary::of(&mut isl),
+        osl_stats: Summary::of(&mut osl),
+        context_length_stats: Summary::of(&mut context),
+        unique_prompt_length_stats: Summary::of(&mut unique),
+        hit_rate_stats: Summary::of(&mut hit_rates),
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    let mut s = Sum::default();
+    v.iter().for_each(|&x| s.add(x));
+    s.value() / v.len() as f64
+}
+
+/// AIPerf's `min(...) if ... else 0` and `sum / len`.
+fn min_max_mean(v: &[f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (min, max, mean(v))
+}

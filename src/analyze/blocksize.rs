@@ -1,0 +1,129 @@
+//! The block size check: which block sizes the data allows, which rows
+//! break the chosen one, and which ids are materialised at two sizes.
+
+use serde::Serialize;
+
+use super::findings::Finding;
+use super::idtable::IdTable;
+use super::rows::RowStore;
+
+/// Block sizes tried when no single size fits every row.
+const MAX_POW2: u32 = 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BlockCheck {
+    /// The block size the report uses.
+    pub block_size: u64,
+    /// The power of two the data points to, if any row has ids.
+    pub detected: Option<u64>,
+    /// Every row is consistent for any B in [feasible_min, feasible_max]
+    /// (max `None`: unbounded); both `None` when no B fits every row.
+    pub feasible_min: Option<u64>,
+    pub feasible_max: Option<u64>,
+    /// Rows with hash_ids that are not consistent for `block_size`.
+    pub inconsistent_rows: Finding,
+    /// Ids that end up holding two different numbers of tokens (a partial
+    /// last block here, a full block there): AIPerf's replay aborts on them.
+    /// Counts ids; the lines are the rows where a second size first showed.
+    pub conflicting_ids: Finding,
+}
+
+/// The range of block sizes every row allows: (n-1)B < L <= nB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feasible {
+    pub min: u64,
+    /// `u64::MAX`: no upper bound (only single-block rows).
+    pub max: u64,
+}
+
+impl Feasible {
+    fn contains(&self, b: u64) -> bool {
+        self.min <= b && b <= self.max
+    }
+}
+
+/// `None` when no block size fits every row (or no row has ids).
+pub fn feasible(rows: &RowStore) -> Option<Feasible> {
+    let mut f = Feasible {
+        min: 1,
+        max: u64::MAX,
+    };
+    let mut any = false;
+    for r in rows.rows.iter().filter(|r| r.has_ids()) {
+        any = true;
+        if r.isl < 1.0 || r.isl.fract() != 0.0 {
+            return None;
+        }
+        let (n, len) = (u64::from(r.n_ids), r.isl as u64);
+        f.min = f.min.max(len.div_ceil(n));
+        if n >= 2 {
+            f.max = f.max.min((len - 1) / (n - 1));
+        }
+    }
+    (any && f.min <= f.max).then_some(f)
+}
+
+fn consistent(n: u32, len: f64, b: u64) -> bool {
+    let (n, b) = (f64::from(n), b as f64);
+    (n - 1.0) * b < len && len <= n * b
+}
+
+/// The power of two the data points to: the smallest one every row allows,
+/// else the one the most rows allow (the smaller on a tie).
+pub fn detect(rows: &RowStore, feasible: Option<Feasible>) -> Option<u64> {
+    if !rows.rows.iter().any(|r| r.has_ids()) {
+        return None;
+    }
+    let pows = (0..=MAX_POW2).map(|e| 1u64 << e);
+    if let Some(b) = feasible.and_then(|f| pows.clone().find(|&b| f.contains(b))) {
+        return Some(b);
+    }
+    pows.max_by_key(|&b| {
+        let fits = rows
+            .rows
+            .iter()
+            .filter(|r| r.has_ids() && consistent(r.n_ids, r.isl, b))
+            .count();
+        (fits, std::cmp::Reverse(b))
+    })
+}
+
+pub fn check(
+    rows: &RowStore,
+    table: &mut IdTable,
+    block_size: u64,
+    detected: Option<u64>,
+    feasible: Option<Feasible>,
+) -> BlockCheck {
+    let mut inconsistent = Finding::default();
+    let mut conflicts = Finding::default();
+    table.start_size_check();
+    let mut ids = Vec::new();
+    let b = block_size;
+    for r in rows.rows.iter().filter(|r| r.has_ids()) {
+        if !consistent(r.n_ids, r.isl, b) {
+            inconsistent.add(r.line);
+        }
+        let full = u64::from(r.n_ids - 1) * b;
+        if r.isl <= full as f64 {
+            continue; // broken row: no sizes to speak of
+        }
+        let last = (r.isl - full as f64).min(b as f64) as u32;
+        rows.ids_into(r, &mut ids);
+        let n = ids.len();
+        for (pos, &id) in ids.iter().enumerate() {
+            let size = if pos + 1 < n { b as u32 } else { last };
+            if table.record_size(id, size) {
+                conflicts.add(r.line);
+            }
+        }
+    }
+    BlockCheck {
+        block_size,
+        detected,
+        feasible_min: feasible.map(|f| f.min),
+        feasible_max: feasible.and_then(|f| (f.max != u64::MAX).then_some(f.max)),
+        inconsistent_rows: inconsistent,
+        conflicting_ids: conflicts,
+    }
+}

@@ -1,0 +1,242 @@
+//! The causal, token-weighted cache model: the share of input tokens a
+//! prefix cache would serve, replaying rows in file or timestamp order.
+//! A block hits only if every earlier block of its row hit (prefix
+//! semantics); every block of the row is then in the cache.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::idtable::IdTable;
+use super::rows::{Row, RowStore};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Rows in the order of the file.
+    File,
+    /// Rows by timestamp (rows without one stay after the row before them).
+    Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CacheModel {
+    pub order: Order,
+    pub input_tokens: f64,
+    pub results: Vec<CacheResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CacheResult {
+    /// `None`: an infinite cache.
+    pub cache_blocks: Option<u64>,
+    pub hit_tokens: f64,
+    /// hit_tokens / input_tokens (0 when there are no input tokens).
+    pub hit_rate: f64,
+}
+
+/// A cache of block ids.
+trait BlockCache {
+    /// True (and the block is refreshed) if `id` is cached.
+    fn hit(&mut self, id: u64) -> bool;
+    /// Puts `id` in the cache (or refreshes it).
+    fn insert(&mut self, id: u64);
+}
+
+struct Infinite<'t>(&'t mut IdTable);
+
+impl BlockCache for Infinite<'_> {
+    fn hit(&mut self, id: u64) -> bool {
+        self.0.mark(id)
+    }
+    fn insert(&mut self, id: u64) {
+        self.0.mark(id);
+    }
+}
+
+/// Least-recently-used over at most `cap` blocks: a map to slots of an
+/// intrusive doubly linked list, O(1) per operation.
+struct Lru {
+    cap: usize,
+    slot: HashMap<u64, u32>,
+    ids: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+impl Lru {
+    fn new(cap: usize) -> Self {
+        Lru {
+            cap,
+            slot: HashMap::with_capacity(cap.min(1 << 24)),
+            ids: Vec::new(),
+            prev: Vec::new(),
+            next: Vec::new(),
+            head: NIL,
+            tail: NIL,
+        }
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let (p, n) = (self.prev[s as usize], self.next[s as usize]);
+        if p == NIL {
+            self.head = n
+        } else {
+            self.next[p as usize] = n
+        }
+        if n == NIL {
+            self.tail = p
+        } else {
+            self.prev[n as usize] = p
+        }
+    }
+
+    fn push_front(&mut self, s: u32) {
+        self.prev[s as usize] = NIL;
+        self.next[s as usize] = self.head;
+        if self.head != NIL {
+            self.prev[self.head as usize] = s;
+        }
+        self.head = s;
+        if self.tail == NIL {
+            self.tail = s;
+        }
+    }
+}
+
+impl BlockCache for Lru {
+    fn hit(&mut self, id: u64) -> bool {
+        match self.slot.get(&id) {
+            Some(&s) => {
+                self.unlink(s);
+                self.push_front(s);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn insert(&mut self, id: u64) {
+        if self.cap == 0 || self.hit(id) {
+            return;
+        }
+        let s = if self.ids.len() < self.cap {
+            self.ids.push(id);
+            self.prev.push(NIL);
+            self.next.push(NIL);
+            (self.ids.len() - 1) as u32
+        } else {
+            // Full: reuse the least recently used slot.
+            let s = self.tail;
+            self.unlink(s);
+            self.slot.remove(&self.ids[s as usize]);
+            self.ids[s as usize] = id;
+            s
+        };
+        self.slot.insert(id, s);
+        self.push_front(s);
+    }
+}
+
+/// Row indices in replay order.
+fn replay_order(rows: &[Row], order: Order) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..rows.len()).collect();
+    if order == Order::Timestamp {
+        let mut key = f64::NEG_INFINITY;
+        let keys: Vec<f64> = rows
+            .iter()
+            .map(|r| {
+                key = r.timestamp.unwrap_or(key);
+                key
+            })
+            .collect();
+        idx.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
+    }
+    idx
+}
+
+/// Tokens in block `i` of a row of `len` tokens.
+fn block_tokens(i: usize, len: f64, b: f64) -> f64 {
+    (len - i as f64 * b).clamp(0.0, b)
+}
+
+fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) -> f64 {
+    let mut hit_tokens = 0.0;
+    let mut ids = Vec::new();
+    for &i in order {
+        let row = &rows.rows[i];
+        rows.ids_into(row, &mut ids);
+        let mut hitting = true;
+        for (k, &id) in ids.iter().enumerate() {
+            if hitting && cache.hit(id) {
+                hit_tokens += block_tokens(k, row.isl, b as f64);
+            } else {
+                hitting = false;
+                cache.insert(id);
+            }
+        }
+    }
+    hit_tokens
+}
+
+pub fn model(
+    rows: &RowStore,
+    table: &mut IdTable,
+    b: u64,
+    order: Order,
+    sizes: &[u64],
+) -> CacheModel {
+    let replay_order = replay_order(&rows.rows, order);
+    let input_tokens: f64 = rows.rows.iter().map(|r| r.isl.max(0.0)).sum();
+    let rate = |hit: f64| {
+        if input_tokens > 0.0 {
+            hit / input_tokens
+        } else {
+            0.0
+        }
+    };
+    table.clear_marks();
+    let hit = replay(rows, &replay_order, b, &mut Infinite(table));
+    let mut results = vec![CacheResult {
+        cache_blocks: None,
+        hit_tokens: hit,
+        hit_rate: rate(hit),
+    }];
+    for &c in sizes {
+        let hit = replay(rows, &replay_order, b, &mut Lru::new(c as usize));
+        results.push(CacheResult {
+            cache_blocks: Some(c),
+            hit_tokens: hit,
+            hit_rate: rate(hit),
+        });
+    }
+    CacheModel {
+        order,
+        input_tokens,
+        results,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_the_least_recently_used() {
+        let mut c = Lru::new(2);
+        c.insert(1);
+        c.insert(2);
+        assert!(c.hit(1)); // 1 is now the most recent
+        c.insert(3); // evicts 2
+        assert!(!c.hit(2));
+        assert!(c.hit(1));
+        assert!(c.hit(3));
+        let mut z = Lru::new(0);
+        z.insert(1);
+        assert!(!z.hit(1));
+    }
+}

@@ -1,0 +1,323 @@
+//! Per-id state for the whole trace, in O(distinct ids) memory: the prefix
+//! trie (AIPerf's `unique_prefixes` and prefix reuse), the (position, id)
+//! pair counts (context lengths), and scratch used by the checks.
+//!
+//! A trie node is a (parent node, id) pair. In a well-formed trace an id
+//! always has the same parent and position, so each id's first node and
+//! pair live in one dense entry; an id met again under another parent or at
+//! another position gets overflow entries in hash maps. Exact either way,
+//! compact in the common case.
+
+use std::collections::HashMap;
+
+/// Parent key of a first block.
+const ROOT: u64 = u64::MAX;
+/// Overflow nodes are keyed from here up; ids must stay below it.
+pub const MAX_ID: u64 = (1 << 63) - 1;
+const OVERFLOW: u64 = 1 << 63;
+const VACANT: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Parent key of this id's primary trie node.
+    parent: u64,
+    /// Position of the primary (position, id) pair; `VACANT` if unused.
+    pos: u32,
+    /// Visits of the primary node.
+    visits: u32,
+    /// Occurrences of the primary pair.
+    pairs: u32,
+    /// Pass 1: the last row (1-based) that used the id. Pass 2: the block
+    /// size it was materialised at (0 = not yet, `VACANT` = conflict counted).
+    aux: u32,
+}
+
+const EMPTY: Entry = Entry {
+    parent: 0,
+    pos: VACANT,
+    visits: 0,
+    pairs: 0,
+    aux: 0,
+};
+
+/// What walking one row through the table found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RowVisit {
+    /// Index of the first id not used by any earlier row (n if none).
+    pub first_unseen: usize,
+    /// An id appears twice in the row.
+    pub duplicate: bool,
+    /// An id used by an earlier row follows an id new in this row.
+    pub not_prefix_shaped: bool,
+}
+
+#[derive(Default)]
+pub struct IdTable {
+    dense: Vec<Entry>,
+    sparse: HashMap<u64, Entry>,
+    distinct: u64,
+    /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
+    extra_nodes: HashMap<(u64, u64), (u64, u32)>,
+    /// Pairs beyond each id's primary one: (position, id) -> count.
+    extra_pairs: HashMap<(u32, u64), u32>,
+    /// Trie nodes: AIPerf's `unique_prefixes`.
+    pub nodes: u64,
+    /// Blocks walked: the denominator of the prefix reuse ratio.
+    pub blocks: u64,
+}
+
+impl IdTable {
+    fn entry(&self, id: u64) -> Option<&Entry> {
+        match self.dense.get(id as usize) {
+            Some(e) if e.pos != VACANT => Some(e),
+            Some(_) => None,
+            None => self.sparse.get(&id),
+        }
+    }
+
+    /// The entry of `id`, and whether it was just created.
+    fn entry_mut(&mut self, id: u64) -> (&mut Entry, bool) {
+        // Ids are conventionally dense (0, 1, 2, …): keep a table indexed by
+        // id while that stays within a small multiple of the ids seen.
+        let limit = (self.distinct * 4).max(1 << 20);
+        if (id as usize) >= self.dense.len() && id < limit && !self.sparse.contains_key(&id) {
+            self.dense.resize(id as usize + 1, EMPTY);
+        }
+        let (e, new) = match self.dense.get_mut(id as usize) {
+            Some(e) => {
+                let new = e.pos == VACANT;
+                (e, new)
+            }
+            None => {
+                let mut new = false;
+                let e = self.sparse.entry(id).or_insert_with(|| {
+                    new = true;
+                    EMPTY
+                });
+                (e, new)
+            }
+        };
+        if new {
+            self.distinct += 1;
+        }
+        (e, new)
+    }
+
+    pub fn distinct_ids(&self) -> u64 {
+        self.distinct
+    }
+
+    /// Walks row number `row` (1-based, in file order) through the trie and
+    /// the pair counts.
+    pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
+        let mut v = RowVisit {
+            first_unseen: ids.len(),
+            ..Default::default()
+        };
+        let mut parent = ROOT;
+        for (pos, &id) in ids.iter().enumerate() {
+            let pos = pos as u32;
+            self.blocks += 1;
+            let (e, new) = self.entry_mut(id);
+            if new {
+                *e = Entry {
+                    parent,
+                    pos,
+                    visits: 1,
+                    pairs: 1,
+                    aux: row,
+                };
+                self.nodes += 1;
+                if v.first_unseen == ids.len() {
+                    v.first_unseen = pos as usize;
+                }
+                parent = id;
+                continue;
+            }
+            if e.aux == row {
+                v.duplicate = true;
+            } else if v.first_unseen < pos as usize {
+                v.not_prefix_shaped = true;
+            }
+            e.aux = row;
+            let same_pair = e.pos == pos;
+            if same_pair {
+                e.pairs += 1;
+            }
+            let key = if e.parent == parent {
+                e.visits += 1;
+                id
+            } else {
+                let next_key = OVERFLOW + self.extra_nodes.len() as u64;
+                let node = self
+                    .extra_nodes
+                    .entry((parent, id))
+                    .or_insert((next_key, 0));
+                if node.1 == 0 {
+                    self.nodes += 1;
+                }
+                node.1 += 1;
+                node.0
+            };
+            if !same_pair {
+                *self.extra_pairs.entry((pos, id)).or_insert(0) += 1;
+            }
+            parent = key;
+        }
+        v
+    }
+
+    /// Whether the (position, id) pair occurs more than once in the trace.
+    pub fn pair_repeated(&self, pos: usize, id: u64) -> bool {
+        match self.entry(id) {
+            Some(e) if e.pos == pos as u32 => e.pairs > 1,
+            Some(_) => self
+                .extra_pairs
+                .get(&(pos as u32, id))
+                .is_some_and(|&c| c > 1),
+            None => false,
+        }
+    }
+
+    /// Σ visits of nodes visited more than once (AIPerf's reused prefixes).
+    pub fn reused_visits(&self) -> u64 {
+        let primary = self
+            .dense
+            .iter()
+            .chain(self.sparse.values())
+            .filter(|e| e.pos != VACANT && e.visits > 1);
+        let extra = self
+            .extra_nodes
+            .values()
+            .map(|&(_, v)| v)
+            .filter(|&v| v > 1);
+        primary.map(|e| u64::from(e.visits)).sum::<u64>() + extra.map(u64::from).sum::<u64>()
+    }
+
+    /// Switches `aux` from row stamps to block sizes (pass 2).
+    pub fn start_size_check(&mut self) {
+        for e in self.dense.iter_mut().chain(self.sparse.values_mut()) {
+            e.aux = 0;
+        }
+    }
+
+    /// Records that `id` holds `size` tokens; true the first time the id is
+    /// seen at a second size (a conflict to count).
+    pub fn record_size(&mut self, id: u64, size: u32) -> bool {
+        let (e, _) = self.entry_mut(id);
+        match e.aux {
+            0 => {
+                e.aux = size;
+                false
+            }
+            VACANT => false,
+            s if s == size => false,
+            _ => {
+                e.aux = VACANT;
+                true
+            }
+        }
+    }
+}
+
+impl IdTable {
+    /// Clears the marks used by [`IdTable::mark`] (the cache model).
+    pub fn clear_marks(&mut self) {
+        self.start_size_check();
+    }
+
+    /// Marks `id` (which must be in the table) and says whether it already was.
+    pub fn mark(&mut self, id: u64) -> bool {
+        let (e, _) = self.entry_mut(id);
+        std::mem::replace(&mut e.aux, 1) == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trie_nodes_pairs_and_row_checks() {
+        let mut t = IdTable::default();
+        // Rows: [0,1,2], [0,1,3], [1,4], [0,1,2,2], [5,0]
+        assert_eq!(
+            t.visit(1, &[0, 1, 2]),
+            RowVisit {
+                first_unseen: 0,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            t.visit(2, &[0, 1, 3]),
+            RowVisit {
+                first_unseen: 2,
+                ..Default::default()
+            }
+        );
+        // 1 under the root: a new node (1 was under 0 before), a new pair (0, 1).
+        assert_eq!(
+            t.visit(3, &[1, 4]),
+            RowVisit {
+                first_unseen: 1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            t.visit(4, &[0, 1, 2, 2]),
+            RowVisit {
+                first_unseen: 4,
+                duplicate: true,
+                not_prefix_shaped: false
+            }
+        );
+        assert_eq!(
+            t.visit(5, &[5, 0]),
+            RowVisit {
+                first_unseen: 0,
+                duplicate: false,
+                not_prefix_shaped: true
+            }
+        );
+        // Nodes: (0) (0,1) (0,1,2) (0,1,3) (1) (1,4) (0,1,2,2) (5) (5,0) = 9.
+        assert_eq!(t.nodes, 9);
+        assert_eq!(t.blocks, 3 + 3 + 2 + 4 + 2);
+        // Visited twice or more: (0) x3, (0,1) x3, (0,1,2) x2 -> 8.
+        assert_eq!(t.reused_visits(), 8);
+        assert!(t.pair_repeated(0, 0)); // rows 1, 2, 4
+        assert!(!t.pair_repeated(1, 0)); // only row 5
+        assert!(!t.pair_repeated(0, 1)); // only row 3
+        assert!(t.pair_repeated(1, 1));
+        assert!(t.pair_repeated(2, 2)); // rows 1 and 4
+        assert!(!t.pair_repeated(3, 2));
+        assert!(!t.pair_repeated(0, 99));
+    }
+
+    #[test]
+    fn sparse_ids_work_like_dense_ones() {
+        let mut t = IdTable::default();
+        let big = 1u64 << 60;
+        t.visit(1, &[big, big + 1]);
+        assert_eq!(
+            t.visit(2, &[big, 7]),
+            RowVisit {
+                first_unseen: 1,
+                ..Default::default()
+            }
+        );
+        assert_eq!(t.nodes, 3);
+        assert_eq!(t.distinct_ids(), 3);
+        assert!(t.pair_repeated(0, big));
+    }
+
+    #[test]
+    fn sizes_conflict_once() {
+        let mut t = IdTable::default();
+        t.visit(1, &[1, 2]);
+        t.start_size_check();
+        assert!(!t.record_size(1, 512));
+        assert!(!t.record_size(1, 512));
+        assert!(t.record_size(1, 100));
+        assert!(!t.record_size(1, 7));
+    }
+}

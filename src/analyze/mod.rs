@@ -1,0 +1,243 @@
+//! `mc-analyze`: what is in a trace. One pass reads the records into compact
+//! per-row facts and a per-id table; the report is computed from those once
+//! the block size is known (it can be detected from the data).
+
+pub mod aiperf;
+pub mod blocksize;
+pub mod cache;
+pub mod findings;
+pub mod idtable;
+pub mod lint;
+pub mod report;
+pub mod rows;
+pub mod sessions;
+pub mod timing;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::cli::{self, IoArgs};
+use crate::error::{Error, RecordError, Result};
+use crate::jsonl::{ErrorPolicy, Output};
+use crate::record::{Field, Record};
+use aiperf::{AiperfStats, FirstIds};
+use blocksize::BlockCheck;
+use cache::{CacheModel, Order};
+use idtable::IdTable;
+use lint::Lint;
+use rows::{RowFacts, RowStore};
+use sessions::{SessionTracker, Sessions};
+use timing::Timing;
+
+/// `--block-size`: a number, or `auto` to use the size the data points to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockSize {
+    Fixed(u64),
+    Auto,
+}
+
+impl std::str::FromStr for BlockSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(BlockSize::Auto);
+        }
+        match s.parse::<u64>() {
+            Ok(b) if b > 0 => Ok(BlockSize::Fixed(b)),
+            _ => Err(format!("expected a positive integer or `auto`, got `{s}`")),
+        }
+    }
+}
+
+/// Used when `--block-size auto` finds no row with ids.
+const DEFAULT_BLOCK_SIZE: u64 = 512;
+
+#[derive(Debug, Clone)]
+pub struct AnalyzeOptions {
+    pub block_size: BlockSize,
+    pub cache_blocks: Vec<u64>,
+    pub order: Order,
+    pub json: bool,
+    pub output_file: Option<PathBuf>,
+    pub pass: bool,
+}
+
+/// Everything `mc-analyze` reports; `--json` writes it on one line.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub aiperf: AiperfStats,
+    pub input: InputSummary,
+    pub blocks: BlockCheck,
+    pub cache: CacheModel,
+    pub timing: Timing,
+    pub sessions: Sessions,
+    pub lint: Lint,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InputSummary {
+    pub rows: u64,
+    pub rows_with_ids: u64,
+    pub blocks: u64,
+    pub distinct_ids: u64,
+    /// Bad lines skipped under `--on-error skip`.
+    pub skipped_lines: u64,
+    pub first_skipped_lines: Vec<u64>,
+}
+
+/// The first pass: everything the report needs, gathered line by line.
+#[derive(Default)]
+pub struct Analyzer {
+    rows: RowStore,
+    table: IdTable,
+    first_ids: FirstIds,
+    sessions: SessionTracker,
+    lint: Lint,
+    ids: Vec<u64>,
+}
+
+impl Analyzer {
+    /// Reads one record. Nothing is recorded for a record that is rejected.
+    pub fn add(&mut self, line: u64, rec: &Record<'_>) -> std::result::Result<(), RecordError> {
+        let length = |f: Field| rec.number(f).map(|n| n.map(|n| n.as_f64()));
+        let isl = length(Field::InputLength)?;
+        let osl = length(Field::OutputLength)?;
+        let timestamp = length(Field::Timestamp)?;
+        let delay = length(Field::Delay)?;
+        let session = rec.session_id()?;
+        let has_ids = rec.hash_ids_into(&mut self.ids)?;
+        if let Some(&big) = self.ids.iter().find(|&&h| h > idtable::MAX_ID) {
+            return Err(RecordError::field(
+                "hash_ids",
+                format!("id {big} is above 2^63 - 1, the largest id mc-analyze handles"),
+            ));
+        }
+        let stamp = u32::try_from(self.rows.rows.len() + 1)
+            .map_err(|_| RecordError::new("more than 4 billion rows"))?;
+
+        let lint = &mut self.lint;
+        match isl {
+            Some(v) => lint.length(line, v),
+            None => lint.missing_input_length.add(line),
+        }
+        match osl {
+            Some(v) => lint.length(line, v),
+            None => lint.missing_output_length.add(line),
+        }
+        if !has_ids {
+            lint.missing_hash_ids.add(line);
+        }
+        if timestamp.is_none() && delay.is_none() {
+            lint.missing_timing.add(line);
+        }
+        let mut first_unseen = 0;
+        if let Some(&first) = self.ids.first() {
+            let visit = self.table.visit(stamp, &self.ids);
+            if visit.duplicate {
+                lint.duplicate_ids.add(line);
+            }
+            if visit.not_prefix_shaped {
+                lint.not_prefix_shaped.add(line);
+            }
+            first_unseen = visit.first_unseen as u32;
+            self.first_ids.add(first);
+        }
+        let facts = RowFacts {
+            line,
+            isl: isl.unwrap_or(0.0),
+            osl: osl.unwrap_or(0.0),
+            timestamp,
+            delay,
+            first_unseen,
+        };
+        let row = self.rows.push(facts, &self.ids);
+        self.sessions.add(&self.rows, row, session, &self.ids);
+        Ok(())
+    }
+
+    /// The second pass: the report, for the options' block size and cache sizes.
+    pub fn finish(mut self, opts: &AnalyzeOptions, policy: &ErrorPolicy) -> Report {
+        let feasible = blocksize::feasible(&self.rows);
+        let detected = blocksize::detect(&self.rows, feasible);
+        let b = match opts.block_size {
+            BlockSize::Fixed(b) => b,
+            BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
+        };
+        let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, b);
+        let blocks = blocksize::check(&self.rows, &mut self.table, b, detected, feasible);
+        let cache = cache::model(
+            &self.rows,
+            &mut self.table,
+            b,
+            opts.order,
+            &opts.cache_blocks,
+        );
+        let timing = timing::compute(&self.rows);
+        let input = InputSummary {
+            rows: self.rows.rows.len() as u64,
+            rows_with_ids: self.rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
+            blocks: self.table.blocks,
+            distinct_ids: self.table.distinct_ids(),
+            skipped_lines: policy.skipped(),
+            first_skipped_lines: policy.first_skipped().to_vec(),
+        };
+        let sessions = self.sessions.finish(&self.rows, b);
+        Report {
+            aiperf,
+            input,
+            blocks,
+            cache,
+            timing,
+            sessions,
+            lint: self.lint,
+        }
+    }
+}
+
+/// Runs `mc-analyze`: reads `io`, writes the report (and, with `--pass`,
+/// the records).
+pub fn run(tool: &str, io: &IoArgs, opts: &AnalyzeOptions) -> Result<()> {
+    let mut reader = io.reader()?;
+    let mut policy = ErrorPolicy::new(io.on_error);
+    let mut analyzer = Analyzer::default();
+    let mut records = if opts.pass { Some(io.writer()?) } else { None };
+    let read = cli::for_each_line(
+        &mut reader,
+        &mut policy,
+        |no, bytes, policy| match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+            Ok(()) => match records.as_mut() {
+                Some(out) => out.write_line(bytes),
+                None => Ok(()),
+            },
+            Err(e) => policy.record(no, e),
+        },
+    );
+    let flushed = records.as_mut().map_or(Ok(()), Output::flush);
+    if let Err(e) = read.and(flushed) {
+        cli::report_skipped(tool, &policy);
+        return Err(e);
+    }
+    let report = analyzer.finish(opts, &policy);
+    if let Some(path) = &opts.output_file {
+        let text = serde_json::to_string_pretty(&report.aiperf).map_err(anyhow::Error::from)?;
+        // Byte for byte what AIPerf writes (pydantic, indent 2, no final newline).
+        std::fs::write(path, text).map_err(|source| Error::Output {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let text = if opts.json {
+        serde_json::to_string(&report).map_err(anyhow::Error::from)? + "\n"
+    } else {
+        report::render_text(&report)
+    };
+    if opts.pass {
+        eprint!("{text}");
+    } else {
+        let mut out = io.writer()?;
+        out.buffer().extend_from_slice(text.as_bytes());
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! The readable report: aligned tables, thousands separators, the AIPerf
+//! section first.
+
+use std::fmt::Write;
+
+use super::findings::Finding;
+use super::Report;
+use crate::stats::Summary;
+
+/// `1234567` -> `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A number with `decimals` places and thousands separators: `12,035.06`.
+pub fn decimal(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let text = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let int = int
+        .parse::<u64>()
+        .map(thousands)
+        .unwrap_or_else(|_| int.to_string());
+    let sign = if x < 0.0 && text.bytes().any(|b| b.is_ascii_digit() && b != b'0') {
+        "-"
+    } else {
+        ""
+    };
+    if frac.is_empty() {
+        format!("{sign}{int}")
+    } else {
+        format!("{sign}{int}.{frac}")
+    }
+}
+
+fn opt(x: Option<f64>, decimals: usize) -> String {
+    x.map_or_else(|| "n/a".to_string(), |v| decimal(v, decimals))
+}
+
+fn percent(x: f64) -> String {
+    format!("{}%", decimal(x * 100.0, 2))
+}
+
+fn lines(f: &Finding) -> String {
+    if f.count == 0 {
+        return String::new();
+    }
+    let shown: Vec<String> = f.first_lines.iter().map(u64::to_string).collect();
+    let more = if f.count > f.first_lines.len() as u64 {
+        ", …"
+    } else {
+        ""
+    };
+    format!("  (line {}{more})", shown.join(", "))
+}
+
+/// Label/value rows with the values right-aligned in one column.
+fn pairs(out: &mut String, rows: &[(&str, String)]) {
+    let lw = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let vw = rows
+        .iter()
+        .map(|(_, v)| v.split("  (").next().unwrap_or(v).chars().count())
+        .max()
+        .unwrap_or(0);
+    for (label, value) in rows {
+        let (v, tail) = match value.split_once("  (") {
+            Some((v, t)) => (v.to_string(), format!("  ({t}")),
+            None => (value.clone(), String::new()),
+        };
+        let _ = writeln!(out, "  {label:<lw$}  {v:>vw$}{tail}");
+    }
+}
+
+fn stats_table(out: &mut String, rows: &[(&str, Option<Summary>)], decimals: usize) {
+    let head = ["mean", "std dev", "min", "p25", "median", "p75", "max"];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(_, s)| match s {
+            Some(s) => [s.mean, s.std_dev, s.min, s.p25, s.median, s.p75, s.max]
+                .iter()
+                .map(|&v| decimal(v, decimals))
+                .collect(),
+            None => vec!["n/a".to_string(); 7],
+        })
+        .collect();
+    let lw = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..7)
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].len())
+                .chain([head[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let _ = write!(out, "  {:<lw$}", "");
+    for (h, w) in head.iter().zip(&widths) {
+        let _ = write!(out, "  {h:>w$}");
+    }
+    out.push('\n');
+    for ((label, _), row) in rows.iter().zip(&cells) {
+        let _ = write!(out, "  {label:<lw$}");
+        for (cell, w) in row.iter().zip(&widths) {
+            let _ = write!(out, "  {cell:>w$}");
+        }
+        out.push('\n');
+    }
+}
+
+pub fn render_text(r: &Report) -> String {
+    let mut out = String::new();
+    let a = &r.aiperf;
+    let _ = writeln!(
+        out,
+        "AIPerf analyze-trace (block size {})",
+        r.blocks.block_size
+    );
+    pairs(
+        &mut out,
+        &[
+            ("total requests", thousands(a.total_requests)),
+            ("unique prefixes", thousands(a.unique_prefixes)),
+            ("prefix groups", thousands(a.num_prefix_groups)),
+            ("cache hit rate", decimal(a.cache_hit_rate, 4)),
+            ("prefix reuse ratio", decimal(a.prefix_reuse_ratio, 4)),
+        ],
+    );
+    out.push('\n');
+    stats_table(
+        &mut out,
+        &[
+            ("input length", a.isl_stats),
+            ("context length", a.context_length_stats),
+            ("unique prompt length", a.unique_prompt_length_stats),
+            ("output length", a.osl_stats),
+        ],
+        2,
+    );
+    stats_table(&mut out, &[("hit rate", a.hit_rate_stats)], 4);
+
+    let b = &r.blocks;
+    let feasible = match (b.feasible_min, b.feasible_max) {
+        (Some(lo), Some(hi)) => format!("{} to {}", thousands(lo), thousands(hi)),
+        (Some(lo), None) => format!("{} or more", thousands(lo)),
+        _ => "none fits every row".to_string(),
+    };
+    let _ = writeln!(out, "\nBlock size");
+    pairs(
+        &mut out,
+        &[
+            ("used", thousands(b.block_size)),
+            (
+                "detected",
+                b.detected
+                    .map_or("n/a (no hash_ids)".to_string(), thousands),
+            ),
+            ("sizes every row allows", feasible),
+            (
+                "inconsistent rows",
+                format!(
+                    "{}{}",
+                    thousands(b.inconsistent_rows.count),
+                    lines(&b.inconsistent_rows)
+                ),
+            ),
+            (
+                "ids at two sizes",
+                format!(
+                    "{}{}",
+                    thousands(b.conflicting_ids.count),
+                    lines(&b.conflicting_ids)
+                ),
+            ),
+        ],
+    );
+
+    let c = &r.cache;
+    let order = match c.order {
+        super::cache::Order::File => "file",
+        super::cache::Order::Timestamp => "timestamp",
+    };
+    let _ = writeln!(
+        out,
+        "\nPrefix cache model ({order} order, token-weighted; {} input tokens)",
+        decimal(c.input_tokens, 0)
+    );
+    let rows: Vec<(String, String)> = c
+        .results
+        .iter()
+        .map(|res| {
+            let name = res.cache_blocks.map_or("infinite cache".to_string(), |n| {
+                format!("LRU {} blocks", thousands(n))
+            });
+            (
+                name,
+                format!(
+                    "{} hit  ({} tokens)",
+                    percent(res.hit_rate),
+                    decimal(res.hit_tokens, 0)
+                ),
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, String)> = rows.iter().map(|(l, v)| (l.as_str(), v.clone())).collect();
+    pairs(&mut out, &borrowed);
+
+    let t = &r.timing;
+    let _ = writeln!(out, "\nTiming");
+    pairs(
+        &mut out,
+        &[
+            ("rows with timestamp", thousands(t.rows_with_timestamp)),
+            (
+                "sorted",
+                if t.sorted {
+                    "yes".to_string()
+                } else {
+                    format!(
+                        "no, {} rows go back{}",
+                        thousands(t.out_of_order.count),
+                        lines(&t.out_of_order)
+                    )
+                },
+            ),
+            (
+                "span",
+                t.span_ms.map_or("n/a".to_string(), |s| {
+                    format!("{} s", decimal(s / 1000.0, 3))
+                }),
+            ),
+            ("mean rate (req/s)", opt(t.mean_rate_per_s, 3)),
+            ("peak rate, 1 s window", opt(t.peak_rate_1s, 3)),
+            ("peak rate, 10 s window", opt(t.peak_rate_10s, 3)),
+            ("inter-arrival p50 (ms)", opt(t.inter_arrival_p50_ms, 3)),
+            ("inter-arrival p99 (ms)", opt(t.inter_arrival_p99_ms, 3)),
+        ],
+    );
+
+    let s = &r.sessions;
+    let _ = writeln!(out, "\nSessions");
+    pairs(
+        &mut out,
+        &[
+            ("sessions", thousands(s.sessions)),
+            ("rows in sessions", thousands(s.rows_in_sessions)),
+            ("rows without session_id", thousands(s.rows_without_session)),
+            ("later turns", thousands(s.later_turns)),
+            (
+                "later turns' prompt repeated",
+                s.repeated_tokens_fraction
+                    .map_or("n/a".to_string(), percent),
+            ),
+        ],
+    );
+    if s.turns_per_session.is_some() || s.delay_ms.is_some() {
+        stats_table(
+            &mut out,
+            &[
+                ("turns per session", s.turns_per_session),
+                ("delay (ms)", s.delay_ms),
+            ],
+            2,
+        );
+    }
+
+    let _ = writeln!(out, "\nLint");
+    let lint: Vec<(&str, String)> = r
+        .lint
+        .named()
+        .iter()
+        .map(|(name, f)| (*name, format!("{}{}", thousands(f.count), lines(f))))
+        .collect();
+    pairs(&mut out, &lint);
+
+    let i = &r.input;
+    let _ = writeln!(out, "\nInput");
+    let mut input = vec![
+        ("rows", thousands(i.rows)),
+        ("rows with hash_ids", thousands(i.rows_with_ids)),
+        ("blocks", thousands(i.blocks)),
+        ("distinct ids", thousands(i.distinct_ids)),
+    ];
+    if i.skipped_lines > 0 {
+        let f = Finding {
+            count: i.skipped_lines,
+            first_lines: i.first_skipped_lines.clone(),
+        };
+        input.push((
+            "skipped bad lines",
+            format!("{}{}", thousands(i.skipped_lines), lines(&f)),
+        ));
+    }
+    pairs(&mut out, &input);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formatting() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(12_031), "12,031");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(decimal(12035.0613, 2), "12,035.06");
+        assert_eq!(decimal(-1234.5, 1), "-1,234.5");
+        assert_eq!(decimal(-0.001, 2), "0.00");
+        assert_eq!(decimal(7.0, 0), "7");
+        assert_eq!(percent(0.38425), "38.42%");
+    }
+}

@@ -1,0 +1,93 @@
+//! Arrival timing: span, rates and inter-arrival gaps of rows with a
+//! `timestamp` (ms). Later session turns (with `delay`) have no absolute
+//! arrival time and are not counted here.
+
+use serde::Serialize;
+
+use super::findings::Finding;
+use super::rows::RowStore;
+use crate::stats::percentile_sorted;
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Timing {
+    pub rows_with_timestamp: u64,
+    /// Timestamps never decrease in file order.
+    pub sorted: bool,
+    /// Rows whose timestamp is below the one before them.
+    pub out_of_order: Finding,
+    /// Last minus first arrival, ms.
+    pub span_ms: Option<f64>,
+    /// Arrivals per second over the span.
+    pub mean_rate_per_s: Option<f64>,
+    /// Most arrivals in any 1 s window [t, t+1s), per second.
+    pub peak_rate_1s: Option<f64>,
+    /// Most arrivals in any 10 s window, per second.
+    pub peak_rate_10s: Option<f64>,
+    pub inter_arrival_p50_ms: Option<f64>,
+    pub inter_arrival_p99_ms: Option<f64>,
+}
+
+/// Most timestamps in any window [t, t + w) of sorted `ts`.
+fn peak_in_window(ts: &[f64], w: f64) -> usize {
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..ts.len() {
+        while ts[hi] - ts[lo] >= w {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+pub fn compute(rows: &RowStore) -> Timing {
+    let mut out_of_order = Finding::default();
+    let mut ts = Vec::new();
+    let mut prev = f64::NEG_INFINITY;
+    for r in &rows.rows {
+        if let Some(t) = r.timestamp {
+            if t < prev {
+                out_of_order.add(r.line);
+            }
+            prev = t;
+            ts.push(t);
+        }
+    }
+    ts.sort_unstable_by(f64::total_cmp);
+    let gaps: Vec<f64> = {
+        let mut g: Vec<f64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+        g.sort_unstable_by(f64::total_cmp);
+        g
+    };
+    let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
+    let rate = |w: f64| (!ts.is_empty()).then(|| peak_in_window(&ts, w) as f64 / (w / 1000.0));
+    Timing {
+        rows_with_timestamp: ts.len() as u64,
+        sorted: out_of_order.count == 0,
+        out_of_order,
+        span_ms: span,
+        mean_rate_per_s: span
+            .filter(|&s| s > 0.0)
+            .map(|s| ts.len() as f64 / (s / 1000.0)),
+        peak_rate_1s: rate(1000.0),
+        peak_rate_10s: rate(10_000.0),
+        inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.5)),
+        inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.99)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_peaks() {
+        // Windows are half-open: 0 and 1000 are not in one 1 s window.
+        assert_eq!(peak_in_window(&[0.0, 1000.0, 2000.0], 1000.0), 1);
+        assert_eq!(
+            peak_in_window(&[0.0, 10.0, 999.0, 1500.0, 1600.0, 1700.0, 1800.0], 1000.0),
+            4
+        );
+        assert_eq!(peak_in_window(&[], 1000.0), 0);
+    }
+}

@@ -1,0 +1,206 @@
+//! Summary statistics with the definitions AIPerf uses (numpy's): mean,
+//! population standard deviation, and percentiles by linear interpolation
+//! at k = (n-1)p. Sums are compensated (Neumaier), so results agree with
+//! numpy's pairwise sums to far better than 1e-12 relative.
+
+use serde::Serialize;
+
+/// `{mean, std_dev, min, p25, median, p75, max}` of a list of values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub mean: f64,
+    pub std_dev: f64,
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub p75: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    /// `None` for no values (AIPerf writes `null`). Sorts `values`.
+    pub fn of(values: &mut [f64]) -> Option<Summary> {
+        if values.is_empty() {
+            return None;
+        }
+        let m = mean(values);
+        let var = mean_by(values, |x| (x - m) * (x - m));
+        values.sort_unstable_by(f64::total_cmp);
+        Some(Summary {
+            mean: m,
+            std_dev: var.sqrt(),
+            min: values[0],
+            p25: percentile_sorted(values, 0.25),
+            median: median_sorted(values),
+            p75: percentile_sorted(values, 0.75),
+            max: values[values.len() - 1],
+        })
+    }
+}
+
+/// A compensated running sum.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sum {
+    sum: f64,
+    c: f64,
+}
+
+impl Sum {
+    pub fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.c += (self.sum - t) + x;
+        } else {
+            self.c += (x - t) + self.sum;
+        }
+        self.sum = t;
+    }
+
+    pub fn value(&self) -> f64 {
+        self.sum + self.c
+    }
+}
+
+pub fn mean(values: &[f64]) -> f64 {
+    mean_by(values, |x| x)
+}
+
+fn mean_by(values: &[f64], f: impl Fn(f64) -> f64) -> f64 {
+    let mut s = Sum::default();
+    for &v in values {
+        s.add(f(v));
+    }
+    s.value() / values.len() as f64
+}
+
+/// Python's `statistics.mean`: the exact mean, rounded once. Exact for
+/// values in [2^-84, 2^40) such as hit rates k/n; otherwise (or on overflow)
+/// the compensated mean.
+pub fn exact_mean(values: &[f64]) -> f64 {
+    const SCALE: i32 = 84;
+    let mut total: i128 = 0;
+    for &v in values {
+        // v = m * 2^e exactly, with m < 2^53.
+        let fixed = if v == 0.0 {
+            Some(0)
+        } else if v.is_finite() && v.abs() < (1u64 << 40) as f64 {
+            let bits = v.to_bits();
+            let exp = ((bits >> 52) & 0x7ff) as i32;
+            let (m, e) = if exp == 0 {
+                (bits & ((1 << 52) - 1), -1074)
+            } else {
+                ((bits & ((1 << 52) - 1)) | (1 << 52), exp - 1075)
+            };
+            let shift = e + SCALE;
+            let m = i128::from(m) * if v < 0.0 { -1 } else { 1 };
+            (shift >= 0).then(|| m << shift)
+        } else {
+            None
+        };
+        match fixed.and_then(|f| total.checked_add(f)) {
+            Some(t) => total = t,
+            None => return mean(values),
+        }
+    }
+    let n = values.len() as i128;
+    if n == 0 {
+        return f64::NAN;
+    }
+    // Correct rounding of total / (n * 2^84): divide with at least 55
+    // significant bits, fold the remainder into a sticky bit, convert once.
+    let neg = total < 0;
+    let s = total.unsigned_abs();
+    if s == 0 {
+        return 0.0;
+    }
+    let bits = |x: u128| 128 - x.leading_zeros() as i32;
+    let k = (56 + bits(n as u128) - bits(s)).max(0);
+    let Some(num) = s.checked_shl(k as u32).filter(|_| bits(s) + k < 127) else {
+        return mean(values);
+    };
+    let (q, r) = (num / n as u128, num % n as u128);
+    let q = if r != 0 { q | 1 } else { q };
+    let m = q as f64 * 2f64.powi(-(SCALE + k));
+    if neg {
+        -m
+    } else {
+        m
+    }
+}
+
+/// numpy's `percentile(..., method="linear")` on sorted values, p in [0, 1].
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    let k = (sorted.len() - 1) as f64 * p;
+    let lo = k.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    let t = k - lo as f64;
+    let (a, b) = (sorted[lo], sorted[hi]);
+    // numpy's _lerp: interpolate from the nearer end, for symmetry.
+    let d = b - a;
+    if t >= 0.5 {
+        b - d * (1.0 - t)
+    } else {
+        a + d * t
+    }
+}
+
+/// numpy's `median`: the middle value, or the mean of the two middle ones.
+pub fn median_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_a_small_list() {
+        // 1, 2, 3, 4: mean 2.5; deviations 1.5, .5, .5, 1.5 -> variance
+        // (2.25+.25+.25+2.25)/4 = 1.25; p25 at k = 0.75: 1 + 0.75 = 1.75;
+        // median (2+3)/2; p75 at k = 2.25: 3.25.
+        let s = Summary::of(&mut [4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!(
+            s,
+            Summary {
+                mean: 2.5,
+                std_dev: 1.25f64.sqrt(),
+                min: 1.0,
+                p25: 1.75,
+                median: 2.5,
+                p75: 3.25,
+                max: 4.0
+            }
+        );
+        assert_eq!(Summary::of(&mut []), None);
+        let one = Summary::of(&mut [7.0]).unwrap();
+        assert_eq!((one.p25, one.median, one.std_dev), (7.0, 7.0, 0.0));
+    }
+
+    #[test]
+    fn exact_mean_rounds_once_like_python() {
+        // The 7-row golden case: statistics.mean of these hit rates is
+        // 0.3472222222222222; a plain float sum gives 0.34722222222222215.
+        let rates = [0.0, 1.0 / 4.0, 2.0 / 3.0, 2.0 / 4.0, 0.0, 2.0 / 3.0];
+        assert_eq!(exact_mean(&rates), 0.3472222222222222);
+        assert_eq!(exact_mean(&[0.1, 0.2]), 0.15000000000000002);
+        assert_eq!(exact_mean(&[1.0, 2.0, 4.0]), 7.0 / 3.0);
+        assert_eq!(exact_mean(&[0.0, 0.0]), 0.0);
+        assert_eq!(exact_mean(&[-0.5, 0.25]), -0.125);
+    }
+
+    #[test]
+    fn compensated_sum_keeps_small_terms() {
+        let mut s = Sum::default();
+        s.add(1e16);
+        for _ in 0..1000 {
+            s.add(1.0);
+        }
+        s.add(-1e16);
+        assert_eq!(s.value(), 1000.0);
+    }
+}
