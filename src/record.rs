@@ -319,6 +319,11 @@ pub fn parse_uint(raw: &[u8]) -> Option<u64> {
 
 /// A validated JSON number: `Int` when written without fraction or exponent.
 pub fn parse_number(raw: &[u8]) -> Option<Number> {
+    // The common case, a small non-negative integer, without going through str.
+    if raw.len() <= 18 && !raw.is_empty() && raw.iter().all(u8::is_ascii_digit) {
+        let v = raw.iter().fold(0i64, |v, &d| v * 10 + i64::from(d - b'0'));
+        return Some(Number::Int(v));
+    }
     let is_int = !raw.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
     let text = std::str::from_utf8(raw).ok()?;
     if !matches!(raw.first(), Some(b'-' | b'0'..=b'9')) {

@@ -147,7 +147,7 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
 /// numpy's `median`: the middle value, or the mean of the two middle ones.
 pub fn median_sorted(sorted: &[f64]) -> f64 {
     let n = sorted.len();
-    if n % 2 == 1 {
+    if !n.is_multiple_of(2) {
         sorted[n / 2]
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0

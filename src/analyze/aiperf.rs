@@ -59,10 +59,13 @@ impl FirstIds {
     }
 }
 
+/// AIPerf's statistics, given the per-row counts of repeated (position,
+/// id) pairs from the second pass.
 pub fn compute(
     rows: &RowStore,
     table: &IdTable,
     first_ids: &FirstIds,
+    repeated: &[u32],
     block_size: u64,
 ) -> AiperfStats {
     let n = rows.rows.len();
@@ -71,24 +74,17 @@ pub fn compute(
     let mut context = Vec::with_capacity(n);
     let mut unique = Vec::with_capacity(n);
     let mut hit_rates = Vec::new();
-    let mut ids = Vec::new();
-    for row in &rows.rows {
+    for (row, &rep) in rows.rows.iter().zip(repeated) {
         if !row.has_ids() {
             context.push(0.0);
             unique.push(row.isl);
             continue;
         }
         hit_rates.push(f64::from(row.first_unseen) / f64::from(row.n_ids));
-        rows.ids_into(row, &mut ids);
-        let repeated = ids
-            .iter()
-            .enumerate()
-            .filter(|&(pos, &id)| table.pair_repeated(pos, id))
-            .count();
-        let ctx = if repeated == ids.len() {
+        let ctx = if rep == row.n_ids {
             row.isl
         } else {
-            (repeated as u64 * block_size) as f64
+            (u64::from(rep) * block_size) as f64
         };
         context.push(ctx);
         unique.push(row.isl - ctx);

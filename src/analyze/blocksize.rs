@@ -88,34 +88,61 @@ pub fn detect(rows: &RowStore, feasible: Option<Feasible>) -> Option<u64> {
     })
 }
 
+/// What the second pass over every block finds.
+pub struct BlockWalk {
+    /// Per row: blocks whose (position, id) pair occurs in another row too.
+    pub repeated: Vec<u32>,
+    pub conflicts: Finding,
+}
+
+/// The second pass over every block, for block size `b`: repeated pairs
+/// (AIPerf's context length) and ids seen at two sizes.
+pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
+    table.start_size_check();
+    let mut conflicts = Finding::default();
+    let mut repeated = Vec::with_capacity(rows.rows.len());
+    let mut ids = Vec::new();
+    for r in &rows.rows {
+        rows.ids_into(r, &mut ids);
+        let n = ids.len();
+        let full = n.saturating_sub(1) as f64 * b as f64;
+        // A broken row (too short for its ids) has no sizes to speak of.
+        let sized = r.isl > full;
+        let last = (r.isl - full).clamp(0.0, b as f64) as u32;
+        let mut count = 0;
+        for (pos, &id) in ids.iter().enumerate() {
+            let size = if !sized {
+                0
+            } else if pos + 1 < n {
+                b as u32
+            } else {
+                last
+            };
+            let (rep, conflict) = table.check_block(pos, id, size);
+            count += u32::from(rep);
+            if conflict && sized {
+                conflicts.add(r.line);
+            }
+        }
+        repeated.push(count);
+    }
+    BlockWalk {
+        repeated,
+        conflicts,
+    }
+}
+
 pub fn check(
     rows: &RowStore,
-    table: &mut IdTable,
     block_size: u64,
     detected: Option<u64>,
     feasible: Option<Feasible>,
+    conflicts: Finding,
 ) -> BlockCheck {
     let mut inconsistent = Finding::default();
-    let mut conflicts = Finding::default();
-    table.start_size_check();
-    let mut ids = Vec::new();
-    let b = block_size;
     for r in rows.rows.iter().filter(|r| r.has_ids()) {
-        if !consistent(r.n_ids, r.isl, b) {
+        if !consistent(r.n_ids, r.isl, block_size) {
             inconsistent.add(r.line);
-        }
-        let full = u64::from(r.n_ids - 1) * b;
-        if r.isl <= full as f64 {
-            continue; // broken row: no sizes to speak of
-        }
-        let last = (r.isl - full as f64).min(b as f64) as u32;
-        rows.ids_into(r, &mut ids);
-        let n = ids.len();
-        for (pos, &id) in ids.iter().enumerate() {
-            let size = if pos + 1 < n { b as u32 } else { last };
-            if table.record_size(id, size) {
-                conflicts.add(r.line);
-            }
         }
     }
     BlockCheck {

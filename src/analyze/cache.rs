@@ -199,8 +199,21 @@ pub fn model(
             0.0
         }
     };
-    table.clear_marks();
-    let hit = replay(rows, &replay_order, b, &mut Infinite(table));
+    let hit = if order == Order::File {
+        // In file order an infinite cache serves exactly each row's leading
+        // blocks that earlier rows used: the first pass already found them.
+        rows.rows
+            .iter()
+            .map(|r| {
+                (0..r.first_unseen as usize)
+                    .map(|k| block_tokens(k, r.isl, b as f64))
+                    .sum::<f64>()
+            })
+            .sum()
+    } else {
+        table.clear_marks();
+        replay(rows, &replay_order, b, &mut Infinite(table))
+    };
     let mut results = vec![CacheResult {
         cache_blocks: None,
         hit_tokens: hit,

@@ -80,7 +80,10 @@ impl IdTable {
         // Ids are conventionally dense (0, 1, 2, …): keep a table indexed by
         // id while that stays within a small multiple of the ids seen.
         let limit = (self.distinct * 4).max(1 << 20);
-        if (id as usize) >= self.dense.len() && id < limit && !self.sparse.contains_key(&id) {
+        if (id as usize) >= self.dense.len()
+            && id < limit
+            && (self.sparse.is_empty() || !self.sparse.contains_key(&id))
+        {
             self.dense.resize(id as usize + 1, EMPTY);
         }
         let (e, new) = match self.dense.get_mut(id as usize) {
@@ -179,6 +182,48 @@ impl IdTable {
         }
     }
 
+    /// The second pass over one block: whether its (position, id) pair is
+    /// repeated, and whether the id now shows a second size (a conflict,
+    /// reported once per id; `size` 0 checks only the pair). One lookup for both, since the table is large
+    /// and the lookups miss the CPU cache.
+    pub fn check_block(&mut self, pos: usize, id: u64, size: u32) -> (bool, bool) {
+        let Some(e) = self.entry_mut_existing(id) else {
+            return (false, false);
+        };
+        let primary = e.pos == pos as u32;
+        let repeated_primary = e.pairs > 1;
+        let conflict = match e.aux {
+            // Size 0: a broken row, which says nothing about sizes.
+            _ if size == 0 => false,
+            0 => {
+                e.aux = size;
+                false
+            }
+            VACANT => false,
+            s if s == size => false,
+            _ => {
+                e.aux = VACANT;
+                true
+            }
+        };
+        let repeated = if primary {
+            repeated_primary
+        } else {
+            self.extra_pairs
+                .get(&(pos as u32, id))
+                .is_some_and(|&c| c > 1)
+        };
+        (repeated, conflict)
+    }
+
+    fn entry_mut_existing(&mut self, id: u64) -> Option<&mut Entry> {
+        match self.dense.get_mut(id as usize) {
+            Some(e) if e.pos != VACANT => Some(e),
+            Some(_) => None,
+            None => self.sparse.get_mut(&id),
+        }
+    }
+
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes).
     pub fn reused_visits(&self) -> u64 {
         let primary = self
@@ -201,35 +246,16 @@ impl IdTable {
         }
     }
 
-    /// Records that `id` holds `size` tokens; true the first time the id is
-    /// seen at a second size (a conflict to count).
-    pub fn record_size(&mut self, id: u64, size: u32) -> bool {
-        let (e, _) = self.entry_mut(id);
-        match e.aux {
-            0 => {
-                e.aux = size;
-                false
-            }
-            VACANT => false,
-            s if s == size => false,
-            _ => {
-                e.aux = VACANT;
-                true
-            }
-        }
-    }
-}
-
-impl IdTable {
     /// Clears the marks used by [`IdTable::mark`] (the cache model).
     pub fn clear_marks(&mut self) {
         self.start_size_check();
     }
 
-    /// Marks `id` (which must be in the table) and says whether it already was.
+    /// Marks `id` and says whether it already was (ids not in the table
+    /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
-        let (e, _) = self.entry_mut(id);
-        std::mem::replace(&mut e.aux, 1) == 1
+        self.entry_mut_existing(id)
+            .is_some_and(|e| std::mem::replace(&mut e.aux, 1) == 1)
     }
 }
 
@@ -311,13 +337,17 @@ mod tests {
     }
 
     #[test]
-    fn sizes_conflict_once() {
+    fn sizes_conflict_once_and_pairs_are_checked_in_the_same_lookup() {
         let mut t = IdTable::default();
         t.visit(1, &[1, 2]);
+        t.visit(2, &[1, 3]);
         t.start_size_check();
-        assert!(!t.record_size(1, 512));
-        assert!(!t.record_size(1, 512));
-        assert!(t.record_size(1, 100));
-        assert!(!t.record_size(1, 7));
+        assert_eq!(t.check_block(0, 1, 512), (true, false));
+        assert_eq!(t.check_block(0, 1, 512), (true, false));
+        assert_eq!(t.check_block(1, 2, 100), (false, false));
+        assert_eq!(t.check_block(1, 2, 512), (false, true));
+        assert_eq!(t.check_block(1, 2, 7), (false, false));
+        assert_eq!(t.check_block(5, 1, 512), (false, false));
+        assert_eq!(t.check_block(0, 99, 512), (false, false));
     }
 }

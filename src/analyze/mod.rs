@@ -164,8 +164,9 @@ impl Analyzer {
             BlockSize::Fixed(b) => b,
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
-        let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, b);
-        let blocks = blocksize::check(&self.rows, &mut self.table, b, detected, feasible);
+        let walk = blocksize::walk(&self.rows, &mut self.table, b);
+        let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, &walk.repeated, b);
+        let blocks = blocksize::check(&self.rows, b, detected, feasible, walk.conflicts);
         let cache = cache::model(
             &self.rows,
             &mut self.table,

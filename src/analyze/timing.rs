@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(peak_in_window(&[0.0, 1000.0, 2000.0], 1000.0), 1);
         assert_eq!(
             peak_in_window(&[0.0, 10.0, 999.0, 1500.0, 1600.0, 1700.0, 1800.0], 1000.0),
-            4
+            5 // [999, 1999) holds 999, 1500, 1600, 1700 and 1800
         );
         assert_eq!(peak_in_window(&[], 1000.0), 0);
     }
