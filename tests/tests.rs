@@ -1,5 +1,6 @@
 //! One integration-test binary (so the suite links once); each tool has a module.
 
+mod analyze;
 mod cap;
 mod pipe;
 mod props;

@@ -1,0 +1,400 @@
+//! mc-analyze: AIPerf parity on the golden files, and every other section on
+//! small traces whose expected values are worked out by hand in comments.
+
+use mctrace::analyze::Report;
+use serde_json::Value;
+
+use crate::util::{data_dir, run_ok, tool};
+
+/// `../shared/golden/aiperf-0.13.0/seven_rows.jsonl`.
+const SEVEN_ROWS: &str = r#"{"timestamp":0,"input_length":1200,"output_length":52,"hash_ids":[0,1,2]}
+{"timestamp":105,"input_length":1800,"output_length":26,"hash_ids":[0,3,4,5]}
+{"timestamp":274,"input_length":1300,"output_length":52,"hash_ids":[1,4,6]}
+{"timestamp":300,"input_length":2048,"output_length":10,"hash_ids":[0,1,7,8]}
+{"timestamp":450,"input_length":700,"output_length":100,"hash_ids":[9,10]}
+{"timestamp":600,"input_length":500,"output_length":5}
+{"timestamp":800,"input_length":1100,"output_length":40,"hash_ids":[0,1,11]}
+"#;
+
+/// AIPerf 0.13.0's own `analyze-trace --output-file` for SEVEN_ROWS
+/// (`analyze_seven_rows.json`), byte for byte.
+const SEVEN_ROWS_AIPERF: &str = r#"{
+  "total_requests": 7,
+  "unique_prefixes": 14,
+  "num_prefix_groups": 1,
+  "cache_hit_rate": 0.3472222222222222,
+  "min_isl": 500,
+  "max_isl": 2048,
+  "avg_isl": 1235.4285714285713,
+  "min_osl": 5,
+  "max_osl": 100,
+  "avg_osl": 40.714285714285715,
+  "prefix_reuse_ratio": 0.3684210526315789,
+  "isl_stats": {
+    "mean": 1235.4285714285713,
+    "std_dev": 511.34524460844796,
+    "min": 500.0,
+    "p25": 900.0,
+    "median": 1200.0,
+    "p75": 1550.0,
+    "max": 2048.0
+  },
+  "osl_stats": {
+    "mean": 40.714285714285715,
+    "std_dev": 29.773978503357043,
+    "min": 5.0,
+    "p25": 18.0,
+    "median": 40.0,
+    "p75": 52.0,
+    "max": 100.0
+  },
+  "context_length_stats": {
+    "mean": 512.0,
+    "std_dev": 474.0198910835463,
+    "min": 0.0,
+    "p25": 0.0,
+    "median": 512.0,
+    "p75": 1024.0,
+    "max": 1024.0
+  },
+  "unique_prompt_length_stats": {
+    "mean": 723.4285714285714,
+    "std_dev": 464.5781057330733,
+    "min": 76.0,
+    "p25": 338.0,
+    "median": 700.0,
+    "p75": 1156.0,
+    "max": 1300.0
+  },
+  "hit_rate_stats": {
+    "mean": 0.34722222222222215,
+    "std_dev": 0.28225557545696633,
+    "min": 0.0,
+    "p25": 0.0625,
+    "median": 0.375,
+    "p75": 0.625,
+    "max": 0.6666666666666666
+  }
+}"#;
+
+fn report(args: &[&str], input: &str) -> Report {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let text = run_ok("mc-analyze", &all, input);
+    assert_eq!(text.lines().count(), 1, "--json writes one line");
+    // Strict: the output must read back into the report's own types.
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every number of `ours` within 1e-12 relative of `want` (same keys, same order).
+fn assert_close(ours: &str, want: &str) {
+    let (a, b): (Value, Value) = (
+        serde_json::from_str(ours).unwrap(),
+        serde_json::from_str(want).unwrap(),
+    );
+    fn walk(a: &Value, b: &Value, path: &str) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                assert_eq!(
+                    x.keys().collect::<Vec<_>>(),
+                    y.keys().collect::<Vec<_>>(),
+                    "keys at {path}"
+                );
+                for (k, v) in x {
+                    walk(v, &y[k], &format!("{path}.{k}"));
+                }
+            }
+            (Value::Number(x), Value::Number(y)) => {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!(
+                    (x - y).abs() <= 1e-12 * y.abs().max(f64::MIN_POSITIVE),
+                    "{path}: {x} vs {y}"
+                );
+            }
+            _ => assert_eq!(a, b, "{path}"),
+        }
+    }
+    walk(&a, &b, "");
+}
+
+#[test]
+fn seven_rows_match_aiperf_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("aiperf.json");
+    tool("mc-analyze")
+        .arg("--output-file")
+        .arg(&file)
+        .write_stdin(SEVEN_ROWS)
+        .assert()
+        .code(0);
+    let ours = std::fs::read_to_string(&file).unwrap();
+    assert_close(&ours, SEVEN_ROWS_AIPERF);
+    assert_eq!(ours, SEVEN_ROWS_AIPERF);
+    // The same numbers in the `aiperf` section of --json.
+    let r = report(&[], SEVEN_ROWS);
+    assert_close(
+        &serde_json::to_string(&r.aiperf).unwrap(),
+        SEVEN_ROWS_AIPERF,
+    );
+}
+
+#[test]
+fn real_traces_match_aiperf_golden_files() {
+    let Some(data) = data_dir("real_traces_match_aiperf_golden_files") else {
+        return;
+    };
+    let golden = data.join("../golden/aiperf-0.13.0");
+    for name in ["conversation_trace", "synthetic_trace"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.json");
+        tool("mc-analyze")
+            .arg("--input")
+            .arg(data.join("mooncake").join(format!("{name}.jsonl")))
+            .arg("--output-file")
+            .arg(&file)
+            .assert()
+            .code(0);
+        let ours = std::fs::read_to_string(&file).unwrap();
+        let want = std::fs::read_to_string(golden.join(format!("analyze_{name}.json"))).unwrap();
+        assert_close(&ours, &want);
+        assert_eq!(ours, want, "{name}: not byte-identical");
+    }
+}
+
+#[test]
+fn json_paths_are_stable_for_jq() {
+    let text = run_ok("mc-analyze", &["--json"], SEVEN_ROWS);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v["aiperf"]["cache_hit_rate"],
+        serde_json::json!(0.3472222222222222)
+    );
+    assert_eq!(v["aiperf"]["total_requests"], 7);
+    for section in [
+        "aiperf", "input", "blocks", "cache", "timing", "sessions", "lint",
+    ] {
+        assert!(v[section].is_object(), "{section}");
+    }
+    assert_eq!(v["blocks"]["block_size"], 512);
+    assert_eq!(v["cache"]["results"][0]["cache_blocks"], Value::Null);
+}
+
+#[test]
+fn empty_input_gives_null_stats() {
+    let r = report(&[], "");
+    assert_eq!(r.aiperf.total_requests, 0);
+    assert_eq!(r.aiperf.isl_stats, None);
+    assert_eq!(r.aiperf.hit_rate_stats, None);
+    assert_eq!((r.aiperf.min_isl, r.aiperf.cache_hit_rate), (0.0, 0.0));
+    assert_eq!(r.blocks.detected, None);
+    assert_eq!(r.timing.span_ms, None);
+}
+
+#[test]
+fn block_size_check() {
+    // Row 1: 2 ids, 7 tokens: (2-1)B < 7 <= 2B -> B in [4, 6].
+    // Row 2: 3 ids, 9 tokens: 2B < 9 <= 3B -> B in [3, 4].
+    // Together B = 4: the detected power of two.
+    let rows = "{\"input_length\": 7, \"hash_ids\": [1, 2]}\n{\"input_length\": 9, \"hash_ids\": [1, 3, 4]}\n";
+    let r = report(&["--block-size", "auto"], rows);
+    assert_eq!(
+        (
+            r.blocks.feasible_min,
+            r.blocks.feasible_max,
+            r.blocks.detected
+        ),
+        (Some(4), Some(4), Some(4))
+    );
+    assert_eq!(r.blocks.block_size, 4);
+    assert_eq!(r.blocks.inconsistent_rows.count, 0);
+    // At B = 8: row 1 needs 8 < 7 (no), row 2 needs 16 < 9 (no): both inconsistent.
+    let r = report(&["--block-size", "8"], rows);
+    assert_eq!(r.blocks.inconsistent_rows.count, 2);
+    assert_eq!(r.blocks.inconsistent_rows.first_lines, vec![1, 2]);
+
+    // Id 5 is a partial last block of 3 tokens in row 1 and a full block in
+    // row 2 (B = 4): one id at two sizes, first seen at line 2. No single B
+    // fits both rows... row 1 (2 ids, 7): [4, 6]; row 2 (3 ids, 12): [4, 5].
+    let conflict = "{\"input_length\": 7, \"hash_ids\": [1, 5]}\n{\"input_length\": 12, \"hash_ids\": [1, 5, 6]}\n";
+    let r = report(&["--block-size", "4"], conflict);
+    assert_eq!(r.blocks.conflicting_ids.count, 1);
+    assert_eq!(r.blocks.conflicting_ids.first_lines, vec![2]);
+    assert_eq!(r.blocks.inconsistent_rows.count, 0);
+}
+
+#[test]
+fn cache_model_is_causal_and_token_weighted() {
+    // B = 4. Row 1: [1,2,3] 12 tokens, all misses. Row 2: [1,2,4] 11 tokens:
+    // 1 and 2 hit (8 tokens), 4 misses. Row 3: [9,1] 6 tokens: 9 misses, so
+    // 1 cannot hit (prefix semantics). Row 4: [1,2,3] 10 tokens: all three
+    // seen; hits 4 + 4 + 2 = 10 tokens.
+    // Infinite: (8 + 10) / (12 + 11 + 6 + 10) = 18 / 39.
+    // LRU of 3 blocks: after row 1 {1,2,3}; row 2 hits 1,2 (8), inserts 4,
+    // evicting 3 -> {4,2,1}; row 3 inserts 9 and 1 -> {1,9,4}, 2 evicted;
+    // row 4: 1 hits (4 tokens), 2 misses -> 4 / 39... total hits 8 + 4 = 12.
+    let rows = "{\"input_length\": 12, \"hash_ids\": [1, 2, 3]}\n{\"input_length\": 11, \"hash_ids\": [1, 2, 4]}\n{\"input_length\": 6, \"hash_ids\": [9, 1]}\n{\"input_length\": 10, \"hash_ids\": [1, 2, 3]}\n";
+    let r = report(&["--block-size", "4", "--cache-blocks", "3"], rows);
+    assert_eq!(r.cache.input_tokens, 39.0);
+    assert_eq!(r.cache.results.len(), 2);
+    assert_eq!(
+        (
+            r.cache.results[0].cache_blocks,
+            r.cache.results[0].hit_tokens
+        ),
+        (None, 18.0)
+    );
+    assert_eq!(r.cache.results[0].hit_rate, 18.0 / 39.0);
+    assert_eq!(
+        (
+            r.cache.results[1].cache_blocks,
+            r.cache.results[1].hit_tokens
+        ),
+        (Some(3), 12.0)
+    );
+}
+
+#[test]
+fn cache_model_in_timestamp_order() {
+    // File order [1,2] at t=100 then [1,2] at t=0: in timestamp order the
+    // second line comes first and the first line hits both blocks (8 of 8).
+    let rows = "{\"timestamp\": 100, \"input_length\": 8, \"hash_ids\": [1, 2]}\n{\"timestamp\": 0, \"input_length\": 8, \"hash_ids\": [1, 2]}\n";
+    let r = report(
+        &[
+            "--block-size",
+            "4",
+            "--order",
+            "timestamp",
+            "--cache-blocks",
+            "10",
+        ],
+        rows,
+    );
+    assert_eq!(r.cache.results[0].hit_tokens, 8.0);
+    assert_eq!(r.cache.results[1].hit_tokens, 8.0);
+    assert!(!r.timing.sorted);
+    assert_eq!(r.timing.out_of_order.first_lines, vec![2]);
+}
+
+#[test]
+fn timing() {
+    // Arrivals 0, 500, 1200, 1300, 5000 ms: span 5 s, mean 5 / 5 s = 1/s.
+    // Most in a 1 s window: [500, 1500) holds 3 -> 3/s; 10 s: all 5 -> 0.5/s.
+    // Gaps 500, 700, 100, 3700 sorted 100, 500, 700, 3700: p50 at k = 1.5 is
+    // 600; p99 at k = 2.97 is 3700 - 0.03 * 3000 = 3610.
+    let rows: String = [0, 500, 1200, 1300, 5000]
+        .iter()
+        .map(|t| format!("{{\"timestamp\": {t}}}\n"))
+        .collect();
+    let t = report(&[], &rows).timing;
+    assert_eq!(t.rows_with_timestamp, 5);
+    assert!(t.sorted);
+    assert_eq!(t.span_ms, Some(5000.0));
+    assert_eq!(t.mean_rate_per_s, Some(1.0));
+    assert_eq!(t.peak_rate_1s, Some(3.0));
+    assert_eq!(t.peak_rate_10s, Some(0.5));
+    assert_eq!(t.inter_arrival_p50_ms, Some(600.0));
+    assert!((t.inter_arrival_p99_ms.unwrap() - 3610.0).abs() < 1e-9);
+}
+
+#[test]
+fn sessions() {
+    // B = 4. Session a: [0,1] 8 tokens, then [0,1,2] 10 tokens (delay 100),
+    // then [0,1,2,3] 13 tokens (delay 300). Session b: [7] 3, then [8,9] 6
+    // (delay 50). One row without a session.
+    // Later turns repeat 2 blocks (8 of 10 tokens), 3 blocks (12 of 13) and
+    // nothing (0 of 6): fractions 0.8, 12/13, 0; by tokens 20 / 29.
+    let rows = r#"{"session_id": "a", "timestamp": 0, "input_length": 8, "hash_ids": [0, 1]}
+{"session_id": "b", "timestamp": 5, "input_length": 3, "hash_ids": [7]}
+{"session_id": "a", "delay": 100, "input_length": 10, "hash_ids": [0, 1, 2]}
+{"timestamp": 9, "input_length": 4, "hash_ids": [20]}
+{"session_id": "b", "delay": 50, "input_length": 6, "hash_ids": [8, 9]}
+{"session_id": "a", "delay": 300, "input_length": 13, "hash_ids": [0, 1, 2, 3]}
+"#;
+    let s = report(&["--block-size", "4"], rows).sessions;
+    assert_eq!(
+        (
+            s.sessions,
+            s.rows_in_sessions,
+            s.rows_without_session,
+            s.later_turns
+        ),
+        (2, 5, 1, 3)
+    );
+    let turns = s.turns_per_session.unwrap();
+    assert_eq!((turns.mean, turns.min, turns.max), (2.5, 2.0, 3.0));
+    let delay = s.delay_ms.unwrap();
+    assert_eq!((delay.mean, delay.median, delay.max), (150.0, 100.0, 300.0));
+    let f = s.repeated_fraction.unwrap();
+    assert_eq!((f.min, f.median, f.max), (0.0, 0.8, 12.0 / 13.0));
+    assert_eq!(s.repeated_tokens_fraction, Some(20.0 / 29.0));
+}
+
+#[test]
+fn lint() {
+    let rows = r#"{"timestamp": 0, "input_length": -5, "output_length": 1, "hash_ids": [1]}
+{"timestamp": 1, "input_length": 12.5, "output_length": 2, "hash_ids": [2]}
+{"timestamp": 2, "input_length": 8, "output_length": 3, "hash_ids": [3, 3]}
+{"timestamp": 3, "input_length": 8, "output_length": 4, "hash_ids": [4, 1]}
+{"input_length": 8}
+"#;
+    let l = report(&["--block-size", "4"], rows).lint;
+    assert_eq!(l.negative_length.first_lines, vec![1]);
+    assert_eq!(l.non_integer_length.first_lines, vec![2]);
+    assert_eq!(l.duplicate_ids.first_lines, vec![3]);
+    // Row 4: 4 is new, then 1 (used by row 1) follows it.
+    assert_eq!(l.not_prefix_shaped.first_lines, vec![4]);
+    assert_eq!(l.missing_output_length.first_lines, vec![5]);
+    assert_eq!(l.missing_hash_ids.first_lines, vec![5]);
+    assert_eq!(l.missing_timing.first_lines, vec![5]);
+    assert_eq!(l.missing_input_length.count, 0);
+}
+
+#[test]
+fn pass_mode_tees_records_and_reports_on_stderr() {
+    let out = tool("mc-analyze")
+        .args(["--pass", "--json"])
+        .write_stdin(SEVEN_ROWS)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), SEVEN_ROWS);
+    let r: Report = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(r.aiperf.total_requests, 7);
+}
+
+#[test]
+fn text_report_has_the_aiperf_section_first() {
+    let text = run_ok::<&str>("mc-analyze", &[], SEVEN_ROWS);
+    assert!(text.starts_with("AIPerf analyze-trace (block size 512)\n"));
+    assert!(text.contains("  total requests           7\n"), "{text}");
+    assert!(text.contains("1,235.43"));
+    let sections: Vec<usize> = [
+        "AIPerf",
+        "Block size",
+        "Prefix cache model",
+        "Timing",
+        "Sessions",
+        "Lint",
+        "Input",
+    ]
+    .iter()
+    .map(|s| text.find(s).unwrap())
+    .collect();
+    assert!(sections.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn bad_lines_fail_or_are_counted() {
+    let input = format!("{}not json\n{{\"hash_ids\": \"x\"}}\n", SEVEN_ROWS);
+    tool("mc-analyze")
+        .write_stdin(input.clone())
+        .assert()
+        .code(65)
+        .stderr("mc-analyze: line 8: expected a JSON object, found `not json` at byte 1\n");
+    let r = report(&["--on-error", "skip"], &input);
+    assert_eq!(r.aiperf.total_requests, 7);
+    assert_eq!(
+        (r.input.skipped_lines, r.input.first_skipped_lines.clone()),
+        (2, vec![8, 9])
+    );
+}
