@@ -230,7 +230,11 @@ impl<'a> Record<'a> {
         let Some(raw) = self.present(Field::HashIds) else {
             return Ok(false);
         };
-        parse_uint_array(raw, out).map_err(|msg| RecordError::field("hash_ids", msg))?;
+        match self.hash_ids_shape {
+            // The scan proved it a list of plain integers that fit 19 digits.
+            Some(shape) if shape.longest_digits <= 19 => decode_plain_ints(raw, shape.count, out),
+            _ => parse_uint_array(raw, out).map_err(|msg| RecordError::field("hash_ids", msg))?,
+        }
         Ok(true)
     }
 
@@ -338,6 +342,25 @@ pub fn parse_number(raw: &[u8]) -> Option<Number> {
         .ok()
         .filter(|f| f.is_finite())
         .map(Number::Float)
+}
+
+/// Decodes an array the scanner found to hold only plain integers of at
+/// most 19 digits (so no overflow): digits accumulate, anything else ends a
+/// number. No checks are needed, which makes this the fast path.
+fn decode_plain_ints(raw: &[u8], count: usize, out: &mut Vec<u64>) {
+    out.reserve(count);
+    let (mut v, mut in_number) = (0u64, false);
+    for &b in &raw[1..] {
+        let d = b.wrapping_sub(b'0');
+        if d < 10 {
+            v = v * 10 + u64::from(d);
+            in_number = true;
+        } else if in_number {
+            out.push(v);
+            v = 0;
+            in_number = false;
+        }
+    }
 }
 
 /// Decodes `[1, 2, 3]` (already validated as JSON) into `out`.

@@ -15,29 +15,46 @@ const ROOT: u64 = u64::MAX;
 /// Overflow nodes are keyed from here up; ids must stay below it.
 pub const MAX_ID: u64 = (1 << 63) - 1;
 const OVERFLOW: u64 = 1 << 63;
+/// `aux` of an id whose second size was already counted.
 const VACANT: u32 = u32::MAX;
 
+/// Parent keys are stored in 32 bits: the root, an id below `FAR`, or `FAR`
+/// with the real key kept aside (ids that large are rare).
+const ROOT_TAG: u32 = u32::MAX;
+const FAR: u32 = u32::MAX - 1;
+/// Positions at or past this are counted only in the overflow pairs.
+const FAR_POS: u16 = u16::MAX;
+
+fn parent_tag(key: u64) -> u32 {
+    match key {
+        ROOT => ROOT_TAG,
+        k if k < u64::from(FAR) => k as u32,
+        _ => FAR,
+    }
+}
+
+/// 16 bytes per distinct id: the table is the analysis's largest structure.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    /// Parent key of this id's primary trie node.
-    parent: u64,
-    /// Position of the primary (position, id) pair; `VACANT` if unused.
-    pos: u32,
-    /// Visits of the primary node.
+    /// Tag of the parent key of this id's primary trie node.
+    parent: u32,
+    /// Visits of the primary node; 0 marks an unused slot.
     visits: u32,
-    /// Occurrences of the primary pair.
-    pairs: u32,
     /// Pass 1: the last row (1-based) that used the id. Pass 2: the block
     /// size it was materialised at (0 = not yet, `VACANT` = conflict counted).
     aux: u32,
+    /// Position of the primary (position, id) pair (`FAR_POS`: none).
+    pos: u16,
+    /// Occurrences of the primary pair, saturating (only "more than one" matters).
+    pairs: u8,
 }
 
 const EMPTY: Entry = Entry {
     parent: 0,
-    pos: VACANT,
     visits: 0,
-    pairs: 0,
     aux: 0,
+    pos: 0,
+    pairs: 0,
 };
 
 /// What walking one row through the table found.
@@ -51,11 +68,73 @@ pub struct RowVisit {
     pub not_prefix_shaped: bool,
 }
 
+/// Entries by id: a table indexed by id while ids are dense, a map beyond.
 #[derive(Default)]
-pub struct IdTable {
+struct Entries {
     dense: Vec<Entry>,
     sparse: HashMap<u64, Entry>,
     distinct: u64,
+}
+
+impl Entries {
+    fn get(&self, id: u64) -> Option<&Entry> {
+        match self.dense.get(id as usize) {
+            Some(e) if e.visits > 0 => Some(e),
+            Some(_) => None,
+            None => self.sparse.get(&id),
+        }
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
+        match self.dense.get_mut(id as usize) {
+            Some(e) if e.visits > 0 => Some(e),
+            Some(_) => None,
+            None => self.sparse.get_mut(&id),
+        }
+    }
+
+    /// The entry of `id`, and whether it was just created.
+    fn get_or_insert(&mut self, id: u64) -> (&mut Entry, bool) {
+        // Ids are conventionally dense (0, 1, 2, …): keep a table indexed by
+        // id while that stays within a small multiple of the ids seen.
+        let limit = (self.distinct * 4).max(1 << 20);
+        if (id as usize) >= self.dense.len()
+            && id < limit
+            && (self.sparse.is_empty() || !self.sparse.contains_key(&id))
+        {
+            self.dense.resize(id as usize + 1, EMPTY);
+        }
+        let e = match self.dense.get_mut(id as usize) {
+            Some(e) => e,
+            None => self.sparse.entry(id).or_insert(EMPTY),
+        };
+        let new = e.visits == 0;
+        if new {
+            self.distinct += 1;
+        }
+        (e, new)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.dense
+            .iter_mut()
+            .chain(self.sparse.values_mut())
+            .filter(|e| e.visits > 0)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.dense
+            .iter()
+            .chain(self.sparse.values())
+            .filter(|e| e.visits > 0)
+    }
+}
+
+#[derive(Default)]
+pub struct IdTable {
+    entries: Entries,
+    /// Real parent keys of primary nodes whose tag is `FAR`.
+    far_parents: HashMap<u64, u64>,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
     extra_nodes: HashMap<(u64, u64), (u64, u32)>,
     /// Pairs beyond each id's primary one: (position, id) -> count.
@@ -67,47 +146,8 @@ pub struct IdTable {
 }
 
 impl IdTable {
-    fn entry(&self, id: u64) -> Option<&Entry> {
-        match self.dense.get(id as usize) {
-            Some(e) if e.pos != VACANT => Some(e),
-            Some(_) => None,
-            None => self.sparse.get(&id),
-        }
-    }
-
-    /// The entry of `id`, and whether it was just created.
-    fn entry_mut(&mut self, id: u64) -> (&mut Entry, bool) {
-        // Ids are conventionally dense (0, 1, 2, …): keep a table indexed by
-        // id while that stays within a small multiple of the ids seen.
-        let limit = (self.distinct * 4).max(1 << 20);
-        if (id as usize) >= self.dense.len()
-            && id < limit
-            && (self.sparse.is_empty() || !self.sparse.contains_key(&id))
-        {
-            self.dense.resize(id as usize + 1, EMPTY);
-        }
-        let (e, new) = match self.dense.get_mut(id as usize) {
-            Some(e) => {
-                let new = e.pos == VACANT;
-                (e, new)
-            }
-            None => {
-                let mut new = false;
-                let e = self.sparse.entry(id).or_insert_with(|| {
-                    new = true;
-                    EMPTY
-                });
-                (e, new)
-            }
-        };
-        if new {
-            self.distinct += 1;
-        }
-        (e, new)
-    }
-
     pub fn distinct_ids(&self) -> u64 {
-        self.distinct
+        self.entries.distinct
     }
 
     /// Walks row number `row` (1-based, in file order) through the trie and
@@ -119,35 +159,45 @@ impl IdTable {
         };
         let mut parent = ROOT;
         for (pos, &id) in ids.iter().enumerate() {
-            let pos = pos as u32;
             self.blocks += 1;
-            let (e, new) = self.entry_mut(id);
+            let short_pos = u16::try_from(pos).unwrap_or(FAR_POS);
+            let (e, new) = self.entries.get_or_insert(id);
             if new {
+                let tag = parent_tag(parent);
                 *e = Entry {
-                    parent,
-                    pos,
+                    parent: tag,
                     visits: 1,
-                    pairs: 1,
                     aux: row,
+                    pos: short_pos,
+                    pairs: 1,
                 };
+                if tag == FAR {
+                    self.far_parents.insert(id, parent);
+                }
+                if short_pos == FAR_POS {
+                    *self.extra_pairs.entry((pos as u32, id)).or_insert(0) += 1;
+                }
                 self.nodes += 1;
                 if v.first_unseen == ids.len() {
-                    v.first_unseen = pos as usize;
+                    v.first_unseen = pos;
                 }
                 parent = id;
                 continue;
             }
             if e.aux == row {
                 v.duplicate = true;
-            } else if v.first_unseen < pos as usize {
+            } else if v.first_unseen < pos {
                 v.not_prefix_shaped = true;
             }
             e.aux = row;
-            let same_pair = e.pos == pos;
+            let same_pair = e.pos == short_pos && short_pos != FAR_POS;
             if same_pair {
-                e.pairs += 1;
+                e.pairs = e.pairs.saturating_add(1);
             }
-            let key = if e.parent == parent {
+            let tag = parent_tag(parent);
+            let primary =
+                e.parent == tag && (tag != FAR || self.far_parents.get(&id) == Some(&parent));
+            let key = if primary {
                 e.visits += 1;
                 id
             } else {
@@ -163,7 +213,7 @@ impl IdTable {
                 node.0
             };
             if !same_pair {
-                *self.extra_pairs.entry((pos, id)).or_insert(0) += 1;
+                *self.extra_pairs.entry((pos as u32, id)).or_insert(0) += 1;
             }
             parent = key;
         }
@@ -172,8 +222,8 @@ impl IdTable {
 
     /// Whether the (position, id) pair occurs more than once in the trace.
     pub fn pair_repeated(&self, pos: usize, id: u64) -> bool {
-        match self.entry(id) {
-            Some(e) if e.pos == pos as u32 => e.pairs > 1,
+        match self.entries.get(id) {
+            Some(e) if usize::from(e.pos) == pos && e.pos != FAR_POS => e.pairs > 1,
             Some(_) => self
                 .extra_pairs
                 .get(&(pos as u32, id))
@@ -187,10 +237,10 @@ impl IdTable {
     /// reported once per id; `size` 0 checks only the pair). One lookup for both, since the table is large
     /// and the lookups miss the CPU cache.
     pub fn check_block(&mut self, pos: usize, id: u64, size: u32) -> (bool, bool) {
-        let Some(e) = self.entry_mut_existing(id) else {
+        let Some(e) = self.entries.get_mut(id) else {
             return (false, false);
         };
-        let primary = e.pos == pos as u32;
+        let primary = usize::from(e.pos) == pos && e.pos != FAR_POS;
         let repeated_primary = e.pairs > 1;
         let conflict = match e.aux {
             // Size 0: a broken row, which says nothing about sizes.
@@ -216,21 +266,9 @@ impl IdTable {
         (repeated, conflict)
     }
 
-    fn entry_mut_existing(&mut self, id: u64) -> Option<&mut Entry> {
-        match self.dense.get_mut(id as usize) {
-            Some(e) if e.pos != VACANT => Some(e),
-            Some(_) => None,
-            None => self.sparse.get_mut(&id),
-        }
-    }
-
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes).
     pub fn reused_visits(&self) -> u64 {
-        let primary = self
-            .dense
-            .iter()
-            .chain(self.sparse.values())
-            .filter(|e| e.pos != VACANT && e.visits > 1);
+        let primary = self.entries.iter().filter(|e| e.visits > 1);
         let extra = self
             .extra_nodes
             .values()
@@ -241,7 +279,7 @@ impl IdTable {
 
     /// Switches `aux` from row stamps to block sizes (pass 2).
     pub fn start_size_check(&mut self) {
-        for e in self.dense.iter_mut().chain(self.sparse.values_mut()) {
+        for e in self.entries.iter_mut() {
             e.aux = 0;
         }
     }
@@ -254,7 +292,8 @@ impl IdTable {
     /// Marks `id` and says whether it already was (ids not in the table
     /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
-        self.entry_mut_existing(id)
+        self.entries
+            .get_mut(id)
             .is_some_and(|e| std::mem::replace(&mut e.aux, 1) == 1)
     }
 }
@@ -334,6 +373,28 @@ mod tests {
         assert_eq!(t.nodes, 3);
         assert_eq!(t.distinct_ids(), 3);
         assert!(t.pair_repeated(0, big));
+        // big + 1 under another far parent: a second node, and the pair
+        // (1, big + 1) now repeats.
+        t.visit(3, &[big + 5, big + 1]);
+        assert_eq!(t.nodes, 5);
+        assert!(t.pair_repeated(1, big + 1));
+        t.visit(4, &[big, big + 1]);
+        assert_eq!(t.nodes, 5);
+        assert_eq!(t.reused_visits(), 3 + 2);
+    }
+
+    #[test]
+    fn positions_past_16_bits_are_counted_exactly() {
+        let mut t = IdTable::default();
+        let long: Vec<u64> = (0..70_000).collect();
+        t.visit(1, &long);
+        assert!(!t.pair_repeated(69_999, 69_999));
+        t.visit(2, &long);
+        assert!(t.pair_repeated(69_999, 69_999));
+        assert!(t.pair_repeated(65_535, 65_535));
+        assert!(t.pair_repeated(3, 3));
+        assert!(!t.pair_repeated(3, 69_999));
+        assert_eq!(t.nodes, 70_000);
     }
 
     #[test]
