@@ -7,6 +7,8 @@ pub mod blocks;
 pub mod cli;
 pub mod error;
 pub mod jsonl;
+pub mod nat;
 pub mod record;
 pub mod stats;
+pub mod tokenizer;
 pub mod transform;

@@ -1,0 +1,372 @@
+//! `nat2mc`: NeMo Agent Toolkit profiler traces to Mooncake rows, one row
+//! per LLM call, a session per request, block ids shared wherever prompts
+//! share a token prefix, and the agent's own pacing.
+
+pub mod calls;
+pub mod hasher;
+pub mod reader;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::jsonl::{self, Output};
+use crate::record::write_id_array;
+use crate::tokenizer::{self, Resolved};
+use calls::{Call, SkipReason};
+use hasher::BlockHasher;
+use reader::End;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Timing {
+    /// First call of a session: `timestamp` (ms since the earliest LLM_START
+    /// of the file); later calls: `delay` = own LLM_START minus the previous
+    /// call's LLM_END (the agent's tool and think time).
+    Auto,
+    /// No `timestamp` and no `delay`.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputLength {
+    /// Tokens of the hashed text: every row consistent for the block size.
+    Tokens,
+    /// The server's `prompt_tokens` (rows may then be inconsistent).
+    Usage,
+}
+
+#[derive(Debug, Clone)]
+pub struct NatOptions {
+    pub input: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub tokenizer: Option<String>,
+    pub block_size: usize,
+    pub timing: Timing,
+    /// Constant delay (ms) for later calls instead of the measured one.
+    pub delay: Option<f64>,
+    pub input_length: InputLength,
+    pub messages: bool,
+    pub num_requests: Option<usize>,
+    pub skip_requests: usize,
+}
+
+/// Calls tokenized together (in parallel), then hashed in order.
+const BATCH: usize = 256;
+
+/// One finished row, kept until the end: timestamps are relative to the
+/// earliest LLM_START of the whole file.
+struct Row {
+    session: String,
+    first_in_session: bool,
+    start: Option<f64>,
+    /// Seconds since the previous call of the session ended.
+    gap: Option<f64>,
+    input_length: u64,
+    output_length: u64,
+    ids: Vec<u64>,
+    messages: Option<String>,
+}
+
+#[derive(Default)]
+struct Counts {
+    requests: u64,
+    calls: u64,
+    unmatched: u64,
+    empty_text: u64,
+    no_metadata: u64,
+    no_usage: u64,
+    sessions: u64,
+    inconsistent: u64,
+}
+
+struct Pending {
+    session: String,
+    first_in_session: bool,
+    gap: Option<f64>,
+    call: Call,
+}
+
+pub struct Converter {
+    opts: NatOptions,
+    tokenizer: Option<Resolved>,
+    hasher: BlockHasher,
+    pending: Vec<Pending>,
+    rows: Vec<Row>,
+    earliest_start: f64,
+    counts: Counts,
+}
+
+impl Converter {
+    pub fn new(opts: NatOptions) -> Result<Self> {
+        if opts.block_size == 0 {
+            return Err(Error::Usage("--block-size must be at least 1".into()));
+        }
+        let tokenizer = match &opts.tokenizer {
+            Some(spec) => Some(tokenizer::resolve(spec)?),
+            None => None,
+        };
+        let hasher = BlockHasher::new(opts.block_size);
+        Ok(Converter {
+            opts,
+            tokenizer,
+            hasher,
+            pending: Vec::new(),
+            rows: Vec::new(),
+            earliest_start: f64::INFINITY,
+            counts: Counts::default(),
+        })
+    }
+
+    /// Takes the calls of request number `index` (0-based position in the file).
+    fn add_request(&mut self, index: usize, req: reader::Request) -> Result<()> {
+        if index < self.opts.skip_requests {
+            return Ok(());
+        }
+        self.counts.requests += 1;
+        let number = match &req.request_number {
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            _ => index.to_string(),
+        };
+        let extracted = calls::extract(&req);
+        for (uuid, reason) in &extracted.skipped {
+            let counter = match reason {
+                SkipReason::Unmatched => &mut self.counts.unmatched,
+                SkipReason::EmptyText => &mut self.counts.empty_text,
+                SkipReason::NoMetadata => &mut self.counts.no_metadata,
+                SkipReason::NoUsage => &mut self.counts.no_usage,
+            };
+            *counter += 1;
+            let why = match reason {
+                SkipReason::NoMetadata => Some("LLM_START has no metadata"),
+                SkipReason::NoUsage => Some("LLM_END has no usage_info.token_usage"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                eprintln!("nat2mc: warning: request {number}, call {uuid}: {why}; call skipped");
+            }
+        }
+        self.counts.calls += (extracted.calls.len() + extracted.skipped.len()) as u64;
+        if !extracted.calls.is_empty() {
+            self.counts.sessions += 1;
+        }
+        let mut prev_end: Option<f64> = None;
+        for (k, call) in extracted.calls.into_iter().enumerate() {
+            if let Some(s) = call.start {
+                self.earliest_start = self.earliest_start.min(s);
+            }
+            let gap = match (k, call.start, prev_end) {
+                (0, _, _) => None,
+                (_, Some(s), Some(e)) => Some((s - e).max(0.0)),
+                _ => Some(0.0),
+            };
+            prev_end = call.end.or(prev_end);
+            self.pending.push(Pending {
+                session: format!("conv_{number}"),
+                first_in_session: k == 0,
+                gap,
+                call,
+            });
+        }
+        if self.pending.len() >= BATCH {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    /// Tokenizes the pending calls in parallel, then hashes them in order.
+    fn flush_batch(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.tokenizer.is_none() {
+            let model = self
+                .pending
+                .iter()
+                .find_map(|p| p.call.model.clone())
+                .unwrap_or_default();
+            let id = tokenizer::infer_model_id(&model);
+            eprintln!("nat2mc: no --tokenizer given; model `{model}` -> tokenizer {id}");
+            self.tokenizer = Some(tokenizer::resolve(id)?);
+        }
+        let Some(tok) = self.tokenizer.as_ref() else {
+            return Ok(());
+        };
+        let encoded: Vec<std::result::Result<Vec<u32>, String>> = self
+            .pending
+            .par_iter()
+            .map(|p| {
+                tok.tokenizer
+                    .encode(p.call.text.as_str(), false)
+                    .map(|e| e.get_ids().to_vec())
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        let b = self.opts.block_size as u64;
+        for (p, tokens) in self.pending.drain(..).zip(encoded) {
+            let tokens = tokens.map_err(|e| {
+                Error::Input(format!(
+                    "{}: call {}: tokenizer failed: {e}",
+                    p.session, p.call.uuid
+                ))
+            })?;
+            let mut ids = Vec::with_capacity(tokens.len() / self.opts.block_size + 1);
+            self.hasher.hash(&tokens, &mut ids);
+            let input_length = match self.opts.input_length {
+                InputLength::Tokens => tokens.len() as u64,
+                InputLength::Usage => p.call.prompt_tokens.unwrap_or(tokens.len() as u64),
+            };
+            let n = ids.len() as u64;
+            if !(n == 0 && input_length == 0
+                || n > 0 && (n - 1) * b < input_length && input_length <= n * b)
+            {
+                self.counts.inconsistent += 1;
+            }
+            let messages = self.opts.messages.then(|| {
+                let list: Vec<serde_json::Value> = p
+                    .call
+                    .messages
+                    .iter()
+                    .map(|(role, content)| serde_json::json!({"role": role, "content": content}))
+                    .collect();
+                serde_json::Value::Array(list).to_string()
+            });
+            self.rows.push(Row {
+                session: p.session,
+                first_in_session: p.first_in_session,
+                start: p.call.start,
+                gap: p.gap,
+                input_length,
+                output_length: p.call.completion_tokens,
+                ids,
+                messages,
+            });
+        }
+        Ok(())
+    }
+
+    fn write_rows(&self, out: &mut Output) -> Result<()> {
+        let mut itoa = itoa::Buffer::new();
+        for r in &self.rows {
+            let buf = out.buffer();
+            buf.extend_from_slice(b"{\"session_id\": ");
+            buf.extend_from_slice(
+                serde_json::Value::String(r.session.clone())
+                    .to_string()
+                    .as_bytes(),
+            );
+            match (self.opts.timing, r.first_in_session) {
+                (Timing::None, _) => {}
+                (Timing::Auto, true) => {
+                    let ms = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
+                    buf.extend_from_slice(b", \"timestamp\": ");
+                    buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
+                }
+                (Timing::Auto, false) => {
+                    let ms = self
+                        .opts
+                        .delay
+                        .unwrap_or_else(|| r.gap.unwrap_or(0.0) * 1000.0);
+                    buf.extend_from_slice(b", \"delay\": ");
+                    buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
+                }
+            }
+            buf.extend_from_slice(b", \"input_length\": ");
+            buf.extend_from_slice(itoa.format(r.input_length).as_bytes());
+            buf.extend_from_slice(b", \"output_length\": ");
+            buf.extend_from_slice(itoa.format(r.output_length).as_bytes());
+            buf.extend_from_slice(b", \"hash_ids\": ");
+            write_id_array(&r.ids, buf);
+            if let Some(m) = &r.messages {
+                buf.extend_from_slice(b", \"messages\": ");
+                buf.extend_from_slice(m.as_bytes());
+            }
+            buf.extend_from_slice(b"}\n");
+            out.end_line()?;
+        }
+        out.flush()
+    }
+
+    fn summary(&self, end: &End) -> String {
+        let c = &self.counts;
+        let skipped = c.unmatched + c.empty_text + c.no_metadata + c.no_usage;
+        let tok = self
+            .tokenizer
+            .as_ref()
+            .map_or("none (no calls)".to_string(), |t| t.source.clone());
+        let mut s = format!(
+            "nat2mc: {} requests, {} calls, {} rows, {} skipped (unmatched {}, empty text {}, no metadata {}, no usage {}), {} sessions, {} distinct blocks, tokenizer {}",
+            c.requests,
+            c.calls,
+            self.rows.len(),
+            skipped,
+            c.unmatched,
+            c.empty_text,
+            c.no_metadata,
+            c.no_usage,
+            c.sessions,
+            self.hasher.distinct_blocks(),
+            tok
+        );
+        if self.opts.input_length == InputLength::Usage && c.inconsistent > 0 {
+            s.push_str(&format!(
+                "; warning: {} rows inconsistent for block size {} with --input-length usage",
+                c.inconsistent, self.opts.block_size
+            ));
+        }
+        if *end == End::Truncated {
+            s.push_str(
+                "; warning: the file is truncated: converted every complete request before the cut",
+            );
+        }
+        s
+    }
+}
+
+/// Where rows go: `--output-file`, else `<input stem>_mooncake.jsonl` beside
+/// `--input-file` (as the upstream converter does), else stdout.
+pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
+    if let Some(o) = &opts.output {
+        return Some(o.clone());
+    }
+    let input = opts
+        .input
+        .as_ref()
+        .filter(|p| p.as_path() != Path::new("-"))?;
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some(input.with_file_name(format!("{stem}_mooncake.jsonl")))
+}
+
+pub fn run(opts: NatOptions) -> Result<()> {
+    let src = jsonl::open_input(opts.input.as_deref())?;
+    let out_path = output_path(&opts);
+    let mut conv = Converter::new(opts)?;
+    let progress = std::io::stderr().is_terminal();
+    let mut index = 0usize;
+    let limit = conv.opts.num_requests.map(|n| n + conv.opts.skip_requests);
+    let end = reader::for_each_request(src, |req| {
+        if limit.is_some_and(|l| index >= l) {
+            index += 1;
+            return Ok(());
+        }
+        conv.add_request(index, req)?;
+        index += 1;
+        if progress && index % 100 == 0 {
+            let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
+        }
+        Ok(())
+    })?;
+    if progress && index >= 100 {
+        eprintln!();
+    }
+    conv.flush_batch()?;
+    let mut out = Output::open(out_path.as_deref(), false)?;
+    conv.write_rows(&mut out)?;
+    eprintln!("{}", conv.summary(&end));
+    Ok(())
+}
