@@ -356,7 +356,7 @@ pub fn run(opts: NatOptions) -> Result<()> {
         }
         conv.add_request(index, req)?;
         index += 1;
-        if progress && index % 100 == 0 {
+        if progress && index.is_multiple_of(100) {
             let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
         }
         Ok(())
