@@ -2,6 +2,7 @@
 
 mod analyze;
 mod cap;
+mod nat;
 mod pipe;
 mod props;
 mod real_data;

@@ -1,0 +1,451 @@
+//! nat2mc on NAT-shaped files made here, with a word-level tokenizer made
+//! here (one token per whitespace-separated word), so every token count and
+//! hash id below is worked out by hand.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::util::{data_dir, tool};
+
+/// A WordLevel tokenizer: one token per word, unknown words -> [UNK].
+fn word_tokenizer(dir: &Path) -> PathBuf {
+    let mut vocab = serde_json::Map::new();
+    vocab.insert("[UNK]".into(), json!(0));
+    for (i, w) in ["s1", "s2", "s3", "s4", "s5", "q1", "q2", "a1", "a2", "o1"]
+        .iter()
+        .enumerate()
+    {
+        vocab.insert((*w).into(), json!(i + 1));
+    }
+    let tok = json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    });
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, tok.to_string()).unwrap();
+    path
+}
+
+fn start(uuid: &str, t: f64, messages: Value) -> Value {
+    json!({"parent_id": "root", "function_ancestry": {}, "payload": {
+        "event_type": "LLM_START", "event_timestamp": t, "name": "meta/llama-3.3-70b-instruct",
+        "UUID": uuid, "metadata": {"chat_inputs": messages, "chat_responses": null}, "usage_info": null}})
+}
+
+fn end(uuid: &str, t: f64, prompt: u64, completion: u64) -> Value {
+    json!({"parent_id": "root", "function_ancestry": {}, "payload": {
+        "event_type": "LLM_END", "event_timestamp": t, "name": "meta/llama-3.3-70b-instruct", "UUID": uuid,
+        "usage_info": {"token_usage": {"prompt_tokens": prompt, "completion_tokens": completion}}}})
+}
+
+fn token_event(uuid: &str, t: f64) -> Value {
+    json!({"payload": {"event_type": "LLM_NEW_TOKEN", "event_timestamp": t, "UUID": uuid, "data": {"chunk": "word "}}})
+}
+
+fn lc(kind: &str, content: &str) -> Value {
+    json!({"type": kind, "content": content, "additional_kwargs": {}, "id": null})
+}
+
+/// Four requests. Block size 4 throughout.
+/// - Request 0 (LangChain `type` messages): call A = "s1 s2 s3 s4 s5\nq1 q2"
+///   (7 tokens: blocks [s1..s4] [s5 q1 q2] -> ids 0, 1); call B adds an ai
+///   and a tool message (10 tokens: [s1..s4] [s5 q1 q2 a1] [a2 o1]: the grown
+///   tail is a new prefix -> 0, 2, 3); call C goes back to A's prompt -> 0, 1.
+///   C's END comes before B's in the file but later in time: rows follow END time.
+/// - Request 1 (OpenAI `role`, list content): call D has A's text -> 0, 1 (shared
+///   across sessions); one START without END and one END without START.
+/// - Request 2: metadata null, usage_info null, and empty text: three skipped calls.
+/// - Request 3: "x x x x x x x x x" (9 unknown words -> [UNK] x 9): blocks of
+///   4, 4, 1 -> new ids 4, 5, 6.
+fn nat_file() -> String {
+    let a = json!([lc("system", "s1 s2 s3 s4 s5"), lc("human", "q1 q2")]);
+    let b = json!([
+        lc("system", "s1 s2 s3 s4 s5"),
+        lc("human", "q1 q2"),
+        lc("ai", "a1 a2"),
+        lc("tool", "o1")
+    ]);
+    let r0 = json!({"request_number": 0, "intermediate_steps": [
+        start("A", 100.0, a.clone()), token_event("A", 100.1), end("A", 100.5, 11, 2),
+        start("B", 100.7, b), start("C", 101.5, a),
+        end("C", 102.0, 11, 3), end("B", 101.0, 15, 4),
+    ]});
+    let d = json!([{"role": "system", "content": "s1 s2 s3 s4 s5"}, {"role": "user", "content": [{"type": "text", "text": "q1 q2"}]}]);
+    let r1 = json!({"request_number": 1, "intermediate_steps": [
+        start("D", 100.2, d), end("D", 100.4, 9, 5), start("E", 100.5, json!([lc("human", "q1")])), end("F", 100.6, 1, 1),
+    ]});
+    let mut no_meta = start("G", 103.0, json!([]));
+    no_meta["payload"]["metadata"] = Value::Null;
+    let mut no_usage = end("H", 103.5, 1, 1);
+    no_usage["payload"]["usage_info"] = Value::Null;
+    let r2 = json!({"request_number": 2, "intermediate_steps": [
+        no_meta, end("G", 103.2, 1, 1), start("H", 103.3, json!([lc("human", "q1")])), no_usage,
+        start("I", 103.6, json!([lc("human", "")])), end("I", 103.7, 1, 1),
+    ]});
+    let r3 = json!({"request_number": 3, "intermediate_steps": [
+        start("J", 104.0, json!([lc("human", "x x x x x x x x x")])), end("J", 104.25, 9, 7),
+    ]});
+    // NAT writes json.dump(indent=2).
+    serde_json::to_string_pretty(&json!([r0, r1, r2, r3])).unwrap()
+}
+
+fn rows(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn convert(args: &[&str], input: &str) -> (Vec<Value>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let out = tool("nat2mc")
+        .arg("--tokenizer")
+        .arg(&tok)
+        .args(["--block-size", "4"])
+        .args(args)
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (rows(&out.stdout), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn rows_ids_lengths_and_timing() {
+    let (rows, stderr) = convert(&[], &nat_file());
+    // Earliest LLM_START: A at 100.0. B starts 0.2 s after A ends, C 0.5 s
+    // after B ends; D (request 1) starts at 100.2 -> timestamp 200 ms;
+    // J at 104.0 -> 4000 ms.
+    let want = vec![
+        json!({"session_id": "conv_0", "timestamp": 0, "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}),
+        json!({"session_id": "conv_0", "delay": 200, "input_length": 10, "output_length": 4, "hash_ids": [0, 2, 3]}),
+        json!({"session_id": "conv_0", "delay": 500, "input_length": 7, "output_length": 3, "hash_ids": [0, 1]}),
+        json!({"session_id": "conv_1", "timestamp": 200, "input_length": 7, "output_length": 5, "hash_ids": [0, 1]}),
+        json!({"session_id": "conv_3", "timestamp": 4000, "input_length": 9, "output_length": 7, "hash_ids": [4, 5, 6]}),
+    ];
+    assert_eq!(rows, want);
+    // Key order as in Mooncake rows.
+    assert!(stderr.contains("4 requests, 10 calls, 5 rows, 5 skipped (unmatched 2, empty text 1, no metadata 1, no usage 1), 3 sessions"), "{stderr}");
+    assert!(
+        stderr.contains("warning: request 2, call G: LLM_START has no metadata; call skipped"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "warning: request 2, call H: LLM_END has no usage_info.token_usage; call skipped"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn key_order_is_mooncake_like() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let out = tool("nat2mc")
+        .arg("--tokenizer")
+        .arg(&tok)
+        .args(["--block-size", "4", "--num-requests", "1"])
+        .write_stdin(nat_file())
+        .output()
+        .unwrap();
+    let first = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        first,
+        r#"{"session_id": "conv_0", "timestamp": 0, "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}"#
+    );
+}
+
+#[test]
+fn timing_options_and_usage_lengths() {
+    let (rows, _) = convert(&["--timing", "none"], &nat_file());
+    assert!(rows
+        .iter()
+        .all(|r| r.get("timestamp").is_none() && r.get("delay").is_none()));
+    let (rows, _) = convert(&["--delay", "500"], &nat_file());
+    assert_eq!(rows[1]["delay"], 500);
+    assert_eq!(rows[2]["delay"], 500);
+    assert_eq!(rows[0]["timestamp"], 0);
+    // prompt_tokens: A 11 (2 ids: 4 < 11 <= 8? no), B 15 (3 ids: 8 < 15 <= 12? no),
+    // C 11 (no), D 9 (no), J 9 (3 ids: 8 < 9 <= 12: yes) -> 4 inconsistent rows.
+    let (rows, stderr) = convert(&["--input-length", "usage"], &nat_file());
+    let lengths: Vec<u64> = rows
+        .iter()
+        .map(|r| r["input_length"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lengths, vec![11, 15, 11, 9, 9]);
+    assert!(
+        stderr.contains("warning: 4 rows inconsistent for block size 4"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn selecting_requests_and_messages() {
+    // Request 1 alone: its ids are numbered from 0 in this run.
+    let (rows, _) = convert(
+        &["--skip-requests", "1", "--num-requests", "1", "--messages"],
+        &nat_file(),
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["session_id"], "conv_1");
+    assert_eq!(rows[0]["hash_ids"], json!([0, 1]));
+    assert_eq!(
+        rows[0]["messages"],
+        json!([{"role": "system", "content": "s1 s2 s3 s4 s5"}, {"role": "user", "content": "q1 q2"}])
+    );
+    let (rows, _) = convert(&["--num-requests", "1", "--messages"], &nat_file());
+    assert_eq!(
+        rows[1]["messages"],
+        json!([{"role": "system", "content": "s1 s2 s3 s4 s5"}, {"role": "user", "content": "q1 q2"}, {"role": "assistant", "content": "a1 a2"}, {"role": "tool", "content": "o1"}])
+    );
+}
+
+#[test]
+fn truncated_file_keeps_every_complete_request() {
+    let text = nat_file();
+    // Cut inside request 3 (in its first event, call J).
+    let cut = text.find("\"J\"").unwrap();
+    let (rows, stderr) = convert(&[], &text[..cut]);
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[3]["session_id"], "conv_1");
+    assert!(
+        stderr.contains("warning: the file is truncated"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn invalid_json_is_exit_65() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    tool("nat2mc")
+        .arg("--tokenizer")
+        .arg(&tok)
+        .write_stdin("[{\"request_number\": 0} x]")
+        .assert()
+        .code(65)
+        .stderr(predicates::str::starts_with(
+            "nat2mc: invalid profiler trace:",
+        ));
+}
+
+#[test]
+fn default_output_file_sits_beside_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let input = dir.path().join("traces.json");
+    std::fs::write(&input, nat_file()).unwrap();
+    tool("nat2mc")
+        .arg("--tokenizer")
+        .arg(&tok)
+        .arg("--input-file")
+        .arg(&input)
+        .assert()
+        .code(0)
+        .stdout("");
+    let written = std::fs::read_to_string(dir.path().join("traces_mooncake.jsonl")).unwrap();
+    assert_eq!(written.lines().count(), 5);
+}
+
+/// A fake HuggingFace cache: models--ORG--NAME/refs/main names the snapshot.
+fn fake_cache(root: &Path, model: &str) -> PathBuf {
+    let repo = root.join(format!("models--{}", model.replace('/', "--")));
+    std::fs::create_dir_all(repo.join("snapshots/abc123")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "abc123\n").unwrap();
+    word_tokenizer(&repo.join("snapshots/abc123"))
+}
+
+#[test]
+fn model_ids_resolve_from_the_hf_cache_and_are_inferred_from_the_trace() {
+    let cache = tempfile::tempdir().unwrap();
+    fake_cache(cache.path(), "meta-llama/Llama-3.3-70B-Instruct");
+    let run = |args: &[&str]| {
+        tool("nat2mc")
+            .env("HF_HUB_CACHE", cache.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["--block-size", "4", "--num-requests", "1"])
+            .args(args)
+            .write_stdin(nat_file())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--tokenizer", "meta-llama/Llama-3.3-70B-Instruct"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rows(&out.stdout)[0]["hash_ids"], json!([0, 1]));
+    // No --tokenizer: the trace's model name picks it.
+    let out = run(&[]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "model `meta/llama-3.3-70b-instruct` -> tokenizer meta-llama/Llama-3.3-70B-Instruct"
+        ),
+        "{stderr}"
+    );
+    // HF_HOME/hub is the fallback when HF_HUB_CACHE is unset.
+    let home = tempfile::tempdir().unwrap();
+    fake_cache(&home.path().join("hub"), "org/tiny");
+    let out = tool("nat2mc")
+        .env_remove("HF_HUB_CACHE")
+        .env("HF_HOME", home.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["--tokenizer", "org/tiny", "--num-requests", "1"])
+        .write_stdin(nat_file())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_missing_tokenizer_names_every_place_searched() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = tool("nat2mc")
+        .env("HF_HUB_CACHE", cache.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["--tokenizer", "org/absent"])
+        .write_stdin(nat_file())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no tokenizer for `org/absent`"), "{stderr}");
+    assert!(stderr.contains("models--org--absent"), "{stderr}");
+    assert!(stderr.contains("HF_HUB_OFFLINE=1"), "{stderr}");
+    assert!(
+        stderr.contains("Pass --tokenizer path/to/tokenizer.json"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_model_not_cached_is_downloaded_from_hf_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = std::fs::read(word_tokenizer(dir.path())).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut req = [0u8; 4096];
+        let n = conn.read(&mut req).unwrap();
+        let head = String::from_utf8_lossy(&req[..n]).to_string();
+        write!(
+            conn,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        conn.write_all(&body).unwrap();
+        head
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let out = tool("nat2mc")
+        .env("HF_HUB_CACHE", cache.path())
+        .env_remove("HF_HUB_OFFLINE")
+        .env("HF_ENDPOINT", format!("http://{addr}"))
+        .args([
+            "--tokenizer",
+            "org/remote",
+            "--block-size",
+            "4",
+            "--num-requests",
+            "1",
+        ])
+        .write_stdin(nat_file())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let head = server.join().unwrap();
+    assert!(
+        head.starts_with("GET /org/remote/resolve/main/tokenizer.json "),
+        "{head}"
+    );
+    assert_eq!(rows(&out.stdout)[0]["hash_ids"], json!([0, 1]));
+    assert!(cache
+        .path()
+        .join("models--org--remote/snapshots/main/tokenizer.json")
+        .is_file());
+}
+
+#[test]
+fn the_real_nat_file_with_the_real_tokenizer() {
+    let Some(data) = data_dir("the_real_nat_file_with_the_real_tokenizer") else {
+        return;
+    };
+    let out = tool("nat2mc")
+        .arg("--tokenizer")
+        .arg(data.join("tokenizers/deepseek-v4/tokenizer.json"))
+        .arg("--input")
+        .arg(data.join("nat/react_mock_4req/all_requests_profiler_traces.json"))
+        .arg("--output")
+        .arg("-")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = rows(&out.stdout);
+    // SOURCE.md: 3, 1, 2 and 1 LLM calls in the 4 requests.
+    assert_eq!(rows.len(), 7);
+    let sessions: Vec<&str> = rows
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sessions,
+        ["conv_0", "conv_0", "conv_0", "conv_1", "conv_2", "conv_2", "conv_3"]
+    );
+    // Each later call of a session extends the previous prompt, so it
+    // repeats all of the previous call's full blocks.
+    for w in rows
+        .windows(2)
+        .filter(|w| w[0]["session_id"] == w[1]["session_id"])
+    {
+        let (a, b) = (
+            w[0]["hash_ids"].as_array().unwrap(),
+            w[1]["hash_ids"].as_array().unwrap(),
+        );
+        let full = (w[0]["input_length"].as_u64().unwrap() / 128) as usize;
+        assert_eq!(a[..full], b[..full], "{} then {}", w[0], w[1]);
+    }
+    // mc-analyze finds every row consistent at the block size used.
+    let text = String::from_utf8(out.stdout).unwrap();
+    let report = tool("mc-analyze")
+        .args(["--json", "--block-size", "128"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(v["blocks"]["inconsistent_rows"]["count"], 0);
+    assert_eq!(v["blocks"]["conflicting_ids"]["count"], 0);
+    assert_eq!(v["sessions"]["sessions"], 4);
+}
