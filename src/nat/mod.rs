@@ -52,8 +52,10 @@ pub struct NatOptions {
     pub skip_requests: usize,
 }
 
-/// Calls tokenized together (in parallel), then hashed in order.
+/// Requests parsed (and their calls tokenized) together, in parallel: at most
+/// this many, or this many bytes of raw requests, so memory stays bounded.
 const BATCH: usize = 256;
+const BATCH_BYTES: usize = 16 << 20;
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
@@ -119,18 +121,43 @@ impl Converter {
         })
     }
 
-    /// Takes the calls of request number `index` (0-based position in the file).
-    fn add_request(&mut self, index: usize, req: reader::Request) -> Result<()> {
-        if index < self.opts.skip_requests {
-            return Ok(());
+    /// Takes a batch of requests (position in the file, raw bytes): parses
+    /// them and pulls out their calls in parallel, then queues the calls in
+    /// file order and tokenizes them.
+    fn add_batch(&mut self, batch: Vec<(usize, Vec<u8>)>) -> Result<()> {
+        let parsed: Vec<(
+            usize,
+            std::result::Result<(String, calls::Extracted), String>,
+        )> = batch
+            .par_iter()
+            .map(|(index, bytes)| {
+                let extracted = reader::parse_request(bytes).map(|req| {
+                    let number = match &req.request_number {
+                        Some(serde_json::Value::Number(n)) => n.to_string(),
+                        Some(serde_json::Value::String(s)) => s.clone(),
+                        _ => index.to_string(),
+                    };
+                    (number, calls::extract(&req))
+                });
+                (*index, extracted)
+            })
+            .collect();
+        drop(batch);
+        for (index, result) in parsed {
+            let (number, extracted) = result.map_err(|e| {
+                Error::Input(format!(
+                    "invalid profiler trace: request {} of the file: {e}",
+                    index + 1
+                ))
+            })?;
+            self.add_calls(number, extracted);
         }
+        self.flush_batch()
+    }
+
+    /// Queues the calls of one request (a session), counting what was skipped.
+    fn add_calls(&mut self, number: String, extracted: calls::Extracted) {
         self.counts.requests += 1;
-        let number = match &req.request_number {
-            Some(serde_json::Value::Number(n)) => n.to_string(),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            _ => index.to_string(),
-        };
-        let extracted = calls::extract(&req);
         for (uuid, reason) in &extracted.skipped {
             let counter = match reason {
                 SkipReason::Unmatched => &mut self.counts.unmatched,
@@ -170,10 +197,6 @@ impl Converter {
                 call,
             });
         }
-        if self.pending.len() >= BATCH {
-            self.flush_batch()?;
-        }
-        Ok(())
     }
 
     /// Tokenizes the pending calls in parallel, then hashes them in order.
@@ -345,26 +368,42 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
 pub fn run(opts: NatOptions) -> Result<()> {
     let src = jsonl::open_input(opts.input.as_deref())?;
     let out_path = output_path(&opts);
+    let (skip, limit) = (
+        opts.skip_requests,
+        opts.num_requests
+            .map(|n| n.saturating_add(opts.skip_requests)),
+    );
     let mut conv = Converter::new(opts)?;
     let progress = std::io::stderr().is_terminal();
-    let mut index = 0usize;
-    let limit = conv.opts.num_requests.map(|n| n + conv.opts.skip_requests);
-    let end = reader::for_each_request(src, |req| {
+    let mut split = reader::ArraySplitter::new(src);
+    let (mut index, mut batch, mut batch_bytes) = (0usize, Vec::new(), 0usize);
+    let end = loop {
         if limit.is_some_and(|l| index >= l) {
-            index += 1;
-            return Ok(());
+            break End::Complete;
         }
-        conv.add_request(index, req)?;
+        let bytes = match split.next_element()? {
+            None => break End::Complete,
+            Some(Err(end)) => break end,
+            Some(Ok(bytes)) => bytes,
+        };
         index += 1;
-        if progress && index.is_multiple_of(100) {
-            let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
+        if index <= skip {
+            continue;
         }
-        Ok(())
-    })?;
-    if progress && index >= 100 {
+        batch_bytes += bytes.len();
+        batch.push((index - 1, bytes));
+        if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
+            conv.add_batch(std::mem::take(&mut batch))?;
+            batch_bytes = 0;
+            if progress {
+                let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
+            }
+        }
+    };
+    conv.add_batch(batch)?;
+    if progress && index >= BATCH {
         eprintln!();
     }
-    conv.flush_batch()?;
     let mut out = Output::open(out_path.as_deref(), false)?;
     conv.write_rows(&mut out)?;
     eprintln!("{}", conv.summary(&end));

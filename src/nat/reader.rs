@@ -2,11 +2,9 @@
 //! request at a time (memory bounded by the largest request, not the file),
 //! keeping only the fields the conversion needs.
 
-use std::cell::RefCell;
-use std::fmt;
 use std::io::Read;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -106,77 +104,201 @@ pub enum End {
     Truncated,
 }
 
-/// Calls `f` with each request of the array in `src`, in order.
-pub fn for_each_request<R: Read>(src: R, f: impl FnMut(Request) -> Result<()>) -> Result<End> {
-    let mut de =
-        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, src));
-    let failure = RefCell::new(None);
-    let seed = Requests {
-        f: RefCell::new(f),
-        failure: &failure,
-    };
-    let parsed = de::Deserializer::deserialize_seq(&mut de, seed).and_then(|()| de.end());
-    if let Some(e) = failure.into_inner() {
-        return Err(e);
-    }
-    match parsed {
-        Ok(()) => Ok(End::Complete),
-        Err(e) if e.is_eof() => Ok(End::Truncated),
-        Err(e) if e.is_io() => Err(Error::Io(std::io::Error::other(e.to_string()))),
-        Err(e) => Err(Error::Input(format!("invalid profiler trace: {e}"))),
-    }
+/// Splits the top-level JSON array in `src` into the raw bytes of its
+/// elements, without parsing them: a byte scanner that tracks strings and
+/// nesting, so requests can then be parsed in parallel (`serde_json` on a
+/// slice) and only a batch of them is ever in memory.
+pub struct ArraySplitter<R> {
+    src: R,
+    buf: Vec<u8>,
+    pos: usize,
+    eof: bool,
+    started: bool,
+    done: bool,
+    /// The input ended right after an element, before `,` or `]`.
+    cut: bool,
 }
 
-struct Requests<'a, F> {
-    f: RefCell<F>,
-    /// The callback's own error, kept aside while serde unwinds.
-    failure: &'a RefCell<Option<Error>>,
-}
+const CHUNK: usize = 1 << 20;
 
-impl<'de, F: FnMut(Request) -> Result<()>> DeserializeSeed<'de> for Requests<'_, F> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de, F: FnMut(Request) -> Result<()>> Visitor<'de> for Requests<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON array of profiler requests")
+impl<R: Read> ArraySplitter<R> {
+    pub fn new(src: R) -> Self {
+        ArraySplitter {
+            src,
+            buf: Vec::new(),
+            pos: 0,
+            eof: false,
+            started: false,
+            done: false,
+            cut: false,
+        }
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(req) = seq.next_element::<Request>()? {
-            if let Err(e) = (self.f.borrow_mut())(req) {
-                *self.failure.borrow_mut() = Some(e);
-                return Err(de::Error::custom("stopped"));
+    /// Reads more input; false at the end of the input.
+    fn fill(&mut self) -> Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        let old = self.buf.len();
+        self.buf.resize(old + CHUNK, 0);
+        loop {
+            match self.src.read(&mut self.buf[old..]) {
+                Ok(n) => {
+                    self.buf.truncate(old + n);
+                    self.eof = n == 0;
+                    return Ok(n > 0);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Io(e)),
             }
         }
-        Ok(())
     }
+
+    /// The next byte that is not whitespace, without consuming it.
+    fn peek_token(&mut self) -> Result<Option<u8>> {
+        loop {
+            while self.pos < self.buf.len() && self.buf[self.pos].is_ascii_whitespace() {
+                self.pos += 1;
+            }
+            if self.pos < self.buf.len() {
+                return Ok(Some(self.buf[self.pos]));
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next element's bytes; `Ok(None)` after the closing `]`;
+    /// `Ok(Some(Err(End::Truncated)))` when the input stops inside the array.
+    pub fn next_element(&mut self) -> Result<Option<std::result::Result<Vec<u8>, End>>> {
+        if self.done {
+            return Ok(None);
+        }
+        if self.cut {
+            self.done = true;
+            return Ok(Some(Err(End::Truncated)));
+        }
+        let bad = |what: &str| Error::Input(format!("invalid profiler trace: expected {what}"));
+        if !self.started {
+            match self.peek_token()? {
+                Some(b'[') => {
+                    self.pos += 1;
+                    self.started = true;
+                }
+                None => return Ok(Some(Err(End::Truncated))),
+                Some(_) => return Err(bad("a JSON array of requests ([...])")),
+            }
+            if self.peek_token()? == Some(b']') {
+                self.pos += 1;
+                self.done = true;
+                return Ok(None);
+            }
+        }
+        match self.peek_token()? {
+            None => return Ok(Some(Err(End::Truncated))),
+            Some(b'{') => {}
+            Some(_) => return Err(bad("a request object ({...})")),
+        }
+        // Scan to the end of the object, across reads. `self.pos` stays at
+        // the element's start (a read moves it to the front of the buffer).
+        let (mut i, mut depth, mut in_string, mut escaped) = (self.pos, 0usize, false, false);
+        loop {
+            while i < self.buf.len() {
+                let b = self.buf[i];
+                i += 1;
+                if in_string {
+                    if escaped {
+                        escaped = false;
+                    } else if b == b'\\' {
+                        escaped = true;
+                    } else if b == b'"' {
+                        in_string = false;
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            let element = self.buf[self.pos..i].to_vec();
+                            self.pos = i;
+                            match self.peek_token()? {
+                                Some(b',') => self.pos += 1,
+                                Some(b']') => {
+                                    self.pos += 1;
+                                    self.done = true;
+                                }
+                                // Cut right after a complete request.
+                                None => self.cut = true,
+                                Some(_) => return Err(bad("`,` or `]` after a request")),
+                            }
+                            return Ok(Some(Ok(element)));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let scanned = i - self.pos;
+            if !self.fill()? {
+                return Ok(Some(Err(End::Truncated)));
+            }
+            i = self.pos + scanned;
+        }
+    }
+}
+
+/// Parses one request's bytes.
+pub fn parse_request(bytes: &[u8]) -> std::result::Result<Request, String> {
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Request numbers of the complete requests, and how the array ended.
     fn numbers(text: &str) -> (Vec<i64>, Result<End>) {
+        // A tiny read size so elements straddle reads.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut split = ArraySplitter::new(Trickle(text.as_bytes()));
         let mut seen = Vec::new();
-        let end = for_each_request(text.as_bytes(), |r| {
-            seen.push(r.request_number.and_then(|v| v.as_i64()).unwrap_or(-1));
-            Ok(())
-        });
-        (seen, end)
+        loop {
+            match split.next_element() {
+                Ok(None) => return (seen, Ok(End::Complete)),
+                Ok(Some(Err(end))) => return (seen, Ok(end)),
+                Ok(Some(Ok(bytes))) => match parse_request(&bytes) {
+                    Ok(r) => seen.push(r.request_number.and_then(|v| v.as_i64()).unwrap_or(-1)),
+                    Err(e) => return (seen, Err(Error::Input(e))),
+                },
+                Err(e) => return (seen, Err(e)),
+            }
+        }
     }
 
     #[test]
     fn reads_requests_in_order() {
         let (seen, end) = numbers(
-            r#"[{"request_number": 0, "intermediate_steps": []}, {"request_number": 1, "x": {"y": [1]}}]"#,
+            r#" [{"request_number": 0, "intermediate_steps": []}, {"request_number": 1, "x": {"y": ["}", "\"]", 1]}}] "#,
         );
         assert_eq!(seen, vec![0, 1]);
+        assert_eq!(end.unwrap(), End::Complete);
+        let (seen, end) = numbers("[]");
+        assert!(seen.is_empty());
         assert_eq!(end.unwrap(), End::Complete);
     }
 
@@ -187,9 +309,17 @@ mod tests {
         );
         assert_eq!(seen, vec![0, 1]);
         assert_eq!(end.unwrap(), End::Truncated);
-        // Cut right after a complete request's comma.
-        let (seen, end) = numbers(r#"[{"request_number": 0}, {"request_number": 1},"#);
-        assert_eq!(seen, vec![0, 1]);
+        // Cut right after a complete request, with or without its comma.
+        for text in [
+            r#"[{"request_number": 0}, {"request_number": 1},"#,
+            r#"[{"request_number": 0}, {"request_number": 1}"#,
+        ] {
+            let (seen, end) = numbers(text);
+            assert_eq!(seen, vec![0, 1]);
+            assert_eq!(end.unwrap(), End::Truncated);
+        }
+        let (seen, end) = numbers("");
+        assert!(seen.is_empty());
         assert_eq!(end.unwrap(), End::Truncated);
     }
 
@@ -198,6 +328,8 @@ mod tests {
         let (_, end) = numbers(r#"[{"request_number": 0} {"#);
         assert!(matches!(end, Err(Error::Input(_))));
         let (_, end) = numbers(r#"{"request_number": 0}"#);
+        assert!(matches!(end, Err(Error::Input(_))));
+        let (_, end) = numbers(r#"[{"request_number": 0, "x": tru}]"#);
         assert!(matches!(end, Err(Error::Input(_))));
     }
 
