@@ -83,6 +83,13 @@ struct Counts {
     inconsistent: u64,
 }
 
+/// A request's position in the file, and its session number and calls (or
+/// why it could not be parsed).
+type ParsedRequest = (
+    usize,
+    std::result::Result<(String, calls::Extracted), String>,
+);
+
 struct Pending {
     session: String,
     first_in_session: bool,
@@ -125,10 +132,7 @@ impl Converter {
     /// them and pulls out their calls in parallel, then queues the calls in
     /// file order and tokenizes them.
     fn add_batch(&mut self, batch: Vec<(usize, Vec<u8>)>) -> Result<()> {
-        let parsed: Vec<(
-            usize,
-            std::result::Result<(String, calls::Extracted), String>,
-        )> = batch
+        let parsed: Vec<ParsedRequest> = batch
             .par_iter()
             .map(|(index, bytes)| {
                 let extracted = reader::parse_request(bytes).map(|req| {
