@@ -5,56 +5,37 @@
 //!
 //! cargo run --release --example gen_nat -- --bytes 512M > big_profiler_traces.json
 
+mod common;
+
+use common::{parse_size, Rng};
 use std::io::{self, BufWriter, Write};
 
 use serde_json::{json, Value};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn words(&mut self, n: usize) -> String {
-        const WORDS: [&str; 16] = [
-            "the",
-            "agent",
-            "calls",
-            "a",
-            "tool",
-            "with",
-            "input",
-            "and",
-            "reads",
-            "its",
-            "observation",
-            "before",
-            "answering",
-            "date",
-            "time",
-            "question",
-        ];
-        (0..n)
-            .map(|_| WORDS[self.below(16) as usize])
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-fn parse_size(s: &str) -> u64 {
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
-        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().unwrap_or(1) * mult
+/// `n` words from a small vocabulary.
+fn words(rng: &mut Rng, n: usize) -> String {
+    const WORDS: [&str; 16] = [
+        "the",
+        "agent",
+        "calls",
+        "a",
+        "tool",
+        "with",
+        "input",
+        "and",
+        "reads",
+        "its",
+        "observation",
+        "before",
+        "answering",
+        "date",
+        "time",
+        "question",
+    ];
+    (0..n)
+        .map(|_| WORDS[rng.below(16) as usize])
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn msg(kind: &str, content: &str) -> Value {
@@ -89,7 +70,7 @@ fn main() -> io::Result<()> {
         .and_then(|i| args.get(i + 1))
         .map_or(64 << 20, |s| parse_size(s));
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let system = rng.words(2000);
+    let system = words(&mut rng, 2000);
     let out = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, out.lock());
     let mut written = 0u64;
@@ -100,7 +81,7 @@ fn main() -> io::Result<()> {
         let mut steps = Vec::new();
         let mut history = vec![
             msg("system", &system),
-            msg("human", &format!("Question: {}", rng.words(20))),
+            msg("human", &format!("Question: {}", words(&mut rng, 20))),
         ];
         for call in 0..1 + rng.below(5) {
             let uuid = format!("{request:08}-{call:04}");
@@ -116,7 +97,7 @@ fn main() -> io::Result<()> {
             let answer_words = 20 + rng.below(200) as usize;
             let mut answer = Vec::with_capacity(answer_words);
             for _ in 0..answer_words {
-                let w = rng.words(1);
+                let w = words(&mut rng, 1);
                 t += 0.01;
                 let meta = json!({"chat_responses": [{"text": w, "generation_info": null, "type": "ChatGenerationChunk",
                     "message": {"content": w, "additional_kwargs": {}, "response_metadata": {"model_provider": "openai"}, "type": "AIMessageChunk", "name": null, "id": uuid}}],
@@ -134,7 +115,10 @@ fn main() -> io::Result<()> {
                 None,
             ));
             history.push(msg("ai", &answer));
-            history.push(msg("human", &format!("Observation: {}", rng.words(300))));
+            history.push(msg(
+                "human",
+                &format!("Observation: {}", words(&mut rng, 300)),
+            ));
             t += rng.below(500) as f64 / 1000.0;
         }
         let req = json!({"request_number": request, "intermediate_steps": steps});

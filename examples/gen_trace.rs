@@ -6,22 +6,10 @@
 //! cargo run --release --example gen_trace -- --rows 40 --seed 7 --sessions > sample.jsonl
 //! cargo run --release --example gen_trace -- --bytes 1G > big.jsonl
 
+mod common;
+
+use common::{parse_size, Rng};
 use std::io::{self, BufWriter, Write};
-
-/// xorshift64*: tiny, fixed, and the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const B: u64 = 512;
 
@@ -99,14 +87,4 @@ fn main() -> io::Result<()> {
         }
     }
     out.flush()
-}
-
-fn parse_size(s: &str) -> u64 {
-    let (num, mult) = match s.as_bytes().last() {
-        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
-        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().unwrap_or(1) * mult
 }
