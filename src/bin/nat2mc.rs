@@ -59,7 +59,9 @@ struct Args {
     #[arg(long, value_enum, default_value_t = InputLength::Tokens)]
     input_length: InputLength,
 
-    /// Also write each call's chat messages as OpenAI `messages`.
+    /// Also write each call's chat messages as OpenAI `messages`. Note that
+    /// AIPerf 0.13.0 refuses rows holding both `messages` and `input_length`;
+    /// for AIPerf keep one: `jq -c 'del(.input_length, .hash_ids)'`.
     #[arg(long)]
     messages: bool,
 
