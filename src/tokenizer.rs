@@ -142,7 +142,13 @@ fn download(model_id: &str) -> anyhow::Result<PathBuf> {
         "{}/{model_id}/resolve/main/tokenizer.json",
         endpoint.trim_end_matches('/')
     );
-    let mut req = ureq::get(&url);
+    // A hub that does not answer must not hang the conversion.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(std::time::Duration::from_secs(10)))
+        .timeout_global(Some(std::time::Duration::from_secs(300)))
+        .build()
+        .into();
+    let mut req = agent.get(&url);
     if let Ok(token) = std::env::var("HF_TOKEN") {
         req = req.header("Authorization", &format!("Bearer {token}"));
     }
