@@ -44,8 +44,9 @@ impl std::str::FromStr for BlockSize {
             return Ok(BlockSize::Auto);
         }
         match s.parse::<u64>() {
-            Ok(b) if b > 0 => Ok(BlockSize::Fixed(b)),
-            _ => Err(format!("expected a positive integer or `auto`, got `{s}`")),
+            // Sizes are kept in 32 bits per id; real block sizes are far smaller.
+            Ok(b) if b > 0 && b <= 1 << 30 => Ok(BlockSize::Fixed(b)),
+            _ => Err(format!("expected an integer from 1 to 2^30, or `auto`, got `{s}`")),
         }
     }
 }
