@@ -46,7 +46,9 @@ impl std::str::FromStr for BlockSize {
         match s.parse::<u64>() {
             // Sizes are kept in 32 bits per id; real block sizes are far smaller.
             Ok(b) if b > 0 && b <= 1 << 30 => Ok(BlockSize::Fixed(b)),
-            _ => Err(format!("expected an integer from 1 to 2^30, or `auto`, got `{s}`")),
+            _ => Err(format!(
+                "expected an integer from 1 to 2^30, or `auto`, got `{s}`"
+            )),
         }
     }
 }
