@@ -3,9 +3,9 @@
 //! usually a shared prefix and then one run of fresh ids, so two or three
 //! runs instead of dozens of ids).
 
-/// One row of the trace, as the analysis remembers it.
+/// The numbers of a row (what the first pass read from it).
 #[derive(Debug, Clone, Copy)]
-pub struct Row {
+pub struct RowFacts {
     pub line: u64,
     /// `input_length` (0 when missing, as AIPerf counts it).
     pub isl: f64,
@@ -14,9 +14,23 @@ pub struct Row {
     pub delay: Option<f64>,
     /// Index of the first id no earlier row used (AIPerf's hit rate).
     pub first_unseen: u32,
+}
+
+/// One row of the trace, as the analysis remembers it: its facts (reachable
+/// as `row.isl` and so on) and where its ids are.
+#[derive(Debug, Clone, Copy)]
+pub struct Row {
+    pub facts: RowFacts,
     pub n_ids: u32,
     runs: u32,
     n_runs: u32,
+}
+
+impl std::ops::Deref for Row {
+    type Target = RowFacts;
+    fn deref(&self) -> &RowFacts {
+        &self.facts
+    }
 }
 
 impl Row {
@@ -32,18 +46,8 @@ pub struct RowStore {
     runs: Vec<(u64, u32)>,
 }
 
-/// The numbers of a row, before its ids are stored.
-pub struct RowFacts {
-    pub line: u64,
-    pub isl: f64,
-    pub osl: f64,
-    pub timestamp: Option<f64>,
-    pub delay: Option<f64>,
-    pub first_unseen: u32,
-}
-
 impl RowStore {
-    pub fn push(&mut self, f: RowFacts, ids: &[u64]) -> usize {
+    pub fn push(&mut self, facts: RowFacts, ids: &[u64]) -> usize {
         let start = self.runs.len();
         for &id in ids {
             // Extend the row's last run when `id` follows it (never a run of
@@ -59,12 +63,7 @@ impl RowStore {
             }
         }
         self.rows.push(Row {
-            line: f.line,
-            isl: f.isl,
-            osl: f.osl,
-            timestamp: f.timestamp,
-            delay: f.delay,
-            first_unseen: f.first_unseen,
+            facts,
             n_ids: ids.len() as u32,
             runs: start as u32,
             n_runs: (self.runs.len() - start) as u32,
