@@ -174,8 +174,8 @@ pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
 
 /// The one buffered writer of a tool. Block-buffered when piped,
 /// line-buffered on a terminal or with `--line-buffered`.
-pub struct Output {
-    inner: Box<dyn Write>,
+pub struct Output<W: Write = Box<dyn Write>> {
+    inner: W,
     buf: Vec<u8>,
     line_buffered: bool,
     path: Option<PathBuf>,
@@ -216,7 +216,39 @@ impl Output {
             path: None,
         }
     }
+}
 
+/// An output that can move between threads: stdout is not locked once but
+/// at each flush (for tools whose records come from several threads).
+pub type SendOutput = Output<Box<dyn Write + Send>>;
+
+impl SendOutput {
+    pub fn open_send(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
+        let (inner, line_buffered, path): (Box<dyn Write + Send>, bool, Option<PathBuf>) =
+            match path {
+                Some(p) if p != Path::new("-") => {
+                    let f = File::create(p).map_err(|source| Error::Output {
+                        path: p.to_path_buf(),
+                        source,
+                    })?;
+                    (Box::new(f), line_buffered, Some(p.to_path_buf()))
+                }
+                _ => {
+                    let out = io::stdout();
+                    let tty = out.is_terminal();
+                    (Box::new(out), line_buffered || tty, None)
+                }
+            };
+        Ok(Output {
+            inner,
+            buf: Vec::with_capacity(OUT_BUF + 4096),
+            line_buffered,
+            path,
+        })
+    }
+}
+
+impl<W: Write> Output<W> {
     /// Writes one record and its `\n`.
     #[inline]
     pub fn write_line(&mut self, line: &[u8]) -> Result<()> {

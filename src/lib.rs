@@ -9,6 +9,7 @@ pub mod error;
 pub mod jsonl;
 pub mod nat;
 pub mod record;
+pub mod replay;
 pub mod stats;
 pub mod tokenizer;
 pub mod transform;

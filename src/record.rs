@@ -44,9 +44,11 @@ pub enum Field {
     HashIds,
     TextInput,
     Messages,
+    Tools,
+    Extra,
 }
 
-const FIELDS: usize = 8;
+const FIELDS: usize = 10;
 
 impl Field {
     pub fn name(self) -> &'static str {
@@ -59,6 +61,8 @@ impl Field {
             Field::HashIds => "hash_ids",
             Field::TextInput => "text_input",
             Field::Messages => "messages",
+            Field::Tools => "tools",
+            Field::Extra => "extra",
         }
     }
 
@@ -72,6 +76,8 @@ impl Field {
             b"hash_ids" => Field::HashIds,
             b"text_input" => Field::TextInput,
             b"messages" => Field::Messages,
+            b"tools" => Field::Tools,
+            b"extra" => Field::Extra,
             _ => return None,
         })
     }

@@ -1,0 +1,467 @@
+//! What is measured: one result line per request, and the distributions the
+//! summary is made of.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::client::{Clock, ErrorKind, Failure, Outcome};
+
+/// One request's result line (stdout, JSONL). Times are ms from run start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestResult {
+    /// Input line of the row.
+    pub line: u64,
+    pub session_id: Option<String>,
+    /// 0-based turn within the session.
+    pub turn: u32,
+    pub request_id: String,
+    /// Sent to warm up; left out of the summary.
+    pub warmup: bool,
+    /// `ok` or `error`.
+    pub status: String,
+    pub http_status: Option<u16>,
+    pub error: Option<ErrorOut>,
+    pub t_sched_ms: f64,
+    pub t_send_ms: f64,
+    pub t_first_ms: Option<f64>,
+    pub t_last_ms: Option<f64>,
+    pub t_end_ms: f64,
+    /// t_send − t_sched: how late the client was.
+    pub lag_ms: f64,
+    /// t_first − t_send.
+    pub ttft_ms: Option<f64>,
+    /// t_last − t_send (t_end − t_send when nothing was generated).
+    pub e2e_ms: Option<f64>,
+    /// (t_last − t_first) / (output tokens − 1).
+    pub tpot_ms: Option<f64>,
+    /// t_last − t_sched: latency as the schedule saw it.
+    pub sched_latency_ms: Option<f64>,
+    /// Events that carried output.
+    pub chunks: u64,
+    /// The gaps between output events.
+    pub itl_ms: Option<ItlSummary>,
+    /// Prompt tokens the row asked for.
+    pub input_tokens: Option<u64>,
+    /// Prompt tokens the server reported.
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// Output tokens the row asked for.
+    pub output_tokens: Option<u64>,
+    /// Output tokens the server reported (or, without usage, the event count).
+    pub completion_tokens: Option<u64>,
+    /// True when the server sent no usage and `completion_tokens` is the
+    /// number of output events.
+    pub tokens_estimated: bool,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorOut {
+    pub kind: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
+}
+
+impl From<&Failure> for ErrorOut {
+    fn from(f: &Failure) -> Self {
+        ErrorOut {
+            kind: f.kind.name().to_string(),
+            message: f.message.clone(),
+            retry_after_s: f.retry_after_s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItlSummary {
+    pub mean: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The row's side of a result: who it was and what it asked for.
+pub struct Identity {
+    pub line: u64,
+    pub session_id: Option<String>,
+    pub turn: u32,
+    pub request_id: String,
+    pub warmup: bool,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+/// Milliseconds with µs resolution.
+pub fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+fn round_us(x_ms: f64) -> f64 {
+    (x_ms * 1000.0).round() / 1000.0
+}
+
+impl RequestResult {
+    pub fn new(id: Identity, t_sched_us: u64, o: &Outcome, clock: Clock) -> RequestResult {
+        let send = clock.us(o.t_send);
+        let first = o.t_first.map(|t| clock.us(t));
+        let last = o.t_last.map(|t| clock.us(t));
+        let end = clock.us(o.t_end);
+        let usage = o.usage.unwrap_or_default();
+        let (completion_tokens, tokens_estimated) = match usage.completion_tokens {
+            Some(n) => (Some(n), false),
+            None if o.error.is_none() || o.chunks > 0 => (Some(o.chunks), true),
+            None => (None, false),
+        };
+        let answered = last.or((o.error.is_none()).then_some(end));
+        let tpot = match (first, last, completion_tokens) {
+            (Some(f), Some(l), Some(n)) if n >= 2 => Some(round_us(ms(l - f) / (n - 1) as f64)),
+            _ => None,
+        };
+        RequestResult {
+            line: id.line,
+            session_id: id.session_id,
+            turn: id.turn,
+            request_id: id.request_id,
+            warmup: id.warmup,
+            status: if o.error.is_none() { "ok" } else { "error" }.to_string(),
+            http_status: o.http_status,
+            error: o.error.as_ref().map(ErrorOut::from),
+            t_sched_ms: ms(t_sched_us),
+            t_send_ms: ms(send),
+            t_first_ms: first.map(ms),
+            t_last_ms: last.map(ms),
+            t_end_ms: ms(end),
+            lag_ms: ms(send.saturating_sub(t_sched_us)),
+            ttft_ms: first.map(|f| ms(f - send)),
+            e2e_ms: answered.map(|a| ms(a - send)),
+            tpot_ms: tpot,
+            sched_latency_ms: answered.map(|a| ms(a.saturating_sub(t_sched_us))),
+            chunks: o.chunks,
+            itl_ms: itl_summary(&o.itl_us),
+            input_tokens: id.input_tokens,
+            prompt_tokens: usage.prompt_tokens,
+            cached_tokens: usage.cached_tokens,
+            output_tokens: id.output_tokens,
+            completion_tokens,
+            tokens_estimated,
+            finish_reason: o.finish_reason.clone(),
+        }
+    }
+
+    /// A request still in flight when the run was stopped for good.
+    pub fn cancelled(
+        id: Identity,
+        t_sched_us: u64,
+        t_send_us: u64,
+        first_us: Option<u64>,
+        chunks: u64,
+        now_us: u64,
+    ) -> RequestResult {
+        RequestResult {
+            line: id.line,
+            session_id: id.session_id,
+            turn: id.turn,
+            request_id: id.request_id,
+            warmup: id.warmup,
+            status: "error".to_string(),
+            http_status: None,
+            error: Some(ErrorOut {
+                kind: ErrorKind::Cancelled.name().to_string(),
+                message: format!("still in flight after the drain time ({chunks} output events)"),
+                retry_after_s: None,
+            }),
+            t_sched_ms: ms(t_sched_us),
+            t_send_ms: ms(t_send_us),
+            t_first_ms: first_us.map(ms),
+            t_last_ms: None,
+            t_end_ms: ms(now_us),
+            lag_ms: ms(t_send_us.saturating_sub(t_sched_us)),
+            ttft_ms: first_us.map(|f| ms(f.saturating_sub(t_send_us))),
+            e2e_ms: None,
+            tpot_ms: None,
+            sched_latency_ms: None,
+            chunks,
+            itl_ms: None,
+            input_tokens: id.input_tokens,
+            prompt_tokens: None,
+            cached_tokens: None,
+            output_tokens: id.output_tokens,
+            completion_tokens: None,
+            tokens_estimated: false,
+            finish_reason: None,
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+fn itl_summary(gaps_us: &[u64]) -> Option<ItlSummary> {
+    if gaps_us.is_empty() {
+        return None;
+    }
+    let mut v = gaps_us.to_vec();
+    v.sort_unstable();
+    let pick = |q: f64| ms(v[((v.len() - 1) as f64 * q).round() as usize]);
+    Some(ItlSummary {
+        mean: round_us(ms(v.iter().sum::<u64>()) / v.len() as f64),
+        min: ms(v[0]),
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: ms(v[v.len() - 1]),
+    })
+}
+
+/// Statistics of one metric, in ms.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Stats {
+    pub count: u64,
+    pub mean: f64,
+    pub std: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+}
+
+/// A distribution of µs values: exact count, mean, std, min and max;
+/// percentiles from an HDR histogram (3 significant digits).
+pub struct Dist {
+    hist: Histogram<u64>,
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: u64,
+    max: u64,
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist {
+            // Auto-resizing: any duration fits, from 1 µs up.
+            hist: Histogram::new(3).unwrap_or_else(|_| unreachable!("3 digits is valid")),
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+}
+
+impl Dist {
+    pub fn add(&mut self, us: u64) {
+        // Auto-resize makes recording infallible in practice; a failure
+        // would only lose the percentile, never the exact moments.
+        let _ = self.hist.record(us);
+        self.n += 1;
+        let x = us as f64;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+        self.min = self.min.min(us);
+        self.max = self.max.max(us);
+    }
+
+    pub fn stats(&self) -> Option<Stats> {
+        if self.n == 0 {
+            return None;
+        }
+        let q = |q: f64| {
+            ms(self.hist.median_equivalent(self.hist.value_at_quantile(q)))
+                .clamp(ms(self.min), ms(self.max))
+        };
+        Some(Stats {
+            count: self.n,
+            mean: round_us(self.mean / 1000.0),
+            std: round_us((self.m2 / self.n as f64).sqrt() / 1000.0),
+            min: ms(self.min),
+            p50: q(0.5),
+            p90: q(0.9),
+            p95: q(0.95),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            max: ms(self.max),
+        })
+    }
+}
+
+/// `--slo ttft=MS,tpot=MS,e2e=MS`: a request meets it when every given
+/// bound holds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl Slo {
+    pub fn parse(s: &str) -> Result<Slo, String> {
+        let mut slo = Slo::default();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: expected NAME=MS"))?;
+            let v: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| format!("`{part}`: expected a positive number of ms"))?;
+            match k.trim() {
+                "ttft" => slo.ttft_ms = Some(v),
+                "tpot" => slo.tpot_ms = Some(v),
+                "e2e" => slo.e2e_ms = Some(v),
+                other => return Err(format!("unknown SLO `{other}` (ttft, tpot or e2e)")),
+            }
+        }
+        if slo == Slo::default() {
+            return Err("no bound given".into());
+        }
+        Ok(slo)
+    }
+
+    pub fn met(&self, r: &RequestResult) -> bool {
+        let within = |bound: Option<f64>, v: Option<f64>| match (bound, v) {
+            (None, _) => true,
+            (Some(b), Some(v)) => v <= b,
+            // A bound on TPOT cannot fail for a one-token answer.
+            (Some(_), None) => false,
+        };
+        r.is_ok()
+            && within(self.ttft_ms, r.ttft_ms)
+            && (self.tpot_ms.is_none() || r.tpot_ms.is_none() || within(self.tpot_ms, r.tpot_ms))
+            && within(self.e2e_ms, r.e2e_ms)
+    }
+}
+
+/// Everything the summary is computed from, fed one result at a time.
+#[derive(Default)]
+pub struct Tally {
+    pub sent: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub warmup: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub first_send_us: Option<u64>,
+    pub last_send_us: u64,
+    pub last_end_us: u64,
+    pub input_tokens: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub estimated_tokens: u64,
+    pub goodput: u64,
+    pub ttft: Dist,
+    pub tpot: Dist,
+    pub itl: Dist,
+    pub e2e: Dist,
+    pub sched_latency: Dist,
+    pub lag: Dist,
+}
+
+fn to_us(ms: f64) -> u64 {
+    (ms * 1000.0).round().max(0.0) as u64
+}
+
+impl Tally {
+    pub fn add(&mut self, r: &RequestResult, itl_us: &[u64], slo: Option<&Slo>) {
+        if r.warmup {
+            self.warmup += 1;
+            return;
+        }
+        self.sent += 1;
+        let send = to_us(r.t_send_ms);
+        self.first_send_us = Some(self.first_send_us.map_or(send, |f| f.min(send)));
+        self.last_send_us = self.last_send_us.max(send);
+        self.last_end_us = self.last_end_us.max(to_us(r.t_end_ms));
+        self.lag.add(to_us(r.lag_ms));
+        match &r.error {
+            Some(e) => {
+                self.failed += 1;
+                *self.errors.entry(e.kind.clone()).or_default() += 1;
+                return;
+            }
+            None => self.ok += 1,
+        }
+        self.input_tokens += r.input_tokens.unwrap_or(0);
+        self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
+        self.completion_tokens += r.completion_tokens.unwrap_or(0);
+        if r.tokens_estimated {
+            self.estimated_tokens += 1;
+        }
+        for (dist, v) in [
+            (&mut self.ttft, r.ttft_ms),
+            (&mut self.tpot, r.tpot_ms),
+            (&mut self.e2e, r.e2e_ms),
+            (&mut self.sched_latency, r.sched_latency_ms),
+        ] {
+            if let Some(v) = v {
+                dist.add(to_us(v));
+            }
+        }
+        for &g in itl_us {
+            self.itl.add(g);
+        }
+        if slo.is_some_and(|s| s.met(r)) {
+            self.goodput += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dist_moments_are_exact_and_percentiles_close() {
+        let mut d = Dist::default();
+        for v in 1..=1000u64 {
+            d.add(v * 1000); // 1..1000 ms
+        }
+        let s = d.stats().unwrap();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.mean, 500.5);
+        // Population std of 1..=1000 is sqrt((1000^2 - 1) / 12).
+        assert!((s.std - ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt()).abs() < 1e-3);
+        assert_eq!((s.min, s.max), (1.0, 1000.0));
+        for (got, want) in [
+            (s.p50, 500.0),
+            (s.p90, 900.0),
+            (s.p99, 990.0),
+            (s.p99_9, 999.0),
+        ] {
+            assert!((got - want).abs() / want < 2e-3, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn slo_parsing() {
+        let s = Slo::parse("ttft=200,e2e=1500.5").unwrap();
+        assert_eq!(s.ttft_ms, Some(200.0));
+        assert_eq!(s.e2e_ms, Some(1500.5));
+        assert_eq!(s.tpot_ms, None);
+        assert!(Slo::parse("ttft").is_err());
+        assert!(Slo::parse("ttf=3").is_err());
+        assert!(Slo::parse("ttft=-1").is_err());
+    }
+
+    #[test]
+    fn itl_summary_of_gaps() {
+        let s = itl_summary(&[1000, 3000, 2000]).unwrap();
+        assert_eq!((s.min, s.p50, s.max, s.mean), (1.0, 2.0, 3.0, 2.0));
+        assert!(itl_summary(&[]).is_none());
+    }
+}

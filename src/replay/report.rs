@@ -1,0 +1,339 @@
+//! The run's summary: a table on stderr, JSON (`--summary`) and CSV
+//! (`--summary-csv`), all from one [`Summary`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::metrics::{ms, Slo, Stats, Tally};
+use super::schedule::RunEnd;
+
+/// Schedule lag p99 above this means the client could not keep the schedule.
+pub const DEGRADED_LAG_P99_MS: f64 = 50.0;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    /// Wall-clock time of the run's zero (ms since the Unix epoch), so
+    /// result times can be lined up with server logs.
+    pub run_start_unix_ms: f64,
+    pub requests: Counts,
+    /// Failed requests by error kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Last end − first send of the measured requests, in seconds.
+    pub duration_s: f64,
+    pub request_throughput: f64,
+    pub output_token_throughput: f64,
+    pub input_token_throughput: f64,
+    pub tokens: Tokens,
+    /// Requests sent per second (measured requests).
+    pub send_rate: f64,
+    /// The rate the trace asks for (timed: rows over the timestamp span ÷
+    /// speedup; `--rate`: the rate; closed loop: null).
+    pub trace_rate: Option<f64>,
+    pub metrics: Metrics,
+    pub slo: Option<Slo>,
+    /// Requests that met every SLO bound, and their rate.
+    pub goodput: Option<Goodput>,
+    /// Schedule lag p99 over 50 ms: latencies include client backlog.
+    pub degraded: bool,
+    pub workers: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    /// Measured requests sent.
+    pub sent: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub warmup: u64,
+    /// Rows never sent (limits, stop, sessions cut short).
+    pub not_sent: u64,
+    /// Stopped by a signal or a closed output.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokens {
+    /// Prompt tokens the rows asked for (successful requests).
+    pub input_intended: u64,
+    /// Prompt tokens the server reported.
+    pub input_reported: u64,
+    /// Output tokens (reported, or counted where the server sent no usage).
+    pub output: u64,
+    /// Requests whose output count is estimated from events.
+    pub output_estimated_requests: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    pub ttft: Option<Stats>,
+    pub tpot: Option<Stats>,
+    pub itl: Option<Stats>,
+    pub e2e: Option<Stats>,
+    pub sched_latency: Option<Stats>,
+    pub lag: Option<Stats>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Goodput {
+    pub requests: u64,
+    pub rate: f64,
+}
+
+pub fn summarize(
+    t: &Tally,
+    end: &RunEnd,
+    trace_rate: Option<f64>,
+    slo: Option<Slo>,
+    run_start_unix_ms: f64,
+) -> Summary {
+    let first = t.first_send_us.unwrap_or(0);
+    let duration_s = ms(t.last_end_us.saturating_sub(first)) / 1000.0;
+    let per_s = |n: u64| {
+        if duration_s > 0.0 {
+            n as f64 / duration_s
+        } else {
+            0.0
+        }
+    };
+    let send_span_s = ms(t.last_send_us.saturating_sub(first)) / 1000.0;
+    let send_rate = if t.sent > 1 && send_span_s > 0.0 {
+        (t.sent - 1) as f64 / send_span_s
+    } else {
+        0.0
+    };
+    let lag = t.lag.stats();
+    let degraded = lag.as_ref().is_some_and(|l| l.p99 > DEGRADED_LAG_P99_MS);
+    Summary {
+        run_start_unix_ms,
+        requests: Counts {
+            sent: t.sent,
+            ok: t.ok,
+            failed: t.failed,
+            warmup: t.warmup,
+            not_sent: end.not_sent,
+            interrupted: end.interrupted,
+        },
+        errors: t.errors.clone(),
+        duration_s,
+        request_throughput: per_s(t.ok),
+        output_token_throughput: per_s(t.completion_tokens),
+        input_token_throughput: per_s(t.input_tokens),
+        tokens: Tokens {
+            input_intended: t.input_tokens,
+            input_reported: t.prompt_tokens,
+            output: t.completion_tokens,
+            output_estimated_requests: t.estimated_tokens,
+        },
+        send_rate,
+        trace_rate,
+        metrics: Metrics {
+            ttft: t.ttft.stats(),
+            tpot: t.tpot.stats(),
+            itl: t.itl.stats(),
+            e2e: t.e2e.stats(),
+            sched_latency: t.sched_latency.stats(),
+            lag,
+        },
+        slo,
+        goodput: slo.map(|_| Goodput {
+            requests: t.goodput,
+            rate: per_s(t.goodput),
+        }),
+        degraded,
+        workers: end.workers,
+    }
+}
+
+impl Summary {
+    fn rows(&self) -> [(&'static str, Option<&Stats>); 6] {
+        let m = &self.metrics;
+        [
+            ("ttft", m.ttft.as_ref()),
+            ("tpot", m.tpot.as_ref()),
+            ("itl", m.itl.as_ref()),
+            ("e2e", m.e2e.as_ref()),
+            ("sched_latency", m.sched_latency.as_ref()),
+            ("lag", m.lag.as_ref()),
+        ]
+    }
+
+    /// The readable table for stderr.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let r = &self.requests;
+        let _ = write!(
+            s,
+            "mc-replay: {} requests: {} ok, {} failed",
+            r.sent, r.ok, r.failed
+        );
+        if !self.errors.is_empty() {
+            let kinds: Vec<String> = self
+                .errors
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = write!(s, " ({})", kinds.join(", "));
+        }
+        if r.warmup > 0 {
+            let _ = write!(s, "; {} warm-up", r.warmup);
+        }
+        if r.not_sent > 0 {
+            let _ = write!(s, "; {} rows not sent", r.not_sent);
+        }
+        if r.interrupted {
+            s.push_str("; interrupted");
+        }
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            "duration {:.3} s; {:.2} req/s; output {:.1} tok/s; input {:.1} tok/s",
+            self.duration_s,
+            self.request_throughput,
+            self.output_token_throughput,
+            self.input_token_throughput
+        );
+        let _ = write!(s, "send rate {:.2} req/s", self.send_rate);
+        match self.trace_rate {
+            Some(t) => {
+                let _ = writeln!(s, " (the trace asks for {t:.2} req/s)");
+            }
+            None => s.push('\n'),
+        }
+        let tk = &self.tokens;
+        if tk.input_reported > 0 {
+            let _ = writeln!(
+                s,
+                "prompt tokens: {} intended, {} reported by the server ({:+.2}%)",
+                tk.input_intended,
+                tk.input_reported,
+                pct(tk.input_reported, tk.input_intended)
+            );
+        }
+        if tk.output_estimated_requests > 0 {
+            let _ = writeln!(
+                s,
+                "output tokens of {} requests are counted from events (the server sent no usage)",
+                tk.output_estimated_requests
+            );
+        }
+        if let (Some(slo), Some(g)) = (&self.slo, &self.goodput) {
+            let _ = writeln!(
+                s,
+                "goodput {:.2} req/s ({} requests within ttft {} tpot {} e2e {})",
+                g.rate,
+                g.requests,
+                bound(slo.ttft_ms),
+                bound(slo.tpot_ms),
+                bound(slo.e2e_ms)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
+            "ms", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99.9", "max", "count"
+        );
+        for (name, st) in self.rows() {
+            let Some(st) = st else { continue };
+            let _ = writeln!(
+                s,
+                "{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
+                name,
+                num(st.mean),
+                num(st.std),
+                num(st.min),
+                num(st.p50),
+                num(st.p90),
+                num(st.p95),
+                num(st.p99),
+                num(st.p99_9),
+                num(st.max),
+                st.count
+            );
+        }
+        if self.degraded {
+            let p99 = self.metrics.lag.as_ref().map_or(0.0, |l| l.p99);
+            let _ = writeln!(
+                s,
+                "WARNING: degraded run: schedule lag p99 is {p99:.1} ms (> {DEGRADED_LAG_P99_MS} ms); \
+                 the client could not keep the schedule, so latencies include its backlog \
+                 (see sched_latency)"
+            );
+        }
+        s
+    }
+
+    /// `metric,count,mean,...` rows, then the scalar figures as `name,value`.
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "metric,count,mean_ms,std_ms,min_ms,p50_ms,p90_ms,p95_ms,p99_ms,p99_9_ms,max_ms\n",
+        );
+        for (name, st) in self.rows() {
+            let Some(st) = st else { continue };
+            let _ = writeln!(
+                s,
+                "{name},{},{},{},{},{},{},{},{},{},{}",
+                st.count, st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max
+            );
+        }
+        s.push_str("\nfigure,value\n");
+        let r = &self.requests;
+        for (k, v) in [
+            ("requests_sent", r.sent as f64),
+            ("requests_ok", r.ok as f64),
+            ("requests_failed", r.failed as f64),
+            ("requests_warmup", r.warmup as f64),
+            ("rows_not_sent", r.not_sent as f64),
+            ("duration_s", self.duration_s),
+            ("request_throughput", self.request_throughput),
+            ("output_token_throughput", self.output_token_throughput),
+            ("input_token_throughput", self.input_token_throughput),
+            ("send_rate", self.send_rate),
+        ] {
+            let _ = writeln!(s, "{k},{v}");
+        }
+        if let Some(t) = self.trace_rate {
+            let _ = writeln!(s, "trace_rate,{t}");
+        }
+        if let Some(g) = &self.goodput {
+            let _ = writeln!(
+                s,
+                "goodput_requests,{}\ngoodput_rate,{}",
+                g.requests, g.rate
+            );
+        }
+        for (k, n) in &self.errors {
+            let _ = writeln!(s, "errors_{k},{n}");
+        }
+        let _ = writeln!(s, "degraded,{}", self.degraded);
+        s
+    }
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        (a as f64 - b as f64) / b as f64 * 100.0
+    }
+}
+
+fn bound(b: Option<f64>) -> String {
+    b.map_or("-".into(), |v| format!("{v}ms"))
+}
+
+fn num(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}

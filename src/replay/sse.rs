@@ -1,0 +1,297 @@
+//! Server-sent events as OpenAI-compatible servers stream them: `data:`
+//! lines, events ended by a blank line, `:` comment keep-alives, `\r\n` or
+//! `\n` line ends, events split across reads and several events in one read.
+
+/// Splits a byte stream into the `data` payloads of complete events.
+#[derive(Debug, Default)]
+pub struct EventSplitter {
+    /// Bytes of a line not yet ended.
+    partial: Vec<u8>,
+    /// The `data` lines of the event being read, joined with `\n`.
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl EventSplitter {
+    /// Feeds bytes as they arrived; calls `on_event` with each complete
+    /// event's data, in order.
+    pub fn feed(&mut self, mut bytes: &[u8], on_event: &mut dyn FnMut(&[u8])) {
+        while let Some(nl) = memchr::memchr(b'\n', bytes) {
+            let piece = &bytes[..nl];
+            bytes = &bytes[nl + 1..];
+            if self.partial.is_empty() {
+                self.line(piece, on_event);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(piece);
+                self.line(&line, on_event);
+                line.clear();
+                self.partial = line;
+            }
+        }
+        self.partial.extend_from_slice(bytes);
+    }
+
+    /// At the end of the stream: an event the server did not end with a
+    /// blank line still counts.
+    pub fn finish(&mut self, on_event: &mut dyn FnMut(&[u8])) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line, on_event);
+        }
+        self.dispatch(on_event);
+    }
+
+    fn line(&mut self, line: &[u8], on_event: &mut dyn FnMut(&[u8])) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            self.dispatch(on_event);
+        } else if let Some(value) = line.strip_prefix(b"data:") {
+            let value = value.strip_prefix(b" ").unwrap_or(value);
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+        }
+        // `:` comments and other fields (`event:`, `id:`, `retry:`) carry
+        // nothing a completion stream needs.
+    }
+
+    fn dispatch(&mut self, on_event: &mut dyn FnMut(&[u8])) {
+        if self.has_data {
+            on_event(&self.data);
+            self.data.clear();
+            self.has_data = false;
+        }
+    }
+}
+
+/// What one event of a completion stream says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// `[DONE]`: the stream is complete.
+    Done,
+    /// An event carrying generated output (content, reasoning or tool-call
+    /// delta, or completion text); `text` is the content, if any.
+    Token {
+        text: String,
+        finish_reason: Option<String>,
+    },
+    /// An event with usage numbers (usually the last, with `choices: []`).
+    Usage(Usage),
+    /// An event with nothing generated: the role-only first chunk, an empty
+    /// delta, a bare finish reason.
+    Empty { finish_reason: Option<String> },
+    /// `{"error": ...}` sent after the headers.
+    Error(String),
+    /// Not JSON, or not an object.
+    Malformed(String),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+}
+
+/// Reads one event's data. A chunk can carry both a token and usage (some
+/// servers put usage on every chunk): then it is a token and `usage` is set.
+pub fn classify(data: &[u8], usage: &mut Option<Usage>) -> Event {
+    if data == b"[DONE]" {
+        return Event::Done;
+    }
+    let value: serde_json::Value = match serde_json::from_slice(data) {
+        Ok(v) => v,
+        Err(e) => return Event::Malformed(format!("{e} in {}", shorten(data))),
+    };
+    let Some(obj) = value.as_object() else {
+        return Event::Malformed(format!("not a JSON object: {}", shorten(data)));
+    };
+    if let Some(err) = obj.get("error") {
+        return Event::Error(error_message(err));
+    }
+    if let Some(u) = obj.get("usage").filter(|u| u.is_object()) {
+        *usage = Some(read_usage(u));
+    }
+    let choice = obj
+        .get("choices")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.first());
+    let Some(choice) = choice else {
+        return match usage {
+            Some(u) if obj.contains_key("usage") => Event::Usage(*u),
+            _ => Event::Empty {
+                finish_reason: None,
+            },
+        };
+    };
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(|f| f.as_str())
+        .map(str::to_string);
+    // Chat deltas, or a whole message when a server answers one chunk.
+    let delta = choice.get("delta").or_else(|| choice.get("message"));
+    let mut text = String::new();
+    let mut generated = false;
+    if let Some(delta) = delta {
+        for key in ["content", "reasoning_content", "reasoning"] {
+            if let Some(s) = delta.get(key).and_then(|v| v.as_str()) {
+                if !s.is_empty() {
+                    generated = true;
+                    if key == "content" {
+                        text.push_str(s);
+                    }
+                }
+            }
+        }
+        if delta
+            .get("tool_calls")
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| !t.is_empty())
+        {
+            generated = true;
+        }
+    }
+    if let Some(s) = choice.get("text").and_then(|v| v.as_str()) {
+        if !s.is_empty() {
+            generated = true;
+            text.push_str(s);
+        }
+    }
+    if generated {
+        Event::Token {
+            text,
+            finish_reason,
+        }
+    } else {
+        Event::Empty { finish_reason }
+    }
+}
+
+/// `usage` as OpenAI and vLLM write it.
+pub fn read_usage(u: &serde_json::Value) -> Usage {
+    Usage {
+        prompt_tokens: u.get("prompt_tokens").and_then(|v| v.as_u64()),
+        completion_tokens: u.get("completion_tokens").and_then(|v| v.as_u64()),
+        cached_tokens: u
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(|v| v.as_u64()),
+    }
+}
+
+/// The message of an OpenAI error object (`{"message": ...}`), or the
+/// value itself when it is a string or has another shape.
+pub fn error_message(err: &serde_json::Value) -> String {
+    match err {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) => match o.get("message").and_then(|m| m.as_str()) {
+            Some(m) => m.to_string(),
+            None => err.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The first 200 bytes of a payload, for an error message.
+pub fn shorten(data: &[u8]) -> String {
+    let s = String::from_utf8_lossy(data);
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(chunks: &[&[u8]]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut s = EventSplitter::default();
+        for c in chunks {
+            s.feed(c, &mut |d| {
+                out.push(String::from_utf8_lossy(d).into_owned())
+            });
+        }
+        s.finish(&mut |d| out.push(String::from_utf8_lossy(d).into_owned()));
+        out
+    }
+
+    #[test]
+    fn splits_events_across_reads_and_line_endings() {
+        let got = events(&[
+            b": keep-alive\r\n\r\ndata: {\"a\"",
+            b":1}\r\n\r\ndata:{\"b\":2}\n\ndata: x\ndata: y\n\ndata: [DONE]",
+        ]);
+        assert_eq!(got, ["{\"a\":1}", "{\"b\":2}", "x\ny", "[DONE]"]);
+    }
+
+    #[test]
+    fn several_events_in_one_read() {
+        let got = events(&[b"data: 1\n\ndata: 2\n\ndata: 3\n\n"]);
+        assert_eq!(got, ["1", "2", "3"]);
+    }
+
+    #[test]
+    fn one_byte_at_a_time() {
+        let stream = b"data: {\"x\": 1}\r\n\r\n: c\n\ndata: [DONE]\n\n";
+        let chunks: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(events(&chunks), ["{\"x\": 1}", "[DONE]"]);
+    }
+
+    #[test]
+    fn role_chunk_is_not_a_token() {
+        let mut u = None;
+        let role = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
+        assert_eq!(
+            classify(role, &mut u),
+            Event::Empty {
+                finish_reason: None
+            }
+        );
+        let tok =
+            br#"{"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":"length"}]}"#;
+        assert_eq!(
+            classify(tok, &mut u),
+            Event::Token {
+                text: " hi".into(),
+                finish_reason: Some("length".into())
+            }
+        );
+    }
+
+    #[test]
+    fn reasoning_tool_calls_and_completion_text_are_tokens() {
+        let mut u = None;
+        for data in [
+            &br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#[..],
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            br#"{"object":"text_completion","choices":[{"text":" a"}]}"#,
+        ] {
+            assert!(matches!(classify(data, &mut u), Event::Token { .. }));
+        }
+    }
+
+    #[test]
+    fn usage_error_and_malformed() {
+        let mut u = None;
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        let want = Usage {
+            prompt_tokens: Some(7),
+            completion_tokens: Some(3),
+            cached_tokens: Some(4),
+        };
+        assert_eq!(classify(usage, &mut u), Event::Usage(want));
+        assert_eq!(u, Some(want));
+        let err = br#"{"error":{"message":"boom","type":"x","code":500}}"#;
+        assert_eq!(classify(err, &mut u), Event::Error("boom".into()));
+        assert!(matches!(
+            classify(b"{not json", &mut u),
+            Event::Malformed(_)
+        ));
+        assert!(matches!(classify(b"[1]", &mut u), Event::Malformed(_)));
+    }
+}

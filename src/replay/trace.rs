@@ -1,0 +1,299 @@
+//! Loading a whole trace before a run: every line is checked first, so a
+//! bad line stops the run before any request is sent.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::cli::for_each_line;
+use crate::error::{RecordError, Result};
+use crate::jsonl::{ErrorPolicy, LineReader};
+use crate::record::{Field, Record};
+
+/// Where a turn's prompt comes from.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// Built from `input_length` and `hash_ids`.
+    Synth,
+    /// `text_input`, sent as one user message (or as the prompt).
+    Text(String),
+    /// `messages` (and `tools`), sent verbatim.
+    Messages {
+        messages: Vec<Value>,
+        tools: Option<Value>,
+    },
+}
+
+/// One row of the trace: one request.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// 1-based input line.
+    pub line: u64,
+    /// Index into [`Trace::sessions`]; `None` for a row without a session.
+    pub session: Option<usize>,
+    /// 0-based position within its session.
+    pub turn: u32,
+    pub timestamp_ms: Option<f64>,
+    pub delay_ms: Option<f64>,
+    pub input_length: Option<u64>,
+    pub output_length: Option<u64>,
+    pub hash_ids: Box<[u64]>,
+    pub content: Content,
+    pub extra: Option<Map<String, Value>>,
+}
+
+impl Turn {
+    /// The prompt length the row asks for, in tokens (`None` for literal
+    /// text or messages without an `input_length`).
+    pub fn intended_input(&self, block_size: u64) -> Option<u64> {
+        match self.content {
+            Content::Synth => Some(
+                self.input_length
+                    .unwrap_or(self.hash_ids.len() as u64 * block_size),
+            ),
+            _ => self.input_length,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The id as the trace wrote it (a string's text, or a number).
+    pub id: String,
+    /// Indices into [`Trace::turns`], in file order.
+    pub turns: Vec<usize>,
+}
+
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub turns: Vec<Turn>,
+    pub sessions: Vec<Session>,
+}
+
+impl Trace {
+    /// Rows that start something: a session's first turn, or a row without a
+    /// session. These follow the arrival schedule; later turns follow their
+    /// session.
+    pub fn starts(&self) -> impl Iterator<Item = usize> + '_ {
+        self.turns
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.turn == 0)
+            .map(|(i, _)| i)
+    }
+
+    pub fn session_id(&self, turn: &Turn) -> Option<&str> {
+        turn.session.map(|s| self.sessions[s].id.as_str())
+    }
+}
+
+/// Reads every record; bad lines follow `policy`.
+pub fn load<R: std::io::Read>(
+    reader: &mut LineReader<R>,
+    policy: &mut ErrorPolicy,
+) -> Result<Trace> {
+    let mut trace = Trace::default();
+    let mut by_id: HashMap<Vec<u8>, usize> = HashMap::new();
+    for_each_line(reader, policy, |no, bytes, policy| {
+        match parse_turn(no, bytes) {
+            Ok((mut turn, sid)) => {
+                if let Some(raw) = sid {
+                    let next = trace.sessions.len();
+                    let s = *by_id.entry(raw.clone()).or_insert(next);
+                    if s == next {
+                        trace.sessions.push(Session {
+                            id: session_text(&raw),
+                            turns: Vec::new(),
+                        });
+                    }
+                    turn.session = Some(s);
+                    turn.turn = trace.sessions[s].turns.len() as u32;
+                    trace.sessions[s].turns.push(trace.turns.len());
+                }
+                trace.turns.push(turn);
+                Ok(())
+            }
+            Err(e) => policy.record(no, e),
+        }
+    })?;
+    Ok(trace)
+}
+
+fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordError> {
+    let rec = Record::parse(bytes)?;
+    let number = |f| -> Result<Option<f64>, RecordError> {
+        let n = rec.number(f)?.map(|n| n.as_f64());
+        match n {
+            Some(v) if !(v.is_finite() && v >= 0.0) => Err(RecordError::field(
+                f.name(),
+                "must be a non-negative number",
+            )),
+            _ => Ok(n),
+        }
+    };
+    let timestamp_ms = number(Field::Timestamp)?;
+    let delay_ms = number(Field::Delay)?;
+    let input_length = rec.uint(Field::InputLength)?;
+    let output_length = rec.uint(Field::OutputLength)?;
+    let mut ids = Vec::new();
+    rec.hash_ids_into(&mut ids)?;
+    let session = rec.session_id()?.map(<[u8]>::to_vec);
+    let json = |f: Field| -> Result<Option<Value>, RecordError> {
+        match rec.raw(f).filter(|r| *r != b"null") {
+            None => Ok(None),
+            Some(raw) => serde_json::from_slice(raw)
+                .map(Some)
+                .map_err(|e| RecordError::field(f.name(), e)),
+        }
+    };
+    let content = if let Some(m) = json(Field::Messages)? {
+        let Value::Array(messages) = m else {
+            return Err(RecordError::field("messages", "expected an array"));
+        };
+        let tools = json(Field::Tools)?;
+        if tools.as_ref().is_some_and(|t| !t.is_array()) {
+            return Err(RecordError::field("tools", "expected an array"));
+        }
+        Content::Messages { messages, tools }
+    } else if let Some(t) = json(Field::TextInput)? {
+        let Value::String(text) = t else {
+            return Err(RecordError::field("text_input", "expected a string"));
+        };
+        Content::Text(text)
+    } else if input_length.is_some() || !ids.is_empty() {
+        Content::Synth
+    } else {
+        return Err(RecordError::new(
+            "no prompt: a row needs `input_length` (with or without `hash_ids`), \
+             `text_input` or `messages`",
+        ));
+    };
+    let extra = match json(Field::Extra)? {
+        None => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(_) => return Err(RecordError::field("extra", "expected an object")),
+    };
+    let turn = Turn {
+        line: no,
+        session: None,
+        turn: 0,
+        timestamp_ms,
+        delay_ms,
+        input_length,
+        output_length,
+        hash_ids: ids.into_boxed_slice(),
+        content,
+        extra,
+    };
+    Ok((turn, session))
+}
+
+/// A session id for headers and results: a string's text, a number as written.
+fn session_text(raw: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(raw) {
+        Ok(Value::String(s)) => s,
+        _ => String::from_utf8_lossy(raw).into_owned(),
+    }
+}
+
+/// Rows whose `input_length` and hash-id count disagree with the block size.
+#[derive(Debug, Default)]
+pub struct BlockCheck {
+    /// `input_length <= (n-1)*B`: the ids say more blocks than the length holds.
+    pub broken: u64,
+    /// `input_length > n*B`: an unhashed tail (accepted; built as row text).
+    pub tail: u64,
+    pub first_lines: Vec<u64>,
+}
+
+pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
+    let mut c = BlockCheck::default();
+    for t in &trace.turns {
+        let (Content::Synth, Some(len)) = (&t.content, t.input_length) else {
+            continue;
+        };
+        let n = t.hash_ids.len() as u64;
+        if n == 0 {
+            continue;
+        }
+        if len <= (n - 1) * b {
+            c.broken += 1;
+        } else if len > n * b {
+            c.tail += 1;
+        } else {
+            continue;
+        }
+        if c.first_lines.len() < 5 {
+            c.first_lines.push(t.line);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonl::OnError;
+
+    fn load_str(s: &str) -> Result<Trace> {
+        let mut r = LineReader::new(s.as_bytes(), 1 << 20);
+        load(&mut r, &mut ErrorPolicy::new(OnError::Fail))
+    }
+
+    #[test]
+    fn sessions_and_turns_in_file_order() {
+        let t = load_str(
+            "{\"session_id\":\"a\",\"timestamp\":0,\"input_length\":3,\"output_length\":1}\n\
+             {\"session_id\":7,\"timestamp\":5,\"input_length\":3}\n\
+             {\"session_id\":\"a\",\"delay\":10,\"input_length\":6}\n\
+             {\"timestamp\":9,\"text_input\":\"hi\"}\n",
+        )
+        .unwrap();
+        assert_eq!(t.sessions.len(), 2);
+        assert_eq!(t.sessions[0].id, "a");
+        assert_eq!(t.sessions[1].id, "7");
+        assert_eq!(t.sessions[0].turns, vec![0, 2]);
+        assert_eq!(t.turns[2].turn, 1);
+        assert_eq!(t.turns[2].delay_ms, Some(10.0));
+        assert_eq!(t.starts().collect::<Vec<_>>(), vec![0, 1, 3]);
+        assert!(matches!(t.turns[3].content, Content::Text(ref s) if s == "hi"));
+    }
+
+    #[test]
+    fn bad_rows_name_line_and_field() {
+        let cases = [
+            ("{\"timestamp\":1}", "line 1: no prompt"),
+            ("{\"input_length\":\"x\"}", "line 1: field `input_length`"),
+            (
+                "{\"messages\":{}}",
+                "line 1: field `messages`: expected an array",
+            ),
+            (
+                "{\"input_length\":1,\"extra\":[1]}",
+                "line 1: field `extra`",
+            ),
+            (
+                "{\"input_length\":1,\"timestamp\":-4}",
+                "line 1: field `timestamp`",
+            ),
+        ];
+        for (line, want) in cases {
+            let err = load_str(line).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn block_check_counts_broken_rows_and_tails() {
+        let t = load_str(
+            "{\"input_length\":8,\"hash_ids\":[1,2]}\n\
+             {\"input_length\":4,\"hash_ids\":[1,2]}\n\
+             {\"input_length\":9,\"hash_ids\":[1,2]}\n\
+             {\"input_length\":5,\"hash_ids\":[1,2]}\n",
+        )
+        .unwrap();
+        let c = check_blocks(&t, 4);
+        assert_eq!((c.broken, c.tail), (1, 1));
+        assert_eq!(c.first_lines, vec![2, 3]);
+    }
+}
