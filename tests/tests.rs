@@ -6,6 +6,7 @@ mod nat;
 mod pipe;
 mod props;
 mod real_data;
+mod replay;
 mod roots;
 mod scale;
 mod util;

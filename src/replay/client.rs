@@ -361,6 +361,9 @@ fn transport_failure(e: ureq::Error) -> Failure {
             // A kept-alive connection the server closed while we were idle
             // shows as an early EOF on the answer's first read.
             Io::UnexpectedEof => ErrorKind::Incomplete,
+            // std reports a getaddrinfo failure as an uncategorised I/O
+            // error; its message is the only sign.
+            _ if io.to_string().contains("failed to lookup address") => ErrorKind::Dns,
             _ => ErrorKind::Transport,
         },
         _ => ErrorKind::Transport,

@@ -1,0 +1,654 @@
+//! mc-replay end to end: against mc-mock (and, where the exact request
+//! bytes matter, a capturing server in this file), on 127.0.0.1.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mctrace::replay::metrics::RequestResult;
+use mctrace::replay::report::Summary;
+use serde_json::{json, Value};
+
+use crate::util::tool;
+
+/// A running mc-mock; killed on drop.
+pub struct Mock {
+    child: Child,
+    pub url: String,
+    log: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Mock {
+    pub fn start(args: &[&str]) -> Mock {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-mock"))
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(first["event"], "listening");
+        let url = format!("http://{}", first["addr"].as_str().unwrap());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&l) {
+                    sink.lock().unwrap().push(v);
+                }
+            }
+        });
+        Mock { child, url, log }
+    }
+
+    /// The request lines the mock logged.
+    pub fn requests(&self) -> Vec<Value> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|v| v["event"] == "request")
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Run {
+    pub code: i32,
+    pub results: Vec<RequestResult>,
+    pub stderr: String,
+}
+
+/// Runs mc-replay on `trace` and reads every result line into the strict type.
+pub fn replay(url: &str, args: &[&str], trace: &str) -> Run {
+    let out = tool("mc-replay")
+        .args(["--url", url])
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .write_stdin(trace.to_string())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let results = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        results,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn lines(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+fn by_line(results: &[RequestResult]) -> HashMap<u64, &RequestResult> {
+    results.iter().map(|r| (r.line, r)).collect()
+}
+
+#[test]
+fn timed_run_reports_every_request_with_exact_lengths() {
+    let mock = Mock::start(&["--ttft-ms", "10", "--itl-ms", "1"]);
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 700, "output_length": 5, "hash_ids": [1, 2]}),
+        json!({"timestamp": 60, "input_length": 512, "output_length": 3, "hash_ids": [1]}),
+        json!({"timestamp": 120, "input_length": 20, "output_length": 1}),
+        json!({"timestamp": 180, "text_input": "one two three", "output_length": 2}),
+    ]);
+    // No --model: the first model mc-mock lists is used.
+    let run = replay(&mock.url, &[], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 4);
+    let r = by_line(&run.results);
+    for (line, isl, osl) in [(1, 700, 5), (2, 512, 3), (3, 20, 1), (4, 3, 2)] {
+        let res = r[&line];
+        assert_eq!(res.status, "ok", "{res:?}");
+        // mc-mock counts prompt words; our prompts are one word per token.
+        assert_eq!(res.prompt_tokens, Some(isl), "line {line}");
+        assert_eq!(res.completion_tokens, Some(osl), "line {line}");
+        assert_eq!(res.chunks, osl, "line {line}");
+        assert!(!res.tokens_estimated);
+        assert_eq!(res.finish_reason.as_deref(), Some("length"));
+        let ttft = res.ttft_ms.unwrap();
+        assert!(ttft >= 10.0, "ttft {ttft} below the mock's 10 ms");
+        // Sent on schedule: the trace's timestamps, from run start.
+        let want = (line - 1) as f64 * 60.0;
+        assert_eq!(res.t_sched_ms, want);
+        assert!(res.t_send_ms >= want && res.t_send_ms - want < 40.0, "{res:?}");
+        assert!((res.lag_ms - (res.t_send_ms - res.t_sched_ms)).abs() < 1e-6);
+    }
+    // TPOT = (last - first) / (tokens - 1).
+    let five = r[&1];
+    let tpot = (five.t_last_ms.unwrap() - five.t_first_ms.unwrap()) / 4.0;
+    assert!((five.tpot_ms.unwrap() - tpot).abs() < 1e-3);
+    assert_eq!(five.itl_ms.as_ref().map(|_| ()), Some(()));
+    assert!(run.stderr.contains("4 requests: 4 ok, 0 failed"), "{}", run.stderr);
+    // The mock saw each request with its trace line.
+    let mut seen: Vec<String> = mock
+        .requests()
+        .iter()
+        .filter(|v| v["path"] == "/v1/chat/completions")
+        .map(|v| v["x_trace_line"].as_str().unwrap().to_string())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["1", "2", "3", "4"]);
+}
+
+#[test]
+fn measured_ttft_and_itl_match_the_mock() {
+    let mock = Mock::start(&["--ttft-ms", "60", "--itl-ms", "8"]);
+    let trace = lines(&[json!({"timestamp": 0, "input_length": 10, "output_length": 21})]);
+    let run = replay(&mock.url, &["--model", "mock-model"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &run.results[0];
+    let ttft = r.ttft_ms.unwrap();
+    assert!((60.0..100.0).contains(&ttft), "ttft {ttft}");
+    let itl = r.itl_ms.as_ref().unwrap();
+    assert!((7.0..14.0).contains(&itl.mean), "itl {itl:?}");
+    let tpot = r.tpot_ms.unwrap();
+    assert!((7.0..14.0).contains(&tpot), "tpot {tpot}");
+    // 20 gaps of 8 ms after the first token.
+    let e2e = r.e2e_ms.unwrap();
+    assert!(e2e >= 60.0 + 20.0 * 8.0 - 1.0, "e2e {e2e}");
+}
+
+#[test]
+fn session_turns_never_overlap_and_honour_delay() {
+    let mock = Mock::start(&["--ttft-ms", "80"]);
+    let trace = lines(&[
+        json!({"session_id": "a", "timestamp": 0, "input_length": 5, "output_length": 2}),
+        json!({"session_id": "b", "timestamp": 0, "input_length": 5, "output_length": 2}),
+        // Its own timestamp (10 ms) is before turn 0 ends: sent at the end.
+        json!({"session_id": "a", "timestamp": 10, "input_length": 9, "output_length": 2}),
+        json!({"session_id": "a", "delay": 50, "input_length": 12, "output_length": 2}),
+    ]);
+    let run = replay(&mock.url, &["--model", "m"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = by_line(&run.results);
+    assert_eq!((r[&1].turn, r[&3].turn, r[&4].turn, r[&2].turn), (0, 1, 2, 0));
+    assert_eq!(r[&3].session_id.as_deref(), Some("a"));
+    // Turn 1 waits for turn 0 to end; turn 2 waits 50 ms more.
+    assert!(r[&3].t_sched_ms >= r[&1].t_end_ms - 0.001, "{:?}", r[&3]);
+    assert!(r[&3].t_send_ms >= r[&1].t_end_ms);
+    assert!(r[&4].t_sched_ms >= r[&3].t_end_ms + 50.0 - 0.001);
+    assert!(r[&4].t_send_ms >= r[&3].t_end_ms + 50.0);
+    // Session b ran beside a's first turn.
+    assert!(r[&2].t_send_ms < r[&1].t_end_ms);
+    // The session id reached the server.
+    let sessions: Vec<&str> = mock
+        .requests()
+        .iter()
+        .filter_map(|v| v["x_session_id"].as_str().map(|_| ""))
+        .collect();
+    assert_eq!(sessions.len(), 4);
+}
+
+#[test]
+fn closed_loop_keeps_concurrency() {
+    let mock = Mock::start(&["--ttft-ms", "60"]);
+    let rows: Vec<Value> = (0..6)
+        .map(|_| json!({"input_length": 4, "output_length": 1}))
+        .collect();
+    let run = replay(&mock.url, &["--model", "m", "--concurrency", "2"], &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 6);
+    // At no send time are more than 2 requests open.
+    for a in &run.results {
+        let open = run
+            .results
+            .iter()
+            .filter(|b| b.t_send_ms <= a.t_send_ms && b.t_end_ms > a.t_send_ms)
+            .count();
+        assert!(open <= 2, "{open} open at {}", a.t_send_ms);
+    }
+    // Three rounds of about 60 ms.
+    let last = run.results.iter().map(|r| r.t_end_ms).fold(0.0, f64::max);
+    assert!(last >= 180.0, "{last}");
+    // Closed loop: a request is due when its slot frees, so lag stays small.
+    for r in &run.results {
+        assert!(r.lag_ms < 30.0, "{r:?}");
+    }
+}
+
+#[test]
+fn rate_mode_spaces_arrivals() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..5)
+        .map(|_| json!({"input_length": 4, "output_length": 1}))
+        .collect();
+    let args = ["--model", "m", "--rate", "50", "--arrival", "constant"];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut sched: Vec<f64> = run.results.iter().map(|r| r.t_sched_ms).collect();
+    sched.sort_by(f64::total_cmp);
+    assert_eq!(sched, [0.0, 20.0, 40.0, 60.0, 80.0]);
+    // Poisson with a seed: the same schedule twice, a different one with another seed.
+    let poisson = |seed: &str| {
+        let run = replay(
+            &mock.url,
+            &["--model", "m", "--rate", "50", "--seed", seed],
+            &lines(&rows),
+        );
+        let mut s: Vec<f64> = run.results.iter().map(|r| r.t_sched_ms).collect();
+        s.sort_by(f64::total_cmp);
+        s
+    };
+    assert_eq!(poisson("1"), poisson("1"));
+    assert_ne!(poisson("1"), poisson("2"));
+}
+
+#[test]
+fn untimed_trace_needs_rate_or_concurrency() {
+    let run = replay(
+        "http://127.0.0.1:9",
+        &["--model", "m"],
+        "{\"input_length\":3}\n",
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--rate"), "{}", run.stderr);
+}
+
+#[test]
+fn a_bad_line_stops_before_any_request() {
+    let mock = Mock::start(&[]);
+    let trace = "{\"timestamp\":0,\"input_length\":3}\n{\"timestamp\":1,\"input_length\":\"x\"}\n";
+    let run = replay(&mock.url, &["--model", "m"], trace);
+    assert_eq!(run.code, 65);
+    assert!(
+        run.stderr.contains("line 2: field `input_length`"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.results.is_empty());
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn warmup_and_max_requests() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..10)
+        .map(|i| json!({"timestamp": i, "input_length": 4, "output_length": 1}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let csv = dir.path().join("s.csv");
+    let args = [
+        "--model",
+        "m",
+        "--warmup",
+        "2",
+        "--max-requests",
+        "5",
+        "--summary",
+        summary.to_str().unwrap(),
+        "--summary-csv",
+        csv.to_str().unwrap(),
+        "--slo",
+        "ttft=10000,e2e=20000",
+    ];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 7);
+    assert_eq!(run.results.iter().filter(|r| r.warmup).count(), 2);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(
+        (s.requests.sent, s.requests.ok, s.requests.warmup),
+        (5, 5, 2)
+    );
+    assert_eq!(s.requests.not_sent, 3);
+    assert_eq!(s.metrics.ttft.as_ref().unwrap().count, 5);
+    assert_eq!(s.goodput.as_ref().unwrap().requests, 5);
+    assert!(!s.degraded);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert!(csv.starts_with("metric,count,mean_ms"));
+    assert!(csv.contains("\nttft,5,"), "{csv}");
+    assert!(csv.contains("requests_sent,5\n"));
+}
+
+fn kinds(run: &Run) -> Vec<String> {
+    run.results
+        .iter()
+        .map(|r| r.error.as_ref().map_or("ok".into(), |e| e.kind.clone()))
+        .collect()
+}
+
+fn two_rows() -> String {
+    lines(&[
+        json!({"timestamp": 0, "input_length": 4, "output_length": 4}),
+        json!({"timestamp": 5, "input_length": 4, "output_length": 4}),
+    ])
+}
+
+#[test]
+fn connection_refused_and_dns_failure() {
+    // A port nobody listens on: bind, read the port, close.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let run = replay(
+        &format!("http://127.0.0.1:{port}"),
+        &["--model", "m"],
+        &two_rows(),
+    );
+    assert_eq!(kinds(&run), ["connect", "connect"], "{}", run.stderr);
+    // Every request failed: exit 1.
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("every request failed"));
+    let run = replay("http://nonexistent.invalid:8000", &["--model", "m"], &two_rows());
+    assert_eq!(kinds(&run), ["dns", "dns"], "{}", run.stderr);
+}
+
+#[test]
+fn http_errors_are_results() {
+    let mock = Mock::start(&["--status", "500"]);
+    let run = replay(&mock.url, &["--model", "m"], &two_rows());
+    assert_eq!(kinds(&run), ["http_5xx", "http_5xx"]);
+    assert_eq!(run.results[0].http_status, Some(500));
+    assert!(run.results[0].error.as_ref().unwrap().message.contains("mc-mock injected error"));
+    assert_eq!(run.code, 1);
+
+    let mock = Mock::start(&["--status", "429", "--retry-after", "3"]);
+    let run = replay(&mock.url, &["--model", "m"], &two_rows());
+    assert_eq!(kinds(&run), ["rate_limited", "rate_limited"]);
+    assert_eq!(run.results[0].error.as_ref().unwrap().retry_after_s, Some(3.0));
+
+    let mock = Mock::start(&["--status", "400"]);
+    let run = replay(&mock.url, &["--model", "m"], &two_rows());
+    assert_eq!(kinds(&run), ["http_4xx", "http_4xx"]);
+}
+
+#[test]
+fn some_failures_still_exit_zero() {
+    let mock = Mock::start(&["--status", "503", "--fail-rate", "0.5", "--seed", "1"]);
+    let rows: Vec<Value> = (0..30)
+        .map(|i| json!({"timestamp": i, "input_length": 4, "output_length": 2}))
+        .collect();
+    let run = replay(&mock.url, &["--model", "m"], &lines(&rows));
+    assert_eq!(run.results.len(), 30);
+    let k = kinds(&run);
+    let failed = k.iter().filter(|k| *k == "http_5xx").count();
+    assert!(failed > 0 && failed < 30, "{k:?}");
+    assert_eq!(k.iter().filter(|k| *k == "ok").count() + failed, 30);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("(http_5xx {failed})")), "{}", run.stderr);
+}
+
+#[test]
+fn stream_faults_are_results() {
+    for (flag, kind) in [
+        ("--error-after", "stream_error"),
+        ("--malformed-after", "bad_sse"),
+        ("--drop-after", "incomplete"),
+    ] {
+        let mock = Mock::start(&[flag, "2"]);
+        let run = replay(&mock.url, &["--model", "m"], &two_rows());
+        assert_eq!(kinds(&run), [kind, kind], "{flag}: {}", run.stderr);
+        // What was measured before the fault is kept.
+        assert!(run.results.iter().all(|r| r.chunks >= 2 && r.ttft_ms.is_some()));
+    }
+}
+
+#[test]
+fn a_server_that_never_answers_times_out() {
+    let mock = Mock::start(&["--hang"]);
+    let run = replay(&mock.url, &["--model", "m", "--timeout", "0.5"], &two_rows());
+    assert_eq!(kinds(&run), ["timeout", "timeout"], "{}", run.stderr);
+    for r in &run.results {
+        let waited = r.t_end_ms - r.t_send_ms;
+        assert!((450.0..5000.0).contains(&waited), "{waited}");
+    }
+}
+
+#[test]
+fn without_usage_tokens_are_counted_and_marked() {
+    let mock = Mock::start(&["--no-usage"]);
+    let run = replay(&mock.url, &["--model", "m"], &two_rows());
+    assert_eq!(run.code, 0);
+    for r in &run.results {
+        assert!(r.tokens_estimated);
+        assert_eq!(r.completion_tokens, Some(4));
+        assert_eq!(r.prompt_tokens, None);
+    }
+    assert!(run.stderr.contains("counted from events"), "{}", run.stderr);
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_drains_then_cancels() {
+    // Requests that take 1.5 s; SIGTERM after 300 ms.
+    let run_with_drain = |drain: &str| {
+        let mock = Mock::start(&["--ttft-ms", "1500"]);
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-replay"))
+            .args(["--url", &mock.url, "--model", "m", "--drain-timeout", drain])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rows = lines(&[
+            json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
+            json!({"timestamp": 5000, "input_length": 4, "output_length": 1}),
+        ]);
+        child.stdin.take().unwrap().write_all(rows.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let out = child.wait_with_output().unwrap();
+        let results: Vec<RequestResult> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (out.status.code(), results, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    // Long enough to finish: the request in flight completes; the second is never sent.
+    let (code, results, stderr) = run_with_drain("10");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].status, "ok");
+    assert!(stderr.contains("1 rows not sent") && stderr.contains("interrupted"), "{stderr}");
+    // Too short: the request in flight is reported as cancelled.
+    let (code, results, stderr) = run_with_drain("0.2");
+    assert_eq!(results.len(), 1, "{stderr}");
+    assert_eq!(results[0].error.as_ref().unwrap().kind, "cancelled");
+    assert_eq!(code, Some(1));
+}
+
+/// A server that records each request (headers and body) and answers with a
+/// fixed two-token stream, closing the connection after each answer.
+struct Capture {
+    url: String,
+    seen: Arc<Mutex<Vec<(HashMap<String, String>, Value)>>>,
+}
+
+impl Capture {
+    fn start() -> Capture {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let store = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let store = store.clone();
+                std::thread::spawn(move || serve_one(conn, &store));
+            }
+        });
+        Capture { url, seen }
+    }
+
+    fn requests(&self) -> Vec<(HashMap<String, String>, Value)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve_one(conn: TcpStream, store: &Mutex<Vec<(HashMap<String, String>, Value)>>) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut headers = HashMap::new();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').unwrap();
+        headers.insert(k.trim().to_lowercase(), v.trim().to_string());
+    }
+    let len: usize = headers["content-length"].parse().unwrap();
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    store.lock().unwrap().push((headers, body));
+    let mut w = conn;
+    let events = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":" hello"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"length"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+        "[DONE]",
+    ];
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    );
+    for e in events {
+        out.push_str(&format!("data: {e}\n\n"));
+    }
+    let _ = w.write_all(out.as_bytes());
+}
+
+#[test]
+fn request_bodies_and_headers() {
+    let server = Capture::start();
+    let trace = lines(&[
+        json!({"session_id": "s1", "timestamp": 0, "input_length": 6, "output_length": 7,
+               "hash_ids": [4], "extra": {"temperature": 0}}),
+        json!({"timestamp": 1, "messages": [{"role": "user", "content": "hi"}],
+               "tools": [{"type": "function", "function": {"name": "f"}}], "output_length": 2}),
+    ]);
+    let out = tool("mc-replay")
+        .args(["--url", &server.url, "--model", "M", "--block-size", "4"])
+        .args(["--header", "X-Team: perf", "--extra-body", r#"{"top_p":0.5}"#])
+        .env("OPENAI_API_KEY", "sk-secret")
+        .write_stdin(trace)
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The key is never printed nor written to results.
+    let all = [out.stdout.clone(), out.stderr.clone()].concat();
+    assert!(!String::from_utf8_lossy(&all).contains("sk-secret"));
+    let mut seen = server.requests();
+    seen.sort_by_key(|(h, _)| h["x-trace-line"].clone());
+    let (h, b) = &seen[0];
+    assert_eq!(h["authorization"], "Bearer sk-secret");
+    assert_eq!(h["x-team"], "perf");
+    assert_eq!(h["x-session-id"], "s1");
+    assert_eq!(h["x-trace-line"], "1");
+    assert!(!h["x-request-id"].is_empty());
+    assert_ne!(h["x-request-id"], seen[1].0["x-request-id"]);
+    assert_eq!(b["model"], "M");
+    assert_eq!(b["max_tokens"], 7);
+    assert_eq!(b["max_completion_tokens"], 7);
+    assert_eq!(b["min_tokens"], 7);
+    assert_eq!(b["ignore_eos"], true);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"], json!({"include_usage": true}));
+    assert_eq!(b["temperature"], 0);
+    assert_eq!(b["top_p"], 0.5);
+    // 6 tokens: block 4 (4 words), then 2 words unique to the row.
+    let content = b["messages"][0]["content"].as_str().unwrap();
+    assert_eq!(content.split_whitespace().count(), 6);
+    assert_eq!(b["messages"][0]["role"], "user");
+    let (h2, b2) = &seen[1];
+    assert!(!h2.contains_key("x-session-id"));
+    assert_eq!(b2["messages"], json!([{"role": "user", "content": "hi"}]));
+    assert_eq!(b2["tools"][0]["function"]["name"], "f");
+    // Results carry the capture's answer.
+    let results: Vec<RequestResult> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(results.iter().all(|r| r.completion_tokens == Some(2)));
+}
+
+#[test]
+fn shared_hash_ids_give_shared_prompt_text() {
+    let server = Capture::start();
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 10, "hash_ids": [1, 2, 3], "output_length": 1}),
+        json!({"timestamp": 1, "input_length": 12, "hash_ids": [1, 2, 9], "output_length": 1}),
+    ]);
+    let args = ["--model", "M", "--block-size", "4", "--endpoint", "completions"];
+    let run = replay(&server.url, &args, &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut seen = server.requests();
+    seen.sort_by_key(|(h, _)| h["x-trace-line"].clone());
+    let words = |i: usize| -> Vec<String> {
+        seen[i].1["prompt"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (words(0), words(1));
+    assert_eq!((a.len(), b.len()), (10, 12));
+    assert_eq!(a[..8], b[..8]);
+    assert_ne!(a[8..10], b[8..10]);
+    assert!(seen[0].1.get("messages").is_none());
+    assert!(seen[0].1.get("max_completion_tokens").is_none());
+}
+
+#[test]
+fn delta_turns_carry_the_live_conversation() {
+    let server = Capture::start();
+    let trace = lines(&[
+        json!({"session_id": 1, "timestamp": 0, "text_input": "first", "output_length": 2}),
+        json!({"session_id": 1, "text_input": "second", "output_length": 2}),
+    ]);
+    let run = replay(&server.url, &["--model", "M", "--turns", "delta"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut seen = server.requests();
+    seen.sort_by_key(|(h, _)| h["x-trace-line"].clone());
+    assert_eq!(seen[0].1["messages"], json!([{"role": "user", "content": "first"}]));
+    assert_eq!(
+        seen[1].1["messages"],
+        json!([
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": " hello world"},
+            {"role": "user", "content": "second"}
+        ])
+    );
+    // Cumulative (the default): each row alone.
+    let run = replay(&server.url, &["--model", "M"], &trace);
+    assert_eq!(run.code, 0);
+    let seen = server.requests();
+    let last = seen
+        .iter()
+        .rev()
+        .find(|(h, _)| h["x-trace-line"] == "2")
+        .unwrap();
+    assert_eq!(last.1["messages"], json!([{"role": "user", "content": "second"}]));
+}
