@@ -1,0 +1,161 @@
+//! Injected faults: error statuses, hangs, and broken streams, and the
+//! deterministic choice of which requests get them.
+
+/// The faults to inject; all off by default.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Answer with this HTTP status and an error body instead of a completion.
+    pub status: Option<u16>,
+    /// `Retry-After` seconds sent with a 429.
+    pub retry_after: u64,
+    /// The fraction of requests that get the faults; `None` is all of them.
+    pub fail_rate: Option<f64>,
+    /// Seeds the fail-rate choice.
+    pub seed: u64,
+    /// Streams: cut the connection after this many content tokens.
+    pub drop_after: Option<u64>,
+    /// Streams: send an error event after this many content tokens.
+    pub error_after: Option<u64>,
+    /// Streams: send an event that is not JSON after this many content tokens.
+    pub malformed_after: Option<u64>,
+    /// Read the request and never answer.
+    pub hang: bool,
+    /// Never send usage (a server personality, so not subject to the rate).
+    pub no_usage: bool,
+}
+
+/// What to inject into a stream once a given number of tokens is out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamFaults {
+    pub malformed: bool,
+    pub error: bool,
+    pub drop: bool,
+}
+
+impl Faults {
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(s) = self.status {
+            if !(400..=599).contains(&s) {
+                return Err(format!("--status must be an error status (400-599), not {s}"));
+            }
+        }
+        if let Some(r) = self.fail_rate {
+            if !(0.0..=1.0).contains(&r) {
+                return Err(format!("--fail-rate must be between 0 and 1, not {r}"));
+            }
+            if !self.any_per_request() {
+                return Err("--fail-rate needs a fault to apply: --status, --hang, \
+                     --drop-after, --error-after or --malformed-after"
+                    .into());
+            }
+        }
+        Ok(())
+    }
+
+    fn any_per_request(&self) -> bool {
+        self.status.is_some()
+            || self.hang
+            || self.drop_after.is_some()
+            || self.error_after.is_some()
+            || self.malformed_after.is_some()
+    }
+
+    /// Whether request number `seq` gets the faults. Depends only on the
+    /// seed and `seq`, so a run can be repeated.
+    pub fn hits(&self, seq: u64) -> bool {
+        let rate = self.fail_rate.unwrap_or(1.0);
+        if rate >= 1.0 {
+            return true;
+        }
+        // SplitMix64's `seq`-th output for this seed: a counter-based PRNG
+        // needs no shared state between connection threads.
+        let x = splitmix64(self.seed.wrapping_add(seq.wrapping_mul(GOLDEN_GAMMA)));
+        unit(x) < rate
+    }
+
+    /// The stream faults due once `count` content tokens have been sent.
+    pub fn at(&self, count: u64) -> StreamFaults {
+        StreamFaults {
+            malformed: self.malformed_after == Some(count),
+            error: self.error_after == Some(count),
+            drop: self.drop_after == Some(count),
+        }
+    }
+}
+
+/// The OpenAI SDK's error class for a status, which vLLM puts in `type`.
+pub fn error_type(status: u16) -> &'static str {
+    match status {
+        401 => "AuthenticationError",
+        403 => "PermissionDeniedError",
+        404 => "NotFoundError",
+        405 => "MethodNotAllowedError",
+        409 => "ConflictError",
+        422 => "UnprocessableEntityError",
+        429 => "RateLimitError",
+        503 => "ServiceUnavailableError",
+        400..=499 => "BadRequestError",
+        _ => "InternalServerError",
+    }
+}
+
+const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// One SplitMix64 step: the output for state `x + GOLDEN_GAMMA`.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(GOLDEN_GAMMA);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The top 53 bits as a float in [0, 1).
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix_matches_the_reference() {
+        // The reference generator seeded with 0 starts with this value.
+        assert_eq!(splitmix64(0), 0xe220_a839_7b1d_cdaf);
+    }
+
+    #[test]
+    fn the_rate_picks_about_that_fraction_repeatably() {
+        let f = Faults {
+            status: Some(500),
+            fail_rate: Some(0.25),
+            seed: 7,
+            ..Faults::default()
+        };
+        let hits = (0..10_000).filter(|&s| f.hits(s)).count();
+        assert!((2300..2700).contains(&hits), "{hits}");
+        let again = (0..10_000).filter(|&s| f.hits(s)).count();
+        assert_eq!(hits, again);
+        let other_seed = Faults { seed: 8, ..f.clone() };
+        assert!((0..100).any(|s| f.hits(s) != other_seed.hits(s)));
+    }
+
+    #[test]
+    fn validation() {
+        let rate_alone = Faults {
+            fail_rate: Some(0.5),
+            ..Faults::default()
+        };
+        assert!(rate_alone.validate().is_err());
+        let ok_status = Faults {
+            status: Some(429),
+            ..Faults::default()
+        };
+        assert!(ok_status.validate().is_ok());
+        let not_error = Faults {
+            status: Some(200),
+            ..Faults::default()
+        };
+        assert!(not_error.validate().is_err());
+    }
+}

@@ -1,0 +1,516 @@
+//! A minimal HTTP/1.1 server: one thread per connection, keep-alive,
+//! requests framed by `Content-Length`, responses with `Content-Length` or
+//! `Transfer-Encoding: chunked`.
+//!
+//! It knows nothing about completions: a [`Handler`] gets each parsed
+//! request and writes its answer through the [`Conn`]. Only std networking,
+//! so the mock adds no async runtime to the crate.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Longest accepted request head (request line and headers).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Longest accepted request body.
+pub const MAX_BODY_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How often a hanging connection checks whether its client went away: long
+/// enough not to spin, short enough that threads do not pile up.
+const HANG_POLL: Duration = Duration::from_millis(200);
+/// How long a closing connection keeps reading what the client still sends,
+/// so the kernel does not answer it with a reset that could destroy our
+/// response before the client reads it.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: u64 = 4 * 1024 * 1024;
+
+/// One request, body read in full.
+#[derive(Debug)]
+pub struct Request {
+    pub method: String,
+    /// The request target as sent (path and query).
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// When the body had been read: the mock's clock starts here.
+    pub arrival: Instant,
+    pub arrival_wall: SystemTime,
+}
+
+impl Request {
+    /// The value of header `name` (case-insensitive), the first if repeated.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
+
+    /// The target without its query string.
+    pub fn path(&self) -> &str {
+        self.target
+            .split_once('?')
+            .map_or(self.target.as_str(), |(path, _)| path)
+    }
+}
+
+fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// Why no request could be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The client closed the connection between requests: a normal end.
+    #[error("connection closed")]
+    Closed,
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// A request we will not serve; answer with this status, then close
+    /// (its body, if any, was not read, so the connection is out of step).
+    #[error("{message}")]
+    Reject { status: u16, message: &'static str },
+}
+
+fn reject(status: u16, message: &'static str) -> ReadError {
+    ReadError::Reject { status, message }
+}
+
+/// What the server does with requests; one instance serves every connection.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers `req` through `conn`. An error ends the connection.
+    fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()>;
+    /// Answers a request that could not be read (see [`ReadError::Reject`]).
+    fn reject(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()>;
+}
+
+/// Accepts connections forever, one thread each.
+pub fn serve<H: Handler>(listener: TcpListener, handler: H) -> io::Result<()> {
+    let handler = Arc::new(handler);
+    for incoming in listener.incoming() {
+        match incoming {
+            Ok(stream) => {
+                let handler = Arc::clone(&handler);
+                let spawned = thread::Builder::new()
+                    .name("mc-mock-conn".into())
+                    .spawn(move || connection(stream, &*handler));
+                if let Err(e) = spawned {
+                    eprintln!("mc-mock: cannot start a connection thread: {e}");
+                }
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: the condition may
+                // pass, so keep serving, but do not spin on it.
+                eprintln!("mc-mock: accept: {e}");
+                thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn connection<H: Handler>(stream: TcpStream, handler: &H) {
+    // Every SSE event is its own small write and must leave at once.
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(stream);
+    loop {
+        match conn.read_request() {
+            Ok(req) => {
+                if handler.request(&mut conn, req).is_err() || !conn.keep_alive {
+                    break;
+                }
+            }
+            Err(ReadError::Reject { status, message }) => {
+                conn.keep_alive = false;
+                let _ = handler.reject(&mut conn, status, message);
+                break;
+            }
+            Err(ReadError::Closed | ReadError::Io(_)) => break,
+        }
+    }
+    conn.close();
+}
+
+/// One client connection: reads requests and writes their responses.
+pub struct Conn {
+    stream: TcpStream,
+    /// Bytes read but not yet consumed (the start of a pipelined request).
+    buf: Vec<u8>,
+    /// Whether the current request allows another one on this connection.
+    keep_alive: bool,
+    /// HTTP/1.0 clients cannot read chunked bodies.
+    http10: bool,
+    aborted: bool,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Self {
+        Conn {
+            stream,
+            buf: Vec::new(),
+            keep_alive: true,
+            http10: false,
+            aborted: false,
+        }
+    }
+
+    /// Reads the next request: head, then exactly `Content-Length` body bytes.
+    pub fn read_request(&mut self) -> Result<Request, ReadError> {
+        let head_len = self.read_head()?;
+        let head = std::str::from_utf8(&self.buf[..head_len])
+            .map_err(|_| reject(400, "the request head is not UTF-8"))?;
+        let head = parse_head(head)?;
+        self.buf.drain(..head_len);
+
+        self.http10 = head.version == "HTTP/1.0";
+        let connection = header(&head.headers, "connection").unwrap_or("");
+        self.keep_alive = if self.http10 {
+            has_token(connection, "keep-alive")
+        } else {
+            !has_token(connection, "close")
+        };
+
+        if header(&head.headers, "transfer-encoding").is_some() {
+            // Without Content-Length we cannot tell where the body ends, and
+            // the clients this mock serves never send chunked bodies.
+            return Err(reject(411, "chunked request bodies are not supported; send Content-Length"));
+        }
+        let len = match header(&head.headers, "content-length") {
+            None => 0,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| reject(400, "Content-Length is not a number"))?,
+        };
+        if len > MAX_BODY_BYTES {
+            return Err(reject(413, "request body too large"));
+        }
+        let expects_continue = header(&head.headers, "expect")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+        if expects_continue && (self.buf.len() as u64) < len {
+            // curl waits for this before sending a large body.
+            self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        }
+        let body = self.read_body(len)?;
+        Ok(Request {
+            method: head.method,
+            target: head.target,
+            headers: head.headers,
+            body,
+            arrival: Instant::now(),
+            arrival_wall: SystemTime::now(),
+        })
+    }
+
+    /// Reads until the blank line that ends the head; returns its length.
+    fn read_head(&mut self) -> Result<usize, ReadError> {
+        let mut searched = 0;
+        loop {
+            // Empty lines before a request line are allowed (RFC 9112 §2.2).
+            while self.buf.starts_with(b"\r\n") {
+                self.buf.drain(..2);
+                searched = 0;
+            }
+            if let Some(pos) = find(&self.buf[searched..], b"\r\n\r\n") {
+                let end = searched + pos + 4;
+                if end > MAX_HEAD_BYTES {
+                    return Err(reject(413, "request head too large"));
+                }
+                return Ok(end);
+            }
+            if self.buf.len() > MAX_HEAD_BYTES {
+                return Err(reject(413, "request head too large"));
+            }
+            // The terminator may straddle two reads.
+            searched = self.buf.len().saturating_sub(3);
+            if self.fill()? == 0 {
+                return Err(if self.buf.is_empty() {
+                    ReadError::Closed
+                } else {
+                    ReadError::Io(io::ErrorKind::UnexpectedEof.into())
+                });
+            }
+        }
+    }
+
+    fn fill(&mut self) -> io::Result<usize> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn read_body(&mut self, len: u64) -> io::Result<Vec<u8>> {
+        let buffered = self.buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+        let mut body: Vec<u8> = self.buf.drain(..buffered).collect();
+        let rest = len - buffered as u64;
+        // `take` grows the buffer as bytes arrive, so a client that announces
+        // a large body and sends little costs little memory.
+        let got = (&mut self.stream).take(rest).read_to_end(&mut body)?;
+        if (got as u64) < rest {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(body)
+    }
+
+    /// Ends the connection after the current response.
+    pub fn close_after_response(&mut self) {
+        self.keep_alive = false;
+    }
+
+    /// Writes a whole response with a `Content-Length` body.
+    pub fn respond(
+        &mut self,
+        status: u16,
+        content_type: Option<&str>,
+        extra_headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<()> {
+        let mut out = self.head(status, content_type, extra_headers);
+        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        out.extend_from_slice(body);
+        self.stream.write_all(&out)
+    }
+
+    /// Writes the head of a streamed response; the body follows through the
+    /// returned [`Stream`], one chunk per [`Stream::send`].
+    pub fn start_stream(&mut self, status: u16, content_type: &str) -> io::Result<Stream<'_>> {
+        let chunked = !self.http10;
+        if !chunked {
+            // An HTTP/1.0 body without a length ends when the connection does.
+            self.keep_alive = false;
+        }
+        let mut out = self.head(status, Some(content_type), &[("cache-control", "no-cache")]);
+        if chunked {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        self.stream.write_all(&out)?;
+        Ok(Stream {
+            conn: self,
+            chunked,
+        })
+    }
+
+    fn head(&self, status: u16, content_type: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = format!("HTTP/1.1 {status} {}\r\nserver: mc-mock\r\n", reason(status));
+        if let Some(ct) = content_type {
+            out.push_str(&format!("content-type: {ct}\r\n"));
+        }
+        for (k, v) in extra {
+            out.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !self.keep_alive {
+            out.push_str("connection: close\r\n");
+        } else if self.http10 {
+            out.push_str("connection: keep-alive\r\n");
+        }
+        out.into_bytes()
+    }
+
+    /// Never answers: waits, without spinning, until the client goes away.
+    pub fn wait_for_close(&mut self) {
+        self.keep_alive = false;
+        if self.stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut sink = [0u8; 4096];
+        loop {
+            // Reading (not peeking) drains anything else the client sends,
+            // so its eventual close is seen.
+            match self.stream.read(&mut sink) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return,
+            }
+            thread::sleep(HANG_POLL);
+        }
+    }
+
+    /// Closes abruptly, as a crashed server would: no end of the body.
+    pub fn abort(&mut self) {
+        self.keep_alive = false;
+        self.aborted = true;
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// Closes after the last response: sends FIN, then reads what the client
+    /// may still send for a moment, so our response is not lost to a reset.
+    fn close(mut self) {
+        if self.aborted {
+            return;
+        }
+        if self.stream.shutdown(Shutdown::Write).is_err() {
+            return;
+        }
+        if self.stream.set_read_timeout(Some(LINGER)).is_ok() {
+            let deadline = Instant::now() + LINGER;
+            let mut sink = Vec::new();
+            let mut limited = (&mut self.stream).take(LINGER_BYTES);
+            while Instant::now() < deadline {
+                sink.clear();
+                match limited.read_to_end(&mut sink) {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// The body of a streamed response.
+pub struct Stream<'a> {
+    conn: &'a mut Conn,
+    chunked: bool,
+}
+
+impl Stream<'_> {
+    /// Writes `data` as one chunk, at once.
+    pub fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        if data.is_empty() {
+            // A zero-length chunk would end the body.
+            return Ok(());
+        }
+        if !self.chunked {
+            return self.conn.stream.write_all(data);
+        }
+        let mut out = Vec::with_capacity(data.len() + 12);
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+        self.conn.stream.write_all(&out)
+    }
+
+    /// Ends the body properly (the zero-length chunk).
+    pub fn finish(self) -> io::Result<()> {
+        if self.chunked {
+            self.conn.stream.write_all(b"0\r\n\r\n")?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the connection mid-body; later sends fail.
+    pub fn abort(&mut self) {
+        self.conn.abort();
+    }
+}
+
+struct Head {
+    method: String,
+    target: String,
+    version: String,
+    headers: Vec<(String, String)>,
+}
+
+fn parse_head(head: &str) -> Result<Head, ReadError> {
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().unwrap_or("");
+    let mut parts = request_line.split(' ');
+    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(t), Some(v), None) if !m.is_empty() && !t.is_empty() => (m, t, v),
+        _ => return Err(reject(400, "malformed request line")),
+    };
+    if version != "HTTP/1.1" && version != "HTTP/1.0" {
+        return Err(reject(505, "only HTTP/1.0 and HTTP/1.1 are supported"));
+    }
+    let mut headers = Vec::new();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| reject(400, "malformed header line"))?;
+        // Covers obsolete line folding (a line starting with whitespace) too.
+        if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace()) {
+            return Err(reject(400, "malformed header name"));
+        }
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    Ok(Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        version: version.to_string(),
+        headers,
+    })
+}
+
+/// Whether a comma-separated header value holds `token` (case-insensitive).
+fn has_token(value: &str, token: &str) -> bool {
+    value.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_head() {
+        let h = parse_head("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace-Line:  7 \r\n\r\n")
+            .unwrap();
+        assert_eq!(h.method, "POST");
+        assert_eq!(h.target, "/v1/completions?x=1");
+        assert_eq!(header(&h.headers, "x-trace-line"), Some("7"));
+    }
+
+    #[test]
+    fn rejects_bad_heads() {
+        for bad in [
+            "GET /\r\n\r\n",
+            "GET / HTTP/1.1\r\nno colon\r\n\r\n",
+            "GET / HTTP/1.1\r\n folded: x\r\n\r\n",
+        ] {
+            assert!(matches!(parse_head(bad), Err(ReadError::Reject { status: 400, .. })), "{bad}");
+        }
+        assert!(matches!(
+            parse_head("GET / HTTP/2\r\n\r\n"),
+            Err(ReadError::Reject { status: 505, .. })
+        ));
+    }
+
+    #[test]
+    fn connection_tokens() {
+        assert!(has_token("keep-alive, Upgrade", "upgrade"));
+        assert!(!has_token("closed", "close"));
+    }
+}

@@ -1,0 +1,455 @@
+//! `mc-mock`: a vLLM-like OpenAI-compatible test server. It answers chat and
+//! text completions with made-up tokens on a configurable latency model,
+//! injects faults on demand, and logs every request it receives as one JSON
+//! line on stdout, so tests of a client (mc-replay) can check what was sent
+//! and when.
+//!
+//! Module jobs: `http` serves HTTP/1.1, `request` reads a completion request,
+//! `wire` shapes vLLM's JSON, `latency` times tokens, `faults` chooses and
+//! describes injected failures; this file routes requests and writes the
+//! answers and the log.
+
+pub mod faults;
+pub mod http;
+pub mod latency;
+pub mod request;
+pub mod wire;
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::cli;
+use crate::error::Result;
+use faults::Faults;
+use http::{Conn, Handler, Request};
+use latency::{sleep_until, Latency};
+use request::{Answer, Ask, Kind};
+use wire::{Reply, Usage};
+
+#[derive(Debug, Clone)]
+pub struct MockOptions {
+    pub host: String,
+    /// 0 picks a free port (the log's first line says which).
+    pub port: u16,
+    pub model: String,
+    pub latency: Latency,
+    /// Answer length when the request does not set `ignore_eos`.
+    pub eos_after: u64,
+    pub faults: Faults,
+}
+
+/// Serves until the process is killed; returns only if it cannot start.
+pub fn run(opts: MockOptions) -> Result<()> {
+    opts.latency.validate().map_err(cli::usage)?;
+    opts.faults.validate().map_err(cli::usage)?;
+    let listener = TcpListener::bind((opts.host.as_str(), opts.port))
+        .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
+    let addr = listener.local_addr()?;
+    let log = Log::new(Box::new(io::stdout()));
+    log.listening(addr);
+    eprintln!("mc-mock: serving {} on http://{addr}", opts.model);
+    let server = Server::new(opts, log);
+    http::serve(listener, server)?;
+    Ok(())
+}
+
+/// The request log on stdout: JSON lines, each flushed as written.
+struct Log {
+    inner: Mutex<LogState>,
+}
+
+struct LogState {
+    out: Box<dyn Write + Send>,
+    /// Numbered under the lock, so `seq` increases down the log.
+    next_seq: u64,
+}
+
+#[derive(Serialize)]
+struct Listening {
+    event: &'static str,
+    addr: String,
+}
+
+#[derive(Serialize)]
+struct RequestLine<'a> {
+    event: &'static str,
+    seq: u64,
+    unix_us: u64,
+    t_us: u64,
+    method: &'a str,
+    path: &'a str,
+    x_trace_line: Option<&'a str>,
+    x_request_id: Option<&'a str>,
+    x_session_id: Option<&'a str>,
+    prompt_tokens: Option<u64>,
+    max_tokens: Option<u64>,
+}
+
+impl Log {
+    fn new(out: Box<dyn Write + Send>) -> Self {
+        Log {
+            inner: Mutex::new(LogState { out, next_seq: 0 }),
+        }
+    }
+
+    fn listening(&self, addr: SocketAddr) {
+        let line = Listening {
+            event: "listening",
+            addr: addr.to_string(),
+        };
+        let mut state = self.lock();
+        write_line(&mut state.out, &line);
+    }
+
+    /// Logs a request that has arrived; returns its sequence number.
+    fn request(&self, req: &Request, start: Instant, ask: Option<&Ask>) -> u64 {
+        let unix_us = req
+            .arrival_wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| micros(d.as_micros()));
+        let t_us = micros(req.arrival.saturating_duration_since(start).as_micros());
+        let mut state = self.lock();
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        let line = RequestLine {
+            event: "request",
+            seq,
+            unix_us,
+            t_us,
+            method: &req.method,
+            path: &req.target,
+            x_trace_line: req.header("x-trace-line"),
+            x_request_id: req.header("x-request-id"),
+            x_session_id: req.header("x-session-id"),
+            prompt_tokens: ask.map(|a| a.prompt_tokens),
+            max_tokens: ask.and_then(|a| a.max_tokens),
+        };
+        write_line(&mut state.out, &line);
+        seq
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        // A thread that panicked mid-write leaves at worst a torn line; the
+        // log is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Writes one JSON line and flushes; errors are ignored because a closed
+/// stdout must not stop the server.
+fn write_line<T: Serialize>(out: &mut Box<dyn Write + Send>, value: &T) {
+    if let Ok(mut line) = serde_json::to_vec(value) {
+        line.push(b'\n');
+        let _ = out.write_all(&line).and_then(|()| out.flush());
+    }
+}
+
+fn micros(us: u128) -> u64 {
+    u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Where a request goes; a completion request's body is read on the way.
+enum Route {
+    Models,
+    Health,
+    Complete(Kind, Result<Ask, String>),
+    NotFound,
+    WrongMethod(&'static str),
+}
+
+fn route(req: &Request) -> Route {
+    let (allowed, kind) = match req.path() {
+        "/v1/models" => ("GET", None),
+        "/health" => ("GET", None),
+        "/v1/chat/completions" => ("POST", Some(Kind::Chat)),
+        "/v1/completions" => ("POST", Some(Kind::Completion)),
+        _ => return Route::NotFound,
+    };
+    if req.method != allowed {
+        return Route::WrongMethod(allowed);
+    }
+    match kind {
+        Some(kind) => Route::Complete(kind, request::parse(kind, &req.body)),
+        None if req.path() == "/health" => Route::Health,
+        None => Route::Models,
+    }
+}
+
+struct Server {
+    opts: MockOptions,
+    start: Instant,
+    started: SystemTime,
+    /// Makes response ids differ between runs.
+    nonce: u64,
+    log: Log,
+}
+
+impl Server {
+    fn new(opts: MockOptions, log: Log) -> Self {
+        let started = SystemTime::now();
+        let nonce = started
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Server {
+            opts,
+            start: Instant::now(),
+            started,
+            nonce,
+            log,
+        }
+    }
+
+    fn error(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()> {
+        self.error_with(conn, status, message, &[])
+    }
+
+    fn error_with(
+        &self,
+        conn: &mut Conn,
+        status: u16,
+        message: &str,
+        headers: &[(&str, &str)],
+    ) -> io::Result<()> {
+        let body = wire::error_body(message, status)?;
+        conn.respond(status, Some("application/json"), headers, &body)
+    }
+
+    fn complete(
+        &self,
+        conn: &mut Conn,
+        req: &Request,
+        kind: Kind,
+        ask: &Ask,
+        seq: u64,
+    ) -> io::Result<()> {
+        let answer = match ask.answer(self.opts.eos_after) {
+            Ok(a) => a,
+            Err(msg) => return self.error(conn, 400, &msg),
+        };
+        let faults = &self.opts.faults;
+        let faulty = faults.hits(seq);
+        if faulty {
+            if let Some(status) = faults.status {
+                let retry = faults.retry_after.to_string();
+                let headers: &[(&str, &str)] = if status == 429 {
+                    &[("retry-after", &retry)]
+                } else {
+                    &[]
+                };
+                return self.error_with(conn, status, "mc-mock injected error", headers);
+            }
+            if faults.hang {
+                conn.wait_for_close();
+                return Ok(());
+            }
+        }
+        let reply = Reply::new(
+            kind,
+            self.nonce ^ seq,
+            unix_secs(req.arrival_wall),
+            &self.opts.model,
+        );
+        let job = Job {
+            reply,
+            ask,
+            answer,
+            arrival: req.arrival,
+            latency: &self.opts.latency,
+            faults: if faulty { Some(faults) } else { None },
+            usage: !faults.no_usage,
+        };
+        if ask.stream {
+            job.stream(conn)
+        } else {
+            job.whole(conn)
+        }
+    }
+}
+
+impl Handler for Server {
+    fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
+        let route = route(&req);
+        let ask = match &route {
+            Route::Complete(_, Ok(ask)) => Some(ask),
+            _ => None,
+        };
+        let seq = self.log.request(&req, self.start, ask);
+        match route {
+            Route::Models => {
+                let body = wire::models(&self.opts.model, unix_secs(self.started))?;
+                conn.respond(200, Some("application/json"), &[], &body)
+            }
+            Route::Health => conn.respond(200, None, &[], b""),
+            Route::NotFound => self.error(conn, 404, "Not Found"),
+            Route::WrongMethod(allowed) => {
+                self.error_with(conn, 405, "Method Not Allowed", &[("allow", allowed)])
+            }
+            Route::Complete(kind, Ok(ask)) => self.complete(conn, &req, kind, &ask, seq),
+            Route::Complete(_, Err(msg)) => self.error(conn, 400, &msg),
+        }
+    }
+
+    fn reject(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()> {
+        self.error(conn, status, message)
+    }
+}
+
+/// One completion being answered.
+struct Job<'a> {
+    reply: Reply<'a>,
+    ask: &'a Ask,
+    answer: Answer,
+    arrival: Instant,
+    latency: &'a Latency,
+    /// The faults, when this request was chosen for them.
+    faults: Option<&'a Faults>,
+    usage: bool,
+}
+
+/// Whether a stream goes on after its faults had their say.
+enum Flow {
+    Go,
+    Ended,
+}
+
+impl Job<'_> {
+    fn deadline(&self, i: u64) -> Instant {
+        self.latency.deadline(self.arrival, self.ask.prompt_tokens, i)
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.usage
+            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens))
+    }
+
+    /// The SSE stream: role chunk at once (chat), one event per token on its
+    /// deadline, finish reason on the last, usage if asked, `[DONE]`.
+    fn stream(&self, conn: &mut Conn) -> io::Result<()> {
+        let mut out = conn.start_stream(200, "text/event-stream")?;
+        if self.reply.kind == Kind::Chat {
+            out.send(&wire::sse(&self.reply.role_chunk()?))?;
+        }
+        let n = self.answer.tokens;
+        let finish = self.answer.finish.as_str();
+        // A 0-token answer still needs an event to carry its finish reason.
+        let events = n.max(1);
+        for i in 0..events {
+            sleep_until(self.deadline(i));
+            if let Flow::Ended = self.inject(&mut out, i)? {
+                return Ok(());
+            }
+            let text = if n == 0 { "" } else { wire::token_text(i) };
+            let last = (i + 1 == events).then_some(finish);
+            out.send(&wire::sse(&self.reply.token_chunk(text, last)?))?;
+        }
+        if n > 0 {
+            if let Flow::Ended = self.inject(&mut out, n)? {
+                return Ok(());
+            }
+        }
+        if self.ask.include_usage {
+            if let Some(usage) = self.usage() {
+                out.send(&wire::sse(&self.reply.usage_chunk(usage)?))?;
+            }
+        }
+        out.send(wire::DONE)?;
+        out.finish()
+    }
+
+    /// Sends the stream faults due after `count` tokens.
+    fn inject(&self, out: &mut http::Stream<'_>, count: u64) -> io::Result<Flow> {
+        let Some(faults) = self.faults else {
+            return Ok(Flow::Go);
+        };
+        let due = faults.at(count);
+        if due.malformed {
+            out.send(wire::MALFORMED)?;
+        }
+        if due.error {
+            let body = wire::error_body("mc-mock injected stream error", 500)?;
+            out.send(&wire::sse(&body))?;
+            out.send(wire::DONE)?;
+            return Ok(Flow::Ended);
+        }
+        if due.drop {
+            out.abort();
+            return Ok(Flow::Ended);
+        }
+        Ok(Flow::Go)
+    }
+
+    /// A non-streaming response, sent when its last token is due.
+    fn whole(&self, conn: &mut Conn) -> io::Result<()> {
+        let n = self.answer.tokens;
+        let last = n.max(1) - 1;
+        if let Some(drop_after) = self.faults.and_then(|f| f.drop_after) {
+            if drop_after <= n {
+                sleep_until(self.deadline(drop_after.min(last)));
+                conn.abort();
+                return Ok(());
+            }
+        }
+        sleep_until(self.deadline(last));
+        let body = self
+            .reply
+            .full(&wire::answer_text(n), self.answer.finish.as_str(), self.usage())?;
+        conn.respond(200, Some("application/json"), &[], &body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, target: &str, body: &str) -> Request {
+        Request {
+            method: method.into(),
+            target: target.into(),
+            headers: vec![],
+            body: body.into(),
+            arrival: Instant::now(),
+            arrival_wall: SystemTime::now(),
+        }
+    }
+
+    #[test]
+    fn routes() {
+        assert!(matches!(route(&req("GET", "/v1/models?x", "")), Route::Models));
+        assert!(matches!(route(&req("GET", "/health", "")), Route::Health));
+        assert!(matches!(
+            route(&req("GET", "/v1/completions", "")),
+            Route::WrongMethod("POST")
+        ));
+        assert!(matches!(route(&req("POST", "/nope", "")), Route::NotFound));
+        assert!(matches!(
+            route(&req("POST", "/v1/chat/completions", "{")),
+            Route::Complete(Kind::Chat, Err(_))
+        ));
+    }
+
+    #[test]
+    fn log_lines_count_up_and_survive_a_closed_writer() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+        }
+        let log = Log::new(Box::new(Closed));
+        let req = req("GET", "/health", "");
+        assert_eq!(log.request(&req, Instant::now(), None), 0);
+        assert_eq!(log.request(&req, Instant::now(), None), 1);
+    }
+}

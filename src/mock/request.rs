@@ -1,0 +1,243 @@
+//! What a completion request asks for: streaming, usage, lengths, and the
+//! prompt's size, and from that the answer the mock gives.
+//!
+//! The mock has no tokenizer: a prompt token is a whitespace-separated word
+//! (a token id in a completions prompt given as ids).
+
+use serde_json::{Map, Value};
+
+/// vLLM's completions default, used for chat too.
+pub const DEFAULT_MAX_TOKENS: u64 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `/v1/chat/completions`
+    Chat,
+    /// `/v1/completions`
+    Completion,
+}
+
+/// The fields of a request body the mock acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub stream: bool,
+    pub include_usage: bool,
+    pub prompt_tokens: u64,
+    /// As requested (chat: `max_completion_tokens` wins over `max_tokens`).
+    pub max_tokens: Option<u64>,
+    pub min_tokens: u64,
+    pub ignore_eos: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    Stop,
+    Length,
+}
+
+impl Finish {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// The answer's length and why it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    pub tokens: u64,
+    pub finish: Finish,
+}
+
+/// Reads a request body; the error is the message for a 400.
+pub fn parse(kind: Kind, body: &[u8]) -> Result<Ask, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| "the body must be a JSON object".to_string())?;
+    let max_tokens = match kind {
+        Kind::Chat => match count(obj, "max_completion_tokens")? {
+            Some(n) => Some(n),
+            None => count(obj, "max_tokens")?,
+        },
+        Kind::Completion => count(obj, "max_tokens")?,
+    };
+    let include_usage = match obj.get("stream_options") {
+        Some(Value::Object(o)) => flag(o, "include_usage")?,
+        None | Some(Value::Null) => false,
+        Some(_) => return Err("`stream_options` must be an object".into()),
+    };
+    let prompt_tokens = match kind {
+        Kind::Chat => obj.get("messages").map_or(0, chat_words),
+        Kind::Completion => obj.get("prompt").map_or(0, prompt_words),
+    };
+    Ok(Ask {
+        stream: flag(obj, "stream")?,
+        include_usage,
+        prompt_tokens,
+        max_tokens,
+        min_tokens: count(obj, "min_tokens")?.unwrap_or(0),
+        ignore_eos: flag(obj, "ignore_eos")?,
+    })
+}
+
+impl Ask {
+    /// How long the answer is: with `ignore_eos` exactly the maximum;
+    /// otherwise the model "meets EOS" after `eos_after` tokens, kept within
+    /// `min_tokens..=max_tokens`.
+    pub fn answer(&self, eos_after: u64) -> Result<Answer, String> {
+        let max = self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if self.min_tokens > max {
+            // vLLM refuses this too.
+            return Err(format!(
+                "min_tokens ({}) must be less than or equal to max_tokens ({max})",
+                self.min_tokens
+            ));
+        }
+        if self.ignore_eos {
+            return Ok(Answer {
+                tokens: max,
+                finish: Finish::Length,
+            });
+        }
+        let tokens = eos_after.clamp(self.min_tokens, max);
+        let finish = if tokens < max {
+            Finish::Stop
+        } else {
+            Finish::Length
+        };
+        Ok(Answer { tokens, finish })
+    }
+}
+
+fn count(obj: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be a non-negative integer")),
+    }
+}
+
+fn flag(obj: &Map<String, Value>, key: &str) -> Result<bool, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("`{key}` must be true or false")),
+    }
+}
+
+fn words(s: &str) -> u64 {
+    s.split_whitespace().count() as u64
+}
+
+/// Words in every message's `content`: a string, or a list of parts whose
+/// `text` strings count (images and the like count nothing).
+fn chat_words(messages: &Value) -> u64 {
+    let Value::Array(messages) = messages else {
+        return 0;
+    };
+    messages
+        .iter()
+        .map(|m| match m.get("content") {
+            Some(Value::String(s)) => words(s),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .map(|p| match p.get("text") {
+                    Some(Value::String(s)) => words(s),
+                    _ => 0,
+                })
+                .sum(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// A completions prompt: a string (its words), a token id (one), or a list
+/// of either, nested for batches.
+fn prompt_words(prompt: &Value) -> u64 {
+    match prompt {
+        Value::String(s) => words(s),
+        Value::Number(_) => 1,
+        Value::Array(items) => items.iter().map(prompt_words).sum(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(body: &str) -> Ask {
+        parse(Kind::Chat, body.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn counts_chat_words_in_strings_and_text_parts() {
+        let a = chat(
+            r#"{"messages":[{"role":"system","content":"be  brief"},
+                {"role":"user","content":[{"type":"text","text":"one two three"},
+                                          {"type":"image_url","image_url":{"url":"x y"}}]},
+                {"role":"assistant","content":null}]}"#,
+        );
+        assert_eq!(a.prompt_tokens, 5);
+    }
+
+    #[test]
+    fn counts_completion_prompts_of_every_shape() {
+        let p = |s: &str| {
+            parse(Kind::Completion, format!(r#"{{"prompt":{s}}}"#).as_bytes())
+                .unwrap()
+                .prompt_tokens
+        };
+        assert_eq!(p(r#""a b c""#), 3);
+        assert_eq!(p(r#"["a b", "c"]"#), 3);
+        assert_eq!(p("[1, 2, 3, 4]"), 4);
+        assert_eq!(p("[[1, 2], [3]]"), 3);
+    }
+
+    #[test]
+    fn max_completion_tokens_wins_in_chat_only() {
+        let body = r#"{"max_tokens":5,"max_completion_tokens":7}"#;
+        assert_eq!(chat(body).max_tokens, Some(7));
+        let c = parse(Kind::Completion, body.as_bytes()).unwrap();
+        assert_eq!(c.max_tokens, Some(5));
+    }
+
+    #[test]
+    fn answer_lengths() {
+        let ask = |max, min, ignore| Ask {
+            stream: false,
+            include_usage: false,
+            prompt_tokens: 0,
+            max_tokens: max,
+            min_tokens: min,
+            ignore_eos: ignore,
+        };
+        let a = |t, f| Ok(Answer { tokens: t, finish: f });
+        assert_eq!(ask(Some(100), 0, false).answer(64), a(64, Finish::Stop));
+        assert_eq!(ask(Some(10), 0, false).answer(64), a(10, Finish::Length));
+        assert_eq!(ask(Some(100), 80, false).answer(64), a(80, Finish::Stop));
+        assert_eq!(ask(Some(100), 0, true).answer(64), a(100, Finish::Length));
+        assert_eq!(ask(None, 0, true).answer(64), a(16, Finish::Length));
+        assert_eq!(ask(Some(0), 0, false).answer(64), a(0, Finish::Length));
+        assert!(ask(Some(5), 6, false).answer(64).is_err());
+    }
+
+    #[test]
+    fn bad_bodies_are_errors() {
+        for bad in [
+            "{",
+            "[]",
+            r#"{"max_tokens":-1}"#,
+            r#"{"max_tokens":"5"}"#,
+            r#"{"stream":"yes"}"#,
+        ] {
+            assert!(parse(Kind::Chat, bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+}
