@@ -652,3 +652,147 @@ fn delta_turns_carry_the_live_conversation() {
         .unwrap();
     assert_eq!(last.1["messages"], json!([{"role": "user", "content": "second"}]));
 }
+
+#[test]
+fn waiting_for_a_slot_is_lag_and_a_late_run_is_degraded() {
+    // Four rows due at once, one slot, 100 ms each: the last waits ~300 ms.
+    let mock = Mock::start(&["--ttft-ms", "100"]);
+    let rows: Vec<Value> = (0..4)
+        .map(|_| json!({"timestamp": 0, "input_length": 4, "output_length": 1}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = ["--model", "m", "--concurrency", "1", "--summary", summary.to_str().unwrap()];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lags: Vec<f64> = run.results.iter().map(|r| r.lag_ms).collect();
+    lags.sort_by(f64::total_cmp);
+    assert!(lags[0] < 30.0 && lags[3] >= 290.0, "{lags:?}");
+    for r in &run.results {
+        assert_eq!(r.t_sched_ms, 0.0);
+        // Scheduled latency includes the wait; E2E does not.
+        let (s, e) = (r.sched_latency_ms.unwrap(), r.e2e_ms.unwrap());
+        assert!((s - (e + r.lag_ms)).abs() < 0.01, "{r:?}");
+    }
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert!(s.degraded);
+    assert!(run.stderr.contains("WARNING: degraded run"), "{}", run.stderr);
+}
+
+#[test]
+fn duration_stops_sending() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..10)
+        .map(|i| json!({"timestamp": i * 100, "input_length": 4, "output_length": 1}))
+        .collect();
+    let run = replay(&mock.url, &["--model", "m", "--duration", "0.35"], &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut sched: Vec<f64> = run.results.iter().map(|r| r.t_sched_ms).collect();
+    sched.sort_by(f64::total_cmp);
+    assert_eq!(sched, [0.0, 100.0, 200.0, 300.0]);
+    assert!(run.stderr.contains("6 rows not sent"), "{}", run.stderr);
+}
+
+#[test]
+fn speedup_divides_timestamps_and_delays() {
+    let mock = Mock::start(&[]);
+    let trace = lines(&[
+        json!({"session_id": "s", "timestamp": 1000, "input_length": 4, "output_length": 1}),
+        json!({"session_id": "s", "delay": 200, "input_length": 4, "output_length": 1}),
+        json!({"timestamp": 1400, "input_length": 4, "output_length": 1}),
+    ]);
+    let run = replay(&mock.url, &["--model", "m", "--speedup", "4"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = by_line(&run.results);
+    assert_eq!(r[&1].t_sched_ms, 0.0);
+    assert_eq!(r[&3].t_sched_ms, 100.0);
+    // delay 200 / 4 = 50 ms after turn 0 ends (to the µs).
+    let want = r[&1].t_end_ms + 50.0;
+    assert!((r[&2].t_sched_ms - want).abs() < 0.002, "{:?} vs {want}", r[&2]);
+}
+
+#[test]
+fn a_server_that_ignores_stream_is_measured_whole() {
+    // `stream: false` through --extra-body: mc-mock answers with one JSON body.
+    let mock = Mock::start(&["--ttft-ms", "30", "--itl-ms", "2"]);
+    let args = ["--model", "m", "--extra-body", r#"{"stream": false}"#];
+    let run = replay(&mock.url, &args, &two_rows());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for r in &run.results {
+        assert_eq!(r.status, "ok");
+        assert_eq!(r.chunks, 1);
+        assert_eq!(r.completion_tokens, Some(4));
+        assert!(!r.tokens_estimated);
+        // The whole answer comes when its last token is due: 30 + 3 * 2 ms.
+        assert!(r.ttft_ms.unwrap() >= 36.0, "{r:?}");
+        assert_eq!(r.ttft_ms, r.e2e_ms);
+    }
+}
+
+#[test]
+fn no_exact_output_leaves_the_length_to_the_server() {
+    let server = Capture::start();
+    let trace = lines(&[json!({"timestamp": 0, "input_length": 3, "output_length": 9})]);
+    let run = replay(&server.url, &["--model", "M", "--no-exact-output"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (_, b) = &server.requests()[0];
+    assert_eq!(b["max_tokens"], 9);
+    assert!(b.get("min_tokens").is_none() && b.get("ignore_eos").is_none());
+}
+
+#[test]
+fn messages_need_the_chat_endpoint() {
+    let trace = "{\"timestamp\":0,\"input_length\":2}\n{\"timestamp\":1,\"messages\":[]}\n";
+    let run = replay(
+        "http://127.0.0.1:9",
+        &["--model", "m", "--endpoint", "completions"],
+        trace,
+    );
+    assert_eq!(run.code, 65);
+    assert!(run.stderr.contains("line 2: field `messages`"), "{}", run.stderr);
+}
+
+#[test]
+fn prompts_with_a_real_tokenizer_are_exact() {
+    let Some(data) = crate::util::data_dir("prompts_with_a_real_tokenizer_are_exact") else {
+        return;
+    };
+    let tok_path = data.join("tokenizers/deepseek-v4/tokenizer.json");
+    let tok = tokenizers::Tokenizer::from_file(&tok_path).unwrap();
+    use mctrace::replay::prompt::{Synth, Vocab};
+    // The built-in words (no --tokenizer) are one token each in this
+    // tokenizer, so even without it prompt lengths are close.
+    let builtin = Synth::new(Vocab::builtin(), 0, 512);
+    let exact = Synth::new(Vocab::for_tokenizer(&tok).unwrap(), 0, 512);
+    for (synth, tolerance) in [(&builtin, 0.01), (&exact, 0.0)] {
+        for (len, ids) in [(1000u64, vec![1u64, 2]), (512, vec![3]), (77, vec![]), (3000, vec![1, 2, 5, 6, 7, 8])] {
+            let mut text = String::new();
+            synth.prompt(9, len, &ids, &mut text);
+            let got = tok.encode(text.as_str(), false).unwrap().get_ids().len() as f64;
+            let err = (got - len as f64).abs() / len as f64;
+            assert!(err <= tolerance, "{len} tokens wanted, {got} encoded");
+        }
+    }
+    // mc-replay --tokenizer checks its prompts and says so.
+    let server = Capture::start();
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 1000, "hash_ids": [1, 2], "output_length": 1}),
+        json!({"timestamp": 1, "input_length": 1500, "hash_ids": [1, 2, 3], "output_length": 1}),
+    ]);
+    let run = replay(
+        &server.url,
+        &["--model", "M", "--tokenizer", tok_path.to_str().unwrap()],
+        &trace,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("prompts re-encoded, largest difference 0 tokens"),
+        "{}",
+        run.stderr
+    );
+    for (_, b) in server.requests() {
+        let text = b["messages"][0]["content"].as_str().unwrap().to_string();
+        let n = tok.encode(text.as_str(), false).unwrap().get_ids().len();
+        assert!(n == 1000 || n == 1500, "{n}");
+    }
+}

@@ -195,6 +195,8 @@ fn read_stream(
         let n = match body.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
+            // Everything arrived; only the end of the HTTP body went wrong.
+            Err(_) if done => break,
             Err(e) => {
                 let e = ureq::Error::from(e);
                 let f = match e {
