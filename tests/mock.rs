@@ -127,7 +127,9 @@ impl Raw {
     fn connect(addr: &str) -> Raw {
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Raw { r: BufReader::new(s) }
+        Raw {
+            r: BufReader::new(s),
+        }
     }
 
     fn send(&mut self, method: &str, path: &str, headers: &str, body: &str) {
@@ -201,7 +203,10 @@ impl Raw {
                         .strip_prefix("data: ")
                         .and_then(|t| t.strip_suffix("\n\n"))
                         .unwrap_or_else(|| panic!("not one SSE event: {text:?}"));
-                    assert!(!payload.contains('\n'), "several events in a chunk: {text:?}");
+                    assert!(
+                        !payload.contains('\n'),
+                        "several events in a chunk: {text:?}"
+                    );
                     s.events.push(payload.to_string());
                     s.times.push(Instant::now());
                 }
@@ -312,14 +317,14 @@ fn chat_stream_is_vllms_event_sequence() {
         json!([{"index": 0, "delta": {"role": "assistant", "content": ""},
                 "logprobs": null, "finish_reason": null}])
     );
-    for i in 0..5 {
+    for (i, word) in WORDS.iter().take(5).enumerate() {
         let ev = s.json(1 + i);
         assert_eq!(ev["id"], id.as_str());
         assert_eq!(ev["object"], "chat.completion.chunk");
         let finish = if i == 4 { json!("length") } else { Value::Null };
         assert_eq!(
             ev["choices"],
-            json!([{"index": 0, "delta": {"content": WORDS[i]},
+            json!([{"index": 0, "delta": {"content": word},
                     "logprobs": null, "finish_reason": finish}])
         );
     }
@@ -346,14 +351,14 @@ fn completions_stream_has_no_role_chunk() {
     let s = raw.streamed();
     assert!(s.clean_end);
     assert_eq!(s.events.len(), 3 + 1 + 1);
-    for i in 0..3 {
+    for (i, word) in WORDS.iter().take(3).enumerate() {
         let ev = s.json(i);
         assert!(ev["id"].as_str().unwrap().starts_with("cmpl-"));
         assert_eq!(ev["object"], "text_completion");
         let finish = if i == 2 { json!("length") } else { Value::Null };
         assert_eq!(
             ev["choices"],
-            json!([{"index": 0, "text": WORDS[i], "logprobs": null,
+            json!([{"index": 0, "text": word, "logprobs": null,
                     "finish_reason": finish, "stop_reason": null}])
         );
     }
@@ -462,7 +467,10 @@ fn unreadable_requests_are_refused_and_closed() {
     assert_eq!(head.header("connection"), Some("close"));
     // Headers over 64 KiB.
     let mut raw = mock.raw();
-    let big = format!("GET /health HTTP/1.1\r\nx-big: {}\r\n\r\n", "a".repeat(70_000));
+    let big = format!(
+        "GET /health HTTP/1.1\r\nx-big: {}\r\n\r\n",
+        "a".repeat(70_000)
+    );
     raw.r.get_mut().write_all(big.as_bytes()).unwrap();
     assert_eq!(raw.head().status, 413);
 }
@@ -506,12 +514,21 @@ fn answer_length_follows_eos_after_ignore_eos_and_min_tokens() {
         let v = post_json(&mock, "/v1/completions", &body);
         (
             v["usage"]["completion_tokens"].as_u64().unwrap(),
-            v["choices"][0]["finish_reason"].as_str().unwrap().to_string(),
+            v["choices"][0]["finish_reason"]
+                .as_str()
+                .unwrap()
+                .to_string(),
         )
     };
     assert_eq!(answer(json!({"max_tokens": 10})), (3, "stop".into()));
-    assert_eq!(answer(json!({"max_tokens": 10, "ignore_eos": true})), (10, "length".into()));
-    assert_eq!(answer(json!({"max_tokens": 10, "min_tokens": 5})), (5, "stop".into()));
+    assert_eq!(
+        answer(json!({"max_tokens": 10, "ignore_eos": true})),
+        (10, "length".into())
+    );
+    assert_eq!(
+        answer(json!({"max_tokens": 10, "min_tokens": 5})),
+        (5, "stop".into())
+    );
     assert_eq!(answer(json!({"max_tokens": 2})), (2, "length".into()));
     assert_eq!(answer(json!({"ignore_eos": true})), (16, "length".into()));
 
@@ -568,7 +585,10 @@ fn tokens_arrive_on_the_latency_model() {
     let role = ms(s.times[0] - sent);
     let first = ms(s.times[1] - sent);
     let last = ms(s.times[10] - sent);
-    assert!(role + 40.0 < first, "role chunk at {role} ms, first token at {first} ms");
+    assert!(
+        role + 40.0 < first,
+        "role chunk at {role} ms, first token at {first} ms"
+    );
     assert!((100.0..250.0).contains(&first), "first token at {first} ms");
     assert!((190.0..340.0).contains(&last), "last token at {last} ms");
 
@@ -580,7 +600,10 @@ fn tokens_arrive_on_the_latency_model() {
     let head = raw.head();
     let took = ms(sent.elapsed());
     raw.body(&head);
-    assert!((190.0..340.0).contains(&took), "whole response after {took} ms");
+    assert!(
+        (190.0..340.0).contains(&took),
+        "whole response after {took} ms"
+    );
 }
 
 #[test]
@@ -613,7 +636,14 @@ fn fail_rate_picks_a_repeatable_mix() {
     let statuses = |seed: &str| {
         let mock = Mock::start(&["--status", "503", "--fail-rate", "0.5", "--seed", seed]);
         (0..40)
-            .map(|_| post(&mock, "/v1/completions", &json!({"prompt": "p", "max_tokens": 1})).0)
+            .map(|_| {
+                post(
+                    &mock,
+                    "/v1/completions",
+                    &json!({"prompt": "p", "max_tokens": 1}),
+                )
+                .0
+            })
             .collect::<Vec<u16>>()
     };
     let a = statuses("1");
@@ -629,8 +659,11 @@ fn drop_after_cuts_the_stream() {
     let mut raw = mock.raw();
     raw.post(
         "/v1/chat/completions",
-        &chat_body(6, json!({"stream": true, "ignore_eos": true,
-                             "stream_options": {"include_usage": true}})),
+        &chat_body(
+            6,
+            json!({"stream": true, "ignore_eos": true,
+                             "stream_options": {"include_usage": true}}),
+        ),
     );
     let s = raw.streamed();
     assert!(!s.clean_end, "the body must not end properly");
@@ -686,7 +719,10 @@ fn hang_never_answers() {
     let mut byte = [0u8; 1];
     let err = raw.r.read(&mut byte).unwrap_err();
     assert!(
-        matches!(err.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
+        matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
         "{err:?}"
     );
     // It did arrive.
@@ -699,8 +735,11 @@ fn no_usage_sends_none() {
     let mut raw = mock.raw();
     raw.post(
         "/v1/chat/completions",
-        &chat_body(2, json!({"stream": true, "ignore_eos": true,
-                             "stream_options": {"include_usage": true}})),
+        &chat_body(
+            2,
+            json!({"stream": true, "ignore_eos": true,
+                             "stream_options": {"include_usage": true}}),
+        ),
     );
     let s = raw.streamed();
     assert_eq!(s.events.len(), 1 + 2 + 1, "{:?}", s.events);

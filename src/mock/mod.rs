@@ -326,7 +326,8 @@ enum Flow {
 
 impl Job<'_> {
     fn deadline(&self, i: u64) -> Instant {
-        self.latency.deadline(self.arrival, self.ask.prompt_tokens, i)
+        self.latency
+            .deadline(self.arrival, self.ask.prompt_tokens, i)
     }
 
     fn usage(&self) -> Option<Usage> {
@@ -404,9 +405,11 @@ impl Job<'_> {
             }
         }
         sleep_until(self.deadline(last));
-        let body = self
-            .reply
-            .full(&wire::answer_text(n), self.answer.finish.as_str(), self.usage())?;
+        let body = self.reply.full(
+            &wire::answer_text(n),
+            self.answer.finish.as_str(),
+            self.usage(),
+        )?;
         conn.respond(200, Some("application/json"), &[], &body)
     }
 }
@@ -434,7 +437,10 @@ mod tests {
 
     #[test]
     fn routes() {
-        assert!(matches!(route(&req("GET", "/v1/models?x", "")), Route::Models));
+        assert!(matches!(
+            route(&req("GET", "/v1/models?x", "")),
+            Route::Models
+        ));
         assert!(matches!(route(&req("GET", "/health", "")), Route::Health));
         assert!(matches!(
             route(&req("GET", "/v1/completions", "")),
