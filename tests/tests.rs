@@ -2,6 +2,7 @@
 
 mod analyze;
 mod cap;
+mod mock;
 mod nat;
 mod pipe;
 mod props;

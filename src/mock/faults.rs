@@ -36,7 +36,9 @@ impl Faults {
     pub fn validate(&self) -> Result<(), String> {
         if let Some(s) = self.status {
             if !(400..=599).contains(&s) {
-                return Err(format!("--status must be an error status (400-599), not {s}"));
+                return Err(format!(
+                    "--status must be an error status (400-599), not {s}"
+                ));
             }
         }
         if let Some(r) = self.fail_rate {
@@ -136,7 +138,10 @@ mod tests {
         assert!((2300..2700).contains(&hits), "{hits}");
         let again = (0..10_000).filter(|&s| f.hits(s)).count();
         assert_eq!(hits, again);
-        let other_seed = Faults { seed: 8, ..f.clone() };
+        let other_seed = Faults {
+            seed: 8,
+            ..f.clone()
+        };
         assert!((0..100).any(|s| f.hits(s) != other_seed.hits(s)));
     }
 

@@ -175,7 +175,10 @@ impl Conn {
         if header(&head.headers, "transfer-encoding").is_some() {
             // Without Content-Length we cannot tell where the body ends, and
             // the clients this mock serves never send chunked bodies.
-            return Err(reject(411, "chunked request bodies are not supported; send Content-Length"));
+            return Err(reject(
+                411,
+                "chunked request bodies are not supported; send Content-Length",
+            ));
         }
         let len = match header(&head.headers, "content-length") {
             None => 0,
@@ -250,7 +253,10 @@ impl Conn {
     }
 
     fn read_body(&mut self, len: u64) -> io::Result<Vec<u8>> {
-        let buffered = self.buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+        let buffered = self
+            .buf
+            .len()
+            .min(usize::try_from(len).unwrap_or(usize::MAX));
         let mut body: Vec<u8> = self.buf.drain(..buffered).collect();
         let rest = len - buffered as u64;
         // `take` grows the buffer as bytes arrive, so a client that announces
@@ -302,7 +308,10 @@ impl Conn {
     }
 
     fn head(&self, status: u16, content_type: Option<&str>, extra: &[(&str, &str)]) -> Vec<u8> {
-        let mut out = format!("HTTP/1.1 {status} {}\r\nserver: mc-mock\r\n", reason(status));
+        let mut out = format!(
+            "HTTP/1.1 {status} {}\r\nserver: mc-mock\r\n",
+            reason(status)
+        );
         if let Some(ct) = content_type {
             out.push_str(&format!("content-type: {ct}\r\n"));
         }
@@ -449,7 +458,9 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
 
 /// Whether a comma-separated header value holds `token` (case-insensitive).
 fn has_token(value: &str, token: &str) -> bool {
-    value.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+    value
+        .split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -486,8 +497,9 @@ mod tests {
 
     #[test]
     fn parses_a_head() {
-        let h = parse_head("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace-Line:  7 \r\n\r\n")
-            .unwrap();
+        let h =
+            parse_head("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace-Line:  7 \r\n\r\n")
+                .unwrap();
         assert_eq!(h.method, "POST");
         assert_eq!(h.target, "/v1/completions?x=1");
         assert_eq!(header(&h.headers, "x-trace-line"), Some("7"));
@@ -500,7 +512,10 @@ mod tests {
             "GET / HTTP/1.1\r\nno colon\r\n\r\n",
             "GET / HTTP/1.1\r\n folded: x\r\n\r\n",
         ] {
-            assert!(matches!(parse_head(bad), Err(ReadError::Reject { status: 400, .. })), "{bad}");
+            assert!(
+                matches!(parse_head(bad), Err(ReadError::Reject { status: 400, .. })),
+                "{bad}"
+            );
         }
         assert!(matches!(
             parse_head("GET / HTTP/2\r\n\r\n"),

@@ -315,15 +315,19 @@ struct Job<'a> {
     usage: bool,
 }
 
-/// Whether a stream goes on after its faults had their say.
+/// What a stream does after its faults had their say.
 enum Flow {
     Go,
-    Ended,
+    /// End properly now: `[DONE]` and the end of the body.
+    Done,
+    /// The connection was cut.
+    Cut,
 }
 
 impl Job<'_> {
     fn deadline(&self, i: u64) -> Instant {
-        self.latency.deadline(self.arrival, self.ask.prompt_tokens, i)
+        self.latency
+            .deadline(self.arrival, self.ask.prompt_tokens, i)
     }
 
     fn usage(&self) -> Option<Usage> {
@@ -344,16 +348,20 @@ impl Job<'_> {
         let events = n.max(1);
         for i in 0..events {
             sleep_until(self.deadline(i));
-            if let Flow::Ended = self.inject(&mut out, i)? {
-                return Ok(());
+            match self.inject(&mut out, i)? {
+                Flow::Go => {}
+                Flow::Done => return end(out),
+                Flow::Cut => return Ok(()),
             }
             let text = if n == 0 { "" } else { wire::token_text(i) };
             let last = (i + 1 == events).then_some(finish);
             out.send(&wire::sse(&self.reply.token_chunk(text, last)?))?;
         }
         if n > 0 {
-            if let Flow::Ended = self.inject(&mut out, n)? {
-                return Ok(());
+            match self.inject(&mut out, n)? {
+                Flow::Go => {}
+                Flow::Done => return end(out),
+                Flow::Cut => return Ok(()),
             }
         }
         if self.ask.include_usage {
@@ -361,8 +369,7 @@ impl Job<'_> {
                 out.send(&wire::sse(&self.reply.usage_chunk(usage)?))?;
             }
         }
-        out.send(wire::DONE)?;
-        out.finish()
+        end(out)
     }
 
     /// Sends the stream faults due after `count` tokens.
@@ -377,12 +384,11 @@ impl Job<'_> {
         if due.error {
             let body = wire::error_body("mc-mock injected stream error", 500)?;
             out.send(&wire::sse(&body))?;
-            out.send(wire::DONE)?;
-            return Ok(Flow::Ended);
+            return Ok(Flow::Done);
         }
         if due.drop {
             out.abort();
-            return Ok(Flow::Ended);
+            return Ok(Flow::Cut);
         }
         Ok(Flow::Go)
     }
@@ -399,11 +405,19 @@ impl Job<'_> {
             }
         }
         sleep_until(self.deadline(last));
-        let body = self
-            .reply
-            .full(&wire::answer_text(n), self.answer.finish.as_str(), self.usage())?;
+        let body = self.reply.full(
+            &wire::answer_text(n),
+            self.answer.finish.as_str(),
+            self.usage(),
+        )?;
         conn.respond(200, Some("application/json"), &[], &body)
     }
+}
+
+/// `[DONE]`, then the end of the chunked body.
+fn end(mut out: http::Stream<'_>) -> io::Result<()> {
+    out.send(wire::DONE)?;
+    out.finish()
 }
 
 #[cfg(test)]
@@ -423,7 +437,10 @@ mod tests {
 
     #[test]
     fn routes() {
-        assert!(matches!(route(&req("GET", "/v1/models?x", "")), Route::Models));
+        assert!(matches!(
+            route(&req("GET", "/v1/models?x", "")),
+            Route::Models
+        ));
         assert!(matches!(route(&req("GET", "/health", "")), Route::Health));
         assert!(matches!(
             route(&req("GET", "/v1/completions", "")),

@@ -218,7 +218,12 @@ mod tests {
             min_tokens: min,
             ignore_eos: ignore,
         };
-        let a = |t, f| Ok(Answer { tokens: t, finish: f });
+        let a = |t, f| {
+            Ok(Answer {
+                tokens: t,
+                finish: f,
+            })
+        };
         assert_eq!(ask(Some(100), 0, false).answer(64), a(64, Finish::Stop));
         assert_eq!(ask(Some(10), 0, false).answer(64), a(10, Finish::Length));
         assert_eq!(ask(Some(100), 80, false).answer(64), a(80, Finish::Stop));

@@ -138,7 +138,12 @@ impl<'a> Reply<'a> {
         }
     }
 
-    fn envelope<C>(&self, object: &'static str, choices: C, usage: Option<Usage>) -> Envelope<'_, C> {
+    fn envelope<C>(
+        &self,
+        object: &'static str,
+        choices: C,
+        usage: Option<Usage>,
+    ) -> Envelope<'_, C> {
         Envelope {
             id: &self.id,
             object,

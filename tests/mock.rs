@@ -1,0 +1,791 @@
+//! mc-mock: vLLM's wire format, keep-alive, the latency model, every fault,
+//! and the request log. Each test starts its own server on a free port.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// A running mc-mock, killed when dropped (also when a test fails).
+struct Mock {
+    child: Child,
+    log: BufReader<ChildStdout>,
+    addr: String,
+}
+
+impl Mock {
+    fn start(args: &[&str]) -> Mock {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-mock"))
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut mock = Mock {
+            child,
+            log: BufReader::new(stdout),
+            addr: String::new(),
+        };
+        let first = mock.next_line();
+        let listening: Listening = serde_json::from_str(&first).unwrap();
+        assert_eq!(listening.event, "listening");
+        mock.addr = listening.addr;
+        mock
+    }
+
+    fn next_line(&mut self) -> String {
+        let mut line = String::new();
+        self.log.read_line(&mut line).unwrap();
+        assert!(line.ends_with('\n'), "no log line: {line:?}");
+        line
+    }
+
+    /// The next request log line, read into the strict type.
+    fn next_request(&mut self) -> RequestLog {
+        let line = self.next_line();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn raw(&self) -> Raw {
+        Raw::connect(&self.addr)
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Listening {
+    event: String,
+    addr: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestLog {
+    event: String,
+    seq: u64,
+    unix_us: u64,
+    t_us: u64,
+    method: String,
+    path: String,
+    x_trace_line: Option<String>,
+    x_request_id: Option<String>,
+    x_session_id: Option<String>,
+    prompt_tokens: Option<u64>,
+    max_tokens: Option<u64>,
+}
+
+/// HTTP by hand, to see the exact framing.
+struct Raw {
+    r: BufReader<TcpStream>,
+}
+
+struct Head {
+    status: u16,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A streamed body: each chunk's SSE payload (after `data: `) and when it
+/// was read, and whether the body ended with the zero-length chunk.
+struct Streamed {
+    events: Vec<String>,
+    times: Vec<Instant>,
+    clean_end: bool,
+}
+
+impl Streamed {
+    fn json(&self, i: usize) -> Value {
+        serde_json::from_str(&self.events[i]).unwrap_or_else(|e| panic!("{e}: {}", self.events[i]))
+    }
+}
+
+impl Raw {
+    fn connect(addr: &str) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw {
+            r: BufReader::new(s),
+        }
+    }
+
+    fn send(&mut self, method: &str, path: &str, headers: &str, body: &str) {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n{headers}\r\n{body}",
+            body.len()
+        );
+        self.r.get_mut().write_all(req.as_bytes()).unwrap();
+    }
+
+    fn post(&mut self, path: &str, body: &Value) {
+        self.send("POST", path, "", &body.to_string());
+    }
+
+    fn line(&mut self) -> io::Result<String> {
+        let mut line = String::new();
+        self.r.read_line(&mut line)?;
+        if !line.ends_with("\r\n") {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        line.truncate(line.len() - 2);
+        Ok(line)
+    }
+
+    fn head(&mut self) -> Head {
+        let status_line = self.line().unwrap();
+        let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let line = self.line().unwrap();
+            if line.is_empty() {
+                return Head { status, headers };
+            }
+            let (k, v) = line.split_once(':').unwrap();
+            headers.push((k.to_string(), v.trim().to_string()));
+        }
+    }
+
+    /// A `Content-Length` body.
+    fn body(&mut self, head: &Head) -> String {
+        let len: usize = head.header("content-length").unwrap().parse().unwrap();
+        let mut body = vec![0; len];
+        self.r.read_exact(&mut body).unwrap();
+        String::from_utf8(body).unwrap()
+    }
+
+    /// One chunk of a chunked body; `None` for the zero-length last chunk.
+    fn chunk(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let size = usize::from_str_radix(&self.line()?, 16).unwrap();
+        let mut data = vec![0; size + 2];
+        self.r.read_exact(&mut data)?;
+        assert!(data.ends_with(b"\r\n"));
+        data.truncate(size);
+        Ok((size > 0).then_some(data))
+    }
+
+    /// Reads a chunked SSE body to its end (or to a cut connection).
+    /// Every chunk must be exactly one event.
+    fn stream(&mut self) -> Streamed {
+        let mut s = Streamed {
+            events: vec![],
+            times: vec![],
+            clean_end: false,
+        };
+        loop {
+            match self.chunk() {
+                Ok(Some(data)) => {
+                    let text = String::from_utf8(data).unwrap();
+                    let payload = text
+                        .strip_prefix("data: ")
+                        .and_then(|t| t.strip_suffix("\n\n"))
+                        .unwrap_or_else(|| panic!("not one SSE event: {text:?}"));
+                    assert!(
+                        !payload.contains('\n'),
+                        "several events in a chunk: {text:?}"
+                    );
+                    s.events.push(payload.to_string());
+                    s.times.push(Instant::now());
+                }
+                Ok(None) => {
+                    s.clean_end = true;
+                    return s;
+                }
+                Err(_) => return s,
+            }
+        }
+    }
+
+    /// Head then stream, checking the streaming headers.
+    fn streamed(&mut self) -> Streamed {
+        let head = self.head();
+        assert_eq!(head.status, 200);
+        assert_eq!(head.header("content-type"), Some("text/event-stream"));
+        assert_eq!(head.header("transfer-encoding"), Some("chunked"));
+        self.stream()
+    }
+
+    /// Whether the server closed the connection (EOF, not a timeout).
+    fn at_eof(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.r.read(&mut byte), Ok(0))
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// POSTs JSON with ureq: status, Retry-After, body.
+fn post(mock: &Mock, path: &str, body: &Value) -> (u16, Option<String>, String) {
+    let mut resp = agent()
+        .post(mock.url(path))
+        .header("content-type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = resp.body_mut().read_to_string().unwrap();
+    (resp.status().as_u16(), retry, text)
+}
+
+fn post_json(mock: &Mock, path: &str, body: &Value) -> Value {
+    let (status, _, text) = post(mock, path, body);
+    assert_eq!(status, 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The words the mock answers with, in order.
+const WORDS: [&str; 8] = [" the", " of", " and", " to", " in", " is", " it", " on"];
+
+fn chat_body(max_tokens: u64, extra: Value) -> Value {
+    let mut body = json!({
+        "model": "mock-model",
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "one two three"}]}
+        ],
+        "max_tokens": max_tokens,
+    });
+    merge(&mut body, extra);
+    body
+}
+
+fn merge(body: &mut Value, extra: Value) {
+    if let (Some(b), Value::Object(e)) = (body.as_object_mut(), extra) {
+        b.extend(e);
+    }
+}
+
+/// The content of every content event of a chat stream (after the role chunk).
+fn contents(s: &Streamed) -> Vec<Value> {
+    (0..s.events.len())
+        .filter(|&i| s.events[i] != "[DONE]")
+        .map(|i| s.json(i))
+        .filter(|v| v["choices"].as_array().is_some_and(|c| !c.is_empty()))
+        .skip(1)
+        .collect()
+}
+
+#[test]
+fn chat_stream_is_vllms_event_sequence() {
+    let mock = Mock::start(&["--model", "m1"]);
+    let mut raw = mock.raw();
+    let opts = json!({"stream": true, "ignore_eos": true,
+                      "stream_options": {"include_usage": true}});
+    raw.post("/v1/chat/completions", &chat_body(5, opts));
+    let s = raw.streamed();
+    assert!(s.clean_end);
+    assert_eq!(s.events.len(), 1 + 5 + 1 + 1, "{:?}", s.events);
+
+    let role = s.json(0);
+    let id = role["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("chatcmpl-"), "{id}");
+    assert_eq!(role["object"], "chat.completion.chunk");
+    assert_eq!(role["model"], "m1");
+    assert!(role["created"].is_u64());
+    assert_eq!(
+        role["choices"],
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""},
+                "logprobs": null, "finish_reason": null}])
+    );
+    for (i, word) in WORDS.iter().take(5).enumerate() {
+        let ev = s.json(1 + i);
+        assert_eq!(ev["id"], id.as_str());
+        assert_eq!(ev["object"], "chat.completion.chunk");
+        let finish = if i == 4 { json!("length") } else { Value::Null };
+        assert_eq!(
+            ev["choices"],
+            json!([{"index": 0, "delta": {"content": word},
+                    "logprobs": null, "finish_reason": finish}])
+        );
+    }
+    let usage = s.json(6);
+    assert_eq!(usage["id"], id.as_str());
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(
+        usage["usage"],
+        json!({"prompt_tokens": 5, "total_tokens": 10, "completion_tokens": 5,
+               "prompt_tokens_details": {"cached_tokens": 0}})
+    );
+    assert_eq!(s.events[7], "[DONE]");
+}
+
+#[test]
+fn completions_stream_has_no_role_chunk() {
+    let mock = Mock::start(&[]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/completions",
+        &json!({"prompt": "a b c d", "max_tokens": 3, "ignore_eos": true, "stream": true,
+                "stream_options": {"include_usage": true}}),
+    );
+    let s = raw.streamed();
+    assert!(s.clean_end);
+    assert_eq!(s.events.len(), 3 + 1 + 1);
+    for (i, word) in WORDS.iter().take(3).enumerate() {
+        let ev = s.json(i);
+        assert!(ev["id"].as_str().unwrap().starts_with("cmpl-"));
+        assert_eq!(ev["object"], "text_completion");
+        let finish = if i == 2 { json!("length") } else { Value::Null };
+        assert_eq!(
+            ev["choices"],
+            json!([{"index": 0, "text": word, "logprobs": null,
+                    "finish_reason": finish, "stop_reason": null}])
+        );
+    }
+    let usage = s.json(3);
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"]["prompt_tokens"], 4);
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
+    assert_eq!(s.events[4], "[DONE]");
+
+    // Without include_usage, no usage event.
+    raw.post(
+        "/v1/completions",
+        &json!({"prompt": [1, 2], "max_tokens": 2, "ignore_eos": true, "stream": true}),
+    );
+    let s = raw.streamed();
+    assert_eq!(s.events.len(), 2 + 1);
+    assert_eq!(s.events[2], "[DONE]");
+}
+
+#[test]
+fn non_streaming_bodies() {
+    let mock = Mock::start(&[]);
+    let chat = post_json(
+        &mock,
+        "/v1/chat/completions",
+        &chat_body(3, json!({"ignore_eos": true})),
+    );
+    assert_eq!(chat["object"], "chat.completion");
+    assert!(chat["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(chat["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(chat["choices"][0]["message"]["content"], " the of and");
+    assert_eq!(chat["choices"][0]["finish_reason"], "length");
+    assert_eq!(chat["usage"]["prompt_tokens"], 5);
+    assert_eq!(chat["usage"]["completion_tokens"], 3);
+    assert_eq!(chat["usage"]["total_tokens"], 8);
+
+    let text = post_json(
+        &mock,
+        "/v1/completions",
+        &json!({"prompt": "x", "max_tokens": 2, "ignore_eos": true}),
+    );
+    assert_eq!(text["object"], "text_completion");
+    assert_eq!(text["choices"][0]["text"], " the of");
+    assert_eq!(text["choices"][0]["finish_reason"], "length");
+    assert_eq!(text["usage"]["completion_tokens"], 2);
+}
+
+#[test]
+fn models_health_and_errors() {
+    let mock = Mock::start(&["--model", "org/thing"]);
+    let mut resp = agent().get(mock.url("/v1/models")).call().unwrap();
+    let models: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(models["object"], "list");
+    let card = &models["data"][0];
+    assert_eq!(models["data"].as_array().unwrap().len(), 1);
+    assert_eq!(card["id"], "org/thing");
+    assert_eq!(card["object"], "model");
+    assert_eq!(card["owned_by"], "mc-mock");
+    assert_eq!(card["root"], "org/thing");
+    assert_eq!(card["parent"], Value::Null);
+    assert_eq!(card["max_model_len"], 1048576);
+    assert!(card["created"].is_u64());
+
+    let health = agent().get(mock.url("/health")).call().unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+
+    let (status, _, body) = post(&mock, "/v1/nothing", &json!({}));
+    assert_eq!(status, 404);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], 404);
+
+    let wrong = agent().get(mock.url("/v1/completions")).call().unwrap();
+    assert_eq!(wrong.status().as_u16(), 405);
+
+    // Bad JSON: 400 with the error body, and the connection stays usable.
+    let mut raw = mock.raw();
+    raw.send("POST", "/v1/chat/completions", "", "{not json");
+    let head = raw.head();
+    assert_eq!(head.status, 400);
+    let err: Value = serde_json::from_str(&raw.body(&head)).unwrap();
+    assert_eq!(err["error"]["type"], "BadRequestError");
+    assert_eq!(err["error"]["code"], 400);
+    assert_eq!(err["error"]["param"], Value::Null);
+    raw.send("GET", "/health", "", "");
+    assert_eq!(raw.head().status, 200);
+}
+
+#[test]
+fn unreadable_requests_are_refused_and_closed() {
+    let mock = Mock::start(&[]);
+    // Chunked request bodies: 411.
+    let mut raw = mock.raw();
+    raw.r
+        .get_mut()
+        .write_all(b"POST /v1/completions HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        .unwrap();
+    assert_eq!(raw.head().status, 411);
+    // A body over 256 MiB is refused before it is read.
+    let mut raw = mock.raw();
+    raw.r
+        .get_mut()
+        .write_all(b"POST /v1/completions HTTP/1.1\r\ncontent-length: 300000000\r\n\r\n{")
+        .unwrap();
+    let head = raw.head();
+    assert_eq!(head.status, 413);
+    assert_eq!(head.header("connection"), Some("close"));
+    // Headers over 64 KiB.
+    let mut raw = mock.raw();
+    let big = format!(
+        "GET /health HTTP/1.1\r\nx-big: {}\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    raw.r.get_mut().write_all(big.as_bytes()).unwrap();
+    assert_eq!(raw.head().status, 413);
+}
+
+#[test]
+fn keep_alive_and_connection_close() {
+    let mock = Mock::start(&[]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/chat/completions",
+        &chat_body(2, json!({"stream": true, "ignore_eos": true})),
+    );
+    let s = raw.streamed();
+    assert!(s.clean_end);
+    assert_eq!(s.events.last().unwrap(), "[DONE]");
+    // The same connection serves the next request.
+    raw.post(
+        "/v1/completions",
+        &json!({"prompt": "p", "max_tokens": 1, "ignore_eos": true}),
+    );
+    let head = raw.head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("connection"), None);
+    let body: Value = serde_json::from_str(&raw.body(&head)).unwrap();
+    assert_eq!(body["choices"][0]["text"], " the");
+
+    // `Connection: close` is honoured: answer, then EOF.
+    raw.send("GET", "/health", "connection: close\r\n", "");
+    let head = raw.head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("connection"), Some("close"));
+    assert!(raw.at_eof());
+}
+
+#[test]
+fn answer_length_follows_eos_after_ignore_eos_and_min_tokens() {
+    let mock = Mock::start(&["--eos-after", "3"]);
+    let answer = |extra: Value| {
+        let mut body = json!({"prompt": "p"});
+        merge(&mut body, extra);
+        let v = post_json(&mock, "/v1/completions", &body);
+        (
+            v["usage"]["completion_tokens"].as_u64().unwrap(),
+            v["choices"][0]["finish_reason"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        )
+    };
+    assert_eq!(answer(json!({"max_tokens": 10})), (3, "stop".into()));
+    assert_eq!(
+        answer(json!({"max_tokens": 10, "ignore_eos": true})),
+        (10, "length".into())
+    );
+    assert_eq!(
+        answer(json!({"max_tokens": 10, "min_tokens": 5})),
+        (5, "stop".into())
+    );
+    assert_eq!(answer(json!({"max_tokens": 2})), (2, "length".into()));
+    assert_eq!(answer(json!({"ignore_eos": true})), (16, "length".into()));
+
+    // Chat: max_completion_tokens wins over max_tokens.
+    let v = post_json(
+        &mock,
+        "/v1/chat/completions",
+        &chat_body(9, json!({"max_completion_tokens": 4, "ignore_eos": true})),
+    );
+    assert_eq!(v["usage"]["completion_tokens"], 4);
+
+    // min_tokens above max_tokens is refused, as vLLM does.
+    let (status, _, _) = post(
+        &mock,
+        "/v1/completions",
+        &json!({"prompt": "p", "max_tokens": 2, "min_tokens": 3}),
+    );
+    assert_eq!(status, 400);
+
+    // A 0-token chat stream: role chunk, then one empty final chunk.
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/chat/completions",
+        &chat_body(0, json!({"stream": true})),
+    );
+    let s = raw.streamed();
+    assert_eq!(s.events.len(), 3, "{:?}", s.events);
+    assert_eq!(s.json(1)["choices"][0]["delta"], json!({"content": ""}));
+    assert_eq!(s.json(1)["choices"][0]["finish_reason"], "length");
+    assert_eq!(s.events[2], "[DONE]");
+}
+
+#[test]
+fn tokens_arrive_on_the_latency_model() {
+    // 500 prompt words at 40 ms per 1k: TTFT = 80 + 20 = 100 ms; then 10 ms per token.
+    let mock = Mock::start(&[
+        "--ttft-ms",
+        "80",
+        "--ttft-per-1k-tokens-ms",
+        "40",
+        "--itl-ms",
+        "10",
+    ]);
+    let prompt = vec!["w"; 500].join(" ");
+    let body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 10,
+                      "ignore_eos": true, "stream": true});
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+
+    let mut raw = mock.raw();
+    let sent = Instant::now();
+    raw.post("/v1/chat/completions", &body);
+    let s = raw.streamed();
+    assert_eq!(s.events.len(), 1 + 10 + 1);
+    let role = ms(s.times[0] - sent);
+    let first = ms(s.times[1] - sent);
+    let last = ms(s.times[10] - sent);
+    assert!(
+        role + 40.0 < first,
+        "role chunk at {role} ms, first token at {first} ms"
+    );
+    assert!((100.0..250.0).contains(&first), "first token at {first} ms");
+    assert!((190.0..340.0).contains(&last), "last token at {last} ms");
+
+    // A whole response leaves when its last token is due.
+    let mut body = body;
+    body["stream"] = json!(false);
+    let sent = Instant::now();
+    raw.post("/v1/chat/completions", &body);
+    let head = raw.head();
+    let took = ms(sent.elapsed());
+    raw.body(&head);
+    assert!(
+        (190.0..340.0).contains(&took),
+        "whole response after {took} ms"
+    );
+}
+
+#[test]
+fn status_fault_with_retry_after() {
+    let mock = Mock::start(&["--status", "500"]);
+    let (status, retry, body) = post(&mock, "/v1/chat/completions", &chat_body(2, json!({})));
+    assert_eq!(status, 500);
+    assert_eq!(retry, None);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"error": {"message": "mc-mock injected error", "type": "InternalServerError",
+                         "param": null, "code": 500}})
+    );
+
+    let mock = Mock::start(&["--status", "429", "--retry-after", "7"]);
+    let (status, retry, body) = post(
+        &mock,
+        "/v1/completions",
+        &json!({"prompt": "p", "stream": true}),
+    );
+    assert_eq!(status, 429);
+    assert_eq!(retry.as_deref(), Some("7"));
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "RateLimitError");
+    assert_eq!(body["error"]["code"], 429);
+}
+
+#[test]
+fn fail_rate_picks_a_repeatable_mix() {
+    let statuses = |seed: &str| {
+        let mock = Mock::start(&["--status", "503", "--fail-rate", "0.5", "--seed", seed]);
+        (0..40)
+            .map(|_| {
+                post(
+                    &mock,
+                    "/v1/completions",
+                    &json!({"prompt": "p", "max_tokens": 1}),
+                )
+                .0
+            })
+            .collect::<Vec<u16>>()
+    };
+    let a = statuses("1");
+    let failed = a.iter().filter(|&&s| s == 503).count();
+    assert!(a.iter().all(|&s| s == 200 || s == 503), "{a:?}");
+    assert!((8..=32).contains(&failed), "{failed} of 40 failed: {a:?}");
+    assert_eq!(a, statuses("1"), "same seed, same choice");
+}
+
+#[test]
+fn drop_after_cuts_the_stream() {
+    let mock = Mock::start(&["--drop-after", "2"]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/chat/completions",
+        &chat_body(
+            6,
+            json!({"stream": true, "ignore_eos": true,
+                             "stream_options": {"include_usage": true}}),
+        ),
+    );
+    let s = raw.streamed();
+    assert!(!s.clean_end, "the body must not end properly");
+    assert_eq!(s.events.len(), 1 + 2, "{:?}", s.events);
+    assert!(!s.events.iter().any(|e| e == "[DONE]"));
+    assert_eq!(contents(&s).len(), 2);
+}
+
+#[test]
+fn error_after_sends_an_error_event_then_done() {
+    let mock = Mock::start(&["--error-after", "2"]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/completions",
+        &json!({"prompt": "p", "max_tokens": 6, "ignore_eos": true, "stream": true}),
+    );
+    let s = raw.streamed();
+    assert!(s.clean_end);
+    assert_eq!(s.events.len(), 2 + 1 + 1, "{:?}", s.events);
+    assert_eq!(
+        s.json(2),
+        json!({"error": {"message": "mc-mock injected stream error",
+                         "type": "InternalServerError", "param": null, "code": 500}})
+    );
+    assert_eq!(s.events[3], "[DONE]");
+}
+
+#[test]
+fn malformed_after_sends_a_bad_event_and_goes_on() {
+    let mock = Mock::start(&["--malformed-after", "1"]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/chat/completions",
+        &chat_body(3, json!({"stream": true, "ignore_eos": true})),
+    );
+    let s = raw.streamed();
+    assert!(s.clean_end);
+    assert_eq!(s.events.len(), 1 + 1 + 1 + 2 + 1, "{:?}", s.events);
+    assert_eq!(s.events[2], "{this is not json");
+    assert_eq!(s.json(4)["choices"][0]["finish_reason"], "length");
+    assert_eq!(s.events[5], "[DONE]");
+}
+
+#[test]
+fn hang_never_answers() {
+    let mut mock = Mock::start(&["--hang"]);
+    let mut raw = mock.raw();
+    raw.r
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    raw.post("/v1/completions", &json!({"prompt": "p", "max_tokens": 1}));
+    let mut byte = [0u8; 1];
+    let err = raw.r.read(&mut byte).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ),
+        "{err:?}"
+    );
+    // It did arrive.
+    assert_eq!(mock.next_request().path, "/v1/completions");
+}
+
+#[test]
+fn no_usage_sends_none() {
+    let mock = Mock::start(&["--no-usage"]);
+    let mut raw = mock.raw();
+    raw.post(
+        "/v1/chat/completions",
+        &chat_body(
+            2,
+            json!({"stream": true, "ignore_eos": true,
+                             "stream_options": {"include_usage": true}}),
+        ),
+    );
+    let s = raw.streamed();
+    assert_eq!(s.events.len(), 1 + 2 + 1, "{:?}", s.events);
+    assert!(!s.events.iter().any(|e| e.contains("usage")));
+    let whole = post_json(&mock, "/v1/completions", &json!({"prompt": "p"}));
+    assert!(whole.get("usage").is_none(), "{whole}");
+}
+
+#[test]
+fn every_request_is_logged_as_it_arrives() {
+    let mut mock = Mock::start(&[]);
+    let mut raw = mock.raw();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    raw.send(
+        "POST",
+        "/v1/chat/completions",
+        "x-trace-line: 42\r\nx-request-id: r-1\r\nx-session-id: s-9\r\n",
+        &chat_body(7, json!({"max_completion_tokens": 3})).to_string(),
+    );
+    let head = raw.head();
+    raw.body(&head);
+    raw.send("GET", "/v1/models", "", "");
+    let head = raw.head();
+    raw.body(&head);
+
+    let first = mock.next_request();
+    assert_eq!(first.event, "request");
+    assert_eq!(first.seq, 0);
+    assert_eq!(first.method, "POST");
+    assert_eq!(first.path, "/v1/chat/completions");
+    assert_eq!(first.x_trace_line.as_deref(), Some("42"));
+    assert_eq!(first.x_request_id.as_deref(), Some("r-1"));
+    assert_eq!(first.x_session_id.as_deref(), Some("s-9"));
+    assert_eq!(first.prompt_tokens, Some(5));
+    assert_eq!(first.max_tokens, Some(3));
+    assert!(first.unix_us >= before, "{} < {before}", first.unix_us);
+
+    let second = mock.next_request();
+    assert_eq!(second.seq, 1);
+    assert_eq!(second.method, "GET");
+    assert_eq!(second.path, "/v1/models");
+    assert_eq!(second.x_trace_line, None);
+    assert_eq!(second.prompt_tokens, None);
+    assert!(second.t_us >= first.t_us);
+    assert!(second.unix_us >= first.unix_us);
+}
