@@ -129,7 +129,10 @@ fn timed_run_reports_every_request_with_exact_lengths() {
         // Sent on schedule: the trace's timestamps, from run start.
         let want = (line - 1) as f64 * 60.0;
         assert_eq!(res.t_sched_ms, want);
-        assert!(res.t_send_ms >= want && res.t_send_ms - want < 40.0, "{res:?}");
+        assert!(
+            res.t_send_ms >= want && res.t_send_ms - want < 40.0,
+            "{res:?}"
+        );
         assert!((res.lag_ms - (res.t_send_ms - res.t_sched_ms)).abs() < 1e-6);
     }
     // TPOT = (last - first) / (tokens - 1).
@@ -137,7 +140,11 @@ fn timed_run_reports_every_request_with_exact_lengths() {
     let tpot = (five.t_last_ms.unwrap() - five.t_first_ms.unwrap()) / 4.0;
     assert!((five.tpot_ms.unwrap() - tpot).abs() < 1e-3);
     assert_eq!(five.itl_ms.as_ref().map(|_| ()), Some(()));
-    assert!(run.stderr.contains("4 requests: 4 ok, 0 failed"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("4 requests: 4 ok, 0 failed"),
+        "{}",
+        run.stderr
+    );
     // The mock saw each request with its trace line.
     let mut seen: Vec<String> = mock
         .requests()
@@ -180,7 +187,10 @@ fn session_turns_never_overlap_and_honour_delay() {
     let run = replay(&mock.url, &["--model", "m"], &trace);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = by_line(&run.results);
-    assert_eq!((r[&1].turn, r[&3].turn, r[&4].turn, r[&2].turn), (0, 1, 2, 0));
+    assert_eq!(
+        (r[&1].turn, r[&3].turn, r[&4].turn, r[&2].turn),
+        (0, 1, 2, 0)
+    );
     assert_eq!(r[&3].session_id.as_deref(), Some("a"));
     // Turn 1 waits for turn 0 to end; turn 2 waits 50 ms more.
     assert!(r[&3].t_sched_ms >= r[&1].t_end_ms - 0.001, "{:?}", r[&3]);
@@ -204,7 +214,11 @@ fn closed_loop_keeps_concurrency() {
     let rows: Vec<Value> = (0..6)
         .map(|_| json!({"input_length": 4, "output_length": 1}))
         .collect();
-    let run = replay(&mock.url, &["--model", "m", "--concurrency", "2"], &lines(&rows));
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--concurrency", "2"],
+        &lines(&rows),
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.results.len(), 6);
     // At no send time are more than 2 requests open.
@@ -352,7 +366,11 @@ fn connection_refused_and_dns_failure() {
     // Every request failed: exit 1.
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("every request failed"));
-    let run = replay("http://nonexistent.invalid:8000", &["--model", "m"], &two_rows());
+    let run = replay(
+        "http://nonexistent.invalid:8000",
+        &["--model", "m"],
+        &two_rows(),
+    );
     assert_eq!(kinds(&run), ["dns", "dns"], "{}", run.stderr);
 }
 
@@ -362,13 +380,21 @@ fn http_errors_are_results() {
     let run = replay(&mock.url, &["--model", "m"], &two_rows());
     assert_eq!(kinds(&run), ["http_5xx", "http_5xx"]);
     assert_eq!(run.results[0].http_status, Some(500));
-    assert!(run.results[0].error.as_ref().unwrap().message.contains("mc-mock injected error"));
+    assert!(run.results[0]
+        .error
+        .as_ref()
+        .unwrap()
+        .message
+        .contains("mc-mock injected error"));
     assert_eq!(run.code, 1);
 
     let mock = Mock::start(&["--status", "429", "--retry-after", "3"]);
     let run = replay(&mock.url, &["--model", "m"], &two_rows());
     assert_eq!(kinds(&run), ["rate_limited", "rate_limited"]);
-    assert_eq!(run.results[0].error.as_ref().unwrap().retry_after_s, Some(3.0));
+    assert_eq!(
+        run.results[0].error.as_ref().unwrap().retry_after_s,
+        Some(3.0)
+    );
 
     let mock = Mock::start(&["--status", "400"]);
     let run = replay(&mock.url, &["--model", "m"], &two_rows());
@@ -388,7 +414,11 @@ fn some_failures_still_exit_zero() {
     assert!(failed > 0 && failed < 30, "{k:?}");
     assert_eq!(k.iter().filter(|k| *k == "ok").count() + failed, 30);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("(http_5xx {failed})")), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("(http_5xx {failed})")),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -402,14 +432,21 @@ fn stream_faults_are_results() {
         let run = replay(&mock.url, &["--model", "m"], &two_rows());
         assert_eq!(kinds(&run), [kind, kind], "{flag}: {}", run.stderr);
         // What was measured before the fault is kept.
-        assert!(run.results.iter().all(|r| r.chunks >= 2 && r.ttft_ms.is_some()));
+        assert!(run
+            .results
+            .iter()
+            .all(|r| r.chunks >= 2 && r.ttft_ms.is_some()));
     }
 }
 
 #[test]
 fn a_server_that_never_answers_times_out() {
     let mock = Mock::start(&["--hang"]);
-    let run = replay(&mock.url, &["--model", "m", "--timeout", "0.5"], &two_rows());
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--timeout", "0.5"],
+        &two_rows(),
+    );
     assert_eq!(kinds(&run), ["timeout", "timeout"], "{}", run.stderr);
     for r in &run.results {
         let waited = r.t_end_ms - r.t_send_ms;
@@ -447,24 +484,40 @@ fn sigterm_drains_then_cancels() {
             json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
             json!({"timestamp": 5000, "input_length": 4, "output_length": 1}),
         ]);
-        child.stdin.take().unwrap().write_all(rows.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(rows.as_bytes())
+            .unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let pid = child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
         let out = child.wait_with_output().unwrap();
         let results: Vec<RequestResult> = String::from_utf8(out.stdout)
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        (out.status.code(), results, String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            results,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     // Long enough to finish: the request in flight completes; the second is never sent.
     let (code, results, stderr) = run_with_drain("10");
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].status, "ok");
-    assert!(stderr.contains("1 rows not sent") && stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        stderr.contains("1 rows not sent") && stderr.contains("interrupted"),
+        "{stderr}"
+    );
     // Too short: the request in flight is reported as cancelled.
     let (code, results, stderr) = run_with_drain("0.2");
     assert_eq!(results.len(), 1, "{stderr}");
@@ -548,13 +601,22 @@ fn request_bodies_and_headers() {
     ]);
     let out = tool("mc-replay")
         .args(["--url", &server.url, "--model", "M", "--block-size", "4"])
-        .args(["--header", "X-Team: perf", "--extra-body", r#"{"top_p":0.5}"#])
+        .args([
+            "--header",
+            "X-Team: perf",
+            "--extra-body",
+            r#"{"top_p":0.5}"#,
+        ])
         .env("OPENAI_API_KEY", "sk-secret")
         .write_stdin(trace)
         .timeout(Duration::from_secs(30))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The key is never printed nor written to results.
     let all = [out.stdout.clone(), out.stderr.clone()].concat();
     assert!(!String::from_utf8_lossy(&all).contains("sk-secret"));
@@ -600,7 +662,14 @@ fn shared_hash_ids_give_shared_prompt_text() {
         json!({"timestamp": 0, "input_length": 10, "hash_ids": [1, 2, 3], "output_length": 1}),
         json!({"timestamp": 1, "input_length": 12, "hash_ids": [1, 2, 9], "output_length": 1}),
     ]);
-    let args = ["--model", "M", "--block-size", "4", "--endpoint", "completions"];
+    let args = [
+        "--model",
+        "M",
+        "--block-size",
+        "4",
+        "--endpoint",
+        "completions",
+    ];
     let run = replay(&server.url, &args, &trace);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut seen = server.requests();
@@ -632,7 +701,10 @@ fn delta_turns_carry_the_live_conversation() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut seen = server.requests();
     seen.sort_by_key(|(h, _)| h["x-trace-line"].clone());
-    assert_eq!(seen[0].1["messages"], json!([{"role": "user", "content": "first"}]));
+    assert_eq!(
+        seen[0].1["messages"],
+        json!([{"role": "user", "content": "first"}])
+    );
     assert_eq!(
         seen[1].1["messages"],
         json!([
@@ -650,7 +722,10 @@ fn delta_turns_carry_the_live_conversation() {
         .rev()
         .find(|(h, _)| h["x-trace-line"] == "2")
         .unwrap();
-    assert_eq!(last.1["messages"], json!([{"role": "user", "content": "second"}]));
+    assert_eq!(
+        last.1["messages"],
+        json!([{"role": "user", "content": "second"}])
+    );
 }
 
 #[test]
@@ -662,7 +737,14 @@ fn waiting_for_a_slot_is_lag_and_a_late_run_is_degraded() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
-    let args = ["--model", "m", "--concurrency", "1", "--summary", summary.to_str().unwrap()];
+    let args = [
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
     let run = replay(&mock.url, &args, &lines(&rows));
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut lags: Vec<f64> = run.results.iter().map(|r| r.lag_ms).collect();
@@ -676,7 +758,11 @@ fn waiting_for_a_slot_is_lag_and_a_late_run_is_degraded() {
     }
     let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     assert!(s.degraded);
-    assert!(run.stderr.contains("WARNING: degraded run"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("WARNING: degraded run"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -685,7 +771,11 @@ fn duration_stops_sending() {
     let rows: Vec<Value> = (0..10)
         .map(|i| json!({"timestamp": i * 100, "input_length": 4, "output_length": 1}))
         .collect();
-    let run = replay(&mock.url, &["--model", "m", "--duration", "0.35"], &lines(&rows));
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--duration", "0.35"],
+        &lines(&rows),
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mut sched: Vec<f64> = run.results.iter().map(|r| r.t_sched_ms).collect();
     sched.sort_by(f64::total_cmp);
@@ -708,7 +798,11 @@ fn speedup_divides_timestamps_and_delays() {
     assert_eq!(r[&3].t_sched_ms, 100.0);
     // delay 200 / 4 = 50 ms after turn 0 ends (to the µs).
     let want = r[&1].t_end_ms + 50.0;
-    assert!((r[&2].t_sched_ms - want).abs() < 0.002, "{:?} vs {want}", r[&2]);
+    assert!(
+        (r[&2].t_sched_ms - want).abs() < 0.002,
+        "{:?} vs {want}",
+        r[&2]
+    );
 }
 
 #[test]
@@ -749,7 +843,11 @@ fn messages_need_the_chat_endpoint() {
         trace,
     );
     assert_eq!(run.code, 65);
-    assert!(run.stderr.contains("line 2: field `messages`"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("line 2: field `messages`"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -765,7 +863,12 @@ fn prompts_with_a_real_tokenizer_are_exact() {
     let builtin = Synth::new(Vocab::builtin(), 0, 512);
     let exact = Synth::new(Vocab::for_tokenizer(&tok).unwrap(), 0, 512);
     for (synth, tolerance) in [(&builtin, 0.01), (&exact, 0.0)] {
-        for (len, ids) in [(1000u64, vec![1u64, 2]), (512, vec![3]), (77, vec![]), (3000, vec![1, 2, 5, 6, 7, 8])] {
+        for (len, ids) in [
+            (1000u64, vec![1u64, 2]),
+            (512, vec![3]),
+            (77, vec![]),
+            (3000, vec![1, 2, 5, 6, 7, 8]),
+        ] {
             let mut text = String::new();
             synth.prompt(9, len, &ids, &mut text);
             let got = tok.encode(text.as_str(), false).unwrap().get_ids().len() as f64;
@@ -786,7 +889,8 @@ fn prompts_with_a_real_tokenizer_are_exact() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("prompts re-encoded, largest difference 0 tokens"),
+        run.stderr
+            .contains("prompts re-encoded, largest difference 0 tokens"),
         "{}",
         run.stderr
     );
