@@ -525,11 +525,14 @@ fn sigterm_drains_then_cancels() {
     assert_eq!(code, Some(1));
 }
 
+/// One captured request: its headers (lower-case names) and JSON body.
+type Seen = (HashMap<String, String>, Value);
+
 /// A server that records each request (headers and body) and answers with a
 /// fixed two-token stream, closing the connection after each answer.
 struct Capture {
     url: String,
-    seen: Arc<Mutex<Vec<(HashMap<String, String>, Value)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Capture {
@@ -548,12 +551,12 @@ impl Capture {
         Capture { url, seen }
     }
 
-    fn requests(&self) -> Vec<(HashMap<String, String>, Value)> {
+    fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
 
-fn serve_one(conn: TcpStream, store: &Mutex<Vec<(HashMap<String, String>, Value)>>) {
+fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut headers = HashMap::new();
     let mut line = String::new();
