@@ -19,7 +19,9 @@ const TOOL: &str = "mc-mock";
 /// Answer length: with `ignore_eos: true`, exactly max_tokens (chat:
 /// max_completion_tokens wins; 16 when neither is given), finish_reason
 /// "length"; otherwise --eos-after kept within min_tokens..=max_tokens,
-/// finish_reason "stop" when that is below max_tokens.
+/// finish_reason "stop" when that is below max_tokens. A max_tokens above
+/// 1048576 (the max_model_len in /v1/models), a min_tokens above max_tokens,
+/// or a body that is not JSON gets a 400.
 ///
 /// Writes JSON lines on stdout, each flushed: first
 /// {"event":"listening","addr":"HOST:PORT"}, then one line per request as it
