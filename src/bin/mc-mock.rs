@@ -19,7 +19,9 @@ const TOOL: &str = "mc-mock";
 /// Answer length: with `ignore_eos: true`, exactly max_tokens (chat:
 /// max_completion_tokens wins; 16 when neither is given), finish_reason
 /// "length"; otherwise --eos-after kept within min_tokens..=max_tokens,
-/// finish_reason "stop" when that is below max_tokens.
+/// finish_reason "stop" when that is below max_tokens. A max_tokens above
+/// 1048576 (the max_model_len in /v1/models), a min_tokens above max_tokens,
+/// or a body that is not JSON gets a 400.
 ///
 /// Writes JSON lines on stdout, each flushed: first
 /// {"event":"listening","addr":"HOST:PORT"}, then one line per request as it
@@ -36,7 +38,7 @@ const TOOL: &str = "mc-mock";
     after_help = "Examples:
   mc-mock --port 8000 --ttft-ms 200 --ttft-per-1k-tokens-ms 50 --itl-ms 20
   mc-mock --port 0 --status 429 --retry-after 2 --fail-rate 0.1 --seed 3
-  mc-mock --drop-after 5 &  mc-replay --url http://127.0.0.1:8000 < load.jsonl
+  mc-mock --itl-ms 20 | jq -c 'select(.event == \"request\") | {seq, t_us, x_trace_line}'
   curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
     -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":4}'"
 )]
@@ -54,7 +56,7 @@ struct Args {
     model: String,
 
     /// Seeds the --fail-rate choice, which depends only on the seed and the
-    /// request's sequence number.
+    /// request's sequence number (the log's `seq`, which counts every request).
     #[arg(long, default_value_t = 0, value_name = "N")]
     seed: u64,
 

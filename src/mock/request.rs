@@ -9,6 +9,11 @@ use serde_json::{Map, Value};
 /// vLLM's completions default, used for chat too.
 pub const DEFAULT_MAX_TOKENS: u64 = 16;
 
+/// The context length the mock claims in /v1/models. A longer answer is
+/// refused, as vLLM would, which also bounds the memory a request can make
+/// the mock spend.
+pub const MAX_MODEL_LEN: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// `/v1/chat/completions`
@@ -90,6 +95,11 @@ impl Ask {
     /// `min_tokens..=max_tokens`.
     pub fn answer(&self, eos_after: u64) -> Result<Answer, String> {
         let max = self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+        if max > MAX_MODEL_LEN {
+            return Err(format!(
+                "max_tokens ({max}) is longer than the model's context length ({MAX_MODEL_LEN})"
+            ));
+        }
         if self.min_tokens > max {
             // vLLM refuses this too.
             return Err(format!(
@@ -231,6 +241,7 @@ mod tests {
         assert_eq!(ask(None, 0, true).answer(64), a(16, Finish::Length));
         assert_eq!(ask(Some(0), 0, false).answer(64), a(0, Finish::Length));
         assert!(ask(Some(5), 6, false).answer(64).is_err());
+        assert!(ask(Some(MAX_MODEL_LEN + 1), 0, true).answer(64).is_err());
     }
 
     #[test]

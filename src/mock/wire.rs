@@ -8,7 +8,7 @@ use std::io;
 use serde::Serialize;
 
 use super::faults;
-use super::request::Kind;
+use super::request::{self, Kind};
 
 /// The end of every stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -294,7 +294,7 @@ pub fn models(model: &str, created: u64) -> io::Result<Vec<u8>> {
             owned_by: "mc-mock",
             root: model,
             parent: (),
-            max_model_len: 1 << 20,
+            max_model_len: request::MAX_MODEL_LEN,
         }],
     })
 }
