@@ -861,11 +861,13 @@ fn prompts_with_a_real_tokenizer_are_exact() {
     let tok_path = data.join("tokenizers/deepseek-v4/tokenizer.json");
     let tok = tokenizers::Tokenizer::from_file(&tok_path).unwrap();
     use mctrace::replay::prompt::{Synth, Vocab};
-    // The built-in words (no --tokenizer) are one token each in this
-    // tokenizer, so even without it prompt lengths are close.
+    // Every built-in word is one token in this tokenizer, so even without
+    // --tokenizer the prompts have exactly the intended length.
+    let own = Vocab::for_tokenizer(&tok).unwrap();
+    assert_eq!(own.len(), Vocab::builtin().len());
     let builtin = Synth::new(Vocab::builtin(), 0, 512);
-    let exact = Synth::new(Vocab::for_tokenizer(&tok).unwrap(), 0, 512);
-    for (synth, tolerance) in [(&builtin, 0.01), (&exact, 0.0)] {
+    let exact = Synth::new(own, 0, 512);
+    for (synth, tolerance) in [(&builtin, 0.0), (&exact, 0.0)] {
         for (len, ids) in [
             (1000u64, vec![1u64, 2]),
             (512, vec![3]),
