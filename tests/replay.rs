@@ -470,7 +470,7 @@ fn without_usage_tokens_are_counted_and_marked() {
 #[cfg(unix)]
 #[test]
 fn sigterm_drains_then_cancels() {
-    // Requests that take 1.5 s; SIGTERM after 300 ms.
+    // Requests that take 1.5 s; SIGTERM after 500 ms.
     let run_with_drain = |drain: &str| {
         let mock = Mock::start(&["--ttft-ms", "1500"]);
         let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-replay"))
@@ -490,7 +490,8 @@ fn sigterm_drains_then_cancels() {
             .unwrap()
             .write_all(rows.as_bytes())
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // Late enough for the first request to be in flight, well before it ends.
+        std::thread::sleep(Duration::from_millis(500));
         let pid = child.id().to_string();
         assert!(Command::new("kill")
             .args(["-TERM", &pid])
@@ -904,4 +905,24 @@ fn prompts_with_a_real_tokenizer_are_exact() {
         let n = tok.encode(text.as_str(), false).unwrap().get_ids().len();
         assert!(n == 1000 || n == 1500, "{n}");
     }
+}
+
+#[test]
+fn duration_ends_a_closed_loop() {
+    let mock = Mock::start(&["--ttft-ms", "50"]);
+    let rows: Vec<Value> = (0..40)
+        .map(|_| json!({"input_length": 4, "output_length": 1}))
+        .collect();
+    let args = ["--model", "m", "--concurrency", "1", "--duration", "0.2"];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // One at a time, 50 ms each: about 4 fit in 200 ms; none is due after it.
+    let n = run.results.len();
+    assert!((2..=5).contains(&n), "{n} sent");
+    assert!(run.results.iter().all(|r| r.t_sched_ms <= 200.0));
+    assert!(
+        run.stderr.contains(&format!("{} rows not sent", 40 - n)),
+        "{}",
+        run.stderr
+    );
 }

@@ -228,14 +228,14 @@ impl Scheduler {
                 let Some((deadline, row)) = self.waiting.pop_front() else {
                     break;
                 };
-                if self.limit_reached(deadline) {
-                    self.skip(row);
-                    continue;
-                }
                 let t_sched = match self.arrivals {
                     Arrivals::Closed => deadline.max(self.slot_freed_us),
                     _ => deadline,
                 };
+                if self.limit_reached(t_sched) {
+                    self.skip(row);
+                    continue;
+                }
                 self.dispatch(row, t_sched);
             }
             if self.due.is_empty() && self.waiting.is_empty() && self.in_flight == 0 {

@@ -75,11 +75,8 @@ impl Sink {
         self.line.clear();
         // Serialising plain structs into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut self.line, r);
-        let written = self
-            .out
-            .write_line(&self.line)
-            .and_then(|_| self.out.flush());
-        match written {
+        // The output is line-buffered: each result is out once written.
+        match self.out.write_line(&self.line) {
             Ok(()) => true,
             Err(e) => {
                 self.write_error = Some(e);
