@@ -926,3 +926,85 @@ fn duration_ends_a_closed_loop() {
         run.stderr
     );
 }
+
+#[test]
+fn real_mooncake_rows_replay_with_exact_lengths() {
+    let Some(data) = crate::util::data_dir("real_mooncake_rows_replay_with_exact_lengths") else {
+        return;
+    };
+    let mock = Mock::start(&[]);
+    for (file, rows, speedup) in [
+        ("conversation_trace.jsonl", 200, "144"),
+        ("synthetic_trace.jsonl", 200, "50"),
+    ] {
+        let text = std::fs::read_to_string(data.join("mooncake").join(file)).unwrap();
+        let head: String = text.lines().take(rows).map(|l| format!("{l}\n")).collect();
+        let run = replay(&mock.url, &["--model", "m", "--speedup", speedup], &head);
+        assert_eq!(run.code, 0, "{file}: {}", run.stderr);
+        assert_eq!(run.results.len(), rows, "{file}");
+        for (r, line) in run.results.iter().map(|r| (r, r.line)) {
+            let row: Value =
+                serde_json::from_str(text.lines().nth(line as usize - 1).unwrap()).unwrap();
+            assert_eq!(r.status, "ok", "{file} line {line}: {r:?}");
+            // mc-mock counts words: the prompt has exactly input_length of them.
+            assert_eq!(
+                r.prompt_tokens,
+                row["input_length"].as_u64(),
+                "{file} line {line}"
+            );
+            assert_eq!(
+                r.completion_tokens,
+                row["output_length"].as_u64(),
+                "{file} line {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_server_cache_sees_the_traces_sharing() {
+    // mc-mock keeps every 16-word block it has seen (an infinite prefix
+    // cache); one request at a time, in file order.
+    let mock = Mock::start(&["--prefix-cache", "--cache-block-size", "16"]);
+    let rows = [
+        (json!([1, 2, 3]), 48, 0),
+        (json!([1, 2, 4]), 48, 32),
+        (json!([1, 2, 3, 5]), 64, 48),
+        (json!([6]), 16, 0),
+        (json!([1, 7]), 32, 16),
+        // Block 3 cut to 8 words: blocks 1 and 2 hit, half a block cannot.
+        (json!([1, 2, 3]), 40, 32),
+        // No ids: text of its own.
+        (json!(null), 32, 0),
+        (json!([1, 2, 3]), 48, 48),
+    ];
+    let trace: String = rows
+        .iter()
+        .map(|(ids, len, _)| {
+            let mut r = json!({"input_length": len, "output_length": 1});
+            if !ids.is_null() {
+                r["hash_ids"] = ids.clone();
+            }
+            format!("{r}\n")
+        })
+        .collect();
+    let args = ["--model", "m", "--concurrency", "1", "--block-size", "16"];
+    let run = replay(&mock.url, &args, &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = by_line(&run.results);
+    for (i, (_, len, cached)) in rows.iter().enumerate() {
+        let res = r[&(i as u64 + 1)];
+        assert_eq!(res.prompt_tokens, Some(*len), "line {}", i + 1);
+        assert_eq!(res.cached_tokens, Some(*cached), "line {}", i + 1);
+    }
+    // Another seed is other text: nothing of the first run is reused.
+    let run = replay(&mock.url, &[&args[..], &["--seed", "9"]].concat(), &trace);
+    assert_eq!(
+        run.results
+            .iter()
+            .find(|r| r.line == 1)
+            .unwrap()
+            .cached_tokens,
+        Some(0)
+    );
+}

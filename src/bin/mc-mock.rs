@@ -43,6 +43,17 @@ const TOOL: &str = "mc-mock";
     -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":4}'"
 )]
 struct Args {
+    /// Simulate an infinite prefix cache: usage reports as
+    /// `prompt_tokens_details.cached_tokens` the prompt's leading blocks of
+    /// --cache-block-size words that earlier requests already sent.
+    #[arg(long)]
+    prefix_cache: bool,
+
+    /// Words per block of the simulated prefix cache.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    cache_block_size: u64,
+
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1", value_name = "H")]
     host: String,
@@ -127,6 +138,11 @@ fn main() -> std::process::ExitCode {
             itl_ms: args.itl_ms,
         },
         eos_after: args.eos_after,
+        cache_block: if args.prefix_cache {
+            args.cache_block_size
+        } else {
+            0
+        },
         faults: Faults {
             status: args.status,
             retry_after: args.retry_after,

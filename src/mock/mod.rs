@@ -9,6 +9,7 @@
 //! describes injected failures; this file routes requests and writes the
 //! answers and the log.
 
+pub mod cache;
 pub mod faults;
 pub mod http;
 pub mod latency;
@@ -41,6 +42,10 @@ pub struct MockOptions {
     /// Answer length when the request does not set `ignore_eos`.
     pub eos_after: u64,
     pub faults: Faults,
+    /// Simulate an infinite prefix cache with blocks of this many words
+    /// (0 = none): `cached_tokens` then says how much of each prompt an
+    /// earlier request already brought.
+    pub cache_block: u64,
 }
 
 /// Serves until the process is killed; returns only if it cannot start.
@@ -166,7 +171,7 @@ enum Route {
     WrongMethod(&'static str),
 }
 
-fn route(req: &Request) -> Route {
+fn route(req: &Request, cache_block: u64) -> Route {
     let (allowed, kind) = match req.path() {
         "/v1/models" => ("GET", None),
         "/health" => ("GET", None),
@@ -178,7 +183,7 @@ fn route(req: &Request) -> Route {
         return Route::WrongMethod(allowed);
     }
     match kind {
-        Some(kind) => Route::Complete(kind, request::parse(kind, &req.body)),
+        Some(kind) => Route::Complete(kind, request::parse(kind, &req.body, cache_block)),
         None if req.path() == "/health" => Route::Health,
         None => Route::Models,
     }
@@ -191,10 +196,12 @@ struct Server {
     /// Makes response ids differ between runs.
     nonce: u64,
     log: Log,
+    cache: cache::PrefixCache,
 }
 
 impl Server {
     fn new(opts: MockOptions, log: Log) -> Self {
+        let opts_cache_block = opts.cache_block;
         let started = SystemTime::now();
         let nonce = started
             .duration_since(UNIX_EPOCH)
@@ -205,6 +212,7 @@ impl Server {
             started,
             nonce,
             log,
+            cache: cache::PrefixCache::new(opts_cache_block),
         }
     }
 
@@ -252,6 +260,8 @@ impl Server {
                 return Ok(());
             }
         }
+        // Looked up (and the prompt's blocks stored) as the request arrives.
+        let cached = self.cache.cached_tokens(&ask.prefix_hashes);
         let reply = Reply::new(
             kind,
             self.nonce ^ seq,
@@ -266,6 +276,7 @@ impl Server {
             latency: &self.opts.latency,
             faults: if faulty { Some(faults) } else { None },
             usage: !faults.no_usage,
+            cached,
         };
         if ask.stream {
             job.stream(conn)
@@ -277,7 +288,7 @@ impl Server {
 
 impl Handler for Server {
     fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
-        let route = route(&req);
+        let route = route(&req, self.opts.cache_block);
         let ask = match &route {
             Route::Complete(_, Ok(ask)) => Some(ask),
             _ => None,
@@ -313,6 +324,8 @@ struct Job<'a> {
     /// The faults, when this request was chosen for them.
     faults: Option<&'a Faults>,
     usage: bool,
+    /// Prompt tokens the prefix cache already held.
+    cached: u64,
 }
 
 /// What a stream does after its faults had their say.
@@ -332,7 +345,7 @@ impl Job<'_> {
 
     fn usage(&self) -> Option<Usage> {
         self.usage
-            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens))
+            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens, self.cached))
     }
 
     /// The SSE stream: role chunk at once (chat), one event per token on its
@@ -438,17 +451,23 @@ mod tests {
     #[test]
     fn routes() {
         assert!(matches!(
-            route(&req("GET", "/v1/models?x", "")),
+            route(&req("GET", "/v1/models?x", ""), 0),
             Route::Models
         ));
-        assert!(matches!(route(&req("GET", "/health", "")), Route::Health));
         assert!(matches!(
-            route(&req("GET", "/v1/completions", "")),
+            route(&req("GET", "/health", ""), 0),
+            Route::Health
+        ));
+        assert!(matches!(
+            route(&req("GET", "/v1/completions", ""), 0),
             Route::WrongMethod("POST")
         ));
-        assert!(matches!(route(&req("POST", "/nope", "")), Route::NotFound));
         assert!(matches!(
-            route(&req("POST", "/v1/chat/completions", "{")),
+            route(&req("POST", "/nope", ""), 0),
+            Route::NotFound
+        ));
+        assert!(matches!(
+            route(&req("POST", "/v1/chat/completions", "{"), 0),
             Route::Complete(Kind::Chat, Err(_))
         ));
     }

@@ -28,6 +28,9 @@ pub struct Ask {
     pub stream: bool,
     pub include_usage: bool,
     pub prompt_tokens: u64,
+    /// With a prefix cache: the hash of the prompt's word prefix at the end
+    /// of each full cache block, in order.
+    pub prefix_hashes: Vec<u64>,
     /// As requested (chat: `max_completion_tokens` wins over `max_tokens`).
     pub max_tokens: Option<u64>,
     pub min_tokens: u64,
@@ -57,7 +60,9 @@ pub struct Answer {
 }
 
 /// Reads a request body; the error is the message for a 400.
-pub fn parse(kind: Kind, body: &[u8]) -> Result<Ask, String> {
+/// Reads a request body; the error is the message for a 400. With
+/// `cache_block` > 0, also hashes the prompt's word prefixes per block.
+pub fn parse(kind: Kind, body: &[u8], cache_block: u64) -> Result<Ask, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
     let obj = value
@@ -75,14 +80,22 @@ pub fn parse(kind: Kind, body: &[u8]) -> Result<Ask, String> {
         None | Some(Value::Null) => false,
         Some(_) => return Err("`stream_options` must be an object".into()),
     };
-    let prompt_tokens = match kind {
-        Kind::Chat => obj.get("messages").map_or(0, chat_words),
-        Kind::Completion => obj.get("prompt").map_or(0, prompt_words),
-    };
+    let mut words = Words::new(cache_block);
+    match kind {
+        Kind::Chat => obj
+            .get("messages")
+            .map_or((), |m| chat_words(m, &mut words)),
+        Kind::Completion => obj
+            .get("prompt")
+            .map_or((), |p| prompt_words(p, &mut words)),
+    }
+    let prompt_tokens = words.count;
+    let prefix_hashes = words.hashes;
     Ok(Ask {
         stream: flag(obj, "stream")?,
         include_usage,
         prompt_tokens,
+        prefix_hashes,
         max_tokens,
         min_tokens: count(obj, "min_tokens")?.unwrap_or(0),
         ignore_eos: flag(obj, "ignore_eos")?,
@@ -141,40 +154,71 @@ fn flag(obj: &Map<String, Value>, key: &str) -> Result<bool, String> {
     }
 }
 
-fn words(s: &str) -> u64 {
-    s.split_whitespace().count() as u64
+/// Counts prompt words (the mock's tokens) and, for the prefix cache,
+/// hashes the word sequence so far at every `block` words (FNV-1a over the
+/// words, so each hash names the whole prefix up to its block).
+struct Words {
+    count: u64,
+    block: u64,
+    state: u64,
+    hashes: Vec<u64>,
+}
+
+impl Words {
+    fn new(block: u64) -> Self {
+        Words {
+            count: 0,
+            block,
+            state: 0xcbf2_9ce4_8422_2325,
+            hashes: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, text: &str) {
+        for w in text.split_whitespace() {
+            self.count += 1;
+            if self.block == 0 {
+                continue;
+            }
+            for &b in w.as_bytes().iter().chain(b" ") {
+                self.state = (self.state ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+            if self.count.is_multiple_of(self.block) {
+                self.hashes.push(self.state);
+            }
+        }
+    }
 }
 
 /// Words in every message's `content`: a string, or a list of parts whose
 /// `text` strings count (images and the like count nothing).
-fn chat_words(messages: &Value) -> u64 {
+fn chat_words(messages: &Value, words: &mut Words) {
     let Value::Array(messages) = messages else {
-        return 0;
+        return;
     };
-    messages
-        .iter()
-        .map(|m| match m.get("content") {
-            Some(Value::String(s)) => words(s),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .map(|p| match p.get("text") {
-                    Some(Value::String(s)) => words(s),
-                    _ => 0,
-                })
-                .sum(),
-            _ => 0,
-        })
-        .sum()
+    for m in messages {
+        match m.get("content") {
+            Some(Value::String(s)) => words.add(s),
+            Some(Value::Array(parts)) => {
+                for p in parts {
+                    if let Some(Value::String(s)) = p.get("text") {
+                        words.add(s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A completions prompt: a string (its words), a token id (one), or a list
 /// of either, nested for batches.
-fn prompt_words(prompt: &Value) -> u64 {
+fn prompt_words(prompt: &Value, words: &mut Words) {
     match prompt {
-        Value::String(s) => words(s),
-        Value::Number(_) => 1,
-        Value::Array(items) => items.iter().map(prompt_words).sum(),
-        _ => 0,
+        Value::String(s) => words.add(s),
+        Value::Number(n) => words.add(&n.to_string()),
+        Value::Array(items) => items.iter().for_each(|i| prompt_words(i, words)),
+        _ => {}
     }
 }
 
@@ -183,7 +227,7 @@ mod tests {
     use super::*;
 
     fn chat(body: &str) -> Ask {
-        parse(Kind::Chat, body.as_bytes()).unwrap()
+        parse(Kind::Chat, body.as_bytes(), 0).unwrap()
     }
 
     #[test]
@@ -200,9 +244,13 @@ mod tests {
     #[test]
     fn counts_completion_prompts_of_every_shape() {
         let p = |s: &str| {
-            parse(Kind::Completion, format!(r#"{{"prompt":{s}}}"#).as_bytes())
-                .unwrap()
-                .prompt_tokens
+            parse(
+                Kind::Completion,
+                format!(r#"{{"prompt":{s}}}"#).as_bytes(),
+                0,
+            )
+            .unwrap()
+            .prompt_tokens
         };
         assert_eq!(p(r#""a b c""#), 3);
         assert_eq!(p(r#"["a b", "c"]"#), 3);
@@ -214,7 +262,7 @@ mod tests {
     fn max_completion_tokens_wins_in_chat_only() {
         let body = r#"{"max_tokens":5,"max_completion_tokens":7}"#;
         assert_eq!(chat(body).max_tokens, Some(7));
-        let c = parse(Kind::Completion, body.as_bytes()).unwrap();
+        let c = parse(Kind::Completion, body.as_bytes(), 0).unwrap();
         assert_eq!(c.max_tokens, Some(5));
     }
 
@@ -224,6 +272,7 @@ mod tests {
             stream: false,
             include_usage: false,
             prompt_tokens: 0,
+            prefix_hashes: Vec::new(),
             max_tokens: max,
             min_tokens: min,
             ignore_eos: ignore,
@@ -253,7 +302,7 @@ mod tests {
             r#"{"max_tokens":"5"}"#,
             r#"{"stream":"yes"}"#,
         ] {
-            assert!(parse(Kind::Chat, bad.as_bytes()).is_err(), "{bad}");
+            assert!(parse(Kind::Chat, bad.as_bytes(), 0).is_err(), "{bad}");
         }
     }
 }

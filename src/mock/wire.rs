@@ -52,12 +52,14 @@ pub struct PromptDetails {
 }
 
 impl Usage {
-    pub fn new(prompt: u64, completion: u64) -> Self {
+    pub fn new(prompt: u64, completion: u64, cached: u64) -> Self {
         Usage {
             prompt_tokens: prompt,
             total_tokens: prompt.saturating_add(completion),
             completion_tokens: completion,
-            prompt_tokens_details: PromptDetails { cached_tokens: 0 },
+            prompt_tokens_details: PromptDetails {
+                cached_tokens: cached,
+            },
         }
     }
 }
@@ -328,7 +330,7 @@ mod tests {
             r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":" the"},"logprobs":null,"finish_reason":"length"}]}"#
         );
         assert_eq!(
-            s(r.usage_chunk(Usage::new(3, 4))),
+            s(r.usage_chunk(Usage::new(3, 4, 0))),
             r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}}"#
         );
     }
