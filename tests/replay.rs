@@ -1008,3 +1008,45 @@ fn the_server_cache_sees_the_traces_sharing() {
         Some(0)
     );
 }
+
+#[test]
+fn replayed_real_traces_hit_the_cache_as_mc_analyze_predicts() {
+    let Some(data) =
+        crate::util::data_dir("replayed_real_traces_hit_the_cache_as_mc_analyze_predicts")
+    else {
+        return;
+    };
+    for (file, rows) in [
+        ("conversation_trace.jsonl", 200),
+        ("synthetic_trace.jsonl", 300),
+    ] {
+        // A fresh cache per trace (both number their ids from 0).
+        let mock = Mock::start(&["--prefix-cache"]);
+        let text = std::fs::read_to_string(data.join("mooncake").join(file)).unwrap();
+        let head: String = text.lines().take(rows).map(|l| format!("{l}\n")).collect();
+        // mc-analyze's infinite cache, in file order.
+        let report: Value =
+            serde_json::from_str(&crate::util::run_ok("mc-analyze", &["--json"], &head)).unwrap();
+        // (mc-analyze writes token counts as JSON floats.)
+        let predicted = report["cache"]["results"][0]["hit_tokens"]
+            .as_f64()
+            .unwrap() as u64;
+        // One request at a time, in file order, against mc-mock's cache.
+        let args = ["--model", "m", "--concurrency", "1", "--speedup", "1000"];
+        let run = replay(&mock.url, &args, &head);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let measured: u64 = run.results.iter().map(|r| r.cached_tokens.unwrap()).sum();
+        // mc-mock credits whole 16-word blocks only, so a reused partial
+        // last block (k tokens) counts floor(k/16)*16 there: less than 16
+        // short per row. Where no partial block is reused, equal.
+        assert!(measured <= predicted, "{file}: {measured} > {predicted}");
+        assert!(
+            predicted - measured < 16 * rows as u64,
+            "{file}: {measured} vs {predicted}"
+        );
+        if file == "conversation_trace.jsonl" {
+            assert_eq!(measured, predicted, "{file}");
+            assert_eq!(predicted, 164_864);
+        }
+    }
+}
