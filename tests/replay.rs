@@ -1050,3 +1050,48 @@ fn replayed_real_traces_hit_the_cache_as_mc_analyze_predicts() {
         }
     }
 }
+
+#[test]
+fn rows_that_disagree_with_the_block_size_are_named() {
+    let server = Capture::start();
+    // At B = 512, 3 ids need more than 1024 tokens: these rows were made
+    // with another block size.
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 300, "hash_ids": [1, 2, 3], "output_length": 1}),
+        json!({"timestamp": 1, "input_length": 1500, "hash_ids": [1, 2, 3], "output_length": 1}),
+        json!({"timestamp": 2, "input_length": 200, "hash_ids": [4, 5], "output_length": 1}),
+    ]);
+    let run = replay(&server.url, &["--model", "M"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("2 rows have fewer tokens than their hash ids need at --block-size 512 (first lines: 1, 3)"),
+        "{}",
+        run.stderr
+    );
+    // Their prompts still have input_length tokens.
+    let r = by_line(&run.results);
+    assert_eq!(r[&1].input_tokens, Some(300));
+    let mut seen = server.requests();
+    seen.sort_by_key(|(h, _)| h["x-trace-line"].clone());
+    let words = |i: usize| {
+        seen[i].1["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .count()
+    };
+    assert_eq!((words(0), words(1), words(2)), (300, 1500, 200));
+}
+
+#[test]
+fn on_error_skip_replays_the_good_rows() {
+    let mock = Mock::start(&[]);
+    let trace =
+        "{\"timestamp\":0,\"input_length\":3}\nnot json\n{\"timestamp\":1,\"input_length\":3}\n";
+    let run = replay(&mock.url, &["--model", "m", "--on-error", "skip"], trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut got: Vec<u64> = run.results.iter().map(|r| r.line).collect();
+    got.sort();
+    assert_eq!(got, [1, 3]);
+    assert!(run.stderr.contains("skipped 1"), "{}", run.stderr);
+}
