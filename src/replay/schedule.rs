@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -123,8 +123,10 @@ pub struct Scheduler {
     /// Rows past their deadline, waiting for a concurrency slot.
     waiting: VecDeque<(u64, usize)>,
     sessions: Vec<SessionState>,
-    jobs: Option<Sender<Job>>,
-    job_rx: Arc<Mutex<Receiver<Job>>>,
+    /// Jobs go to whichever worker is idle (a multi-consumer channel: no
+    /// lock convoy between idle workers).
+    jobs: Option<crossbeam_channel::Sender<Job>>,
+    job_rx: crossbeam_channel::Receiver<Job>,
     done_tx: Sender<Done>,
     done_rx: Receiver<Done>,
     in_flight: usize,
@@ -139,7 +141,7 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(ctx: Arc<Context>, arrivals: Arrivals, limits: Limits, delta: bool) -> Scheduler {
-        let (jobs, job_rx) = mpsc::channel();
+        let (jobs, job_rx) = crossbeam_channel::unbounded();
         let (done_tx, done_rx) = mpsc::channel();
         let sessions = ctx
             .trace
@@ -163,7 +165,7 @@ impl Scheduler {
             waiting: VecDeque::new(),
             sessions,
             jobs: Some(jobs),
-            job_rx: Arc::new(Mutex::new(job_rx)),
+            job_rx,
             done_tx,
             done_rx,
             in_flight: 0,
@@ -335,7 +337,15 @@ impl Scheduler {
         };
         self.end.dispatched += 1;
         self.in_flight += 1;
-        if self.in_flight > self.workers {
+        // Claim an idle worker for this job; if none is idle, start one. A
+        // count of jobs in flight would over-count here (their ends reach the
+        // scheduler late when it is busy) and start threads nobody needs.
+        let claimed = self
+            .ctx
+            .idle_workers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !claimed {
             self.spawn_worker();
         }
         if let Some(tx) = &self.jobs {

@@ -3,8 +3,8 @@
 //! threads that grows to the peak number of requests in flight.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -121,6 +121,8 @@ pub struct Context {
     pub counters: Counters,
     /// Stop sending: a signal, or results can no longer be written.
     pub stop: Arc<AtomicBool>,
+    /// Workers waiting for a job and not yet claimed by the scheduler.
+    pub idle_workers: AtomicUsize,
     in_flight: Mutex<HashMap<u64, Arc<InFlight>>>,
 }
 
@@ -157,6 +159,7 @@ impl Context {
             sink: Mutex::new(sink),
             counters: Counters::default(),
             stop,
+            idle_workers: AtomicUsize::new(0),
             in_flight: Mutex::new(HashMap::new()),
         }
     }
@@ -213,11 +216,11 @@ fn wall_clock_ns() -> u64 {
 }
 
 /// A worker's life: take jobs until the channel closes.
-pub fn work(ctx: Arc<Context>, jobs: Arc<Mutex<Receiver<Job>>>, done: Sender<Done>) {
+pub fn work(ctx: Arc<Context>, jobs: crossbeam_channel::Receiver<Job>, done: Sender<Done>) {
     let mut body = Vec::new();
     let mut text = String::new();
     loop {
-        let job = match lock(&jobs).recv() {
+        let job = match jobs.recv() {
             Ok(j) => j,
             Err(_) => return,
         };
@@ -232,6 +235,9 @@ pub fn work(ctx: Arc<Context>, jobs: Arc<Mutex<Receiver<Job>>>, done: Sender<Don
         } else {
             send(&ctx, job, &mut body, &mut text)
         };
+        // Idle again before the scheduler hears of it, so a job it sends on
+        // receiving `end` finds this worker.
+        ctx.idle_workers.fetch_add(1, Ordering::AcqRel);
         if done.send(end).is_err() {
             return;
         }
