@@ -338,13 +338,11 @@ impl Slo {
         let within = |bound: Option<f64>, v: Option<f64>| match (bound, v) {
             (None, _) => true,
             (Some(b), Some(v)) => v <= b,
-            // A bound on TPOT cannot fail for a one-token answer.
             (Some(_), None) => false,
         };
-        r.is_ok()
-            && within(self.ttft_ms, r.ttft_ms)
-            && (self.tpot_ms.is_none() || r.tpot_ms.is_none() || within(self.tpot_ms, r.tpot_ms))
-            && within(self.e2e_ms, r.e2e_ms)
+        // A one-token answer has no TPOT, so a TPOT bound cannot fail it.
+        let tpot_ok = r.tpot_ms.is_none() || within(self.tpot_ms, r.tpot_ms);
+        r.is_ok() && within(self.ttft_ms, r.ttft_ms) && tpot_ok && within(self.e2e_ms, r.e2e_ms)
     }
 }
 
@@ -456,6 +454,33 @@ mod tests {
         assert!(Slo::parse("ttft").is_err());
         assert!(Slo::parse("ttf=3").is_err());
         assert!(Slo::parse("ttft=-1").is_err());
+    }
+
+    fn result(ttft: f64, tpot: Option<f64>, e2e: f64, ok: bool) -> RequestResult {
+        let error = (!ok).then(|| serde_json::json!({"kind": "http_5xx", "message": "x"}));
+        serde_json::from_value(serde_json::json!({
+            "line": 1, "session_id": null, "turn": 0, "request_id": "r", "warmup": false,
+            "status": if ok { "ok" } else { "error" }, "http_status": 200, "error": error,
+            "t_sched_ms": 0.0, "t_send_ms": 0.0, "t_first_ms": ttft, "t_last_ms": e2e,
+            "t_end_ms": e2e, "lag_ms": 0.0, "ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot,
+            "sched_latency_ms": e2e, "chunks": 2, "itl_ms": null, "input_tokens": 1,
+            "prompt_tokens": 1, "cached_tokens": null, "output_tokens": 2,
+            "completion_tokens": 2, "tokens_estimated": false, "finish_reason": "length"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn slo_met_needs_every_bound() {
+        let slo = Slo::parse("ttft=100,tpot=10,e2e=1000").unwrap();
+        assert!(slo.met(&result(100.0, Some(10.0), 1000.0, true)));
+        assert!(!slo.met(&result(100.1, Some(5.0), 500.0, true)));
+        assert!(!slo.met(&result(50.0, Some(10.5), 500.0, true)));
+        assert!(!slo.met(&result(50.0, Some(5.0), 1000.5, true)));
+        // A one-token answer has no TPOT to miss.
+        assert!(slo.met(&result(50.0, None, 500.0, true)));
+        // A failed request never counts.
+        assert!(!slo.met(&result(1.0, Some(1.0), 2.0, false)));
     }
 
     #[test]

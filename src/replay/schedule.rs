@@ -39,7 +39,7 @@ pub struct Limits {
 }
 
 /// How the run ended, for the summary.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct RunEnd {
     /// Requests handed to the workers (warm-up included).
     pub dispatched: u64,
@@ -221,7 +221,7 @@ impl Scheduler {
                 }
                 self.due.pop();
                 if self.limit_reached(deadline) {
-                    self.skip(row);
+                    self.skip();
                     continue;
                 }
                 self.waiting.push_back((deadline, row));
@@ -235,7 +235,7 @@ impl Scheduler {
                     _ => deadline,
                 };
                 if self.limit_reached(t_sched) {
-                    self.skip(row);
+                    self.skip();
                     continue;
                 }
                 self.dispatch(row, t_sched);
@@ -314,11 +314,10 @@ impl Scheduler {
         // A session's later turns are not sent once the run is stopping.
     }
 
-    fn skip(&mut self, row: usize) {
+    /// A row past a limit. Its session's later turns are never released,
+    /// and are counted when the run ends.
+    fn skip(&mut self) {
         self.end.not_sent += 1;
-        // A skipped start means its session's later turns are not sent either
-        // (counted when the run ends).
-        let _ = row;
     }
 
     fn dispatch(&mut self, row: usize, t_sched: u64) {
