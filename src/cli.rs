@@ -142,6 +142,43 @@ pub fn exit(tool: &str, result: Result<()>) -> std::process::ExitCode {
     std::process::ExitCode::from(code as u8)
 }
 
+/// Hidden options every tool has: it writes its own shell completions and
+/// man page, so they always match its options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DocArgs {
+    /// Print the completion script for SHELL and exit.
+    #[arg(long, value_enum, value_name = "SHELL", hide = true)]
+    pub completions: Option<clap_complete::Shell>,
+
+    /// Print the man page (roff) and exit.
+    #[arg(long, hide = true)]
+    pub man: bool,
+}
+
+/// Handles `--completions` / `--man`: `Some(exit code)` when one was asked
+/// for and written, `None` to go on with the tool's work.
+pub fn self_document<A: clap::CommandFactory>(
+    tool: &'static str,
+    doc: &DocArgs,
+) -> Option<std::process::ExitCode> {
+    if doc.completions.is_none() && !doc.man {
+        return None;
+    }
+    let cmd = A::command().name(tool).bin_name(tool);
+    let mut out = Vec::new();
+    let written = match doc.completions {
+        Some(shell) => {
+            clap_complete::generate(shell, &mut cmd.clone(), tool, &mut out);
+            Ok(())
+        }
+        None => clap_mangen::Man::new(cmd).render(&mut out),
+    };
+    let result = written
+        .and_then(|()| std::io::stdout().lock().write_all(&out))
+        .map_err(Error::Io);
+    Some(exit(tool, result))
+}
+
 /// Rejects option values clap cannot check on its own.
 pub fn usage(msg: impl Into<String>) -> Error {
     Error::Usage(msg.into())

@@ -2,6 +2,7 @@
 
 mod analyze;
 mod cap;
+mod docs;
 mod mock;
 mod nat;
 mod pipe;

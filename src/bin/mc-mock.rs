@@ -124,10 +124,16 @@ struct Args {
     /// some servers do.
     #[arg(long)]
     no_usage: bool,
+
+    #[command(flatten)]
+    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
+        return code;
+    }
     let opts = MockOptions {
         host: args.host,
         port: args.port,

@@ -30,10 +30,16 @@ struct Args {
 
     #[command(flatten)]
     io: IoArgs,
+
+    #[command(flatten)]
+    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
+        return code;
+    }
     let opts = RootsOptions {
         roots: args.roots,
         seed: args.seed,

@@ -54,10 +54,16 @@ struct Args {
 
     #[command(flatten)]
     io: IoArgs,
+
+    #[command(flatten)]
+    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
+        return code;
+    }
     let opts = ScaleOptions {
         speedup: args.speedup,
         keep_delays: args.keep_delays,

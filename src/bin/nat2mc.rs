@@ -72,10 +72,16 @@ struct Args {
     /// Skip the first N requests of the file.
     #[arg(long, default_value_t = 0, value_name = "N")]
     skip_requests: usize,
+
+    #[command(flatten)]
+    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
+        return code;
+    }
     let opts = NatOptions {
         input: args.input_file,
         output: args.output_file,
