@@ -1095,3 +1095,21 @@ fn on_error_skip_replays_the_good_rows() {
     assert_eq!(got, [1, 3]);
     assert!(run.stderr.contains("skipped 1"), "{}", run.stderr);
 }
+
+#[test]
+fn any_session_id_reaches_the_server() {
+    let server = Capture::start();
+    let trace = lines(&[json!({"session_id": "会话 1%", "timestamp": 0, "input_length": 2})]);
+    let run = replay(&server.url, &["--model", "M"], &trace);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results[0].status, "ok");
+    // The result keeps the id as written; the header carries it percent-encoded.
+    assert_eq!(run.results[0].session_id.as_deref(), Some("会话 1%"));
+    assert_eq!(
+        server.requests()[0].0["x-session-id"],
+        "%E4%BC%9A%E8%AF%9D 1%25"
+    );
+    // A header value that HTTP cannot carry is a usage error, not failed requests.
+    let run = replay(&server.url, &["--model", "M", "--header", "X-A: é"], &trace);
+    assert_eq!(run.code, 2);
+}

@@ -172,7 +172,11 @@ fn parse_header(s: &str) -> Result<(String, String), String> {
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(format!("`{k}` is not a header name"));
     }
-    Ok((k.to_string(), v.trim().to_string()))
+    let v = v.trim();
+    if !v.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+        return Err(format!("the value of `{k}` must be printable ASCII"));
+    }
+    Ok((k.to_string(), v.to_string()))
 }
 
 fn parse_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {

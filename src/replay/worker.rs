@@ -209,6 +209,24 @@ impl Context {
     }
 }
 
+/// A header value from trace text: bytes outside printable ASCII (which
+/// HTTP forbids or mangles) are percent-encoded, as is `%` itself, so any
+/// session id reaches the server unambiguously.
+pub fn header_safe(s: &str) -> String {
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for b in s.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -294,7 +312,7 @@ fn send(ctx: &Context, job: Job, body: &mut Vec<u8>, text: &mut String) -> Done 
         format!("{}-{}", ctx.run_id, job.seq),
     ));
     if let Some(s) = ctx.trace.session_id(turn) {
-        headers.push(("x-session-id".to_string(), s.to_string()));
+        headers.push(("x-session-id".to_string(), header_safe(s)));
     }
     headers.push(("x-trace-line".to_string(), turn.line.to_string()));
     headers.extend(ctx.headers.iter().cloned());
@@ -346,5 +364,17 @@ fn send(ctx: &Context, job: Job, body: &mut Vec<u8>, text: &mut String) -> Done 
         t_end_us: ctx.clock.us(outcome.t_end),
         sent: true,
         history,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_safe;
+
+    #[test]
+    fn header_values_are_printable_ascii() {
+        assert_eq!(header_safe("conv_0 a"), "conv_0 a");
+        assert_eq!(header_safe("会"), "%E4%BC%9A");
+        assert_eq!(header_safe("a%b\n"), "a%25b%0A");
     }
 }
