@@ -1113,3 +1113,31 @@ fn any_session_id_reaches_the_server() {
     let run = replay(&server.url, &["--model", "M", "--header", "X-A: é"], &trace);
     assert_eq!(run.code, 2);
 }
+
+#[test]
+fn arrival_rate_counts_first_turns() {
+    let mock = Mock::start(&[]);
+    // Three sessions starting 100 ms apart, each with two later turns.
+    let mut rows = Vec::new();
+    for s in 0..3 {
+        rows.push(
+            json!({"session_id": s, "timestamp": s * 100, "input_length": 4, "output_length": 1}),
+        );
+    }
+    for s in 0..3 {
+        for _ in 0..2 {
+            rows.push(json!({"session_id": s, "input_length": 8, "output_length": 1}));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = ["--model", "m", "--summary", summary.to_str().unwrap()];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 9);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // 3 arrivals over 200 ms: 10 per second, asked and achieved.
+    assert_eq!(s.trace_rate, Some(10.0));
+    assert!((s.send_rate - 10.0).abs() < 1.0, "{}", s.send_rate);
+    assert!(run.stderr.contains("arrival rate"), "{}", run.stderr);
+}

@@ -355,7 +355,8 @@ pub struct Tally {
     pub warmup: u64,
     pub errors: BTreeMap<String, u64>,
     pub first_send_us: Option<u64>,
-    pub last_send_us: u64,
+    /// Sends of rows that start something (turn 0): count, first, last (µs).
+    pub start_sends: (u64, u64, u64),
     pub last_end_us: u64,
     pub input_tokens: u64,
     pub prompt_tokens: u64,
@@ -383,7 +384,12 @@ impl Tally {
         self.sent += 1;
         let send = to_us(r.t_send_ms);
         self.first_send_us = Some(self.first_send_us.map_or(send, |f| f.min(send)));
-        self.last_send_us = self.last_send_us.max(send);
+        if r.turn == 0 {
+            let (n, first, last) = &mut self.start_sends;
+            *first = if *n == 0 { send } else { (*first).min(send) };
+            *last = (*last).max(send);
+            *n += 1;
+        }
         self.last_end_us = self.last_end_us.max(to_us(r.t_end_ms));
         self.lag.add(to_us(r.lag_ms));
         match &r.error {

@@ -396,13 +396,16 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
         .map_err(Error::Other)
 }
 
-/// The rate the trace asks for: timed rows over their span.
+/// The arrival rate the trace asks for: first turns over their time span.
 fn trace_rate(trace: &Trace, arrivals: Arrivals) -> Option<f64> {
     match arrivals {
         Arrivals::Rate { rate, .. } => Some(rate),
         Arrivals::Closed => None,
         Arrivals::Timed { speedup } => {
-            let ts: Vec<f64> = trace.turns.iter().filter_map(|t| t.timestamp_ms).collect();
+            let ts: Vec<f64> = trace
+                .starts()
+                .filter_map(|i| trace.turns[i].timestamp_ms)
+                .collect();
             let lo = ts.iter().copied().min_by(f64::total_cmp)?;
             let hi = ts.iter().copied().max_by(f64::total_cmp)?;
             let span_s = (hi - lo) / speedup / 1000.0;

@@ -27,10 +27,12 @@ pub struct Summary {
     pub output_token_throughput: f64,
     pub input_token_throughput: f64,
     pub tokens: Tokens,
-    /// Requests sent per second (measured requests).
+    /// Arrivals sent per second: rows that start something (a session's
+    /// first turn, or a row without a session), whose times the schedule
+    /// sets; later turns follow their session instead.
     pub send_rate: f64,
-    /// The rate the trace asks for (timed: rows over the timestamp span ÷
-    /// speedup; `--rate`: the rate; closed loop: null).
+    /// The arrival rate the trace asks for (timed: first turns over their
+    /// timestamp span ÷ speedup; `--rate`: the rate; closed loop: null).
     pub trace_rate: Option<f64>,
     pub metrics: Metrics,
     pub slo: Option<Slo>,
@@ -102,9 +104,10 @@ pub fn summarize(
             0.0
         }
     };
-    let send_span_s = ms(t.last_send_us.saturating_sub(first)) / 1000.0;
-    let send_rate = if t.sent > 1 && send_span_s > 0.0 {
-        (t.sent - 1) as f64 / send_span_s
+    let (starts, first_start, last_start) = t.start_sends;
+    let send_span_s = ms(last_start.saturating_sub(first_start)) / 1000.0;
+    let send_rate = if starts > 1 && send_span_s > 0.0 {
+        (starts - 1) as f64 / send_span_s
     } else {
         0.0
     };
@@ -199,7 +202,7 @@ impl Summary {
             self.output_token_throughput,
             self.input_token_throughput
         );
-        let _ = write!(s, "send rate {:.2} req/s", self.send_rate);
+        let _ = write!(s, "arrival rate {:.2} req/s", self.send_rate);
         match self.trace_rate {
             Some(t) => {
                 let _ = writeln!(s, " (the trace asks for {t:.2} req/s)");
@@ -294,12 +297,12 @@ impl Summary {
             ("request_throughput", self.request_throughput),
             ("output_token_throughput", self.output_token_throughput),
             ("input_token_throughput", self.input_token_throughput),
-            ("send_rate", self.send_rate),
+            ("arrival_rate", self.send_rate),
         ] {
             let _ = writeln!(s, "{k},{v}");
         }
         if let Some(t) = self.trace_rate {
-            let _ = writeln!(s, "trace_rate,{t}");
+            let _ = writeln!(s, "trace_arrival_rate,{t}");
         }
         if let Some(g) = &self.goodput {
             let _ = writeln!(
