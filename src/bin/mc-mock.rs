@@ -28,6 +28,8 @@ const TOOL: &str = "mc-mock";
 /// arrives: {"event":"request","seq","unix_us","t_us","method","path",
 /// "x_trace_line","x_request_id","x_session_id","prompt_tokens","max_tokens"}
 /// (headers X-Trace-Line, X-Request-Id, X-Session-Id; null when absent).
+/// Send stdout to a file or /dev/null when nothing reads it: a full pipe
+/// would hold up the requests being logged.
 ///
 /// Faults apply to completion requests only. --fail-rate picks which
 /// requests get the faults (--status, --hang, --drop-after, --error-after,
