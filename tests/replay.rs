@@ -264,6 +264,23 @@ fn rate_mode_spaces_arrivals() {
     };
     assert_eq!(poisson("1"), poisson("1"));
     assert_ne!(poisson("1"), poisson("2"));
+    // A timed trace under --rate: the timestamps give way, and it says so.
+    let timed: Vec<Value> = (0..3)
+        .map(|i| json!({"timestamp": i * 1000, "input_length": 4, "output_length": 1}))
+        .collect();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--rate", "100", "--arrival", "constant"],
+        &lines(&timed),
+    );
+    let mut sched: Vec<f64> = run.results.iter().map(|r| r.t_sched_ms).collect();
+    sched.sort_by(f64::total_cmp);
+    assert_eq!(sched, [0.0, 10.0, 20.0]);
+    assert!(
+        run.stderr.contains("timestamps are ignored"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -180,6 +180,9 @@ fn load(io: &IoArgs) -> Result<Trace> {
 /// Picks the schedule from the trace and the options.
 fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
     if let Some(rate) = opts.rate {
+        if trace.turns.iter().any(|t| t.timestamp_ms.is_some()) {
+            eprintln!("mc-replay: note: --rate {rate}: the trace's timestamps are ignored");
+        }
         return Ok(Arrivals::Rate {
             rate,
             poisson: opts.arrival == ArrivalKind::Poisson,
