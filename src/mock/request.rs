@@ -4,6 +4,7 @@
 //! The mock has no tokenizer: a prompt token is a whitespace-separated word
 //! (a token id in a completions prompt given as ids).
 
+use crate::hash::Fnv1a;
 use serde_json::{Map, Value};
 
 /// vLLM's completions default, used for chat too.
@@ -160,7 +161,7 @@ fn flag(obj: &Map<String, Value>, key: &str) -> Result<bool, String> {
 struct Words {
     count: u64,
     block: u64,
-    state: u64,
+    prefix: Fnv1a,
     hashes: Vec<u64>,
 }
 
@@ -169,7 +170,7 @@ impl Words {
         Words {
             count: 0,
             block,
-            state: 0xcbf2_9ce4_8422_2325,
+            prefix: Fnv1a::new(0),
             hashes: Vec::new(),
         }
     }
@@ -180,11 +181,10 @@ impl Words {
             if self.block == 0 {
                 continue;
             }
-            for &b in w.as_bytes().iter().chain(b" ") {
-                self.state = (self.state ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-            }
+            self.prefix.write(w.as_bytes());
+            self.prefix.write(b" ");
             if self.count.is_multiple_of(self.block) {
-                self.hashes.push(self.state);
+                self.hashes.push(self.prefix.finish());
             }
         }
     }

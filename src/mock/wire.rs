@@ -7,6 +7,8 @@ use std::io;
 
 use serde::Serialize;
 
+use crate::hash::splitmix64;
+
 use super::faults;
 use super::request::{self, Kind};
 
@@ -130,8 +132,8 @@ impl<'a> Reply<'a> {
             Kind::Chat => "chatcmpl",
             Kind::Completion => "cmpl",
         };
-        let hi = faults::splitmix64(id_bits);
-        let lo = faults::splitmix64(hi);
+        let hi = splitmix64(id_bits);
+        let lo = splitmix64(hi);
         Reply {
             kind,
             id: format!("{prefix}-{hi:016x}{lo:016x}"),

@@ -10,6 +10,8 @@
 
 use anyhow::{bail, Result};
 
+use crate::hash::{splitmix64, SplitMix64};
+
 /// Candidate words; each is written with a leading space.
 const WORDS: &[&str] = &[
     "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
@@ -141,24 +143,15 @@ impl Synth {
 
     fn words(&self, stream: Stream, count: u64, out: &mut String) {
         let key = match stream {
-            Stream::Block(id) => mix(id ^ 0x626c_6f63_6b00_0000),
-            Stream::Row(line) => mix(line ^ 0x726f_7700_0000_0000).rotate_left(17),
+            Stream::Block(id) => splitmix64(id ^ 0x626c_6f63_6b00_0000),
+            Stream::Row(line) => splitmix64(line ^ 0x726f_7700_0000_0000),
         };
-        let mut state = mix(self.seed ^ key);
+        let mut rng = SplitMix64::new(self.seed ^ key);
         let n = self.vocab.words.len() as u64;
         for _ in 0..count {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let w = &self.vocab.words[(mix(state) % n) as usize];
-            out.push_str(w);
+            out.push_str(&self.vocab.words[(rng.next_u64() % n) as usize]);
         }
     }
-}
-
-/// SplitMix64's finaliser: a cheap, well-spread hash of a 64-bit value.
-pub fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::prompt::mix;
 use super::trace::Trace;
 use super::worker::{self, Context, Done, Job};
+use crate::hash::SplitMix64;
 
 /// How session starts (first turns, rows without a session) arrive.
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +71,7 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
             poisson,
             seed,
         } => {
-            let mut state = mix(seed ^ 0x7261_7465);
+            let mut rng = SplitMix64::new(seed ^ 0x7261_7465);
             let mut t = 0.0f64;
             starts
                 .into_iter()
@@ -79,10 +79,7 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
                 .map(|(k, i)| {
                     if k > 0 {
                         t += if poisson {
-                            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                            // u in (0, 1]: never ln(0).
-                            let u = ((mix(state) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-                            -u.ln() / rate
+                            -rng.next_open_unit().ln() / rate
                         } else {
                             1.0 / rate
                         };

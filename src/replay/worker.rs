@@ -155,7 +155,7 @@ impl Context {
             delta,
             agent,
             clock,
-            run_id: format!("{:x}", super::prompt::mix(wall_clock_ns())),
+            run_id: format!("{:x}", crate::hash::splitmix64(wall_clock_ns())),
             sink: Mutex::new(sink),
             counters: Counters::default(),
             stop,

@@ -9,6 +9,7 @@
 
 use crate::cli::{self, Emit, IoArgs};
 use crate::error::{RecordError, Result};
+use crate::hash::{stable_hash, GOLDEN_GAMMA};
 use crate::record::{self, Edit, Field, Record};
 
 pub struct RootsOptions {
@@ -48,7 +49,7 @@ impl Roots {
     pub fn tree(&self, session: Option<&[u8]>, row: u64) -> u64 {
         let h = match session {
             Some(s) => stable_hash(self.seed, s),
-            None => stable_hash(self.seed ^ 0x9e37_79b9_7f4a_7c15, &row.to_le_bytes()),
+            None => stable_hash(self.seed ^ GOLDEN_GAMMA, &row.to_le_bytes()),
         };
         // Multiply-shift maps the hash onto 0..k without modulo bias worth noting.
         ((u128::from(h) * u128::from(self.k)) >> 64) as u64
@@ -92,25 +93,6 @@ impl Roots {
         out.push(b'\n');
         Ok(Emit::Written)
     }
-}
-
-/// FNV-1a over the bytes, finished with SplitMix64 so nearby inputs spread
-/// over all 64 bits. Fixed here (not `std`'s hasher) so trees never change
-/// between Rust versions or machines.
-pub fn stable_hash(seed: u64, bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    splitmix64(h)
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
