@@ -183,38 +183,40 @@ pub struct Output<W: Write = Box<dyn Write>> {
 
 const OUT_BUF: usize = 256 << 10;
 
-impl Output {
-    pub fn open(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
-        let (inner, line_buffered, path): (Box<dyn Write>, bool, Option<PathBuf>) = match path {
-            Some(p) if p != Path::new("-") => {
-                let f = File::create(p).map_err(|source| Error::Output {
+/// Where an output goes: a file it created, or stdout (and whether that is
+/// a terminal, which line-buffers it).
+enum Target {
+    File(File, PathBuf),
+    Stdout(bool),
+}
+
+impl Target {
+    fn open(path: Option<&Path>) -> Result<Target> {
+        match path {
+            Some(p) if p != Path::new("-") => File::create(p)
+                .map(|f| Target::File(f, p.to_path_buf()))
+                .map_err(|source| Error::Output {
                     path: p.to_path_buf(),
                     source,
-                })?;
-                (Box::new(f), line_buffered, Some(p.to_path_buf()))
+                }),
+            _ => Ok(Target::Stdout(io::stdout().is_terminal())),
+        }
+    }
+}
+
+impl Output {
+    pub fn open(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
+        Ok(match Target::open(path)? {
+            Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
+            Target::Stdout(tty) => {
+                Output::new(Box::new(io::stdout().lock()), line_buffered || tty, None)
             }
-            _ => {
-                let out = io::stdout();
-                let tty = out.is_terminal();
-                (Box::new(out.lock()), line_buffered || tty, None)
-            }
-        };
-        Ok(Output {
-            inner,
-            buf: Vec::with_capacity(OUT_BUF + 4096),
-            line_buffered,
-            path,
         })
     }
 
     /// An output into any writer (tests, in-memory pipelines).
     pub fn from_writer(w: Box<dyn Write>) -> Self {
-        Output {
-            inner: w,
-            buf: Vec::with_capacity(OUT_BUF + 4096),
-            line_buffered: false,
-            path: None,
-        }
+        Output::new(w, false, None)
     }
 }
 
@@ -224,31 +226,23 @@ pub type SendOutput = Output<Box<dyn Write + Send>>;
 
 impl SendOutput {
     pub fn open_send(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
-        let (inner, line_buffered, path): (Box<dyn Write + Send>, bool, Option<PathBuf>) =
-            match path {
-                Some(p) if p != Path::new("-") => {
-                    let f = File::create(p).map_err(|source| Error::Output {
-                        path: p.to_path_buf(),
-                        source,
-                    })?;
-                    (Box::new(f), line_buffered, Some(p.to_path_buf()))
-                }
-                _ => {
-                    let out = io::stdout();
-                    let tty = out.is_terminal();
-                    (Box::new(out), line_buffered || tty, None)
-                }
-            };
-        Ok(Output {
-            inner,
-            buf: Vec::with_capacity(OUT_BUF + 4096),
-            line_buffered,
-            path,
+        Ok(match Target::open(path)? {
+            Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
+            Target::Stdout(tty) => Output::new(Box::new(io::stdout()), line_buffered || tty, None),
         })
     }
 }
 
 impl<W: Write> Output<W> {
+    fn new(inner: W, line_buffered: bool, path: Option<PathBuf>) -> Self {
+        Output {
+            inner,
+            buf: Vec::with_capacity(OUT_BUF + 4096),
+            line_buffered,
+            path,
+        }
+    }
+
     /// Writes one record and its `\n`.
     #[inline]
     pub fn write_line(&mut self, line: &[u8]) -> Result<()> {
