@@ -130,7 +130,11 @@ pub fn report_skipped(tool: &str, policy: &ErrorPolicy) {
 /// The end of every `main`: prints `TOOL: error` and maps it to an exit code;
 /// a closed stdout is a quiet success.
 pub fn exit(tool: &str, result: Result<()>) -> std::process::ExitCode {
-    let code = match result {
+    std::process::ExitCode::from(exit_code(tool, result) as u8)
+}
+
+fn exit_code(tool: &str, result: Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::Success,
         Err(e) if e.is_broken_pipe() => ExitCode::Success,
         Err(e) => {
@@ -138,45 +142,46 @@ pub fn exit(tool: &str, result: Result<()>) -> std::process::ExitCode {
             let _ = writeln!(stderr, "{tool}: {e}");
             e.exit_code()
         }
-    };
-    std::process::ExitCode::from(code as u8)
+    }
 }
 
-/// Hidden options every tool has: it writes its own shell completions and
-/// man page, so they always match its options.
+// Options every tool has: it writes its own shell completions and
+// man page, so they always match its options. (A plain comment: a doc
+// comment here would become every tool's `about` when the options are added.)
 #[derive(Debug, Clone, clap::Args)]
-pub struct DocArgs {
+struct DocArgs {
     /// Print the completion script for SHELL and exit.
-    #[arg(long, value_enum, value_name = "SHELL", hide = true)]
-    pub completions: Option<clap_complete::Shell>,
+    #[arg(long, value_enum, value_name = "SHELL")]
+    completions: Option<clap_complete::Shell>,
 
     /// Print the man page (roff) and exit.
-    #[arg(long, hide = true)]
-    pub man: bool,
+    #[arg(long)]
+    man: bool,
 }
 
-/// Handles `--completions` / `--man`: `Some(exit code)` when one was asked
-/// for and written, `None` to go on with the tool's work.
-pub fn self_document<A: clap::CommandFactory>(
-    tool: &'static str,
-    doc: &DocArgs,
-) -> Option<std::process::ExitCode> {
-    if doc.completions.is_none() && !doc.man {
-        return None;
-    }
+/// Parses a tool's arguments (exiting on `--help`, `--version` and usage
+/// errors, as clap does). `--completions SHELL` and `--man` are added to
+/// every tool here: they print and exit 0.
+pub fn parse_args<A: clap::Parser>(tool: &'static str) -> A {
+    use clap::{Args as _, FromArgMatches as _};
     let cmd = A::command().name(tool).bin_name(tool);
-    let mut out = Vec::new();
-    let written = match doc.completions {
-        Some(shell) => {
-            clap_complete::generate(shell, &mut cmd.clone(), tool, &mut out);
-            Ok(())
-        }
-        None => clap_mangen::Man::new(cmd).render(&mut out),
-    };
-    let result = written
-        .and_then(|()| std::io::stdout().lock().write_all(&out))
-        .map_err(Error::Io);
-    Some(exit(tool, result))
+    let matches = DocArgs::augment_args(cmd.clone()).get_matches();
+    let doc = DocArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if doc.completions.is_some() || doc.man {
+        let mut out = Vec::new();
+        let written = match doc.completions {
+            Some(shell) => {
+                clap_complete::generate(shell, &mut cmd.clone(), tool, &mut out);
+                Ok(())
+            }
+            None => clap_mangen::Man::new(cmd).render(&mut out),
+        };
+        let result = written
+            .and_then(|()| std::io::stdout().lock().write_all(&out))
+            .map_err(Error::Io);
+        std::process::exit(exit_code(tool, result) as i32);
+    }
+    A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// Rejects option values clap cannot check on its own.

@@ -37,11 +37,18 @@ fn completions_and_man_pages() {
             &man[..man.len().min(200)]
         );
         assert!(man.contains(&format!(".TH {name}")), "{name}");
-        // The hidden options stay out of --help.
+        // Both options are listed in --help, so users can find them.
         let help = String::from_utf8(tool(name).arg("--help").output().unwrap().stdout).unwrap();
         assert!(
-            !help.contains("--completions") && !help.contains("--man"),
+            help.contains("--completions") && help.contains("--man"),
             "{name}"
+        );
+        // --version names the tool, not the package.
+        let version = tool(name).arg("--version").output().unwrap();
+        assert!(version.status.success(), "{name}");
+        assert_eq!(
+            String::from_utf8(version.stdout).unwrap(),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
         );
     }
     // The replay-specific options reach the man page.

@@ -55,16 +55,10 @@ struct Args {
 
     #[command(flatten)]
     io: IoArgs,
-
-    #[command(flatten)]
-    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
-        return code;
-    }
+    let args: Args = cli::parse_args(TOOL);
     let opts = AnalyzeOptions {
         block_size: args.block_size,
         cache_blocks: args.cache_blocks,

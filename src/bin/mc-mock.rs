@@ -103,13 +103,13 @@ struct Args {
     fail_rate: Option<f64>,
 
     /// Cut the connection after the role chunk and N content tokens: no
-    /// end of the chunked body, no [DONE]. A non-streaming request (with N
+    /// end of the chunked body, no `[DONE]`. A non-streaming request (with N
     /// at most its length) gets no answer, the connection closed when token
     /// N would be due.
     #[arg(long, value_name = "N")]
     drop_after: Option<u64>,
 
-    /// Streams: after N content tokens send an error event, then [DONE].
+    /// Streams: after N content tokens send an error event, then `[DONE]`.
     #[arg(long, value_name = "N")]
     error_after: Option<u64>,
 
@@ -126,16 +126,10 @@ struct Args {
     /// some servers do.
     #[arg(long)]
     no_usage: bool,
-
-    #[command(flatten)]
-    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
-        return code;
-    }
+    let args: Args = cli::parse_args(TOOL);
     let opts = MockOptions {
         host: args.host,
         port: args.port,

@@ -145,9 +145,6 @@ struct Args {
 
     #[command(flatten)]
     io: IoArgs,
-
-    #[command(flatten)]
-    doc: cli::DocArgs,
 }
 
 fn positive(s: &str) -> Result<f64, String> {
@@ -188,10 +185,7 @@ fn parse_object(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, S
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
-        return code;
-    }
+    let args: Args = cli::parse_args(TOOL);
     let opts = Options {
         url: args.url,
         endpoint: args.endpoint,

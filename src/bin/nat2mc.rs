@@ -14,7 +14,7 @@ const TOOL: &str = "nat2mc";
 /// parallel) and names its blocks of --block-size tokens by their token
 /// prefix, so calls that repeat a prefix repeat its hash_ids, across sessions
 /// too. Writes JSONL to --output-file, else beside --input-file as
-/// <stem>_mooncake.jsonl, else to stdout; a one-line summary goes to stderr.
+/// `<stem>_mooncake.jsonl`, else to stdout; a one-line summary goes to stderr.
 /// Timestamps and delays are whole milliseconds. A file cut off mid-write
 /// yields every complete request and exit code 0.
 #[derive(Debug, Parser)]
@@ -72,16 +72,10 @@ struct Args {
     /// Skip the first N requests of the file.
     #[arg(long, default_value_t = 0, value_name = "N")]
     skip_requests: usize,
-
-    #[command(flatten)]
-    doc: cli::DocArgs,
 }
 
 fn main() -> std::process::ExitCode {
-    let args = Args::parse();
-    if let Some(code) = cli::self_document::<Args>(TOOL, &args.doc) {
-        return code;
-    }
+    let args: Args = cli::parse_args(TOOL);
     let opts = NatOptions {
         input: args.input_file,
         output: args.output_file,
