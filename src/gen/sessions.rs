@@ -75,7 +75,8 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
         name.push_str("session-");
         name.push_str(itoa::Buffer::new().format(s));
         let turns = a.turns.sample(&mut rng, 1);
-        let (mut prev_len, mut at) = (0u64, start as u64);
+        // The previous turn's prompt length, and that plus its answer.
+        let (mut prev_input, mut prev_len, mut at) = (0u64, 0u64, start as u64);
         for k in 0..turns {
             let new = a.new_tokens.sample(&mut rng, 1);
             let osl = a.osl.sample(&mut rng, 1);
@@ -87,7 +88,8 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
                 let think = a.think_time_ms.sample(&mut rng, 0);
                 at += think;
                 let input = prev_len + new;
-                extend_ids(&prev, prev_len, input, b, &mut ids, &mut cur);
+                // Only the previous prompt's full blocks keep their ids.
+                extend_ids(&prev, prev_input, input, b, &mut ids, &mut cur);
                 (input, Some(think))
             };
             sink.emit(&Request {
@@ -100,6 +102,7 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
                 hash_ids: &cur,
             })?;
             // The next turn's prompt holds this prompt and its answer.
+            prev_input = input;
             prev_len = input + osl;
             std::mem::swap(&mut prev, &mut cur);
         }
