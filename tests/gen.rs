@@ -42,12 +42,36 @@ fn consistent(v: &Value, b: u64) -> bool {
 #[test]
 fn same_arguments_same_bytes_other_seed_other_bytes() {
     let cases: [&[&str]; 6] = [
-        &["constant", "--qps", "3.5", "--num-requests", "200", "--isl", "lognormal:800:0.7"],
-        &["synthetic", "--traffic-pattern", "severe_fluctuation", "--duration-ms", "20000"],
+        &[
+            "constant",
+            "--qps",
+            "3.5",
+            "--num-requests",
+            "200",
+            "--isl",
+            "lognormal:800:0.7",
+        ],
+        &[
+            "synthetic",
+            "--traffic-pattern",
+            "severe_fluctuation",
+            "--duration-ms",
+            "20000",
+        ],
         &["prefix", "--num-requests", "200", "--zipf", "1.1"],
         &["sessions", "--sessions", "20"],
         &["agent", "--num-sessions", "5"],
-        &["constant", "--qps", "1", "--num-requests", "50", "--arrival", "gamma:0.5", "--format", "aibrix"],
+        &[
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "50",
+            "--arrival",
+            "gamma:0.5",
+            "--format",
+            "aibrix",
+        ],
     ];
     for args in cases {
         let a = gen(args);
@@ -74,24 +98,46 @@ fn ks_exponential(mut gaps: Vec<f64>, mean: f64) -> f64 {
 
 #[test]
 fn constant_rate_is_within_3_percent_and_gaps_are_exponential() {
-    let out = gen(&["constant", "--qps", "2", "--num-requests", "10000", "--isl", "100"]);
+    let out = gen(&[
+        "constant",
+        "--qps",
+        "2",
+        "--num-requests",
+        "10000",
+        "--isl",
+        "100",
+    ]);
     let r = rows(&out);
     assert_eq!(r.len(), 10_000);
     let ts: Vec<f64> = r.iter().map(|v| u(v, "timestamp") as f64).collect();
     let rate = (ts.len() - 1) as f64 / (ts[ts.len() - 1] / 1000.0);
     assert!((rate / 2.0 - 1.0).abs() < 0.03, "rate {rate}");
     // Constant lengths and fresh ids, consistent at 512.
-    assert!(r.iter().all(|v| u(v, "input_length") == 100 && consistent(v, 512)));
+    assert!(r
+        .iter()
+        .all(|v| u(v, "input_length") == 100 && consistent(v, 512)));
 
     // KS on the gaps, at 0.01 requests/s so whole-ms timestamps move the
     // CDF by at most 1e-5. Seed 0's first 10,000 gaps give D = 0.0143
     // (p ≈ 0.03): below the 1% critical value 1.63/√n; the first 100,000
     // give D ≈ 0.0041, below the 5% value 1.36/√n.
     for (n, c) in [(10_000, 1.63), (100_000, 1.36)] {
-        let out = gen(&["constant", "--qps", "0.01", "--num-requests", &n.to_string(), "--isl", "1"]);
+        let out = gen(&[
+            "constant",
+            "--qps",
+            "0.01",
+            "--num-requests",
+            &n.to_string(),
+            "--isl",
+            "1",
+        ]);
         let ts: Vec<f64> = out
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["timestamp"].as_f64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["timestamp"]
+                    .as_f64()
+                    .unwrap()
+            })
             .collect();
         let gaps: Vec<f64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
         let d = ks_exponential(gaps, 100_000.0);
@@ -102,16 +148,37 @@ fn constant_rate_is_within_3_percent_and_gaps_are_exponential() {
 #[test]
 fn constant_arrivals_and_ramps() {
     // 4 per second, constant gaps: 0, 250, 500, 750 in one second.
-    let r = rows(&gen(&["constant", "--qps", "4", "--duration-ms", "1000", "--arrival", "constant"]));
+    let r = rows(&gen(&[
+        "constant",
+        "--qps",
+        "4",
+        "--duration-ms",
+        "1000",
+        "--arrival",
+        "constant",
+    ]));
     let ts: Vec<u64> = r.iter().map(|v| u(v, "timestamp")).collect();
     assert_eq!(ts, vec![0, 250, 500, 750]);
     // A linear ramp from 1 to 9 qps over 10 s: the second half is busier.
     let r = rows(&gen(&[
-        "constant", "--qps", "9", "--qps-start", "1", "--ramp-up", "linear", "--duration-ms", "10000",
-        "--arrival", "constant",
+        "constant",
+        "--qps",
+        "9",
+        "--qps-start",
+        "1",
+        "--ramp-up",
+        "linear",
+        "--duration-ms",
+        "10000",
+        "--arrival",
+        "constant",
     ]));
     let first = r.iter().filter(|v| u(v, "timestamp") < 5000).count();
-    assert!(r.len() - first > 2 * first, "{first} then {}", r.len() - first);
+    assert!(
+        r.len() - first > 2 * first,
+        "{first} then {}",
+        r.len() - first
+    );
 }
 
 #[test]
@@ -126,7 +193,8 @@ fn synthetic_curves_equal_hand_computed_values() {
     )
     .unwrap();
     // isl(t) = 100·sin(2π·t/8) + 500: 500, 571, 600, 571, 500, 429, 400.
-    let isl = r#"{"fluctuate": 100, "mean": 500, "noise": 0, "period_len_ms": 7000, "only_rise": false}"#;
+    let isl =
+        r#"{"fluctuate": 100, "mean": 500, "noise": 0, "period_len_ms": 7000, "only_rise": false}"#;
     let out = gen(&[
         "synthetic",
         "--traffic-pattern",
@@ -148,14 +216,33 @@ fn synthetic_curves_equal_hand_computed_values() {
     }
     assert_eq!(
         per,
-        vec![(10, 500), (13, 571), (14, 600), (13, 571), (10, 500), (7, 429), (6, 400)]
+        vec![
+            (10, 500),
+            (13, 571),
+            (14, 600),
+            (13, 571),
+            (10, 500),
+            (7, 429),
+            (6, 400)
+        ]
     );
     // --interval-ms really is the step: 500 ms steps halve each window.
     let out = gen(&[
-        "synthetic", "--traffic-pattern", traffic.to_str().unwrap(), "--duration-ms", "7000",
-        "--interval-ms", "500", "--arrival", "constant",
+        "synthetic",
+        "--traffic-pattern",
+        traffic.to_str().unwrap(),
+        "--duration-ms",
+        "7000",
+        "--interval-ms",
+        "500",
+        "--arrival",
+        "constant",
     ]);
-    let first: Vec<u64> = rows(&out).iter().map(|v| u(v, "timestamp")).take(5).collect();
+    let first: Vec<u64> = rows(&out)
+        .iter()
+        .map(|v| u(v, "timestamp"))
+        .take(5)
+        .collect();
     // Step 0 at 10/s over 500 ms: 0, 100, 200, 300, 400.
     assert_eq!(first, vec![0, 100, 200, 300, 400]);
 }
@@ -163,8 +250,15 @@ fn synthetic_curves_equal_hand_computed_values() {
 #[test]
 fn rising_length_presets_work_and_never_decrease() {
     let out = gen(&[
-        "synthetic", "--traffic-pattern", "constant", "--prompt-len-pattern", "quick_rising",
-        "--completion-len-pattern", "slow_rising", "--duration-ms", "30000",
+        "synthetic",
+        "--traffic-pattern",
+        "constant",
+        "--prompt-len-pattern",
+        "quick_rising",
+        "--completion-len-pattern",
+        "slow_rising",
+        "--duration-ms",
+        "30000",
     ]);
     let r = rows(&out);
     assert!(r.len() > 100);
@@ -245,17 +339,31 @@ fn stat_maas_rates_per_window() {
         }
     }
     // The scales divide: half the rate, a quarter of the lengths.
-    let out = args(&["--qps-scale", "2", "--input-scale", "4", "--output-scale", "2"]);
+    let out = args(&[
+        "--qps-scale",
+        "2",
+        "--input-scale",
+        "4",
+        "--output-scale",
+        "2",
+    ]);
     assert_eq!(per_window(&out, 10_000, 3), vec![10, 3, 15]);
     let r = rows(&out);
-    assert_eq!((u(&r[0], "input_length"), u(&r[0], "output_length")), (250, 50));
+    assert_eq!(
+        (u(&r[0], "input_length"), u(&r[0], "output_length")),
+        (250, 50)
+    );
 }
 
 #[test]
 fn stat_cloudide_rates_and_byte_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let traffic = write(d, "rate.csv", "Time,rate\n1700000000000,4\n1700000005000,1\n1700000010000,undefined\n");
+    let traffic = write(
+        d,
+        "rate.csv",
+        "Time,rate\n1700000000000,4\n1700000005000,1\n1700000010000,undefined\n",
+    );
     let bytes = write(
         d,
         "bytes.csv",
@@ -265,14 +373,25 @@ fn stat_cloudide_rates_and_byte_sizes() {
          1700000010000,0,0,0\n",
     );
     let out = gen(&[
-        "stat", "--stat-type", "cloudide", "--traffic-file", traffic.to_str().unwrap(),
-        "--prompt-len-file", bytes.to_str().unwrap(), "--arrival", "constant",
+        "stat",
+        "--stat-type",
+        "cloudide",
+        "--traffic-file",
+        traffic.to_str().unwrap(),
+        "--prompt-len-file",
+        bytes.to_str().unwrap(),
+        "--arrival",
+        "constant",
     ]);
     // 5 s windows at 4, 1 and 0 requests/s.
     assert_eq!(per_window(&out, 5000, 3), vec![20, 5, 0]);
     for v in rows(&out) {
         // Input from the summed recv bytes per request, output from sent.
-        let want = if u(&v, "timestamp") < 5000 { (500, 100) } else { (300, 60) };
+        let want = if u(&v, "timestamp") < 5000 {
+            (500, 100)
+        } else {
+            (300, 60)
+        };
         assert_eq!((u(&v, "input_length"), u(&v, "output_length")), want);
     }
 }
@@ -281,8 +400,16 @@ fn stat_cloudide_rates_and_byte_sizes() {
 fn stat_errors_name_file_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let traffic = write(d, "rate.csv", "Time,rate\n1700000000000,4\n1700000005000,lots\n");
-    let bytes = write(d, "bytes.csv", "Time,recv_bytes.x,sent_bytes.x\n1700000000000,1,1\n");
+    let traffic = write(
+        d,
+        "rate.csv",
+        "Time,rate\n1700000000000,4\n1700000005000,lots\n",
+    );
+    let bytes = write(
+        d,
+        "bytes.csv",
+        "Time,recv_bytes.x,sent_bytes.x\n1700000000000,1,1\n",
+    );
     let out = tool("mc-gen")
         .args(["stat", "--stat-type", "cloudide", "--traffic-file"])
         .arg(&traffic)
@@ -292,9 +419,18 @@ fn stat_errors_name_file_line_and_column() {
         .unwrap();
     assert_eq!(out.status.code(), Some(65));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rate.csv: line 3: column 2 (`rate`): `lots`"), "{err}");
+    assert!(
+        err.contains("rate.csv: line 3: column 2 (`rate`): `lots`"),
+        "{err}"
+    );
     let out = tool("mc-gen")
-        .args(["stat", "--traffic-file", "/nonexistent/q.csv", "--prompt-len-file", "x.csv"])
+        .args([
+            "stat",
+            "--traffic-file",
+            "/nonexistent/q.csv",
+            "--prompt-len-file",
+            "x.csv",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(66));
@@ -312,8 +448,15 @@ fn hit_rate(trace: &str) -> f64 {
 fn prefix_reaches_its_target_hit_rate_per_mc_analyze() {
     for (ratio, extra) in [("0.6", None), ("0.3", Some("1.2")), ("0.9", None)] {
         let mut args = vec![
-            "prefix", "--num-requests", "5000", "--prefix-groups", "10", "--prefix-tokens",
-            "uniform:2048:4096", "--share-ratio", ratio,
+            "prefix",
+            "--num-requests",
+            "5000",
+            "--prefix-groups",
+            "10",
+            "--prefix-tokens",
+            "uniform:2048:4096",
+            "--share-ratio",
+            ratio,
         ];
         if let Some(s) = extra {
             args.extend(["--zipf", s]);
@@ -321,7 +464,10 @@ fn prefix_reaches_its_target_hit_rate_per_mc_analyze() {
         let out = gen(&args);
         let target: f64 = ratio.parse().unwrap();
         let got = hit_rate(&out);
-        assert!((got - target).abs() < 0.02, "share {target}: hit rate {got}");
+        assert!(
+            (got - target).abs() < 0.02,
+            "share {target}: hit rate {got}"
+        );
     }
 }
 
@@ -341,8 +487,19 @@ fn by_session(out: &str) -> Vec<Vec<Value>> {
 #[test]
 fn sessions_grow_by_whole_turns_with_configured_delays() {
     let out = gen(&[
-        "sessions", "--sessions", "30", "--turns", "3", "--think-time-ms", "const:777", "--new-tokens",
-        "const:300", "--osl", "const:250", "--system-prompt-tokens", "1024",
+        "sessions",
+        "--sessions",
+        "30",
+        "--turns",
+        "3",
+        "--think-time-ms",
+        "const:777",
+        "--new-tokens",
+        "const:300",
+        "--osl",
+        "const:250",
+        "--system-prompt-tokens",
+        "1024",
     ]);
     let sessions = by_session(&out);
     assert_eq!(sessions.len(), 30);
@@ -363,8 +520,15 @@ fn sessions_grow_by_whole_turns_with_configured_delays() {
             assert_eq!(u(&w[1], "delay"), 777);
             let (a, b) = (ids(&w[0]), ids(&w[1]));
             let full = (u(&w[0], "input_length") / 512) as usize;
-            assert_eq!(b[..full], a[..full], "a turn starts with the previous full blocks");
-            assert!(!a[full..].iter().any(|x| b.contains(x)), "a partial block is renamed");
+            assert_eq!(
+                b[..full],
+                a[..full],
+                "a turn starts with the previous full blocks"
+            );
+            assert!(
+                !a[full..].iter().any(|x| b.contains(x)),
+                "a partial block is renamed"
+            );
         }
     }
     let _ = hit_rate(&out); // consistent rows, no id conflicts
@@ -458,14 +622,26 @@ fn prompts_are_matched_within_tolerance() {
             .arg(&cache)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (
             String::from_utf8(out.stdout).unwrap(),
             String::from_utf8(out.stderr).unwrap(),
         )
     };
     // Target 100 at 50%: [50, 150] holds the 60, 100 and 140 word prompts.
-    let (out, err) = run(&["constant", "--qps", "5", "--num-requests", "300", "--isl", "100"]);
+    let (out, err) = run(&[
+        "constant",
+        "--qps",
+        "5",
+        "--num-requests",
+        "300",
+        "--isl",
+        "100",
+    ]);
     assert!(err.contains("tokenized"), "{err}");
     let mut seen = std::collections::BTreeSet::new();
     for v in rows(&out) {
@@ -477,12 +653,30 @@ fn prompts_are_matched_within_tolerance() {
     }
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![60, 100, 140]);
     // The second run reads the cached lengths and gives the same bytes.
-    let (again, err) = run(&["constant", "--qps", "5", "--num-requests", "300", "--isl", "100"]);
+    let (again, err) = run(&[
+        "constant",
+        "--qps",
+        "5",
+        "--num-requests",
+        "300",
+        "--isl",
+        "100",
+    ]);
     assert!(err.contains("lengths cached"), "{err}");
     assert_eq!(out, again);
     // Target 1: nothing within 100%, so the nearest (10 words).
-    let (out, err) = run(&["constant", "--qps", "5", "--num-requests", "3", "--isl", "1"]);
-    assert!(rows(&out).iter().all(|v| v["text_input"].as_str().unwrap().starts_with("p10 ")));
+    let (out, err) = run(&[
+        "constant",
+        "--qps",
+        "5",
+        "--num-requests",
+        "3",
+        "--isl",
+        "1",
+    ]);
+    assert!(rows(&out)
+        .iter()
+        .all(|v| v["text_input"].as_str().unwrap().starts_with("p10 ")));
     assert!(err.contains("3 nearest"), "{err}");
     // Trace-driven: 10% first, so 100 picks only the 100-word prompt.
     let trace = write(
@@ -495,7 +689,10 @@ fn prompts_are_matched_within_tolerance() {
     assert!(r[0]["text_input"].as_str().unwrap().starts_with("p100 "));
     assert!(r[1]["text_input"].as_str().unwrap().starts_with("p400 "));
     assert_eq!((u(&r[0], "timestamp"), u(&r[0], "output_length")), (5, 9));
-    assert_eq!((u(&r[1], "timestamp"), u(&r[1], "output_length")), (1500, 3));
+    assert_eq!(
+        (u(&r[1], "timestamp"), u(&r[1], "output_length")),
+        (1500, 3)
+    );
 }
 
 #[test]
@@ -513,8 +710,18 @@ fn sessioned_prompt_files_give_session_ids_and_turn_text() {
     let out = run_ok(
         "mc-gen",
         &[
-            "constant", "--qps", "1", "--num-requests", "3", "--isl", "100", "--prompt-file",
-            prompts.to_str().unwrap(), "--tokenizer", tok.to_str().unwrap(), "--cache-dir",
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "3",
+            "--isl",
+            "100",
+            "--prompt-file",
+            prompts.to_str().unwrap(),
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--cache-dir",
             d.join("c").to_str().unwrap(),
         ],
         "",
@@ -554,14 +761,24 @@ struct AibrixRequest {
 }
 
 fn aibrix(out: &str) -> Vec<AibrixLine> {
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
 fn aibrix_format_parses_back_into_aibrix_schema() {
     // Constant arrivals at 4 per second with whole-ms grouping: one request
     // per timestamp, the same times and lengths as the Mooncake rows.
-    let base = ["constant", "--qps", "3", "--num-requests", "300", "--isl", "uniform:10:50"];
+    let base = [
+        "constant",
+        "--qps",
+        "3",
+        "--num-requests",
+        "300",
+        "--isl",
+        "uniform:10:50",
+    ];
     let moon = rows(&gen(&base));
     let mut args = base.to_vec();
     args.extend(["--format", "aibrix"]);
@@ -579,7 +796,10 @@ fn aibrix_format_parses_back_into_aibrix_schema() {
         assert!(r.session_id.is_none());
     }
     for w in lines.windows(2) {
-        assert!(w[0].timestamp < w[1].timestamp, "equal timestamps are grouped");
+        assert!(
+            w[0].timestamp < w[1].timestamp,
+            "equal timestamps are grouped"
+        );
     }
     // Sessions come out in time order too, grouped, with their ids.
     let lines = aibrix(&gen(&["agent", "--format", "aibrix"]));
@@ -590,7 +810,11 @@ fn aibrix_format_parses_back_into_aibrix_schema() {
     let trace = "{\"timestamp\":10,\"input_length\":5,\"output_length\":1}\n\
                  {\"timestamp\":900,\"input_length\":6,\"output_length\":1}\n\
                  {\"timestamp\":1200,\"input_length\":7,\"output_length\":1}\n";
-    let out = run_ok("mc-gen", &["from-trace", "--interval-ms", "1000", "--format", "aibrix"], trace);
+    let out = run_ok(
+        "mc-gen",
+        &["from-trace", "--interval-ms", "1000", "--format", "aibrix"],
+        trace,
+    );
     let lines = aibrix(&out);
     assert_eq!(lines.len(), 2);
     assert_eq!((lines[0].timestamp, lines[0].requests.len()), (0, 2));
@@ -604,9 +828,19 @@ fn from_trace_keeps_arrivals_sessions_and_ids() {
                  {\"timestamp\":70000,\"input_length\":1,\"output_length\":1,\"hash_ids\":[1]}\n";
     let r = rows(&run_ok("mc-gen", &["from-trace"], trace));
     assert_eq!(r.len(), 3, "no 60 s cut-off");
-    assert_eq!(r[0], json!({"timestamp":10,"session_id":"x","input_length":600,"output_length":3,"hash_ids":[4,5]}));
-    assert_eq!(r[1], json!({"session_id":"x","delay":250,"input_length":700,"output_length":2,"hash_ids":[4,9]}));
-    let r = rows(&run_ok("mc-gen", &["from-trace", "--duration-ms", "60000"], trace));
+    assert_eq!(
+        r[0],
+        json!({"timestamp":10,"session_id":"x","input_length":600,"output_length":3,"hash_ids":[4,5]})
+    );
+    assert_eq!(
+        r[1],
+        json!({"session_id":"x","delay":250,"input_length":700,"output_length":2,"hash_ids":[4,9]})
+    );
+    let r = rows(&run_ok(
+        "mc-gen",
+        &["from-trace", "--duration-ms", "60000"],
+        trace,
+    ));
     assert_eq!(r.len(), 2);
     let out = tool("mc-gen")
         .arg("from-trace")
@@ -619,7 +853,17 @@ fn from_trace_keeps_arrivals_sessions_and_ids() {
 
 #[test]
 fn prompts_writes_collections_the_matcher_reads() {
-    let plain = gen(&["prompts", "--prefix-groups", "2", "--per-group", "3", "--prefix-words", "20", "--suffix-words", "5"]);
+    let plain = gen(&[
+        "prompts",
+        "--prefix-groups",
+        "2",
+        "--per-group",
+        "3",
+        "--prefix-words",
+        "20",
+        "--suffix-words",
+        "5",
+    ]);
     let lines = rows(&plain);
     assert_eq!(lines.len(), 6);
     for (i, l) in lines.iter().enumerate() {
@@ -627,7 +871,12 @@ fn prompts_writes_collections_the_matcher_reads() {
         // "[group g]" (2 words) + 20 prefix words + 5 own words.
         assert_eq!(p.split(' ').count(), 27);
         let prefix: Vec<&str> = p.split(' ').take(22).collect();
-        let first: Vec<&str> = lines[i / 3 * 3]["prompt"].as_str().unwrap().split(' ').take(22).collect();
+        let first: Vec<&str> = lines[i / 3 * 3]["prompt"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .take(22)
+            .collect();
         assert_eq!(prefix, first, "a group shares its prefix");
     }
     let sessioned = gen(&["prompts", "--turns", "3", "--per-group", "2"]);
@@ -642,8 +891,24 @@ fn usage_errors_exit_2() {
     for args in [
         &["constant", "--qps", "0", "--num-requests", "5"][..],
         &["constant", "--qps", "1"],
-        &["constant", "--qps", "1", "--num-requests", "1", "--isl", "zipf:3"],
-        &["constant", "--qps", "1", "--num-requests", "1", "--prompt-file", "x.jsonl"],
+        &[
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "1",
+            "--isl",
+            "zipf:3",
+        ],
+        &[
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "1",
+            "--prompt-file",
+            "x.jsonl",
+        ],
         &["prefix", "--num-requests", "5", "--share-ratio", "1.5"],
     ] {
         let out = tool("mc-gen").args(args).output().unwrap();

@@ -201,7 +201,14 @@ pub fn run(common: &Common, a: &AgentArgs, sink: &mut Sink) -> Result<()> {
             }
             let join = turn_start + plan_latency + phase;
             let follow_input = plan_input + tools * c.tool_result_tokens;
-            extend_ids(&plan_ids, plan_input, follow_input, b, &mut ids, &mut follow);
+            extend_ids(
+                &plan_ids,
+                plan_input,
+                follow_input,
+                b,
+                &mut ids,
+                &mut follow,
+            );
             sink.emit(&Request {
                 timestamp: None,
                 at_ms: join,

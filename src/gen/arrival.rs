@@ -102,11 +102,17 @@ mod tests {
     fn constant_windows_hold_rate_times_length_arrivals() {
         let mut rng = Rng::new(0, 0);
         let mut per = vec![0u32; 3];
-        piecewise(&[6.0, 0.0, 2.5], 1000.0, Arrival::Constant, &mut rng, |t, w| {
-            assert!(t >= w as f64 * 1000.0 && t < (w + 1) as f64 * 1000.0);
-            per[w] += 1;
-            Ok(true)
-        })
+        piecewise(
+            &[6.0, 0.0, 2.5],
+            1000.0,
+            Arrival::Constant,
+            &mut rng,
+            |t, w| {
+                assert!(t >= w as f64 * 1000.0 && t < (w + 1) as f64 * 1000.0);
+                per[w] += 1;
+                Ok(true)
+            },
+        )
         .unwrap();
         // 6/s over 1 s: 0, 166.7, …, 833.3 → 6; 2.5/s: 0, 400, 800 → 3.
         assert_eq!(per, vec![6, 0, 3]);

@@ -51,7 +51,9 @@ fn words(rng: &mut Rng, n: u64, out: &mut String) {
 
 pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
     if common.prompt_file.is_some() {
-        return Err(Error::Usage("`prompts` writes a prompt file; it takes no --prompt-file".into()));
+        return Err(Error::Usage(
+            "`prompts` writes a prompt file; it takes no --prompt-file".into(),
+        ));
     }
     let mut rng = Rng::new(common.seed, 40);
     let mut out = Output::open(common.output.as_deref(), common.line_buffered)?;
@@ -66,7 +68,11 @@ pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
             for t in 0..turns {
                 // Only a session's first turn carries the shared prefix; later
                 // turns are the user's new text.
-                let mut p = if t == 0 { prefix.clone() } else { String::new() };
+                let mut p = if t == 0 {
+                    prefix.clone()
+                } else {
+                    String::new()
+                };
                 let sw = a.suffix_words.sample(&mut rng, 1);
                 words(&mut rng, sw, &mut p);
                 prompts.push(p);

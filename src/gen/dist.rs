@@ -10,9 +10,15 @@ pub enum LengthDist {
     Const(u64),
     /// Inclusive integer range.
     Uniform(u64, u64),
-    Normal { mean: f64, std: f64 },
+    Normal {
+        mean: f64,
+        std: f64,
+    },
     /// ln X ~ N(ln median, sigma²).
-    Lognormal { median: f64, sigma: f64 },
+    Lognormal {
+        median: f64,
+        sigma: f64,
+    },
 }
 
 impl LengthDist {
@@ -70,11 +76,7 @@ impl FromStr for LengthDist {
             if parts.len() == n {
                 Ok(())
             } else {
-                Err(format!(
-                    "`{s}`: `{}` takes {} value(s)",
-                    parts[0],
-                    n - 1
-                ))
+                Err(format!("`{s}`: `{}` takes {} value(s)", parts[0], n - 1))
             }
         };
         match parts[0] {

@@ -59,13 +59,22 @@ pub fn run(common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> Result<()> {
             .number(Field::Delay)
             .map_err(|e| data(no, e))?
             .map(|n| n.as_f64().max(0.0) as u64);
-        let input = rec.uint(Field::InputLength).map_err(|e| data(no, e))?.ok_or_else(|| {
-            data(
-                no,
-                RecordError::field("input_length", "missing (from-trace takes lengths from the trace)"),
-            )
-        })?;
-        let output = rec.uint(Field::OutputLength).map_err(|e| data(no, e))?.unwrap_or(0);
+        let input = rec
+            .uint(Field::InputLength)
+            .map_err(|e| data(no, e))?
+            .ok_or_else(|| {
+                data(
+                    no,
+                    RecordError::field(
+                        "input_length",
+                        "missing (from-trace takes lengths from the trace)",
+                    ),
+                )
+            })?;
+        let output = rec
+            .uint(Field::OutputLength)
+            .map_err(|e| data(no, e))?
+            .unwrap_or(0);
         rec.hash_ids_into(&mut ids).map_err(|e| data(no, e))?;
         let raw_sid = rec.session_id().map_err(|e| data(no, e))?;
         let session = match raw_sid {

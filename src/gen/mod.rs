@@ -124,13 +124,16 @@ pub fn open_sink(tool: &str, common: &Common, initial_tolerance: f64) -> Result<
             let tok = crate::tokenizer::resolve(spec).map_err(Error::Other)?;
             let cache = common.cache_dir.clone().or_else(prompts::default_cache_dir);
             let started = std::time::Instant::now();
-            let (coll, cached) =
-                prompts::Collection::load(path, &tok.tokenizer, cache.as_deref())?;
+            let (coll, cached) = prompts::Collection::load(path, &tok.tokenizer, cache.as_deref())?;
             eprintln!(
                 "{tool}: {} prompts from {} ({}, {:.1} s, tokenizer {})",
                 coll.len(),
                 path.display(),
-                if cached { "lengths cached" } else { "tokenized" },
+                if cached {
+                    "lengths cached"
+                } else {
+                    "tokenized"
+                },
                 started.elapsed().as_secs_f64(),
                 tok.source
             );

@@ -88,9 +88,7 @@ impl Pattern {
         (0..steps)
             .map(|t| {
                 let trend = self.amplitude
-                    * libm::sin(
-                        std::f64::consts::TAU * self.periods * t as f64 / steps as f64,
-                    )
+                    * libm::sin(std::f64::consts::TAU * self.periods * t as f64 / steps as f64)
                     + self.mean;
                 let noise = if self.noise > 0.0 {
                     self.noise * rng.normal()
@@ -146,7 +144,10 @@ mod tests {
             periods: 1.0,
             only_rise: false,
         };
-        assert!(deep.curve(4, 0.0, &mut Rng::new(0, 0)).iter().all(|v| *v >= 0.0));
+        assert!(deep
+            .curve(4, 0.0, &mut Rng::new(0, 0))
+            .iter()
+            .all(|v| *v >= 0.0));
     }
 
     #[test]

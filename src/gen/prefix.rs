@@ -55,7 +55,10 @@ pub struct PrefixArgs {
 
 pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
     if !(a.qps > 0.0 && a.qps.is_finite()) {
-        return Err(Error::Usage(format!("--qps must be positive, got {}", a.qps)));
+        return Err(Error::Usage(format!(
+            "--qps must be positive, got {}",
+            a.qps
+        )));
     }
     if !(a.share_ratio > 0.0 && a.share_ratio <= 1.0) {
         return Err(Error::Usage(format!(

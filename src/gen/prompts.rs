@@ -50,6 +50,9 @@ pub struct Collection {
     sessions: Vec<Session>,
 }
 
+/// A prompt's text index and its completion's, if any.
+type Pair = (usize, Option<usize>);
+
 #[derive(Deserialize)]
 struct PlainLine {
     prompt: Option<String>,
@@ -80,8 +83,8 @@ impl Collection {
         })?;
         let mut texts = Vec::new();
         // Per prompt: (text index, completion text index).
-        let mut plain: Vec<(usize, Option<usize>)> = Vec::new();
-        let mut sessions: Vec<(String, Vec<(usize, Option<usize>)>)> = Vec::new();
+        let mut plain: Vec<Pair> = Vec::new();
+        let mut sessions: Vec<(String, Vec<Pair>)> = Vec::new();
         let mut sessioned = None;
         let bad = |no: usize, e: &dyn std::fmt::Display| {
             Error::Input(format!("{}: line {no}: {e}", path.display()))
@@ -101,7 +104,10 @@ impl Collection {
             };
             if is_sessioned {
                 let l: SessionLine = serde_json::from_value(v).map_err(|e| {
-                    bad(no, &format!("{e} (a sessioned prompt file has `session_id` and `prompts`)"))
+                    bad(
+                        no,
+                        &format!("{e} (a sessioned prompt file has `session_id` and `prompts`)"),
+                    )
                 })?;
                 if l.prompts.is_empty() {
                     continue;
@@ -126,7 +132,12 @@ impl Collection {
                 }
             } else {
                 let l: PlainLine = serde_json::from_value(v).map_err(|e| {
-                    bad(no, &format!("{e} (a plain prompt file has `prompt` and optionally `completion`)"))
+                    bad(
+                        no,
+                        &format!(
+                            "{e} (a plain prompt file has `prompt` and optionally `completion`)"
+                        ),
+                    )
                 })?;
                 let Some(p) = l.prompt else { continue };
                 let pi = push(p);
@@ -234,7 +245,11 @@ fn cache_key(path: &Path, tokenizer: &tokenizers::Tokenizer) -> Option<u64> {
 /// The default cache folder: `$MCTRACE_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/mctrace`, else `~/.cache/mctrace`.
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     var("MCTRACE_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("mctrace")))
         .or_else(|| var("HOME").map(|h| h.join(".cache/mctrace")))
@@ -420,7 +435,11 @@ mod tests {
             plain: lens
                 .iter()
                 .enumerate()
-                .map(|(i, &(plen, clen))| Entry { text: i, plen, clen })
+                .map(|(i, &(plen, clen))| Entry {
+                    text: i,
+                    plen,
+                    clen,
+                })
                 .collect(),
             sessions: vec![],
         }

@@ -89,7 +89,9 @@ fn positive(name: &str, v: f64) -> Result<f64> {
     if v > 0.0 && v.is_finite() {
         Ok(v)
     } else {
-        Err(Error::Usage(format!("{name} must be a positive number, got {v}")))
+        Err(Error::Usage(format!(
+            "{name} must be a positive number, got {v}"
+        )))
     }
 }
 
@@ -195,34 +197,43 @@ pub fn synthetic(common: &Common, a: &SyntheticArgs, sink: &mut Sink) -> Result<
     // AIBrix's step count: duration // interval + 1.
     let steps = (a.duration_ms / a.interval_ms + 1) as usize;
     let mut curves = Rng::new(common.seed, CURVES);
-    let rates = Pattern::parse(&a.traffic_pattern, a.traffic_mean, d)?.curve(steps, 0.0, &mut curves);
+    let rates =
+        Pattern::parse(&a.traffic_pattern, a.traffic_mean, d)?.curve(steps, 0.0, &mut curves);
     let isl_curve = match &a.prompt_len_pattern {
         Some(p) => Some(Pattern::parse(p, a.prompt_len_mean, d)?.curve(steps, 1.0, &mut curves)),
         None => None,
     };
     let osl_curve = match &a.completion_len_pattern {
-        Some(p) => Some(Pattern::parse(p, a.completion_len_mean, d)?.curve(steps, 1.0, &mut curves)),
+        Some(p) => {
+            Some(Pattern::parse(p, a.completion_len_mean, d)?.curve(steps, 1.0, &mut curves))
+        }
         None => None,
     };
     let mut arrivals = Rng::new(common.seed, ARRIVALS);
     let mut lengths = Rng::new(common.seed, LENGTHS);
     let (mut ids, mut buf) = (Ids::default(), Vec::new());
     let b = common.block_size;
-    piecewise(&rates, a.interval_ms as f64, a.arrival, &mut arrivals, |t, w| {
-        if t >= d {
-            return Ok(false);
-        }
-        let isl = match &isl_curve {
-            Some(c) => to_count(c[w]),
-            None => a.isl.sample(&mut lengths, 0),
-        };
-        let osl = match &osl_curve {
-            Some(c) => to_count(c[w]),
-            None => a.osl.sample(&mut lengths, 1),
-        };
-        emit_fresh(sink, &mut ids, &mut buf, b, t, isl, osl)?;
-        Ok(true)
-    })
+    piecewise(
+        &rates,
+        a.interval_ms as f64,
+        a.arrival,
+        &mut arrivals,
+        |t, w| {
+            if t >= d {
+                return Ok(false);
+            }
+            let isl = match &isl_curve {
+                Some(c) => to_count(c[w]),
+                None => a.isl.sample(&mut lengths, 0),
+            };
+            let osl = match &osl_curve {
+                Some(c) => to_count(c[w]),
+                None => a.osl.sample(&mut lengths, 1),
+            };
+            emit_fresh(sink, &mut ids, &mut buf, b, t, isl, osl)?;
+            Ok(true)
+        },
+    )
 }
 
 #[derive(Debug, Clone, clap::Args)]

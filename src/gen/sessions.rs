@@ -43,7 +43,14 @@ pub struct SessionArgs {
 
 /// The ids of a prompt that extends one of `prev_len` tokens (named
 /// `prev`) to `new_len` tokens: the previous full blocks, then fresh ids.
-pub fn extend_ids(prev: &[u64], prev_len: u64, new_len: u64, b: u64, ids: &mut Ids, out: &mut Vec<u64>) {
+pub fn extend_ids(
+    prev: &[u64],
+    prev_len: u64,
+    new_len: u64,
+    b: u64,
+    ids: &mut Ids,
+    out: &mut Vec<u64>,
+) {
     let keep = ((prev_len / b) as usize).min(prev.len());
     out.clear();
     out.extend_from_slice(&prev[..keep]);
@@ -82,7 +89,14 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
             let osl = a.osl.sample(&mut rng, 1);
             let (input, delay) = if k == 0 {
                 let input = a.system_prompt_tokens + new;
-                extend_ids(&system, a.system_prompt_tokens, input, b, &mut ids, &mut cur);
+                extend_ids(
+                    &system,
+                    a.system_prompt_tokens,
+                    input,
+                    b,
+                    &mut ids,
+                    &mut cur,
+                );
                 (input, None)
             } else {
                 let think = a.think_time_ms.sample(&mut rng, 0);

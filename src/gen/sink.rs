@@ -90,10 +90,10 @@ impl Sink {
         self.counts.input_tokens += req.input_length;
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
-        let picked = match self.matcher.as_mut() {
-            Some(m) => Some(m.pick(req.input_length, req.output_length)),
-            None => None,
-        };
+        let picked = self
+            .matcher
+            .as_mut()
+            .map(|m| m.pick(req.input_length, req.output_length));
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();

@@ -97,7 +97,9 @@ impl Csv {
             .filter(|(_, l)| !l.trim().is_empty());
         let name = path.display().to_string();
         let Some((_, h)) = lines.next() else {
-            return Err(Error::Input(format!("{name}: empty file (expected a header line)")));
+            return Err(Error::Input(format!(
+                "{name}: empty file (expected a header line)"
+            )));
         };
         let header = split_csv(h.trim_start_matches('\u{feff}'));
         let rows = lines.map(|(i, l)| (i + 1, split_csv(l))).collect();
@@ -169,7 +171,10 @@ pub fn parse_time_ms(s: &str) -> Option<f64> {
         return Some(v);
     }
     let (date, time) = s.split_once([' ', 'T'])?;
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().ok()).collect::<Option<_>>()?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
     let t: Vec<f64> = time
         .trim_end_matches('Z')
         .split(':')
@@ -350,7 +355,10 @@ mod tests {
     #[test]
     fn grafana_times_parse() {
         assert_eq!(parse_time_ms("1970-01-01 00:00:01"), Some(1000.0));
-        assert_eq!(parse_time_ms("2024-03-01 00:00:00"), Some(1_709_251_200_000.0));
+        assert_eq!(
+            parse_time_ms("2024-03-01 00:00:00"),
+            Some(1_709_251_200_000.0)
+        );
         assert_eq!(parse_time_ms("1700000000000"), Some(1.7e12));
         assert_eq!(parse_time_ms("yesterday"), None);
     }
