@@ -741,6 +741,48 @@ fn sessioned_prompt_files_give_session_ids_and_turn_text() {
     assert!(pos("a1") < pos("a2"));
     assert!(got.contains(&("7".into(), "b1".into())));
     assert!(got.iter().filter(|g| g.0 == "a").count() == 2);
+
+    // Generated conversations keep their ids and timing and take the turns
+    // of one prompt-file session in order.
+    let two = [
+        json!({"session_id": "a", "prompts": [words(100, "a1"), words(300, "a2")]}),
+        json!({"session_id": "b", "prompts": [words(100, "b1"), words(5, "b2")]}),
+    ]
+    .map(|v| v.to_string())
+    .join("\n");
+    let prompts = write(d, "two.jsonl", &two);
+    let out = run_ok(
+        "mc-gen",
+        &[
+            "sessions",
+            "--sessions",
+            "1",
+            "--turns",
+            "2",
+            "--new-tokens",
+            "100",
+            "--prompt-file",
+            prompts.to_str().unwrap(),
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--cache-dir",
+            d.join("c").to_str().unwrap(),
+            "--seed",
+            "2",
+        ],
+        "",
+    );
+    let r = rows(&out);
+    assert_eq!(r.len(), 2);
+    assert!(r.iter().all(|v| v["session_id"] == "session-0"));
+    assert!(r[0].get("timestamp").is_some() && r[1].get("delay").is_some());
+    let texts: Vec<&str> = r
+        .iter()
+        .map(|v| &v["text_input"].as_str().unwrap()[..2])
+        .collect();
+    // Seed 2 starts in session b; a length match for the second turn
+    // (328 tokens) would have picked a2 instead of b2.
+    assert_eq!(texts, ["b1", "b2"]);
 }
 
 #[derive(Debug, Deserialize)]

@@ -26,6 +26,8 @@ pub struct Picked {
     pub prompt_len: u64,
     /// The prompt file's session (sessioned files only).
     pub session_id: Option<String>,
+    /// Its index in the collection.
+    pub file_session: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -298,6 +300,7 @@ impl Matcher {
                 text: self.coll.texts[e.text].clone(),
                 prompt_len: e.plen,
                 session_id: None,
+                file_session: None,
             }
         } else {
             self.pick_turn(input, output)
@@ -404,6 +407,11 @@ impl Matcher {
                 best
             }
         };
+        self.take(slot)
+    }
+
+    /// Uses the next turn of the active session in `slot`.
+    fn take(&mut self, slot: usize) -> Picked {
         let (s, t) = self.active[slot];
         let session = &self.coll.sessions[s];
         let turn = session.turns[t];
@@ -421,7 +429,28 @@ impl Matcher {
             text: self.coll.texts[turn.text].clone(),
             prompt_len: turn.plen,
             session_id: Some(id),
+            file_session: Some(s),
         }
+    }
+
+    /// For a later turn of a generated conversation: the next turn of the
+    /// prompt-file session its first turn came from, so the conversation's
+    /// text stays one conversation; a new match when that session has no
+    /// turns left (or the file is plain).
+    pub fn pick_next(&mut self, file_session: Option<usize>, input: u64, output: u64) -> Picked {
+        let slot = file_session.and_then(|s| self.active.iter().position(|a| a.0 == s));
+        match slot {
+            Some(slot) => {
+                self.within_tolerance += 1;
+                self.take(slot)
+            }
+            None => self.pick(input, output),
+        }
+    }
+
+    /// True for a sessioned prompt file.
+    pub fn is_sessioned(&self) -> bool {
+        !self.coll.sessions.is_empty()
     }
 }
 

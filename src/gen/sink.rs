@@ -57,6 +57,8 @@ pub struct Sink {
     group_ts: Option<u64>,
     pub counts: Counts,
     scratch: String,
+    /// Generated session id -> the prompt-file session its turns come from.
+    conversations: std::collections::HashMap<String, usize>,
 }
 
 impl Sink {
@@ -71,6 +73,7 @@ impl Sink {
             group_ts: None,
             counts: Counts::default(),
             scratch: String::new(),
+            conversations: std::collections::HashMap::new(),
         }
     }
 
@@ -90,10 +93,25 @@ impl Sink {
         self.counts.input_tokens += req.input_length;
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
-        let picked = self
-            .matcher
-            .as_mut()
-            .map(|m| m.pick(req.input_length, req.output_length));
+        let picked = match (self.matcher.as_mut(), req.session_id) {
+            (None, _) => None,
+            (Some(m), None) => Some(m.pick(req.input_length, req.output_length)),
+            // A generated conversation keeps its own id and timing; its
+            // turns take the turns of one prompt-file session in order.
+            (Some(m), Some(sid)) => {
+                let from = if req.timestamp.is_some() {
+                    None
+                } else {
+                    self.conversations.get(sid).copied()
+                };
+                let mut p = m.pick_next(from, req.input_length, req.output_length);
+                if let Some(fs) = p.file_session {
+                    self.conversations.insert(sid.to_string(), fs);
+                }
+                p.session_id = None;
+                Some(p)
+            }
+        };
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();
@@ -105,7 +123,11 @@ impl Sink {
             }
             Format::Aibrix => {
                 let (text, len, sid) = match &picked {
-                    Some(p) => (p.text.as_str(), p.prompt_len, p.session_id.as_deref()),
+                    Some(p) => (
+                        p.text.as_str(),
+                        p.prompt_len,
+                        p.session_id.as_deref().or(req.session_id),
+                    ),
                     None => {
                         filler(&mut self.scratch, req.input_length);
                         (self.scratch.as_str(), req.input_length, req.session_id)
