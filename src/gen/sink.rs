@@ -90,7 +90,6 @@ impl Sink {
 
     pub fn emit(&mut self, req: &Request<'_>) -> Result<()> {
         self.counts.requests += 1;
-        self.counts.input_tokens += req.input_length;
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
         let picked = match (self.matcher.as_mut(), req.session_id) {
@@ -112,6 +111,8 @@ impl Sink {
                 Some(p)
             }
         };
+        // The summary counts the prompts actually attached.
+        self.counts.input_tokens += picked.as_ref().map_or(req.input_length, |p| p.prompt_len);
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();
