@@ -957,3 +957,44 @@ fn usage_errors_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn a_closed_pipe_ends_quietly_and_bad_prompt_files_name_the_line() {
+    // `| head -1`: the reader goes away after one line.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("mc-gen"))
+        .args(["constant", "--qps", "100", "--num-requests", "5000000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let bad = write(
+        dir.path(),
+        "bad.jsonl",
+        "{\"prompt\": \"a b\"}\n{\"prompt\": 3}\n",
+    );
+    let out = tool("mc-gen")
+        .args([
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "1",
+            "--prompt-file",
+        ])
+        .arg(&bad)
+        .arg("--tokenizer")
+        .arg(&tok)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl: line 2:"));
+}
