@@ -1,4 +1,3 @@
-use clap::Parser;
 use mctrace::cli;
 use mctrace::gen::{self, Common, Mode};
 
@@ -15,7 +14,7 @@ const TOOL: &str = "mc-gen";
 /// same arguments give the same bytes on every machine. Timestamps are
 /// whole ms from 0; requests get fresh hash_ids of --block-size tokens
 /// unless a mode shares them. A summary line goes to stderr.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(
     version,
     after_help = "Examples:
@@ -29,8 +28,10 @@ const TOOL: &str = "mc-gen";
   mc-gen prompts --prefix-groups 8 --turns uniform:2:5 > sessions.jsonl"
 )]
 struct Args {
+    // Optional for clap so `--completions`/`--man` work without a mode;
+    // a missing mode is still a usage error below.
     #[command(subcommand)]
-    mode: Mode,
+    mode: Option<Mode>,
 
     #[command(flatten)]
     common: Common,
@@ -38,5 +39,15 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args: Args = cli::parse_args(TOOL);
-    cli::exit(TOOL, gen::run(TOOL, &args.common, &args.mode))
+    let Some(mode) = args.mode else {
+        use clap::CommandFactory;
+        Args::command()
+            .name(TOOL)
+            .error(
+                clap::error::ErrorKind::MissingSubcommand,
+                "a mode is required: constant, synthetic, stat, prefix, sessions, agent, from-trace or prompts",
+            )
+            .exit();
+    };
+    cli::exit(TOOL, gen::run(TOOL, &args.common, &mode))
 }

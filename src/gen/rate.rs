@@ -42,7 +42,8 @@ pub struct ConstantArgs {
     #[arg(long, default_value = "poisson", value_name = "KIND")]
     pub arrival: Arrival,
 
-    /// Input length: N, const:N, uniform:A:B, normal:MEAN:STD, lognormal:MEDIAN:SIGMA.
+    /// Input length: N, const:N, uniform:A:B, normal:MEAN:STD, lognormal:MEDIAN:SIGMA
+    /// (at least 1).
     #[arg(long, default_value = "1024", value_name = "DIST")]
     pub isl: LengthDist,
 
@@ -129,7 +130,7 @@ pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()
     let mut t = 0.0;
     let mut i = 0;
     while t < duration && i < n_max {
-        let isl = a.isl.sample(&mut lengths, 0);
+        let isl = a.isl.sample(&mut lengths, 1);
         let osl = a.osl.sample(&mut lengths, 1);
         emit_fresh(sink, &mut ids, &mut buf, common.block_size, t, isl, osl)?;
         i += 1;
@@ -224,7 +225,7 @@ pub fn synthetic(common: &Common, a: &SyntheticArgs, sink: &mut Sink) -> Result<
             }
             let isl = match &isl_curve {
                 Some(c) => to_count(c[w]),
-                None => a.isl.sample(&mut lengths, 0),
+                None => a.isl.sample(&mut lengths, 1),
             };
             let osl = match &osl_curve {
                 Some(c) => to_count(c[w]),
