@@ -891,6 +891,14 @@ fn from_trace_keeps_arrivals_sessions_and_ids() {
         .unwrap();
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: field `input_length`"));
+    let out = tool("mc-gen")
+        .args(["from-trace", "--on-error", "skip"])
+        .write_stdin("{\"timestamp\":1,\"output_length\":1}\nnot json\n{\"timestamp\":2,\"input_length\":3}\n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(rows(&String::from_utf8(out.stdout).unwrap()).len(), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped 2 bad lines (line 1, 2)"));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::sink::{Request, Sink};
 use super::Common;
 use crate::error::{Error, RecordError, Result};
-use crate::jsonl::{self, LineReader};
+use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
 use crate::record::{Field, Record};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -26,13 +26,65 @@ pub struct FromTraceArgs {
     /// Stop at rows arriving at or after MS (default: the whole trace).
     #[arg(long, value_name = "MS")]
     pub duration_ms: Option<u64>,
+
+    /// A bad trace line: stop with exit code 65, or skip it and report the count.
+    #[arg(long, value_enum, default_value_t = OnError::Fail, value_name = "POLICY")]
+    pub on_error: OnError,
+
+    /// Longest accepted line; a longer one is a bad line.
+    #[arg(long, default_value_t = jsonl::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
+    pub max_line_bytes: usize,
 }
 
-fn data(line: u64, err: RecordError) -> Error {
-    Error::Data { line, err }
+/// One trace row, as the generator needs it.
+struct Row {
+    ts: Option<u64>,
+    delay: Option<u64>,
+    input: u64,
+    output: u64,
+    /// The session id as raw JSON (equal raw values name one session) and as text.
+    session: Option<(Vec<u8>, String)>,
 }
 
-pub fn run(common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> Result<()> {
+fn parse_row(
+    rec: &Record<'_>,
+    ids: &mut Vec<u64>,
+    interval: Option<u64>,
+) -> Result<Row, RecordError> {
+    let ts = rec
+        .number(Field::Timestamp)?
+        .map(|n| n.as_f64().max(0.0) as u64)
+        .map(|t| interval.map_or(t, |w| t / w * w));
+    let delay = rec
+        .number(Field::Delay)?
+        .map(|n| n.as_f64().max(0.0) as u64);
+    let input = rec.uint(Field::InputLength)?.ok_or_else(|| {
+        RecordError::field(
+            "input_length",
+            "missing (from-trace takes lengths from the trace)",
+        )
+    })?;
+    let output = rec.uint(Field::OutputLength)?.unwrap_or(0);
+    rec.hash_ids_into(ids)?;
+    let session = match rec.session_id()? {
+        Some(raw) if raw.first() == Some(&b'"') => Some((
+            raw.to_vec(),
+            serde_json::from_slice::<String>(raw)
+                .map_err(|e| RecordError::field("session_id", e))?,
+        )),
+        Some(raw) => Some((raw.to_vec(), String::from_utf8_lossy(raw).into_owned())),
+        None => None,
+    };
+    Ok(Row {
+        ts,
+        delay,
+        input,
+        output,
+        session,
+    })
+}
+
+pub fn run(tool: &str, common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> Result<()> {
     if a.interval_ms == Some(0) {
         return Err(Error::Usage("--interval-ms must be at least 1".into()));
     }
@@ -40,76 +92,59 @@ pub fn run(common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> Result<()> {
         // Later turns are timed by delays: their times come out of order.
         sink.set_unordered();
     }
-    let mut reader = LineReader::new(
-        jsonl::open_input(a.trace.as_deref())?,
-        jsonl::DEFAULT_MAX_LINE_BYTES,
-    );
+    let mut reader = LineReader::new(jsonl::open_input(a.trace.as_deref())?, a.max_line_bytes);
+    let mut policy = ErrorPolicy::new(a.on_error);
     let mut last_at: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut ids = Vec::new();
     let end = a.duration_ms.unwrap_or(u64::MAX);
-    while let Some(line) = reader.next_line()? {
-        let no = line.no;
-        let rec = Record::parse(line.bytes).map_err(|e| data(no, e))?;
-        let ts = rec
-            .number(Field::Timestamp)
-            .map_err(|e| data(no, e))?
-            .map(|n| n.as_f64().max(0.0) as u64)
-            .map(|t| a.interval_ms.map_or(t, |w| t / w * w));
-        let delay = rec
-            .number(Field::Delay)
-            .map_err(|e| data(no, e))?
-            .map(|n| n.as_f64().max(0.0) as u64);
-        let input = rec
-            .uint(Field::InputLength)
-            .map_err(|e| data(no, e))?
-            .ok_or_else(|| {
-                data(
-                    no,
-                    RecordError::field(
-                        "input_length",
-                        "missing (from-trace takes lengths from the trace)",
-                    ),
-                )
-            })?;
-        let output = rec
-            .uint(Field::OutputLength)
-            .map_err(|e| data(no, e))?
-            .unwrap_or(0);
-        rec.hash_ids_into(&mut ids).map_err(|e| data(no, e))?;
-        let raw_sid = rec.session_id().map_err(|e| data(no, e))?;
-        let session = match raw_sid {
-            Some(raw) if raw.first() == Some(&b'"') => Some(
-                serde_json::from_slice::<String>(raw)
-                    .map_err(|e| data(no, RecordError::field("session_id", e)))?,
-            ),
-            Some(raw) => Some(String::from_utf8_lossy(raw).into_owned()),
-            None => None,
+    loop {
+        let line = match reader.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                policy.handle(e)?;
+                continue;
+            }
         };
-        let prev = raw_sid.and_then(|r| last_at.get(r).copied());
-        let at = match (ts, delay, prev) {
+        let no = line.no;
+        let row = match Record::parse(line.bytes)
+            .and_then(|rec| parse_row(&rec, &mut ids, a.interval_ms))
+        {
+            Ok(row) => row,
+            Err(e) => {
+                policy.record(no, e)?;
+                continue;
+            }
+        };
+        let prev = row
+            .session
+            .as_ref()
+            .and_then(|(r, _)| last_at.get(r).copied());
+        let at = match (row.ts, row.delay, prev) {
             (Some(t), _, _) => t,
             (None, Some(d), Some(p)) => p + d,
             (None, _, p) => p.unwrap_or(0),
         };
         if at >= end {
-            if ts.is_some() && raw_sid.is_none() {
+            if row.ts.is_some() && row.session.is_none() {
                 // Rows are in time order without sessions: nothing later fits.
                 break;
             }
             continue;
         }
-        if let Some(r) = raw_sid {
-            last_at.insert(r.to_vec(), at);
+        if let Some((raw, _)) = &row.session {
+            last_at.insert(raw.clone(), at);
         }
         sink.emit(&Request {
-            timestamp: ts,
+            timestamp: row.ts,
             at_ms: at,
-            session_id: session.as_deref(),
-            delay: if ts.is_some() { None } else { delay },
-            input_length: input,
-            output_length: output,
+            session_id: row.session.as_ref().map(|(_, s)| s.as_str()),
+            delay: if row.ts.is_some() { None } else { row.delay },
+            input_length: row.input,
+            output_length: row.output,
             hash_ids: &ids,
         })?;
     }
+    crate::cli::report_skipped(tool, &policy);
     Ok(())
 }

@@ -189,7 +189,7 @@ pub fn run(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
         Mode::Prefix(a) => prefix::run(common, a, &mut sink),
         Mode::Sessions(a) => sessions::run(common, a, &mut sink),
         Mode::Agent(a) => agent::run(common, a, &mut sink),
-        Mode::FromTrace(a) => from_trace::run(common, a, &mut sink),
+        Mode::FromTrace(a) => from_trace::run(tool, common, a, &mut sink),
         Mode::Prompts(_) => Ok(()),
     };
     // What was generated is written even when a later step fails.

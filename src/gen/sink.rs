@@ -278,8 +278,9 @@ fn head(buf: &mut Vec<u8>, req: &Request<'_>, sid: Option<&str>) {
         push_u64(buf, d);
     }
     if req.timestamp.is_none() && sid.is_none() && req.delay.is_none() {
-        // Keeps the comma logic below uniform: every row has a timestamp or
-        // a delay, so this is never reached by the generators.
+        // Every generated row has a timestamp or a delay; a trace row with
+        // neither (from-trace) gets its arrival time, so the row never
+        // starts with a comma.
         key(buf, "timestamp");
         push_u64(buf, req.at_ms);
     }
