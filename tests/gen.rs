@@ -179,6 +179,57 @@ fn constant_arrivals_and_ramps() {
         "{first} then {}",
         r.len() - first
     );
+    // Exponential from 1 to 16 qps over 8 s with constant gaps: the rate
+    // doubles every 2 s, so each 2 s window holds about twice the last.
+    let out = gen(&[
+        "constant",
+        "--qps",
+        "16",
+        "--qps-start",
+        "1",
+        "--ramp-up",
+        "exponential",
+        "--duration-ms",
+        "8000",
+        "--arrival",
+        "constant",
+    ]);
+    let per = per_window(&out, 2000, 4);
+    for w in per.windows(2) {
+        let ratio = w[1] as f64 / w[0] as f64;
+        assert!((1.6..2.5).contains(&ratio), "{per:?}");
+    }
+}
+
+#[test]
+fn gamma_gaps_have_the_shapes_burstiness() {
+    // Gamma(k) gaps with mean 1/rate have coefficient of variation 1/sqrt(k).
+    for (k, cv) in [("0.25", 2.0), ("1", 1.0), ("4", 0.5)] {
+        let arrival = format!("gamma:{k}");
+        let r = rows(&gen(&[
+            "constant",
+            "--qps",
+            "0.01",
+            "--num-requests",
+            "20000",
+            "--arrival",
+            &arrival,
+        ]));
+        let ts: Vec<f64> = r.iter().map(|v| u(v, "timestamp") as f64).collect();
+        let gaps: Vec<f64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert!(
+            (mean / 100_000.0 - 1.0).abs() < 0.05,
+            "gamma:{k} mean {mean}"
+        );
+        assert!(
+            (sd / mean / cv - 1.0).abs() < 0.08,
+            "gamma:{k} cv {}",
+            sd / mean
+        );
+    }
 }
 
 #[test]
