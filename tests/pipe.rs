@@ -202,3 +202,88 @@ fn closed_stdout_is_a_quiet_success() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{t}");
     }
 }
+
+/// Every tool that reads JSONL: the transforms, the analyzer and the replay
+/// client (which checks its whole input before sending anything).
+const READERS: [&str; 5] = ["mc-scale", "mc-roots", "mc-cap", "mc-analyze", "mc-replay"];
+
+#[test]
+fn a_utf8_bom_is_accepted_and_stripped() {
+    for t in ["mc-scale", "mc-roots", "mc-cap"] {
+        tool(t)
+            .write_stdin("\u{feff}{\"timestamp\": 1}\n{\"timestamp\": 2}\n")
+            .assert()
+            .success()
+            .stdout("{\"timestamp\": 1}\n{\"timestamp\": 2}\n");
+    }
+    // With a BOM on a CRLF file the analyzer counts both rows.
+    let out = tool("mc-analyze")
+        .arg("--json")
+        .write_stdin("\u{feff}{\"input_length\": 5}\r\n{\"input_length\": 7}\r\n")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["input"]["rows"], 2, "{report}");
+    assert_eq!(report["aiperf"]["total_requests"], 2, "{report}");
+}
+
+#[test]
+fn a_json_array_is_named_with_the_conversion() {
+    for t in READERS {
+        tool(t)
+            .write_stdin("[{\"input_length\": 5},\n {\"input_length\": 7}]\n")
+            .assert()
+            .code(65)
+            .stdout("")
+            .stderr(format!(
+                "{t}: line 1: this is a JSON array, not JSONL (one object per line); \
+                 convert it with `jq -c '.[]'`\n"
+            ));
+    }
+    // The hint stops the run even when bad lines are being skipped: the
+    // whole input is in the wrong format, not one line of it.
+    tool("mc-scale")
+        .args(["--on-error", "skip"])
+        .write_stdin("\u{feff}[{\"input_length\": 5}]")
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("this is a JSON array"));
+}
+
+#[test]
+fn a_csv_file_is_named_with_the_importer() {
+    for t in READERS {
+        tool(t)
+            .write_stdin(
+                "TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.6805900,374,44\r\n",
+            )
+            .assert()
+            .code(65)
+            .stderr(format!(
+                "{t}: line 1: this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
+                 convert it with `mc-import --from auto`\n"
+            ));
+    }
+}
+
+#[test]
+fn a_directory_as_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["mc-scale", "mc-analyze"] {
+        let out = tool(t).arg("--input").arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(66), "{t}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            err,
+            format!(
+                "{t}: {}: is a directory, not a trace file\n",
+                dir.path().display()
+            )
+        );
+    }
+}
