@@ -203,6 +203,38 @@ fn closed_stdout_is_a_quiet_success() {
     }
 }
 
+#[test]
+fn analyze_pass_says_when_a_closed_stdout_cost_the_report() {
+    let line = "{\"timestamp\": 1000, \"input_length\": 600, \"hash_ids\": [1, 2]}\n";
+    let input = line.repeat(100_000); // ~6 MB: far more than a pipe buffer
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-analyze"))
+        .arg("--pass")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, line);
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // Where it stopped depends on the pipe's buffering; the words do not.
+    assert!(
+        stderr.starts_with("mc-analyze: stdout was closed after line ")
+            && stderr.ends_with(": stopped early, no report (the report needs the whole trace)\n"),
+        "{stderr}"
+    );
+}
+
 /// Every tool that reads JSONL: the transforms, the analyzer and the replay
 /// client (which checks its whole input before sending anything).
 const READERS: [&str; 5] = ["mc-scale", "mc-roots", "mc-cap", "mc-analyze", "mc-replay"];
