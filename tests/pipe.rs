@@ -319,3 +319,37 @@ fn a_directory_as_input_is_named() {
         );
     }
 }
+
+#[test]
+fn aiperf_and_vllm_option_names_are_accepted() {
+    let input = "{\"timestamp\": 1000, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n";
+    let capped = crate::util::run_ok("mc-cap", &["--max-isl", "300", "--max-osl", "5"], input);
+    assert_eq!(
+        capped,
+        crate::util::run_ok(
+            "mc-cap",
+            &["--max-input-length", "300", "--max-output-length", "5"],
+            input
+        )
+    );
+    assert_eq!(
+        capped,
+        crate::util::run_ok(
+            "mc-cap",
+            &["--synthesis-max-isl", "300", "--synthesis-max-osl", "5"],
+            input
+        )
+    );
+    assert_eq!(
+        crate::util::run_ok("mc-scale", &["--synthesis-speedup-ratio", "2"], input),
+        "{\"timestamp\": 500, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n"
+    );
+    // A typo of the vLLM name points at it, not at --input.
+    tool("mc-cap")
+        .args(["--max-input-lenght", "300"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "tip: a similar argument exists: '--max-input-length'",
+        ));
+}
