@@ -60,20 +60,40 @@ pub enum Emit {
 /// to `step`, which may write a changed record into the output buffer.
 /// Bad lines follow the `--on-error` policy; the summary of skipped lines is
 /// printed to stderr under the tool's name.
-pub fn run_filter<F>(tool: &str, io: &IoArgs, mut step: F) -> Result<()>
+pub fn run_filter<F>(tool: &str, io: &IoArgs, mut step: F) -> Result<RowCounts>
 where
     F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
 {
     let mut reader = io.reader()?;
     let mut out = io.writer()?;
     let mut policy = ErrorPolicy::new(io.on_error);
+    let mut counts = RowCounts::default();
     let result = for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
-        write_record(&mut out, policy, no, bytes, &mut step)
+        write_record(&mut out, policy, no, bytes, &mut step, &mut counts)
     });
     // Good records already produced are flushed even when a bad one stops us.
     let flushed = out.flush();
     report_skipped(tool, &policy);
-    result.and(flushed)
+    result.and(flushed).map(|()| counts)
+}
+
+/// What a filter did to the records it read: the numbers behind the
+/// one-line summary each filter prints when it changed anything.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RowCounts {
+    /// Records read and parsed (bad lines skipped by the policy excluded).
+    pub rows: u64,
+    /// Records written with a change.
+    pub changed: u64,
+    /// Records left out.
+    pub dropped: u64,
+}
+
+impl RowCounts {
+    /// True when the output differs from the input.
+    pub fn any_change(&self) -> bool {
+        self.changed + self.dropped > 0
+    }
 }
 
 /// Feeds every line to `f`, applying the policy to lines too long to read.
@@ -103,6 +123,7 @@ pub fn write_record<F>(
     no: u64,
     bytes: &[u8],
     step: &mut F,
+    counts: &mut RowCounts,
 ) -> Result<()>
 where
     F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
@@ -112,10 +133,19 @@ where
         let mark = buf.len();
         step(&rec, buf).inspect_err(|_| buf.truncate(mark))
     });
+    if outcome.is_ok() {
+        counts.rows += 1;
+    }
     match outcome {
         Ok(Emit::Unchanged) => out.write_line(bytes),
-        Ok(Emit::Written) => out.end_line(),
-        Ok(Emit::Dropped) => Ok(()),
+        Ok(Emit::Written) => {
+            counts.changed += 1;
+            out.end_line()
+        }
+        Ok(Emit::Dropped) => {
+            counts.dropped += 1;
+            Ok(())
+        }
         Err(e) => policy.record(no, e),
     }
 }

@@ -36,15 +36,9 @@ pub fn run(tool: &str, io: &IoArgs, opts: &CapOptions) -> Result<()> {
         return Err(cli::usage("--drop needs --max-isl"));
     }
     let mut cap = Capper::new(opts.clone());
-    cli::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
-    if opts.drop {
-        if let Some(n) = opts.max_isl {
-            eprintln!(
-                "{tool}: dropped {} row{} longer than {n} tokens",
-                cap.dropped,
-                if cap.dropped == 1 { "" } else { "s" }
-            );
-        }
+    let counts = cli::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
+    if counts.any_change() || opts.drop {
+        eprintln!("{tool}: {}", cap.summary(counts.rows));
     }
     Ok(())
 }
@@ -54,11 +48,41 @@ pub struct Capper {
     cuts: Cuts,
     pub dropped: u64,
     pub truncated: u64,
+    /// Rows whose output_length was lowered to --max-osl.
+    pub capped_osl: u64,
     ids: Vec<u64>,
     values: [Vec<u8>; 3],
 }
 
 impl Capper {
+    /// What was done to `rows` rows, for the stderr summary line, e.g.
+    /// `26 of 40 rows truncated to 16384 tokens, 3 answers capped to 512 tokens`.
+    pub fn summary(&self, rows: u64) -> String {
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        let mut parts = Vec::new();
+        if let Some(max) = self.opts.max_isl {
+            if self.opts.drop {
+                parts.push(format!(
+                    "dropped {} row{} longer than {max} tokens",
+                    self.dropped,
+                    plural(self.dropped)
+                ));
+            } else if self.truncated > 0 {
+                parts.push(format!("truncated {} to {max} tokens", self.truncated));
+            }
+        }
+        if let Some(max) = self.opts.max_osl {
+            if self.capped_osl > 0 {
+                parts.push(format!(
+                    "capped {} answer{} to {max} tokens",
+                    self.capped_osl,
+                    plural(self.capped_osl)
+                ));
+            }
+        }
+        format!("{rows} row{}: {}", plural(rows), parts.join(", "))
+    }
+
     pub fn new(opts: CapOptions) -> Self {
         Capper {
             cuts: Cuts {
@@ -68,6 +92,7 @@ impl Capper {
             opts,
             dropped: 0,
             truncated: 0,
+            capped_osl: 0,
             ids: Vec::new(),
             values: Default::default(),
         }
@@ -130,6 +155,7 @@ impl Capper {
         }
         if let Some(max) = self.opts.max_osl {
             if rec.uint(Field::OutputLength)?.is_some_and(|o| o > max) {
+                self.capped_osl += 1;
                 osl_text.clear();
                 record::write_number(Number::Int(max as i64), osl_text);
                 edits.push(Edit {

@@ -22,7 +22,14 @@ pub fn run(tool: &str, io: &IoArgs, opts: &RootsOptions) -> Result<()> {
         return Err(cli::usage("--roots must be at least 1"));
     }
     let mut roots = Roots::new(opts.roots, opts.seed);
-    cli::run_filter(tool, io, |rec, out| roots.apply(rec, out))
+    let counts = cli::run_filter(tool, io, |rec, out| roots.apply(rec, out))?;
+    if counts.any_change() {
+        eprintln!(
+            "{tool}: {} of {} rows renumbered into {} trees",
+            counts.changed, counts.rows, opts.roots
+        );
+    }
+    Ok(())
 }
 
 pub struct Roots {

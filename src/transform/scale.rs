@@ -75,7 +75,9 @@ pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
     opts.validate()?;
     let mut scaler = RowScaler::new(opts.clone());
     if !opts.needs_whole_input() {
-        return cli::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out));
+        let counts = cli::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
+        report_changes(tool, &counts);
+        return Ok(());
     }
 
     let mut reader = io.reader()?;
@@ -91,10 +93,20 @@ pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
 
     let prefix = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)?;
     let mut out = io.writer()?;
-    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy);
+    let mut counts = cli::RowCounts::default();
+    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy, &mut counts);
     let flushed = out.flush();
     cli::report_skipped(tool, &policy);
-    emitted.and(flushed)
+    emitted.and(flushed)?;
+    report_changes(tool, &counts);
+    Ok(())
+}
+
+/// The one-line summary, when anything changed.
+fn report_changes(tool: &str, counts: &cli::RowCounts) {
+    if counts.any_change() {
+        eprintln!("{tool}: {} of {} rows changed", counts.changed, counts.rows);
+    }
 }
 
 /// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
@@ -266,11 +278,12 @@ impl LoadedTrace {
         mut plan: PrefixPlan<'_>,
         out: &mut Output,
         policy: &mut ErrorPolicy,
+        counts: &mut cli::RowCounts,
     ) -> Result<()> {
         let mut step =
             |rec: &Record<'_>, buf: &mut Vec<u8>| scaler.apply(rec, Some(&mut plan), buf);
         for &(no, start, end) in &self.rows {
-            cli::write_record(out, policy, no, &self.arena[start..end], &mut step)?;
+            cli::write_record(out, policy, no, &self.arena[start..end], &mut step, counts)?;
         }
         Ok(())
     }
