@@ -55,6 +55,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// An option value clap cannot check on its own (exit code 2).
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Data { .. } | Error::Input(_) => ExitCode::DataErr,
