@@ -8,11 +8,164 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mctrace::replay::metrics::RequestResult;
-use mctrace::replay::report::Summary;
 use serde_json::{json, Value};
 
 use crate::util::tool;
+use schema::{RequestResult, Summary};
+
+/// mc-replay's output schema as the tests expect it, written here rather
+/// than taken from the crate: a renamed or added field fails these tests
+/// instead of changing both sides at once.
+pub mod schema {
+    // Every field is listed to check the schema, not to be read.
+    #![allow(dead_code)]
+
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RequestResult {
+        pub line: u64,
+        pub session_id: Option<String>,
+        pub turn: u32,
+        pub request_id: String,
+        pub x_request_id: String,
+        pub target: String,
+        pub warmup: bool,
+        pub status: String,
+        pub http_status: Option<u16>,
+        pub error: Option<ErrorOut>,
+        pub t_sched_ms: f64,
+        pub t_send_ms: f64,
+        pub t_first_ms: Option<f64>,
+        pub t_last_ms: Option<f64>,
+        pub t_end_ms: f64,
+        pub lag_ms: f64,
+        pub ttft_ms: Option<f64>,
+        pub e2e_ms: Option<f64>,
+        pub tpot_ms: Option<f64>,
+        pub sched_latency_ms: Option<f64>,
+        pub chunks: u64,
+        pub itl_ms: Option<Itl>,
+        pub input_tokens: Option<u64>,
+        pub prompt_tokens: Option<u64>,
+        pub cached_tokens: Option<u64>,
+        pub output_tokens: Option<u64>,
+        pub completion_tokens: Option<u64>,
+        pub tokens_estimated: bool,
+        pub finish_reason: Option<String>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ErrorOut {
+        pub kind: String,
+        pub message: String,
+        #[serde(default)]
+        pub retry_after_s: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Itl {
+        pub mean: f64,
+        pub min: f64,
+        pub p50: f64,
+        pub p99: f64,
+        pub max: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Summary {
+        pub run_start_unix_ms: f64,
+        pub requests: Counts,
+        pub errors: BTreeMap<String, u64>,
+        pub duration_s: f64,
+        pub request_throughput: f64,
+        pub output_token_throughput: f64,
+        pub input_token_throughput: f64,
+        pub tokens: Tokens,
+        pub send_rate: f64,
+        pub trace_rate: Option<f64>,
+        pub metrics: Metrics,
+        pub slo: Option<Slo>,
+        pub goodput: Option<Goodput>,
+        pub degraded: bool,
+        pub workers: usize,
+        pub stopped_early: Option<StoppedEarly>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Counts {
+        pub sent: u64,
+        pub ok: u64,
+        pub failed: u64,
+        pub warmup: u64,
+        pub not_sent: u64,
+        pub interrupted: bool,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Tokens {
+        pub input_intended: u64,
+        pub input_reported: u64,
+        pub output: u64,
+        pub output_estimated_requests: u64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Metrics {
+        pub ttft: Option<Stats>,
+        pub tpot: Option<Stats>,
+        pub itl: Option<Stats>,
+        pub e2e: Option<Stats>,
+        pub sched_latency: Option<Stats>,
+        pub lag: Option<Stats>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Stats {
+        pub count: u64,
+        pub mean: f64,
+        pub std: f64,
+        pub min: f64,
+        pub p50: f64,
+        pub p90: f64,
+        pub p95: f64,
+        pub p99: f64,
+        pub p99_9: f64,
+        pub max: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Slo {
+        pub ttft_ms: Option<f64>,
+        pub tpot_ms: Option<f64>,
+        pub e2e_ms: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Goodput {
+        pub requests: u64,
+        pub rate: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct StoppedEarly {
+        pub consecutive_failures: u64,
+        pub last_error: String,
+    }
+}
 
 /// A running mc-mock; killed on drop.
 pub struct Mock {

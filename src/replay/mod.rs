@@ -1,40 +1,49 @@
 //! `mc-replay`: sends a trace's requests to an OpenAI-compatible server on
 //! the trace's schedule and measures what the server did.
 //!
-//! The pieces: [`trace`] loads and checks every row before the run;
-//! [`prompt`] and [`body`] build each request; [`schedule`] decides when it
-//! is sent; [`worker`] sends it with [`client`], which reads the stream
-//! ([`sse`]); [`metrics`] and [`report`] turn the results into a summary.
+//! The pieces: [`options`] is the command line; [`trace`] loads and checks
+//! every row before the run; [`request`] (with [`prompt`] and [`body`])
+//! builds each request; [`schedule`] decides when it is sent and drives a
+//! [`target::Target`]: [`http`] sends to a server with [`client`], which
+//! reads the stream ([`sse`]); [`recorder`] writes each result and feeds
+//! [`metrics`]; [`report`] turns them into the summary.
 
 pub mod body;
 pub mod client;
+pub mod error;
+pub mod http;
+pub mod inflight;
 pub mod metrics;
+pub mod options;
+pub mod outcome;
+pub mod progress;
 pub mod prompt;
+pub mod recorder;
 pub mod report;
+pub mod request;
 pub mod schedule;
 pub mod sse;
+pub mod target;
 pub mod trace;
-pub mod worker;
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, Context as _};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::cli::{report_skipped, usage, IoArgs};
 use crate::error::{Error, Result};
 use crate::jsonl::{ErrorPolicy, SendOutput};
 use body::{BodyOptions, Endpoint};
 use client::Clock;
-use metrics::Slo;
+use error::{ModelsError, ReplayError};
+pub use options::ReplayArgs;
 use prompt::{Synth, Vocab};
+use recorder::{Recorder, RecorderOptions};
+use request::{RequestBuilder, RunId};
 use schedule::{Arrivals, Limits, Scheduler};
 use trace::{Content, Trace};
-use worker::{Context, Sink};
 
 /// How session rows relate to each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,100 +62,104 @@ pub enum ArrivalKind {
     Constant,
 }
 
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub url: String,
-    pub endpoint: Endpoint,
-    pub model: Option<String>,
-    pub api_key: Option<String>,
-    pub headers: Vec<(String, String)>,
-    pub extra_body: Option<Map<String, Value>>,
-    pub exact_output: bool,
-    pub turns: Turns,
-    pub speedup: f64,
-    pub rate: Option<f64>,
-    pub arrival: ArrivalKind,
-    pub concurrency: Option<usize>,
-    pub max_requests: Option<u64>,
-    pub duration: Option<Duration>,
-    pub warmup: u64,
-    pub drain_timeout: Duration,
-    pub timeout: Duration,
-    pub seed: u64,
-    pub block_size: u64,
-    pub tokenizer: Option<String>,
-    pub slo: Option<Slo>,
-    pub summary_json: Option<PathBuf>,
-    pub summary_csv: Option<PathBuf>,
+/// The whole tool: signals, the run, and the run's verdict (every request
+/// failing, or a server that went away, is a failed run).
+pub fn main(args: &ReplayArgs) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    install_signals(stop.clone())?;
+    let summary = run(args, stop)?;
+    verdict(&summary)
 }
 
-/// Runs the replay. Returns the summary; the caller decides the exit code
-/// (every request failing is a failed run).
-pub fn run(io: &IoArgs, opts: &Options, stop: Arc<AtomicBool>) -> Result<report::Summary> {
-    let trace = load(io)?;
-    let arrivals = arrivals(&trace, opts)?;
-    check_rows(&trace, opts)?;
-    let synth = synthesizer(&trace, opts)?;
-    let agent = agent(opts);
-    let base = base_url(&opts.url);
-    let mut headers = opts.headers.clone();
-    if let Some(key) = &opts.api_key {
+/// The exit policy: a run in which the server stopped answering, or in
+/// which every request failed, is a failure.
+pub fn verdict(summary: &report::Summary) -> Result<()> {
+    let r = &summary.requests;
+    if let Some(gone) = &summary.stopped_early {
+        return Err(ReplayError::ServerGone {
+            failures: gone.consecutive_failures,
+            sent: r.sent + r.warmup,
+            last: gone.last_error.clone(),
+        }
+        .into());
+    }
+    if r.sent > 0 && r.ok == 0 {
+        return Err(ReplayError::AllFailed { sent: r.sent }.into());
+    }
+    Ok(())
+}
+
+/// Runs the replay on a real server. Returns the summary; [`verdict`]
+/// decides the exit code.
+pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
+    if args.fixed_schedule {
+        eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
+    }
+    let trace = Arc::new(load(&args.io)?);
+    let arrivals = arrivals(&trace, args)?;
+    check_rows(&trace, args)?;
+    let synth = synthesizer(&trace, args)?;
+    let agent = agent(Duration::from_secs_f64(args.timeout));
+    let base = base_url(&args.url);
+    let mut headers = args.headers.clone();
+    if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("authorization".into(), format!("Bearer {key}")));
     }
-    let model = match &opts.model {
+    let model = match &args.model {
         Some(m) => m.clone(),
         None => discover_model(&agent, &base, &headers)?,
     };
-    let out = SendOutput::open_send(io.output.as_deref(), true)?;
+    let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
     let trace_rate = trace_rate(&trace, arrivals);
-    let delta = opts.turns == Turns::Delta;
+    let run_id = RunId::from_clock();
     let clock = Clock {
         start: Instant::now(),
     };
     let run_start_unix_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_micros() as f64 / 1000.0);
-    let ctx = Arc::new(Context::new(
-        trace,
+    let builder = RequestBuilder {
         synth,
-        BodyOptions {
-            endpoint: opts.endpoint,
+        body: BodyOptions {
+            endpoint: args.endpoint,
             model,
-            exact_output: opts.exact_output,
-            extra_body: opts.extra_body.clone(),
+            exact_output: !args.no_exact_output,
+            extra_body: args.extra_body.clone(),
         },
-        format!("{base}{}", opts.endpoint.path()),
         headers,
-        delta,
+        run_id,
+    };
+    let mut target = http::HttpTarget::new(
+        trace.clone(),
+        builder,
+        format!("{base}{}", args.endpoint.path()),
         agent,
         clock,
-        Sink::new(out, opts.slo),
-        stop,
-    ));
-    let limits = Limits {
-        concurrency: opts.concurrency,
-        max_requests: opts.max_requests,
-        duration: opts.duration,
-        warmup: opts.warmup,
-        drain: opts.drain_timeout,
-    };
-    let progress = std::io::stderr()
-        .is_terminal()
-        .then(|| progress::start(ctx.clone()));
-    let end = Scheduler::new(ctx.clone(), arrivals, limits, delta).run();
-    if let Some(p) = progress {
-        p.finish();
-    }
-    let mut sink = ctx.sink();
-    let summary = report::summarize(&sink.tally, &end, trace_rate, opts.slo, run_start_unix_ms);
-    let flushed = sink.flush();
-    drop(sink);
+        stop.clone(),
+    );
+    let mut rec = Recorder::new(
+        out,
+        RecorderOptions {
+            slo: args.slo,
+            run_id,
+            target: "http",
+            block_size: args.block_size,
+            max_consecutive_failures: args.max_consecutive_failures,
+        },
+    );
+    let mut progress = progress::Progress::for_stderr();
+    let end = Scheduler::new(&trace, arrivals, limits(args), args.turns == Turns::Delta, &stop)
+        .run(&mut target, &mut rec, &mut progress);
+    progress.finish();
+    drop(target);
+    let summary = report::summarize(&rec.tally, &end, trace_rate, args.slo, run_start_unix_ms);
+    let flushed = rec.finish();
     eprint!("{}", summary.table());
-    if let Some(p) = &opts.summary_json {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| anyhow!(e))?;
+    if let Some(p) = &args.summary_json {
+        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
         write_file(p, &json)?;
     }
-    if let Some(p) = &opts.summary_csv {
+    if let Some(p) = &args.summary_csv {
         write_file(p, summary.csv().as_bytes())?;
     }
     match flushed {
@@ -154,6 +167,18 @@ pub fn run(io: &IoArgs, opts: &Options, stop: Arc<AtomicBool>) -> Result<report:
         Err(e) if e.is_broken_pipe() => Ok(summary),
         Err(e) => Err(e),
         Ok(()) => Ok(summary),
+    }
+}
+
+/// The schedule's limits, in µs (the options are bounded, so these fit).
+fn limits(args: &ReplayArgs) -> Limits {
+    let us = |s: f64| (s * 1e6).round() as u64;
+    Limits {
+        concurrency: args.concurrency.map(|c| c as usize),
+        max_requests: args.max_requests,
+        duration_us: args.duration.map(us),
+        warmup: args.warmup,
+        drain_us: us(args.drain_timeout),
     }
 }
 
@@ -178,7 +203,7 @@ fn load(io: &IoArgs) -> Result<Trace> {
 }
 
 /// Picks the schedule from the trace and the options.
-fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
+fn arrivals(trace: &Trace, opts: &ReplayArgs) -> Result<Arrivals> {
     if let Some(rate) = opts.rate {
         if trace.turns.iter().any(|t| t.timestamp_ms.is_some()) {
             eprintln!("mc-replay: note: --rate {rate}: the trace's timestamps are ignored");
@@ -215,7 +240,7 @@ fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
     }
 }
 
-fn check_rows(trace: &Trace, opts: &Options) -> Result<()> {
+fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
     if opts.endpoint == Endpoint::Completions {
         if opts.turns == Turns::Delta {
             return Err(usage(
@@ -264,11 +289,18 @@ fn join(lines: &[u64]) -> String {
 
 /// The prompt builder; with a tokenizer, its words are checked to be one
 /// token each and sample prompts are re-encoded to the intended length.
-fn synthesizer(trace: &Trace, opts: &Options) -> Result<Synth> {
+fn synthesizer(trace: &Trace, opts: &ReplayArgs) -> Result<Synth> {
     let Some(spec) = &opts.tokenizer else {
         return Ok(Synth::new(Vocab::builtin(), opts.seed, opts.block_size));
     };
-    let resolved = crate::tokenizer::resolve(spec)?;
+    eprintln!(
+        "mc-replay: tokenizer {spec}: loading it and checking that prompts built for it \
+         have their exact lengths (this may take a while)"
+    );
+    let resolved = crate::tokenizer::resolve(spec).map_err(|e| ReplayError::Tokenizer {
+        spec: spec.clone(),
+        source: e.into(),
+    })?;
     let vocab = Vocab::for_tokenizer(&resolved.tokenizer)?;
     let synth = Synth::new(vocab, opts.seed, opts.block_size);
     let check = prompt_check(trace, &synth, &resolved.tokenizer)?;
@@ -277,12 +309,11 @@ fn synthesizer(trace: &Trace, opts: &Options) -> Result<Synth> {
         resolved.source, check.prompts, check.max_abs, check.max_pct
     );
     if check.max_pct > 1.0 {
-        return Err(Error::Other(anyhow!(
-            "prompts built for this tokenizer are off by up to {:.2}% (line {}); \
-             it cannot be used for exact prompt lengths",
-            check.max_pct,
-            check.worst_line
-        )));
+        return Err(ReplayError::TokenizerMismatch {
+            pct: check.max_pct,
+            line: check.worst_line,
+        }
+        .into());
     }
     Ok(synth)
 }
@@ -329,7 +360,10 @@ fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Re
         synth.prompt(t.line, want, &t.hash_ids, &mut text);
         let got = tok
             .encode(text.as_str(), false)
-            .map_err(|e| anyhow!("tokenizer failed on line {}: {e}", t.line))?
+            .map_err(|source| ReplayError::Tokenize {
+                line: t.line,
+                source,
+            })?
             .get_ids()
             .len() as u64;
         let abs = got.abs_diff(want);
@@ -346,10 +380,10 @@ fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Re
     Ok(c)
 }
 
-fn agent(opts: &Options) -> ureq::Agent {
+fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(opts.timeout))
+        .timeout_global(Some(timeout))
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
@@ -379,11 +413,11 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let found = (|| -> anyhow::Result<String> {
+    let found = (|| -> Result<String, ModelsError> {
         let mut resp = req.call()?;
         let status = resp.status().as_u16();
         if status != 200 {
-            anyhow::bail!("HTTP {status}");
+            return Err(ModelsError::Status(format!("HTTP {status}")));
         }
         let v: Value = serde_json::from_str(&resp.body_mut().read_to_string()?)?;
         v.get("data")
@@ -392,11 +426,9 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
             .and_then(|m| m.get("id"))
             .and_then(|id| id.as_str())
             .map(str::to_string)
-            .ok_or_else(|| anyhow!("no model listed"))
+            .ok_or(ModelsError::NoModel)
     })();
-    found
-        .with_context(|| format!("cannot list models at {url} (pass --model NAME)"))
-        .map_err(Error::Other)
+    found.map_err(|source| ReplayError::ListModels { url, source }.into())
 }
 
 /// The arrival rate the trace asks for: first turns over their time span.
@@ -426,52 +458,7 @@ pub fn install_signals(stop: Arc<AtomicBool>) -> Result<()> {
         }
         eprintln!("\nmc-replay: stopping: no new requests; waiting for those in flight");
     })
-    .map_err(|e| Error::Other(anyhow!("cannot install the signal handler: {e}")))
-}
-
-mod progress {
-    //! The progress line on a terminal.
-    use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::thread::JoinHandle;
-    use std::time::Duration;
-
-    use super::worker::Context;
-
-    pub struct Progress {
-        done: Arc<AtomicBool>,
-        handle: JoinHandle<()>,
-    }
-
-    pub fn start(ctx: Arc<Context>) -> Progress {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        let handle = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let c = &ctx.counters;
-                let sent = c.sent.load(Ordering::Relaxed);
-                let fin = c.done.load(Ordering::Relaxed);
-                let _ = write!(
-                    std::io::stderr(),
-                    "\r\x1b[Ksent {sent}  done {fin}  errors {}  in flight {}  lag {:.1} ms",
-                    c.errors.load(Ordering::Relaxed),
-                    sent.saturating_sub(fin),
-                    c.last_lag_us.load(Ordering::Relaxed) as f64 / 1000.0
-                );
-            }
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        });
-        Progress { done, handle }
-    }
-
-    impl Progress {
-        pub fn finish(self) {
-            self.done.store(true, Ordering::Relaxed);
-            let _ = self.handle.join();
-        }
-    }
+    .map_err(|e| ReplayError::Signals(e).into())
 }
 
 #[cfg(test)]

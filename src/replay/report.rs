@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::{ms, Slo, Stats, Tally};
+use super::outcome::ErrorKind;
 use super::schedule::RunEnd;
 
 /// Schedule lag p99 above this means the client could not keep the schedule.
@@ -20,7 +21,7 @@ pub struct Summary {
     pub run_start_unix_ms: f64,
     pub requests: Counts,
     /// Failed requests by error kind.
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<ErrorKind, u64>,
     /// Last end − first send of the measured requests, in seconds.
     pub duration_s: f64,
     pub request_throughput: f64,
@@ -41,6 +42,17 @@ pub struct Summary {
     /// Schedule lag p99 over 50 ms: latencies include client backlog.
     pub degraded: bool,
     pub workers: usize,
+    /// Set when `--max-consecutive-failures` ended the run.
+    pub stopped_early: Option<StoppedEarly>,
+}
+
+/// Why a run ended before its trace did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoppedEarly {
+    /// Requests in a row that could not reach the server.
+    pub consecutive_failures: u64,
+    pub last_error: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,10 +116,10 @@ pub fn summarize(
             0.0
         }
     };
-    let (starts, first_start, last_start) = t.start_sends;
-    let send_span_s = ms(last_start.saturating_sub(first_start)) / 1000.0;
-    let send_rate = if starts > 1 && send_span_s > 0.0 {
-        (starts - 1) as f64 / send_span_s
+    let starts = t.start_sends;
+    let send_span_s = ms(starts.last_us.saturating_sub(starts.first_us)) / 1000.0;
+    let send_rate = if starts.count > 1 && send_span_s > 0.0 {
+        (starts.count - 1) as f64 / send_span_s
     } else {
         0.0
     };
@@ -151,6 +163,7 @@ pub fn summarize(
         }),
         degraded,
         workers: end.workers,
+        stopped_early: end.stopped_early.clone(),
     }
 }
 
