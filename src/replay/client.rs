@@ -7,8 +7,8 @@ use std::io::Read;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-pub use super::outcome::{ErrorKind, Failure, Outcome};
 use super::inflight::Live;
+pub use super::outcome::{ErrorKind, Failure, Outcome};
 use super::sse::{self, Event, EventSplitter};
 
 /// One prepared request.
@@ -308,7 +308,10 @@ mod tests {
 
     #[test]
     fn status_messages_say_what_is_known() {
-        assert_eq!(status_message(400, None, ""), "HTTP 400 Bad Request (empty body)");
+        assert_eq!(
+            status_message(400, None, ""),
+            "HTTP 400 Bad Request (empty body)"
+        );
         assert_eq!(
             status_message(400, Some("text/plain"), " "),
             "HTTP 400 Bad Request (empty body, content-type text/plain)"
@@ -325,6 +328,9 @@ mod tests {
             ),
             "HTTP 400 Bad Request: bad messages"
         );
-        assert_eq!(status_message(599, None, "x"), "HTTP 599 (no content-type): x");
+        assert_eq!(
+            status_message(599, None, "x"),
+            "HTTP 599 (no content-type): x"
+        );
     }
 }

@@ -71,7 +71,12 @@ impl Registry {
 
     /// Claims every request still registered: the caller ends them.
     pub fn claim_all(&self) -> Vec<Arc<Entry>> {
-        let mut v: Vec<Arc<Entry>> = self.lock().values().filter(|e| e.claim()).cloned().collect();
+        let mut v: Vec<Arc<Entry>> = self
+            .lock()
+            .values()
+            .filter(|e| e.claim())
+            .cloned()
+            .collect();
         v.sort_by_key(|e| e.job.seq);
         v
     }

@@ -144,7 +144,10 @@ impl Latencies {
     pub fn of(t_sched_us: u64, o: &Outcome) -> Latencies {
         let send = o.t_send_us;
         let usage = o.usage.unwrap_or_default();
-        let cancelled = o.error.as_ref().is_some_and(|e| e.kind == ErrorKind::Cancelled);
+        let cancelled = o
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Cancelled);
         let (completion_tokens, tokens_estimated) = match usage.completion_tokens {
             Some(n) => (Some(n), false),
             None if !cancelled && (o.error.is_none() || o.chunks > 0) => (Some(o.chunks), true),

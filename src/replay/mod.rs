@@ -148,8 +148,14 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         },
     );
     let mut progress = progress::Progress::for_stderr();
-    let end = Scheduler::new(&trace, arrivals, limits(args), args.turns == Turns::Delta, &stop)
-        .run(&mut target, &mut rec, &mut progress);
+    let end = Scheduler::new(
+        &trace,
+        arrivals,
+        limits(args),
+        args.turns == Turns::Delta,
+        &stop,
+    )
+    .run(&mut target, &mut rec, &mut progress);
     progress.finish();
     drop(target);
     let summary = report::summarize(&rec.tally, &end, trace_rate, args.slo, run_start_unix_ms);

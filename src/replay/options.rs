@@ -257,7 +257,10 @@ mod tests {
         assert!(parse_url("http://127.0.0.1:8000").is_ok());
         assert!(parse_url("HTTPS://h/v1").is_ok());
         let e = parse_url("localhost:8123").unwrap_err();
-        assert!(e.contains("no scheme") && e.contains("http://localhost:8123"), "{e}");
+        assert!(
+            e.contains("no scheme") && e.contains("http://localhost:8123"),
+            "{e}"
+        );
         assert!(parse_url("http://").unwrap_err().contains("no host"));
     }
 

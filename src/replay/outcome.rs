@@ -119,6 +119,9 @@ mod tests {
     fn kinds_print_as_their_serde_names() {
         assert_eq!(ErrorKind::Http4xx.to_string(), "http_4xx");
         assert_eq!(ErrorKind::RateLimited.to_string(), "rate_limited");
-        assert_eq!(serde_json::to_string(&ErrorKind::BadSse).unwrap(), "\"bad_sse\"");
+        assert_eq!(
+            serde_json::to_string(&ErrorKind::BadSse).unwrap(),
+            "\"bad_sse\""
+        );
     }
 }

@@ -89,7 +89,12 @@ impl RequestBuilder {
         match (history, &turn.content) {
             (Some(h), Content::Messages { messages, tools }) => {
                 h.extend(messages.iter().cloned());
-                body::write(&self.body, turn, Prompt::Messages(h, tools.as_ref()), &mut out);
+                body::write(
+                    &self.body,
+                    turn,
+                    Prompt::Messages(h, tools.as_ref()),
+                    &mut out,
+                );
             }
             (Some(h), _) => {
                 h.push(json!({"role": "user", "content": prompt_text}));
@@ -193,7 +198,10 @@ mod tests {
         assert_eq!(
             r.headers,
             vec![
-                ("x-request-id".into(), "01234567-89ab-4def-8000-000000000003".into()),
+                (
+                    "x-request-id".into(),
+                    "01234567-89ab-4def-8000-000000000003".into()
+                ),
                 ("x-session-id".into(), "%E6%9C%83 a".into()),
                 ("x-trace-line".into(), "7".into()),
                 ("authorization".into(), "Bearer k".into()),
@@ -219,15 +227,23 @@ mod tests {
     #[test]
     fn delta_history_grows_with_each_turn() {
         let b = builder();
-        let mut h = vec![json!({"role": "user", "content": "a"}),
-                         json!({"role": "assistant", "content": "b"})];
+        let mut h = vec![
+            json!({"role": "user", "content": "a"}),
+            json!({"role": "assistant", "content": "b"}),
+        ];
         let t = turn(Content::Text("c".into()), None);
         let r = b.build(&t, None, 1, Some(&mut h));
         assert_eq!(h.len(), 3);
         assert_eq!(h[2], json!({"role": "user", "content": "c"}));
         assert_eq!(parse(&r)["messages"], Value::Array(h.clone()));
         let msgs = vec![json!({"role": "user", "content": "d"})];
-        let t = turn(Content::Messages { messages: msgs, tools: None }, None);
+        let t = turn(
+            Content::Messages {
+                messages: msgs,
+                tools: None,
+            },
+            None,
+        );
         b.build(&t, None, 2, Some(&mut h));
         assert_eq!(h.len(), 4);
     }

@@ -210,7 +210,12 @@ impl<'a> Scheduler<'a> {
         self.end
     }
 
-    fn dispatch_loop<T: Target>(&mut self, target: &mut T, rec: &mut Recorder, progress: &mut Progress) {
+    fn dispatch_loop<T: Target>(
+        &mut self,
+        target: &mut T,
+        rec: &mut Recorder,
+        progress: &mut Progress,
+    ) {
         loop {
             if self.stopped() {
                 self.end.interrupted = true;
@@ -357,7 +362,13 @@ impl<'a> Scheduler<'a> {
         self.end.not_sent += 1;
     }
 
-    fn dispatch<T: Target>(&mut self, row: usize, t_sched: u64, target: &mut T, rec: &mut Recorder) {
+    fn dispatch<T: Target>(
+        &mut self,
+        row: usize,
+        t_sched: u64,
+        target: &mut T,
+        rec: &mut Recorder,
+    ) {
         let warmup = self.end.dispatched < self.limits.warmup;
         if !warmup {
             self.measured += 1;
