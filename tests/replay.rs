@@ -706,8 +706,22 @@ struct Capture {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+/// How a capturing server behaves.
+#[derive(Clone, Copy, Default)]
+struct Personality {
+    /// As llama-cpp-python's server: an `x-request-id` that is not a UUID
+    /// gets `400` with an empty body.
+    uuid_ids_only: bool,
+    /// As llama.cpp: no usage chunk.
+    no_usage: bool,
+}
+
 impl Capture {
     fn start() -> Capture {
+        Capture::start_as(Personality::default())
+    }
+
+    fn start_as(p: Personality) -> Capture {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -716,7 +730,7 @@ impl Capture {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let store = store.clone();
-                std::thread::spawn(move || serve_one(conn, &store));
+                std::thread::spawn(move || serve_one(conn, &store, p));
             }
         });
         Capture { url, seen }
@@ -727,7 +741,17 @@ impl Capture {
     }
 }
 
-fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>) {
+/// `8-4-4-4-12` hex digits, as Python's `uuid.UUID(s)` accepts in its
+/// canonical form.
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+        && parts
+            .iter()
+            .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>, p: Personality) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut headers = HashMap::new();
     let mut line = String::new();
@@ -746,22 +770,136 @@ fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>) {
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap();
+    let refused = p.uuid_ids_only && !headers.get("x-request-id").is_some_and(|id| is_uuid(id));
     store.lock().unwrap().push((headers, body));
     let mut w = conn;
+    if refused {
+        let _ = w.write_all(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        return;
+    }
+    let usage =
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":" hello"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"length"}]}"#,
-        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+        if p.no_usage { "" } else { usage },
         "[DONE]",
     ];
     let mut out = String::from(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
     );
-    for e in events {
+    for e in events.into_iter().filter(|e| !e.is_empty()) {
         out.push_str(&format!("data: {e}\n\n"));
     }
     let _ = w.write_all(out.as_bytes());
+}
+
+#[test]
+fn the_uuid_checking_server_refuses_other_ids() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        ..Personality::default()
+    });
+    let addr = server.url.trim_start_matches("http://");
+    let ask = |id: &str| {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-request-id: {id}\r\n\
+             content-length: 2\r\n\r\n{{}}"
+        );
+        c.write_all(req.as_bytes()).unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    // The id mc-replay sent before: refused with 400 and an empty body.
+    let refused = ask("76899414fad6ab69-0");
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(refused.ends_with("\r\n\r\n"), "{refused}");
+    assert!(ask("01234567-89ab-4def-8000-000000000000").starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn a_strict_server_without_usage_accepts_every_request() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        no_usage: true,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = ["--model", "m", "--summary", summary.to_str().unwrap()];
+    let run = replay(&server.url, &args, &two_rows());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(kinds(&run), ["ok", "ok"]);
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2);
+    for r in &run.results {
+        assert!(is_uuid(&r.x_request_id), "{r:?}");
+        // The readable id names the same run and request: RUN-SEQ.
+        let (run_id, seq) = r.request_id.rsplit_once('-').unwrap();
+        assert!(r
+            .x_request_id
+            .ends_with(&format!("{:012x}", seq.parse::<u64>().unwrap())));
+        let hex: String = r.x_request_id.split('-').take(2).collect();
+        assert_eq!(format!("{run_id:0>16}")[..12], hex, "{r:?}");
+        assert_eq!(r.target, "http");
+        // Two content events, no usage: counted and flagged.
+        assert_eq!(r.completion_tokens, Some(2));
+        assert!(r.tokens_estimated);
+    }
+    let ids: Vec<&str> = seen
+        .iter()
+        .map(|(h, _)| h["x-request-id"].as_str())
+        .collect();
+    let mut sent: Vec<&str> = run
+        .results
+        .iter()
+        .map(|r| r.x_request_id.as_str())
+        .collect();
+    sent.sort_unstable();
+    let mut ids_sorted = ids.clone();
+    ids_sorted.sort_unstable();
+    assert_eq!(ids_sorted, sent);
+    assert_ne!(ids[0], ids[1]);
+    // A latency client asks for no compression.
+    for (h, _) in &seen {
+        assert!(
+            h.get("accept-encoding").is_none_or(|v| v == "identity"),
+            "{h:?}"
+        );
+    }
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s.tokens.output_estimated_requests, 2);
+    assert_eq!(s.tokens.output, 4);
+    assert!(
+        run.stderr
+            .contains("output tokens of 2 requests are counted from events"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_empty_error_body_is_named() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        ..Personality::default()
+    });
+    // A second x-request-id that is not a UUID: the server refuses it.
+    let run = replay(
+        &server.url,
+        &["--model", "m", "--header", "x-request-id: nope"],
+        &two_rows(),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(kinds(&run), ["http_4xx", "http_4xx"]);
+    assert_eq!(
+        run.results[0].error.as_ref().unwrap().message,
+        "HTTP 400 Bad Request (empty body)"
+    );
 }
 
 #[test]
