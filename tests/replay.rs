@@ -1449,3 +1449,131 @@ fn arrival_rate_counts_first_turns() {
     assert!((s.send_rate - 10.0).abs() < 1.0, "{}", s.send_rate);
     assert!(run.stderr.contains("arrival rate"), "{}", run.stderr);
 }
+
+#[test]
+fn errors_print_their_cause_and_urls_need_a_scheme() {
+    let trace = "{\"timestamp\":0,\"input_length\":3}\n";
+    let out = tool("mc-replay")
+        .args(["--url", "http://127.0.0.1:9"])
+        .write_stdin(trace)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot list models"), "{err}");
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+
+    let out = tool("mc-replay")
+        .args(["--url", "localhost:8123"])
+        .write_stdin(trace)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected http://HOST:PORT"), "{err}");
+}
+
+#[test]
+fn a_dead_server_stops_the_run_early_with_exit_69() {
+    // Nothing listens on port 9: every request is refused at once.
+    let rows: Vec<Value> = (0..400)
+        .map(|i| json!({"timestamp": i * 5, "input_length": 4, "output_length": 1}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = [
+        "--model",
+        "m",
+        "--max-consecutive-failures",
+        "20",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    let started = std::time::Instant::now();
+    let run = replay("http://127.0.0.1:9", &args, &lines(&rows));
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    // Stopped after about 20 rows of 5 ms, not the trace's 2 s.
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    assert!(
+        run.stderr.contains("stopped early: 20 requests in a row"),
+        "{}",
+        run.stderr
+    );
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // Every request sent is written.
+    assert_eq!(run.results.len() as u64, s.requests.sent);
+    assert!(
+        (20..400).contains(&run.results.len()),
+        "{}",
+        run.results.len()
+    );
+    assert_eq!(s.stopped_early.as_ref().unwrap().consecutive_failures, 20);
+    assert!(kinds(&run).iter().all(|k| k == "connect"));
+
+    // 0 never stops: the whole trace is sent (and every request failed).
+    let rows: Vec<Value> = (0..30)
+        .map(|_| json!({"timestamp": 0, "input_length": 4, "output_length": 1}))
+        .collect();
+    let run = replay(
+        "http://127.0.0.1:9",
+        &["--model", "m", "--max-consecutive-failures", "0"],
+        &lines(&rows),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.results.len(), 30);
+}
+
+#[test]
+fn a_server_that_dies_mid_run_stops_it() {
+    let mock = Mock::start(&[]);
+    let url = mock.url.clone();
+    let rows: Vec<Value> = (0..300)
+        .map(|i| json!({"timestamp": i * 10, "input_length": 4, "output_length": 1}))
+        .collect();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(mock);
+    });
+    let run = replay(
+        &url,
+        &["--model", "m", "--max-consecutive-failures", "10"],
+        &lines(&rows),
+    );
+    killer.join().unwrap();
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    let k = kinds(&run);
+    assert!(k.iter().filter(|k| *k == "ok").count() >= 10, "{k:?}");
+    assert!(k[k.len() - 10..].iter().all(|k| k == "connect"), "{k:?}");
+    assert!(k.len() < 300);
+}
+
+#[test]
+fn flags_from_vllm_and_aiperf_are_understood() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..5)
+        .map(|_| json!({"input_length": 4, "output_length": 1}))
+        .collect();
+    for args in [
+        ["--request-rate", "200", "--num-prompts", "2"],
+        ["--request-rate", "200", "--request-count", "2"],
+    ] {
+        let out = tool("mc-replay")
+            .args(["--base-url", &mock.url, "--model", "m"])
+            .args(args)
+            .write_stdin(lines(&rows))
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    }
+    let timed = lines(&[json!({"timestamp": 0, "input_length": 4, "output_length": 1})]);
+    let run = replay(&mock.url, &["--model", "m", "--fixed-schedule"], &timed);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("timestamps are followed by default"));
+    let help = tool("mc-replay").arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("--request-rate is --rate"), "{help}");
+    assert!(help.contains("69"), "{help}");
+}
