@@ -80,7 +80,7 @@ pub mod schema {
     #[derive(Debug, Clone, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct Summary {
-        pub run_start_unix_ms: f64,
+        pub run: RunInfo,
         pub requests: Counts,
         pub errors: BTreeMap<String, u64>,
         pub duration_s: f64,
@@ -96,6 +96,30 @@ pub mod schema {
         pub degraded: bool,
         pub workers: usize,
         pub stopped_early: Option<StoppedEarly>,
+        pub engine: Option<serde_json::Value>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RunInfo {
+        pub tool: String,
+        pub version: String,
+        pub target: String,
+        pub url: Option<String>,
+        pub endpoint: String,
+        pub model: Option<String>,
+        pub input: String,
+        pub rows: u64,
+        pub speedup: f64,
+        pub arrival: String,
+        pub rate: Option<f64>,
+        pub concurrency: Option<u64>,
+        pub turns: String,
+        pub seed: u64,
+        pub block_size: u64,
+        pub start_unix_ms: f64,
+        pub start_time: String,
+        pub host: Option<String>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -499,10 +523,13 @@ fn warmup_and_max_requests() {
     assert_eq!(s.metrics.ttft.as_ref().unwrap().count, 5);
     assert_eq!(s.goodput.as_ref().unwrap().requests, 5);
     assert!(!s.degraded);
+    // One table (issue 9 §4): one row per metric, every row as wide as the header.
     let csv = std::fs::read_to_string(&csv).unwrap();
-    assert!(csv.starts_with("metric,count,mean_ms"));
-    assert!(csv.contains("\nttft,5,"), "{csv}");
-    assert!(csv.contains("requests_sent,5\n"));
+    assert!(csv.starts_with("metric,value,count,mean_ms"));
+    assert!(csv.contains("\nttft,,5,"), "{csv}");
+    assert!(csv.contains("\nrequests_sent,5,,"), "{csv}");
+    assert!(csv.lines().all(|l| l.split(',').count() == 12), "{csv}");
+    assert!(!csv.contains("\n\n"), "{csv}");
 }
 
 fn kinds(run: &Run) -> Vec<String> {
@@ -1576,4 +1603,162 @@ fn flags_from_vllm_and_aiperf_are_understood() {
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(help.contains("--request-rate is --rate"), "{help}");
     assert!(help.contains("69"), "{help}");
+}
+
+#[test]
+fn the_summary_describes_the_run() {
+    let mock = Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("t.jsonl");
+    std::fs::write(&input, two_rows()).unwrap();
+    let summary = dir.path().join("s.json");
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let out = tool("mc-replay")
+        .args(["--url", &mock.url, "--speedup", "2", "--seed", "7"])
+        .args(["--block-size", "16", "--summary", summary.to_str().unwrap()])
+        .args(["-i", input.to_str().unwrap()])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let r = &s.run;
+    assert_eq!(
+        (r.tool.as_str(), r.version.as_str()),
+        ("mc-replay", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(r.target, "http");
+    assert_eq!(r.url.as_deref(), Some(mock.url.as_str()));
+    assert_eq!(r.endpoint, "chat");
+    // Found at /v1/models.
+    assert_eq!(r.model.as_deref(), Some("mock-model"));
+    assert_eq!(r.input, input.display().to_string());
+    assert_eq!(r.rows, 2);
+    assert_eq!((r.speedup, r.seed, r.block_size), (2.0, 7, 16));
+    assert_eq!(
+        (r.arrival.as_str(), r.rate, r.concurrency),
+        ("timestamps", None, None)
+    );
+    assert_eq!(r.turns, "cumulative");
+    assert!(r.start_unix_ms >= before_ms && r.start_unix_ms < before_ms + 20_000.0);
+    assert!(
+        r.start_time.ends_with('Z') && r.start_time.len() == 20,
+        "{}",
+        r.start_time
+    );
+    assert!(r.host.as_ref().is_some_and(|h| !h.is_empty()));
+    assert!(s.engine.is_none());
+
+    // Standard input is `-`; --rate and --concurrency are recorded.
+    let run = replay(
+        &mock.url,
+        &[
+            "--model",
+            "m",
+            "--rate",
+            "50",
+            "--arrival",
+            "constant",
+            "--concurrency",
+            "3",
+            "--summary",
+            summary.to_str().unwrap(),
+        ],
+        &two_rows(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s.run.input, "-");
+    assert_eq!(
+        (s.run.arrival.as_str(), s.run.rate, s.run.concurrency),
+        ("constant", Some(50.0), Some(3))
+    );
+    assert_eq!(s.trace_rate, Some(50.0));
+}
+
+#[test]
+fn the_trace_rate_is_over_the_rows_replayed() {
+    let mock = Mock::start(&[]);
+    // Five rows 10 ms apart (100 per second), then five an hour later.
+    let mut rows: Vec<Value> = (0..5)
+        .map(|i| json!({"timestamp": i * 10, "input_length": 4, "output_length": 1}))
+        .collect();
+    rows.extend((0..5).map(|i| json!({"timestamp": 3_600_000 + i, "input_length": 4})));
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = [
+        "--model",
+        "m",
+        "--max-requests",
+        "5",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 5);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // 4 gaps over 40 ms; over the whole trace it would be 9 / 3600 s.
+    let rate = s.trace_rate.unwrap();
+    assert!((rate - 100.0).abs() < 1e-9, "{rate}");
+    assert!(
+        run.stderr.contains("the trace asks for 100.00 req/s"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_plain_status_line_when_stderr_is_not_a_terminal() {
+    let mock = Mock::start(&["--itl-ms", "50"]);
+    let rows: Vec<Value> = (0..4)
+        .map(|i| json!({"timestamp": i * 100, "input_length": 4, "output_length": 6}))
+        .collect();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--status-every", "0.1"],
+        &lines(&rows),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let status: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("mc-replay: sent "))
+        .collect();
+    assert!(!status.is_empty(), "{}", run.stderr);
+    // Plain lines (no terminal control codes), with every count.
+    for l in &status {
+        assert!(!l.contains('\x1b'), "{l}");
+        for word in ["done ", "failed ", "in flight ", "lag p99 "] {
+            assert!(l.contains(word), "{l}");
+        }
+    }
+    // At the default (10 s) a 1-second run prints none.
+    let run = replay(&mock.url, &["--model", "m"], &lines(&rows));
+    assert!(!run.stderr.contains("mc-replay: sent "), "{}", run.stderr);
+}
+
+#[test]
+fn the_tokenizer_check_is_announced_and_its_failure_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-tokenizer.json");
+    let out = tool("mc-replay")
+        .args(["--url", "http://127.0.0.1:9", "--model", "m"])
+        .args(["--tokenizer", missing.to_str().unwrap()])
+        .env("HF_HUB_OFFLINE", "1")
+        .write_stdin(two_rows())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let announce = err.find("loading it and checking").expect("announced");
+    let failure = err.find("cannot use the tokenizer").expect("explained");
+    assert!(announce < failure, "{err}");
 }

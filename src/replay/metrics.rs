@@ -372,6 +372,8 @@ pub struct Tally {
     pub first_send_us: Option<u64>,
     /// Sends of rows that start something (turn 0).
     pub start_sends: SendSpan,
+    /// The scheduled times of those rows.
+    pub start_scheds: SendSpan,
     pub last_end_us: u64,
     pub input_tokens: u64,
     pub prompt_tokens: u64,
@@ -396,6 +398,12 @@ pub struct SendSpan {
 }
 
 impl SendSpan {
+    /// Arrivals per second over the span: (count − 1) / span.
+    pub fn rate(&self) -> Option<f64> {
+        let span_s = ms(self.last_us.saturating_sub(self.first_us)) / 1000.0;
+        (self.count > 1 && span_s > 0.0).then(|| (self.count - 1) as f64 / span_s)
+    }
+
     fn add(&mut self, us: u64) {
         self.first_us = if self.count == 0 {
             us
@@ -420,6 +428,7 @@ impl Tally {
         self.first_send_us = Some(self.first_send_us.map_or(send, |f| f.min(send)));
         if r.turn == 0 {
             self.start_sends.add(send);
+            self.start_scheds.add(lat.t_sched_us);
         }
         self.last_end_us = self.last_end_us.max(o.t_end_us);
         self.lag.add(lat.lag_us);

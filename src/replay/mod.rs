@@ -43,6 +43,7 @@ use prompt::{Synth, Vocab};
 use recorder::{Recorder, RecorderOptions};
 use request::{RequestBuilder, RunId};
 use schedule::{Arrivals, Limits, Scheduler};
+use target::Target;
 use trace::{Content, Trace};
 
 /// How session rows relate to each other.
@@ -110,14 +111,11 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         None => discover_model(&agent, &base, &headers)?,
     };
     let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
-    let trace_rate = trace_rate(&trace, arrivals);
     let run_id = RunId::from_clock();
     let clock = Clock {
         start: Instant::now(),
     };
-    let run_start_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_micros() as f64 / 1000.0);
+    let run = run_info(args, &trace, arrivals, "http", Some(model.clone()));
     let builder = RequestBuilder {
         synth,
         body: BodyOptions {
@@ -147,7 +145,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
             max_consecutive_failures: args.max_consecutive_failures,
         },
     );
-    let mut progress = progress::Progress::for_stderr();
+    let mut progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
     let end = Scheduler::new(
         &trace,
         arrivals,
@@ -157,8 +155,10 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
     )
     .run(&mut target, &mut rec, &mut progress);
     progress.finish();
+    let engine = target.report();
     drop(target);
-    let summary = report::summarize(&rec.tally, &end, trace_rate, args.slo, run_start_unix_ms);
+    let mut summary = report::summarize(&rec.tally, &end, trace_rate(arrivals), args.slo, run);
+    summary.engine = engine;
     let flushed = rec.finish();
     eprint!("{}", summary.table());
     if let Some(p) = &args.summary_json {
@@ -437,22 +437,96 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
     found.map_err(|source| ReplayError::ListModels { url, source }.into())
 }
 
-/// The arrival rate the trace asks for: first turns over their time span.
-fn trace_rate(trace: &Trace, arrivals: Arrivals) -> Option<f64> {
+/// How the summary finds the rate the trace asks for.
+fn trace_rate(arrivals: Arrivals) -> report::TraceRate {
     match arrivals {
-        Arrivals::Rate { rate, .. } => Some(rate),
-        Arrivals::Closed => None,
-        Arrivals::Timed { speedup } => {
-            let ts: Vec<f64> = trace
-                .starts()
-                .filter_map(|i| trace.turns[i].timestamp_ms)
-                .collect();
-            let lo = ts.iter().copied().min_by(f64::total_cmp)?;
-            let hi = ts.iter().copied().max_by(f64::total_cmp)?;
-            let span_s = (hi - lo) / speedup / 1000.0;
-            (ts.len() > 1 && span_s > 0.0).then(|| (ts.len() - 1) as f64 / span_s)
-        }
+        Arrivals::Rate { rate, .. } => report::TraceRate::Fixed(rate),
+        Arrivals::Closed => report::TraceRate::None,
+        Arrivals::Timed { .. } => report::TraceRate::Timed,
     }
+}
+
+/// The summary's description of the run. Called just before the first
+/// request, so `start_unix_ms` is the run's zero (within microseconds).
+pub fn run_info(
+    args: &ReplayArgs,
+    trace: &Trace,
+    arrivals: Arrivals,
+    target: &str,
+    model: Option<String>,
+) -> report::RunInfo {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let arrival = match arrivals {
+        Arrivals::Timed { .. } => "timestamps",
+        Arrivals::Rate { poisson: true, .. } => "poisson",
+        Arrivals::Rate { poisson: false, .. } => "constant",
+        Arrivals::Closed => "closed",
+    };
+    report::RunInfo {
+        tool: "mc-replay".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        target: target.into(),
+        url: (target == "http").then(|| args.url.clone()),
+        endpoint: match args.endpoint {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+        .into(),
+        model,
+        input: args
+            .io
+            .input
+            .as_ref()
+            .map_or("-".into(), |p| p.display().to_string()),
+        rows: trace.turns.len() as u64,
+        speedup: args.speedup,
+        arrival: arrival.into(),
+        rate: args.rate,
+        concurrency: args.concurrency,
+        turns: match args.turns {
+            Turns::Cumulative => "cumulative",
+            Turns::Delta => "delta",
+        }
+        .into(),
+        seed: args.seed,
+        block_size: args.block_size,
+        start_unix_ms: now.as_micros() as f64 / 1000.0,
+        start_time: utc_iso8601(now.as_secs()),
+        host: host_name(),
+    }
+}
+
+/// `2026-11-23T12:41:28Z` from seconds since the Unix epoch (proleptic
+/// Gregorian calendar; Howard Hinnant's days-to-civil algorithm).
+pub fn utc_iso8601(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The machine's name (Linux: the kernel's; elsewhere `$HOSTNAME`).
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 /// Installs Ctrl-C / SIGTERM handling: the first signal stops sending, the
@@ -469,7 +543,15 @@ pub fn install_signals(stop: Arc<AtomicBool>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::base_url;
+    use super::{base_url, utc_iso8601};
+
+    #[test]
+    fn iso8601_dates() {
+        // Checked with `date -u -d @SECS +%FT%TZ`.
+        assert_eq!(utc_iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_iso8601(1_795_437_688), "2026-11-23T12:41:28Z");
+    }
 
     #[test]
     fn base_url_forms() {

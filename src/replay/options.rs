@@ -168,6 +168,12 @@ pub struct ReplayArgs {
     #[arg(long, hide = true)]
     pub fixed_schedule: bool,
 
+    /// Seconds between status lines when stderr is not a terminal (tests
+    /// shorten it).
+    #[arg(long, hide = true, default_value_t = 10.0, value_name = "S",
+          value_parser = positive_seconds)]
+    pub status_every: f64,
+
     #[command(flatten)]
     pub io: IoArgs,
 }

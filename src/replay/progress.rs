@@ -10,6 +10,7 @@ use super::recorder::Counts;
 
 pub struct Progress {
     mode: Mode,
+    plain_every: Duration,
     last: Instant,
     /// The last live line drawn (to erase it at the end).
     drawn: bool,
@@ -25,32 +26,34 @@ pub enum Mode {
 }
 
 const LIVE_EVERY: Duration = Duration::from_millis(250);
-const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
 impl Progress {
-    pub fn new(mode: Mode) -> Progress {
+    /// `plain_every`: the interval of plain status lines (10 s by default).
+    pub fn new(mode: Mode, plain_every: Duration) -> Progress {
         Progress {
             mode,
+            plain_every,
             last: Instant::now(),
             drawn: false,
         }
     }
 
     /// For stderr as it is: live on a terminal, plain otherwise.
-    pub fn for_stderr() -> Progress {
+    pub fn for_stderr(plain_every: Duration) -> Progress {
         use std::io::IsTerminal;
-        Progress::new(if std::io::stderr().is_terminal() {
+        let mode = if std::io::stderr().is_terminal() {
             Mode::Live
         } else {
             Mode::Plain
-        })
+        };
+        Progress::new(mode, plain_every)
     }
 
     pub fn tick(&mut self, c: &Counts, in_flight: usize, tally: &Tally) {
         let every = match self.mode {
             Mode::Off => return,
             Mode::Live => LIVE_EVERY,
-            Mode::Plain => PLAIN_EVERY,
+            Mode::Plain => self.plain_every,
         };
         if self.last.elapsed() < every {
             return;

@@ -64,4 +64,10 @@ pub trait Target {
     fn workers(&self) -> usize {
         0
     }
+
+    /// The summary's `engine` object (the model's parameters and
+    /// statistics); `None` for a real server.
+    fn report(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
