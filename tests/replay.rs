@@ -1762,3 +1762,105 @@ fn the_tokenizer_check_is_announced_and_its_failure_explained() {
     let failure = err.find("cannot use the tokenizer").expect("explained");
     assert!(announce < failure, "{err}");
 }
+
+#[test]
+fn absurd_times_are_usage_errors_naming_the_limit() {
+    for (flag, value) in [
+        ("--timeout", "1e20"),
+        ("--drain-timeout", "1e300"),
+        ("--duration", "1e20"),
+        ("--rate", "1e-300"),
+    ] {
+        let out = tool("mc-replay")
+            .args(["--url", "http://127.0.0.1:9", "--model", "m", flag, value])
+            .write_stdin(two_rows())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains("limit") && err.contains(flag), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn absurd_rows_are_refused_before_anything_is_sent() {
+    let mock = Mock::start(&[]);
+    for (row, want) in [
+        (
+            json!({"timestamp": 1, "input_length": 1_000_000_000_000u64}),
+            "line 2: field `input_length`: more than the limit of 10000000 tokens",
+        ),
+        (
+            json!({"timestamp": 1e308, "input_length": 4}),
+            "line 2: field `timestamp`",
+        ),
+        (
+            json!({"session_id": "a", "delay": 1e15, "input_length": 4}),
+            "line 2: field `delay`",
+        ),
+        (
+            json!({"session_id": "a", "delay": 1e17, "input_length": 4}),
+            "line 2: field `delay`",
+        ),
+        // Within the per-field limits, but a schedule of 31 years.
+        (
+            json!({"timestamp": 1e12, "input_length": 4}),
+            "line 2: field `timestamp`",
+        ),
+        // 30,000 ids of 512 tokens: 15 M tokens.
+        (
+            json!({"timestamp": 1, "hash_ids": (0..30_000).collect::<Vec<u64>>()}),
+            "line 2: field `hash_ids`",
+        ),
+    ] {
+        let first =
+            json!({"session_id": "a", "timestamp": 0, "input_length": 4, "output_length": 1});
+        let run = replay(&mock.url, &["--model", "m"], &lines(&[first, row.clone()]));
+        assert_eq!(run.code, 65, "{row}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{row}: {}", run.stderr);
+        assert!(run.stderr.contains("limit"), "{row}: {}", run.stderr);
+        assert!(run.results.is_empty());
+    }
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn limits_end_the_run_when_reached() {
+    let mock = Mock::start(&[]);
+    // 20 rows 1 s apart.
+    let rows: Vec<Value> = (0..20)
+        .map(|i| json!({"timestamp": i * 1000, "input_length": 4, "output_length": 1}))
+        .collect();
+    let started = std::time::Instant::now();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--max-requests", "2"],
+        &lines(&rows),
+    );
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 2);
+    // The second request is due at 1 s; nothing waits for the 18 others.
+    assert!(took < Duration::from_millis(1900), "{took:?}");
+    assert!(run.stderr.contains("18 rows not sent"), "{}", run.stderr);
+
+    // --duration 2 with the next row due at 30 s: ends at 2 s.
+    let rows = [
+        json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
+        json!({"timestamp": 30_000, "input_length": 4, "output_length": 1}),
+    ];
+    let started = std::time::Instant::now();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--duration", "2"],
+        &lines(&rows),
+    );
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 1);
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_millis(2900),
+        "{took:?}"
+    );
+    assert!(run.stderr.contains("1 rows not sent"), "{}", run.stderr);
+}

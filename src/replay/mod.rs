@@ -220,6 +220,7 @@ fn arrivals(trace: &Trace, opts: &ReplayArgs) -> Result<Arrivals> {
             seed: opts.seed,
         });
     }
+    check_span(trace, opts.speedup)?;
     let untimed = trace
         .starts()
         .map(|i| &trace.turns[i])
@@ -246,7 +247,62 @@ fn arrivals(trace: &Trace, opts: &ReplayArgs) -> Result<Arrivals> {
     }
 }
 
+/// The schedule must end within [`trace::MAX_SPAN_MS`]: the latest
+/// timestamp after the earliest, and every delay, divided by --speedup.
+fn check_span(trace: &Trace, speedup: f64) -> Result<()> {
+    let limit = |line: u64, field: &str, what: String| Error::Data {
+        line,
+        err: crate::error::RecordError::field(
+            field,
+            format!(
+                "{what} is more than the limit of {:e} ms (about 3 years); \
+                 is the field in ms, and --speedup right?",
+                trace::MAX_SPAN_MS
+            ),
+        ),
+    };
+    if let Some(t0) = schedule::first_timestamp(trace) {
+        for t in &trace.turns {
+            let Some(ts) = t.timestamp_ms else { continue };
+            let span = (ts - t0) / speedup;
+            if span > trace::MAX_SPAN_MS {
+                return Err(limit(
+                    t.line,
+                    "timestamp",
+                    format!("{span:.0} ms after the first row (after --speedup)"),
+                ));
+            }
+        }
+    }
+    for t in &trace.turns {
+        if let Some(d) = t.delay_ms.map(|d| d / speedup) {
+            if d > trace::MAX_SPAN_MS {
+                return Err(limit(t.line, "delay", format!("{d:.0} ms after --speedup")));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
+    if let Some(t) = trace
+        .turns
+        .iter()
+        .find(|t| t.intended_input(opts.block_size).unwrap_or(0) > trace::MAX_INPUT_TOKENS)
+    {
+        return Err(Error::Data {
+            line: t.line,
+            err: crate::error::RecordError::field(
+                "hash_ids",
+                format!(
+                    "{} ids of {} tokens is more than the limit of {} prompt tokens",
+                    t.hash_ids.len(),
+                    opts.block_size,
+                    trace::MAX_INPUT_TOKENS
+                ),
+            ),
+        });
+    }
     if opts.endpoint == Endpoint::Completions {
         if opts.turns == Turns::Delta {
             return Err(usage(

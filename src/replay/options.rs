@@ -94,12 +94,13 @@ pub struct ReplayArgs {
     #[arg(long, value_enum, default_value_t = Turns::Cumulative)]
     pub turns: Turns,
 
-    /// Divide timestamps and delays by this.
+    /// Divide timestamps and delays by this (the schedule must still end
+    /// within about 3 years).
     #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = positive)]
     pub speedup: f64,
 
     /// Open loop at R requests/s (ignores timestamps).
-    #[arg(long, visible_alias = "request-rate", value_name = "R", value_parser = positive)]
+    #[arg(long, visible_alias = "request-rate", value_name = "R", value_parser = rate)]
     pub rate: Option<f64>,
 
     /// Gaps between arrivals under --rate.
@@ -189,6 +190,18 @@ pub fn positive(s: &str) -> Result<f64, String> {
         v if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a positive number")),
     }
+}
+
+/// A request rate of at least one per MAX_SECONDS, so the schedule ends.
+pub fn rate(s: &str) -> Result<f64, String> {
+    let v = positive(s)?;
+    if v < 1.0 / MAX_SECONDS {
+        return Err(format!(
+            "`{s}` requests/s is below the limit of {:e}",
+            1.0 / MAX_SECONDS
+        ));
+    }
+    Ok(v)
 }
 
 /// Seconds in (0, MAX_SECONDS].
