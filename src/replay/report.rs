@@ -437,3 +437,120 @@ impl std::fmt::Display for Ms {
         f.pad(&format!("{v:.decimals$}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: u64, base: f64) -> Stats {
+        Stats {
+            count,
+            mean: base * 1.5,
+            std: base / 4.0,
+            min: base,
+            p50: base * 1.25,
+            p90: base * 2.0,
+            p95: base * 2.5,
+            p99: base * 3.0,
+            p99_9: base * 3.5,
+            max: base * 4.0,
+        }
+    }
+
+    /// A run with a bit of everything: failures of two kinds, warm-up,
+    /// rows not sent, estimated tokens, an SLO, and times on both sides of
+    /// the 10 ms and 1 s column formats.
+    fn summary() -> Summary {
+        Summary {
+            run: RunInfo {
+                tool: "mc-replay".into(),
+                version: "0.1.0".into(),
+                target: "http".into(),
+                url: Some("http://127.0.0.1:8000".into()),
+                endpoint: "chat".into(),
+                model: Some("m".into()),
+                input: "-".into(),
+                rows: 14,
+                speedup: 1.0,
+                arrival: "timestamps".into(),
+                rate: None,
+                concurrency: None,
+                turns: "cumulative".into(),
+                seed: 0,
+                block_size: 512,
+                start_unix_ms: 1_795_437_688_000.0,
+                start_time: "2026-11-23T12:41:28Z".into(),
+                host: Some("h".into()),
+            },
+            requests: Counts {
+                sent: 10,
+                ok: 8,
+                failed: 2,
+                warmup: 1,
+                not_sent: 3,
+                interrupted: false,
+            },
+            errors: [(ErrorKind::Http5xx, 1), (ErrorKind::Timeout, 1)].into(),
+            duration_s: 12.5,
+            request_throughput: 0.64,
+            output_token_throughput: 51.2,
+            input_token_throughput: 1638.4,
+            tokens: Tokens {
+                input_intended: 20480,
+                input_reported: 20500,
+                output: 640,
+                output_estimated_requests: 2,
+            },
+            send_rate: 0.8,
+            trace_rate: Some(0.75),
+            metrics: Metrics {
+                ttft: Some(stats(8, 120.0)),
+                tpot: Some(stats(8, 2.0)),
+                itl: None,
+                e2e: Some(stats(8, 1600.0)),
+                sched_latency: Some(stats(8, 1601.0)),
+                lag: Some(stats(9, 0.004)),
+            },
+            slo: Some(Slo {
+                ttft_ms: Some(500.0),
+                tpot_ms: None,
+                e2e_ms: Some(10000.0),
+            }),
+            goodput: Some(Goodput {
+                requests: 6,
+                rate: 0.48,
+            }),
+            degraded: false,
+            workers: 4,
+            stopped_early: None,
+            engine: None,
+        }
+    }
+
+    #[test]
+    fn table_snapshot() {
+        insta::assert_snapshot!(summary().table());
+    }
+
+    #[test]
+    fn csv_snapshot() {
+        insta::assert_snapshot!(summary().csv());
+    }
+
+    #[test]
+    fn warnings_close_the_table() {
+        let mut s = summary();
+        s.degraded = true;
+        s.stopped_early = Some(StoppedEarly {
+            consecutive_failures: 100,
+            last_error: "io: Connection refused".into(),
+        });
+        let t = s.table();
+        let tail: Vec<&str> = t.lines().rev().take(2).collect();
+        assert!(tail[1].starts_with("WARNING: degraded run: schedule lag p99 is 0.0 ms"), "{t}");
+        assert_eq!(
+            tail[0],
+            "STOPPED EARLY: 100 requests in a row could not reach the server"
+        );
+    }
+}
