@@ -1864,3 +1864,43 @@ fn limits_end_the_run_when_reached() {
     );
     assert!(run.stderr.contains("1 rows not sent"), "{}", run.stderr);
 }
+
+#[test]
+fn line_buffered_results_arrive_as_they_complete() {
+    let mock = Mock::start(&[]);
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
+        json!({"timestamp": 1500, "input_length": 4, "output_length": 1}),
+    ]);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-replay"))
+        .args(["--url", &mock.url, "--model", "m", "--line-buffered"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(trace.as_bytes())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    // The first result is out long before the second row is due (1.5 s),
+    // and before the periodic flush (1 s) of block-buffered output.
+    assert!(
+        started.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+    let r: RequestResult = serde_json::from_str(&first).unwrap();
+    assert_eq!(r.line, 1);
+    assert!(child.try_wait().unwrap().is_none());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest.lines().count(), 1);
+    assert!(child.wait().unwrap().success());
+}

@@ -2,6 +2,8 @@
 //! scheduler's thread, the only writer), the tally behind the summary, the
 //! counts the progress line shows, and the watch for a server that is gone.
 
+use std::time::{Duration, Instant};
+
 use super::metrics::{Identity, Latencies, RequestResult, Slo, Tally};
 use super::outcome::Outcome;
 use super::request::RunId;
@@ -44,7 +46,10 @@ pub struct Recorder {
     /// The first error writing results.
     pub write_error: Option<Error>,
     line: Vec<u8>,
+    last_flush: Instant,
 }
+
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 pub struct RecorderOptions {
     pub slo: Option<Slo>,
@@ -69,6 +74,7 @@ impl Recorder {
             counts: Counts::default(),
             write_error: None,
             line: Vec::new(),
+            last_flush: Instant::now(),
         }
     }
 
@@ -146,12 +152,16 @@ impl Recorder {
         }
     }
 
-    /// Pushes buffered result lines out (block-buffered output).
-    pub fn flush_now(&mut self) {
-        if self.write_error.is_none() {
-            if let Err(e) = self.out.flush() {
-                self.write_error = Some(e);
-            }
+    /// Block-buffered output (no `--line-buffered`, not a terminal) is
+    /// still pushed out at least every second, so results written to a file
+    /// are never far behind the run.
+    pub fn tick(&mut self) {
+        if self.last_flush.elapsed() < FLUSH_EVERY || self.write_error.is_some() {
+            return;
+        }
+        self.last_flush = Instant::now();
+        if let Err(e) = self.out.flush() {
+            self.write_error = Some(e);
         }
     }
 

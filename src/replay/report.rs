@@ -547,7 +547,10 @@ mod tests {
         });
         let t = s.table();
         let tail: Vec<&str> = t.lines().rev().take(2).collect();
-        assert!(tail[1].starts_with("WARNING: degraded run: schedule lag p99 is 0.0 ms"), "{t}");
+        assert!(
+            tail[1].starts_with("WARNING: degraded run: schedule lag p99 is 0.0 ms"),
+            "{t}"
+        );
         assert_eq!(
             tail[0],
             "STOPPED EARLY: 100 requests in a row could not reach the server"

@@ -276,6 +276,7 @@ impl<'a> Scheduler<'a> {
             }
             self.ended = ended;
             progress.tick(&rec.counts, self.in_flight, &rec.tally);
+            rec.tick();
         }
     }
 
@@ -318,6 +319,7 @@ impl<'a> Scheduler<'a> {
             }
             self.ended = ended;
             progress.tick(&rec.counts, self.in_flight, &rec.tally);
+            rec.tick();
         }
         // Whatever was never sent.
         self.end.not_sent += self.due.len() as u64 + self.waiting.len() as u64;
