@@ -56,8 +56,16 @@ pub struct RunEnd {
     pub workers: usize,
 }
 
+/// A row and when it is due, µs on the target's clock. Ordered by time,
+/// then by row (file order breaks ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Due {
+    pub at_us: u64,
+    pub row: usize,
+}
+
 /// The deadline of each session start, µs after run start, in file order.
-pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
+pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<Due> {
     let starts: Vec<usize> = trace.starts().collect();
     match arrivals {
         Arrivals::Timed { speedup } => {
@@ -66,7 +74,10 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
                 .into_iter()
                 .map(|i| {
                     let ts = trace.turns[i].timestamp_ms.unwrap_or(t0);
-                    (to_us((ts - t0) / speedup), i)
+                    Due {
+                        at_us: to_us((ts - t0) / speedup),
+                        row: i,
+                    }
                 })
                 .collect()
         }
@@ -88,11 +99,17 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
                             1.0 / rate
                         };
                     }
-                    (to_us(t * 1000.0), i)
+                    Due {
+                        at_us: to_us(t * 1000.0),
+                        row: i,
+                    }
                 })
                 .collect()
         }
-        Arrivals::Closed => starts.into_iter().map(|i| (0, i)).collect(),
+        Arrivals::Closed => starts
+            .into_iter()
+            .map(|row| Due { at_us: 0, row })
+            .collect(),
     }
 }
 
@@ -126,9 +143,9 @@ pub struct Scheduler<'a> {
     /// A signal (or a closed output, or a gone server): stop sending.
     stop: &'a AtomicBool,
     /// Rows waiting for their deadline: (deadline µs, row).
-    due: BinaryHeap<Reverse<(u64, usize)>>,
+    due: BinaryHeap<Reverse<Due>>,
     /// Rows past their deadline, waiting for a concurrency slot.
-    waiting: VecDeque<(u64, usize)>,
+    waiting: VecDeque<Due>,
     sessions: Vec<SessionState>,
     in_flight: usize,
     /// When a slot was last freed (closed loop: the schedule time of the
@@ -229,24 +246,24 @@ impl<'a> Scheduler<'a> {
                 self.close();
             }
             // Everything due goes out now, in deadline order, or waits for a slot.
-            while let Some(&Reverse((deadline, row))) = self.due.peek() {
-                if deadline > now {
+            while let Some(&Reverse(due)) = self.due.peek() {
+                if due.at_us > now {
                     break;
                 }
                 self.due.pop();
-                if self.limit_reached(deadline) {
+                if self.limit_reached(due.at_us) {
                     self.skip();
                     continue;
                 }
-                self.waiting.push_back((deadline, row));
+                self.waiting.push_back(due);
             }
             while self.has_slot() {
-                let Some((deadline, row)) = self.waiting.pop_front() else {
+                let Some(Due { at_us, row }) = self.waiting.pop_front() else {
                     break;
                 };
                 let t_sched = match self.arrivals {
-                    Arrivals::Closed => deadline.max(self.slot_freed_us),
-                    _ => deadline,
+                    Arrivals::Closed => at_us.max(self.slot_freed_us),
+                    _ => at_us,
                 };
                 if self.limit_reached(t_sched) {
                     self.skip();
@@ -261,9 +278,9 @@ impl<'a> Scheduler<'a> {
             // until a request ends (which may free a slot or release a
             // session's next turn); wake at least every POLL_US to notice a stop.
             let mut wake = now.saturating_add(POLL_US);
-            if let Some(&Reverse((deadline, _))) = self.due.peek() {
+            if let Some(&Reverse(due)) = self.due.peek() {
                 if self.has_slot() || self.waiting.is_empty() {
-                    wake = wake.min(deadline);
+                    wake = wake.min(due.at_us);
                 }
             }
             if let Some(d) = self.limits.duration_us.filter(|_| !self.closed) {
@@ -427,6 +444,168 @@ impl<'a> Scheduler<'a> {
             (Arrivals::Timed { speedup }, Some(ts)) => to_us((ts - self.t0_ms) / speedup),
             _ => 0,
         };
-        self.due.push(Reverse((after_prev.max(own), next)));
+        self.due.push(Reverse(Due {
+            at_us: after_prev.max(own),
+            row: next,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler on a virtual-clock target: the same rules as on a real
+    //! server, checked exactly and without sleeping.
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::jsonl::{ErrorPolicy, LineReader, OnError, SendOutput};
+    use crate::replay::outcome::Outcome;
+    use crate::replay::progress::{Mode, Progress};
+    use crate::replay::recorder::RecorderOptions;
+    use crate::replay::request::RunId;
+
+    /// Every request takes `service_us`; time moves only in `wait`.
+    struct Virtual {
+        now: u64,
+        service_us: u64,
+        running: Vec<(u64, Job)>,
+        sent: Vec<(u64, usize)>,
+    }
+
+    impl Target for Virtual {
+        fn name(&self) -> &'static str {
+            "virtual"
+        }
+        fn now_us(&self) -> u64 {
+            self.now
+        }
+        fn submit(&mut self, job: Job) {
+            self.sent.push((self.now, job.row));
+            self.running.push((self.now + self.service_us, job));
+        }
+        fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
+            let first_end = self.running.iter().map(|(end, _)| *end).min();
+            let until = match (deadline_us, first_end) {
+                (Some(d), Some(e)) => d.min(e),
+                (Some(d), None) => d,
+                (None, Some(e)) => e,
+                (None, None) => return,
+            };
+            self.now = self.now.max(until);
+            let now = self.now;
+            let (ended, running): (Vec<_>, Vec<_>) =
+                self.running.drain(..).partition(|(end, _)| *end <= now);
+            self.running = running;
+            for (end, job) in ended {
+                let outcome = Outcome {
+                    t_send_us: job.t_sched_us,
+                    t_first_us: Some(end),
+                    t_last_us: Some(end),
+                    t_end_us: end,
+                    chunks: 1,
+                    ..Outcome::default()
+                };
+                done.push(Done {
+                    job,
+                    t_end_us: end,
+                    outcome: Some(outcome),
+                });
+            }
+        }
+        fn cancel_in_flight(&mut self, _done: &mut Vec<Done>) -> usize {
+            0
+        }
+    }
+
+    fn trace(jsonl: &str) -> Trace {
+        let mut r = LineReader::new(jsonl.as_bytes(), 1 << 20);
+        crate::replay::trace::load(&mut r, &mut ErrorPolicy::new(OnError::Fail)).unwrap()
+    }
+
+    /// Runs `t` and returns (send time µs, row) of every request, and the end.
+    fn run(
+        t: &Trace,
+        arrivals: Arrivals,
+        limits: Limits,
+        service_us: u64,
+    ) -> (Vec<(u64, usize)>, RunEnd) {
+        let dir = tempfile::tempdir().unwrap();
+        let out = SendOutput::open_send(Some(&dir.path().join("r.jsonl")), false).unwrap();
+        let mut rec = Recorder::new(
+            out,
+            RecorderOptions {
+                slo: None,
+                run_id: RunId(1),
+                target: "virtual",
+                block_size: 4,
+                max_consecutive_failures: 0,
+            },
+        );
+        let mut target = Virtual {
+            now: 0,
+            service_us,
+            running: Vec::new(),
+            sent: Vec::new(),
+        };
+        let stop = AtomicBool::new(false);
+        let end = Scheduler::new(t, arrivals, limits, false, &stop).run(
+            &mut target,
+            &mut rec,
+            &mut Progress::new(Mode::Off, std::time::Duration::from_secs(10)),
+        );
+        assert_eq!(rec.tally.sent, end.dispatched);
+        (target.sent, end)
+    }
+
+    const TIMED: Arrivals = Arrivals::Timed { speedup: 2.0 };
+
+    #[test]
+    fn sessions_wait_for_their_previous_turn_and_delay() {
+        let t = trace(
+            "{\"session_id\":\"a\",\"timestamp\":1000,\"input_length\":1}\n\
+             {\"timestamp\":1100,\"input_length\":1}\n\
+             {\"session_id\":\"a\",\"delay\":500,\"input_length\":1}\n\
+             {\"session_id\":\"a\",\"timestamp\":1200,\"input_length\":1}\n",
+        );
+        let (sent, end) = run(&t, TIMED, Limits::default(), 30_000);
+        // Row 0 at 0; row 1 at (1100-1000)/2 ms; row 2 after row 0 ends
+        // (30 ms) plus 500/2 ms; row 3 at the later of its own time (100 ms)
+        // and row 2's end (280 + 30 ms).
+        assert_eq!(sent, [(0, 0), (50_000, 1), (280_000, 2), (310_000, 3)]);
+        assert_eq!((end.dispatched, end.not_sent), (4, 0));
+    }
+
+    #[test]
+    fn limits_close_the_run_at_once() {
+        let rows: String = (0..20)
+            .map(|i| format!("{{\"timestamp\":{},\"input_length\":1}}\n", i * 1000))
+            .collect();
+        let t = trace(&rows);
+        let limits = Limits {
+            max_requests: Some(2),
+            ..Limits::default()
+        };
+        let (sent, end) = run(&t, Arrivals::Timed { speedup: 1.0 }, limits, 10_000);
+        assert_eq!(sent, [(0, 0), (1_000_000, 1)]);
+        assert_eq!(end.not_sent, 18);
+        let limits = Limits {
+            duration_us: Some(2_500_000),
+            ..Limits::default()
+        };
+        let (sent, end) = run(&t, Arrivals::Timed { speedup: 1.0 }, limits, 10_000);
+        assert_eq!(sent.len(), 3);
+        assert_eq!(end.not_sent, 17);
+    }
+
+    #[test]
+    fn a_closed_loop_keeps_its_concurrency() {
+        let rows = "{\"input_length\":1}\n".repeat(5);
+        let t = trace(&rows);
+        let limits = Limits {
+            concurrency: Some(2),
+            ..Limits::default()
+        };
+        let (sent, _) = run(&t, Arrivals::Closed, limits, 100);
+        assert_eq!(sent, [(0, 0), (0, 1), (100, 2), (100, 3), (200, 4)]);
     }
 }
