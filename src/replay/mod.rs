@@ -90,16 +90,33 @@ pub fn verdict(summary: &report::Summary) -> Result<()> {
     Ok(())
 }
 
-/// Runs the replay on a real server. Returns the summary; [`verdict`]
-/// decides the exit code.
-pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
+/// A loaded and checked trace and its arrival schedule: what any target
+/// replays.
+pub struct Loaded {
+    pub trace: Arc<Trace>,
+    pub arrivals: Arrivals,
+}
+
+/// Reads the whole trace and checks it against the options (before any
+/// request is sent, on any target).
+pub fn load_checked(args: &ReplayArgs) -> Result<Loaded> {
     if args.fixed_schedule {
         eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
     }
-    let trace = Arc::new(load(&args.io)?);
+    let trace = load(&args.io)?;
     let arrivals = arrivals(&trace, args)?;
     check_rows(&trace, args)?;
-    let synth = synthesizer(&trace, args)?;
+    Ok(Loaded {
+        trace: Arc::new(trace),
+        arrivals,
+    })
+}
+
+/// Runs the replay on a real server. Returns the summary; [`verdict`]
+/// decides the exit code.
+pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
+    let loaded = load_checked(args)?;
+    let synth = synthesizer(&loaded.trace, args)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
     let base = base_url(&args.url);
     let mut headers = args.headers.clone();
@@ -110,17 +127,12 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         Some(m) => m.clone(),
         None => discover_model(&agent, &base, &headers)?,
     };
-    let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
     let run_id = RunId::from_clock();
-    let clock = Clock {
-        start: Instant::now(),
-    };
-    let run = run_info(args, &trace, arrivals, "http", Some(model.clone()));
     let builder = RequestBuilder {
         synth,
         body: BodyOptions {
             endpoint: args.endpoint,
-            model,
+            model: model.clone(),
             exact_output: !args.no_exact_output,
             extra_body: args.extra_body.clone(),
         },
@@ -128,37 +140,54 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         run_id,
     };
     let mut target = http::HttpTarget::new(
-        trace.clone(),
+        loaded.trace.clone(),
         builder,
         format!("{base}{}", args.endpoint.path()),
         agent,
-        clock,
+        Clock {
+            start: Instant::now(),
+        },
         stop.clone(),
     );
+    drive(args, &loaded, &mut target, Some(model), run_id, &stop)
+}
+
+/// Replays `loaded` on `target` (its clock started just before): the
+/// schedule, the result lines, the summary on stderr and in the files
+/// asked for. Any target: a real server, or the engine model.
+pub fn drive<T: Target>(
+    args: &ReplayArgs,
+    loaded: &Loaded,
+    target: &mut T,
+    model: Option<String>,
+    run_id: RunId,
+    stop: &AtomicBool,
+) -> Result<report::Summary> {
+    let run = run_info(args, &loaded.trace, loaded.arrivals, target.name(), model);
+    let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
     let mut rec = Recorder::new(
         out,
         RecorderOptions {
             slo: args.slo,
             run_id,
-            target: "http",
+            target: target.name(),
             block_size: args.block_size,
             max_consecutive_failures: args.max_consecutive_failures,
         },
     );
     let mut progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
     let end = Scheduler::new(
-        &trace,
-        arrivals,
+        &loaded.trace,
+        loaded.arrivals,
         limits(args),
         args.turns == Turns::Delta,
-        &stop,
+        stop,
     )
-    .run(&mut target, &mut rec, &mut progress);
+    .run(target, &mut rec, &mut progress);
     progress.finish();
-    let engine = target.report();
-    drop(target);
-    let mut summary = report::summarize(&rec.tally, &end, trace_rate(arrivals), args.slo, run);
-    summary.engine = engine;
+    let mut summary =
+        report::summarize(&rec.tally, &end, trace_rate(loaded.arrivals), args.slo, run);
+    summary.engine = target.report();
     let flushed = rec.finish();
     eprint!("{}", summary.table());
     if let Some(p) = &args.summary_json {
