@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod blocks;
 pub mod cli;
 pub mod error;
+pub mod gen;
 pub mod hash;
 pub mod jsonl;
 pub mod mock;
