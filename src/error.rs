@@ -13,6 +13,9 @@ pub enum ExitCode {
     NoInput = 66,
     CantCreate = 73,
     IoErr = 74,
+    /// A service the tool needs is gone (mc-replay: the server stopped
+    /// answering), as sysexits' EX_UNAVAILABLE.
+    Unavailable = 69,
 }
 
 /// What went wrong with one record, before the line number is known.
@@ -50,6 +53,9 @@ pub enum Error {
     Usage(String),
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// A service the tool needs stopped answering (exit code 69).
+    #[error(transparent)]
+    Unavailable(anyhow::Error),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -67,6 +73,7 @@ impl Error {
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
             Error::Exists { .. } => ExitCode::CantCreate,
+            Error::Unavailable(_) => ExitCode::Unavailable,
             Error::Other(_) => ExitCode::Failure,
         }
     }
