@@ -6,10 +6,6 @@ use std::io::Write;
 
 use crate::error::{Error, ExitCode, Result};
 
-// The record loop moved to `filter`; these names stay reachable here for
-// code written against the old place.
-pub use crate::filter::{for_each_line, report_skipped, run_filter, Emit, IoArgs, RowCounts};
-
 /// The end of every `main`: prints `TOOL: error` and maps it to an exit code;
 /// a closed stdout is a quiet success.
 pub fn exit(tool: &str, result: Result<()>) -> std::process::ExitCode {
