@@ -9,6 +9,7 @@ pub mod error;
 pub mod filter;
 pub mod gen;
 pub mod hash;
+pub mod idmap;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;

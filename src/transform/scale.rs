@@ -5,11 +5,10 @@
 //! the trace, so they read the whole input first (kept as one byte arena, the
 //! ids counted in one table) and emit in a second pass over the arena.
 
-use std::collections::HashMap;
-
 use crate::blocks;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
+use crate::idmap::IdMap;
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{self, Edit, Field, Number, Record};
 
@@ -261,49 +260,27 @@ impl RowScaler {
 }
 
 /// How often each id occurs, saturating at 2 (only "shared or not" matters).
-/// Ids are conventionally dense (0, 1, 2, …), so a byte table indexed by id
-/// is used while that stays small; sparse outliers go to a map.
+/// How often each id occurs, saturating at 2 (only "shared or not" matters).
 #[derive(Default)]
-pub struct IdCounts {
-    dense: Vec<u8>,
-    sparse: HashMap<u64, u8>,
-    seen: u64,
-}
+pub struct IdCounts(IdMap<u8>);
 
 impl IdCounts {
     pub fn add(&mut self, id: u64) {
-        self.seen += 1;
-        let limit = (self.seen * 4).max(1 << 20);
-        if (id as usize) < self.dense.len() {
-            let c = &mut self.dense[id as usize];
-            *c = (*c + 1).min(2);
-        } else if id < limit {
-            self.dense.resize(id as usize + 1, 0);
-            self.dense[id as usize] = 1;
-        } else {
-            let c = self.sparse.entry(id).or_insert(0);
-            *c = (*c + 1).min(2);
-        }
+        let c = self.0.slot(id);
+        *c = (*c + 1).min(2);
     }
 
     pub fn is_shared(&self, id: u64) -> bool {
-        let c = match self.dense.get(id as usize) {
-            Some(&c) if c > 0 => c,
-            _ => self.sparse.get(&id).copied().unwrap_or(0),
-        };
-        c >= 2
+        self.0.get(id).is_some_and(|&c| c >= 2)
     }
 
     /// Largest id that occurs at least twice.
     fn max_shared(&self) -> Option<u64> {
-        let dense = self.dense.iter().rposition(|&c| c >= 2).map(|i| i as u64);
-        let sparse = self
-            .sparse
+        self.0
             .iter()
-            .filter(|(_, &c)| c >= 2)
-            .map(|(&id, _)| id)
-            .max();
-        dense.max(sparse)
+            .filter(|&(_, &c)| c >= 2)
+            .map(|(id, _)| id)
+            .max()
     }
 }
 
