@@ -513,3 +513,15 @@ fn the_real_nat_file_with_the_real_tokenizer() {
     assert_eq!(v["blocks"]["conflicting_ids"]["count"], 0);
     assert_eq!(v["sessions"]["sessions"], 4);
 }
+
+#[test]
+fn a_delay_that_is_not_a_finite_number_of_ms_is_refused() {
+    for bad in ["inf", "nan", "-1", "1e300"] {
+        tool("nat2mc")
+            .arg(format!("--delay={bad}"))
+            .write_stdin(nat_file())
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("is not a delay"));
+    }
+}

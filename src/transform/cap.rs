@@ -15,6 +15,10 @@ use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::record::{self, Edit, Field, Number, Record};
 
+/// Largest cap, and largest fresh id: 2^63 - 1, the largest integer every
+/// tool of the toolkit (and AIPerf) reads as a non-negative number.
+const MAX_INT: u64 = i64::MAX as u64;
+
 /// Default first fresh id: far above real traces' ids, and below 2^53 so
 /// every JSON reader (including JavaScript and float-based ones) keeps it exact.
 pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
@@ -39,7 +43,8 @@ pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
 pub struct CapOptions {
     /// Longest prompt, in tokens (also accepted under AIPerf's and vLLM's
     /// names: --synthesis-max-isl, --max-input-length).
-    #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"])]
+    #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"],
+          value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_isl: Option<u64>,
 
     /// Drop rows longer than --max-isl instead of truncating them.
@@ -48,15 +53,18 @@ pub struct CapOptions {
 
     /// Longest answer, in tokens (also accepted as --synthesis-max-osl,
     /// --max-output-length).
-    #[arg(long, value_name = "M", aliases = ["synthesis-max-osl", "max-output-length"])]
+    #[arg(long, value_name = "M", aliases = ["synthesis-max-osl", "max-output-length"],
+          value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_osl: Option<u64>,
 
     /// Tokens per hash id.
     #[arg(long, default_value_t = 512, value_name = "B")]
     pub block_size: u64,
 
-    /// First id given to a block the cap cuts short. Input ids must be below it.
-    #[arg(long, default_value_t = DEFAULT_FRESH_ID_BASE, value_name = "ID")]
+    /// First id given to a block the cap cuts short. Input ids must be below
+    /// it; fresh ids count up from it and must stay below 2^63.
+    #[arg(long, default_value_t = DEFAULT_FRESH_ID_BASE, value_name = "ID",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_INT))]
     pub fresh_id_base: u64,
 
     #[command(flatten)]
@@ -244,13 +252,21 @@ impl Cut {
 
 impl Cuts {
     /// The fresh id of block `id` cut down to `left` tokens.
-    fn fresh_id(&mut self, id: u64, left: u64) -> u64 {
-        let next = &mut self.next;
-        *self.fresh.entry((id, left)).or_insert_with(|| {
-            let f = *next;
-            *next += 1;
-            f
-        })
+    fn fresh_id(&mut self, id: u64, left: u64) -> std::result::Result<u64, RecordError> {
+        if let Some(&f) = self.fresh.get(&(id, left)) {
+            return Ok(f);
+        }
+        // Never wrap around into the input's ids.
+        if self.next > MAX_INT {
+            return Err(RecordError::field(
+                "hash_ids",
+                format!("fresh ids are used up (the next would pass {MAX_INT}); pass a lower --fresh-id-base"),
+            ));
+        }
+        let f = self.next;
+        self.next += 1;
+        self.fresh.insert((id, left), f);
+        Ok(f)
     }
 
     /// Writes the raw id array `raw` cut as `cut` says, copying the kept ids
@@ -291,7 +307,7 @@ impl Cuts {
             Some(left) => {
                 let id = record::parse_uint(last)
                     .ok_or_else(|| RecordError::field("hash_ids", "bad id"))?;
-                let fresh = self.fresh_id(id, left);
+                let fresh = self.fresh_id(id, left)?;
                 out.extend_from_slice(itoa::Buffer::new().format(fresh).as_bytes());
             }
             None => out.extend_from_slice(last),

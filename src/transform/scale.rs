@@ -151,17 +151,16 @@ pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
     let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
     });
-    if let Err(e) = loaded {
-        filter::report_skipped(tool, &policy);
-        return Err(e);
-    }
-
-    let prefix = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)?;
+    // A bad line stops the run, but the good rows before it are still
+    // written, as the streaming modes write them (their ids counted over
+    // those rows).
     let mut out = io.writer()?;
     let mut counts = filter::RowCounts::default();
-    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy, &mut counts);
+    let emitted = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)
+        .and_then(|plan| trace.emit(&mut scaler, plan, &mut out, &mut policy, &mut counts));
     let flushed = out.flush();
     filter::report_skipped(tool, &policy);
+    loaded?;
     emitted.and(flushed)?;
     report_changes(tool, &counts);
     Ok(())
@@ -208,15 +207,21 @@ impl RowScaler {
             if let Some(t) = rec.number(Field::Timestamp)? {
                 ts.clear();
                 // AIPerf's rule: int(t / R), truncating toward zero.
-                record::write_number(Number::Int((t.as_f64() / o.speedup).trunc() as i64), ts);
+                let scaled = whole("timestamp", t.as_f64() / o.speedup, "--speedup")?;
+                record::write_number(Number::Int(scaled), ts);
                 edits[0] = Some((Field::Timestamp, ts));
             }
             if !o.keep_delays {
                 if let Some(d) = rec.number(Field::Delay)? {
                     delay.clear();
                     let scaled = match d {
-                        Number::Int(i) => Number::Int((i as f64 / o.speedup).trunc() as i64),
-                        Number::Float(f) => Number::Float(f / o.speedup),
+                        Number::Int(i) => {
+                            Number::Int(whole("delay", i as f64 / o.speedup, "--speedup")?)
+                        }
+                        Number::Float(f) => match f / o.speedup {
+                            v if v.is_finite() => Number::Float(v),
+                            _ => return Err(too_big("delay", f / o.speedup, "--speedup")),
+                        },
                     };
                     record::write_number(scaled, delay);
                     edits[1] = Some((Field::Delay, delay));
@@ -227,7 +232,8 @@ impl RowScaler {
             if let Some(n) = rec.uint(Field::OutputLength)? {
                 osl.clear();
                 let scaled = (n as f64 * o.output_mult).round_ties_even().max(1.0);
-                record::write_number(Number::Int(scaled as i64), osl);
+                let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
+                record::write_number(Number::Int(scaled), osl);
                 edits[2] = Some((Field::OutputLength, osl));
             }
         }
@@ -257,6 +263,33 @@ impl RowScaler {
         rec.write_edited(&mut list, out);
         Ok(Emit::Written)
     }
+}
+
+/// Most tokens a rescaled row may hold: far beyond any model's context
+/// (and mc-replay's own limit), and small enough that its ids fit in memory.
+pub const MAX_ROW_TOKENS: u64 = 10_000_000;
+
+/// Largest integer a scaled value may become: JSON readers that parse
+/// numbers as doubles (jq, Python's json for floats, JavaScript) keep
+/// integers exact up to 2^53.
+const MAX_EXACT_INT: f64 = 9_007_199_254_740_992.0;
+
+/// `v` truncated to an integer, or an error naming the field and the option
+/// when it is too large to write exactly (never a silent clamp).
+fn whole(field: &str, v: f64, option: &str) -> std::result::Result<i64, RecordError> {
+    let t = v.trunc();
+    if t.is_finite() && t.abs() <= MAX_EXACT_INT {
+        Ok(t as i64)
+    } else {
+        Err(too_big(field, v, option))
+    }
+}
+
+fn too_big(field: &str, v: f64, option: &str) -> RecordError {
+    RecordError::field(
+        field,
+        format!("scaled to {v:.3e}, too large to write exactly (above 2^53); check {option}"),
+    )
 }
 
 /// How often each id occurs, saturating at 2 (only "shared or not" matters).
@@ -355,7 +388,14 @@ impl<'c> PrefixPlan<'c> {
         let next_fresh = above_input
             .zip(above_stretched)
             .map(|(a, b)| a.max(b))
-            .ok_or_else(|| Error::Input("hash ids too large to stretch without overflow".into()))?;
+            .ok_or_else(|| {
+                // The option makes it overflow: the same ids stretch fine by less.
+                Error::usage(format!(
+                    "--prefix-len-multiplier {prefix_mult}: the largest shared hash id ({}) times {k} \
+                     does not fit 64 bits; use a smaller multiplier",
+                    counts.max_shared().unwrap_or(0)
+                ))
+            })?;
         Ok(PrefixPlan {
             counts,
             k,
@@ -404,6 +444,22 @@ impl<'c> PrefixPlan<'c> {
         let partial_tail = core > 0 && prefix_tokens < core * b;
         let prompt_tokens = len - prefix_tokens;
 
+        // Bound the row before allocating its ids: a multiplier (or a
+        // length) from input must not grow memory without limit.
+        let new_prompt_tokens = (prompt_tokens as f64 * o.prompt_mult).floor();
+        let stretched = (core as f64 * o.prefix_mult.max(1.0)).ceil() * b as f64;
+        if new_prompt_tokens + stretched > MAX_ROW_TOKENS as f64 {
+            return Err(RecordError::field(
+                "input_length",
+                format!(
+                    "{len} tokens would become about {:.3e}, above the limit of {MAX_ROW_TOKENS} \
+                     tokens a row (check --prefix-len-multiplier and --prompt-len-multiplier)",
+                    new_prompt_tokens + stretched
+                ),
+            ));
+        }
+        let new_prompt_tokens = new_prompt_tokens as u64;
+
         new_ids.clear();
         let core_ids = &ids[..core as usize];
         let p = o.prefix_mult;
@@ -446,7 +502,6 @@ impl<'c> PrefixPlan<'c> {
         };
 
         // AIPerf's int(prompt_len * Q), then fresh ids private to the row.
-        let new_prompt_tokens = (prompt_tokens as f64 * o.prompt_mult).floor() as u64;
         self.fresh(blocks::blocks_for(new_prompt_tokens, b), new_ids)?;
         Ok(new_prefix_tokens + new_prompt_tokens)
     }
