@@ -6,6 +6,7 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, RecordError, Result};
+use crate::finding::Finding;
 
 /// Default cap on one line (DESIGN.md §3): a longer line is an error, never an OOM.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
@@ -351,12 +352,8 @@ pub enum OnError {
 #[derive(Debug, Default)]
 pub struct ErrorPolicy {
     mode: OnError,
-    skipped: u64,
-    first: Vec<u64>,
+    skipped: Finding,
 }
-
-/// How many skipped line numbers a report names.
-const FIRST_SKIPPED: usize = 5;
 
 impl ErrorPolicy {
     pub fn new(mode: OnError) -> Self {
@@ -370,10 +367,7 @@ impl ErrorPolicy {
     pub fn handle(&mut self, err: Error) -> Result<()> {
         match (&err, self.mode) {
             (Error::Data { line, .. }, OnError::Skip) => {
-                self.skipped += 1;
-                if self.first.len() < FIRST_SKIPPED {
-                    self.first.push(*line);
-                }
+                self.skipped.add(*line);
                 Ok(())
             }
             _ => Err(err),
@@ -385,31 +379,21 @@ impl ErrorPolicy {
         self.handle(Error::Data { line, err })
     }
 
-    pub fn skipped(&self) -> u64 {
-        self.skipped
-    }
-
-    pub fn first_skipped(&self) -> &[u64] {
-        &self.first
+    /// The lines skipped: a count and the first line numbers.
+    pub fn skipped(&self) -> &Finding {
+        &self.skipped
     }
 
     /// The end-of-run notice, if anything was skipped.
     pub fn summary(&self) -> Option<String> {
-        if self.skipped == 0 {
-            return None;
-        }
-        let lines: Vec<String> = self.first.iter().map(u64::to_string).collect();
-        let more = if self.skipped > self.first.len() as u64 {
-            ", …"
-        } else {
-            ""
-        };
-        Some(format!(
-            "skipped {} bad line{} (line {}{more})",
-            self.skipped,
-            if self.skipped == 1 { "" } else { "s" },
-            lines.join(", ")
-        ))
+        let n = self.skipped.count;
+        (n > 0).then(|| {
+            format!(
+                "skipped {n} bad line{} ({})",
+                if n == 1 { "" } else { "s" },
+                self.skipped.first_lines_text()
+            )
+        })
     }
 }
 
@@ -521,7 +505,7 @@ mod tests {
         for l in 1..=7 {
             skip.record(l * 10, RecordError::new("bad")).unwrap();
         }
-        assert_eq!(skip.skipped(), 7);
+        assert_eq!(skip.skipped().count, 7);
         assert_eq!(
             skip.summary().unwrap(),
             "skipped 7 bad lines (line 10, 20, 30, 40, 50, …)"

@@ -7,6 +7,7 @@ pub mod blocks;
 pub mod cli;
 pub mod error;
 pub mod filter;
+pub mod finding;
 pub mod gen;
 pub mod hash;
 pub mod idmap;

@@ -5,7 +5,6 @@
 pub mod aiperf;
 pub mod blocksize;
 pub mod cache;
-pub mod findings;
 pub mod idtable;
 pub mod lint;
 pub mod report;
@@ -30,31 +29,8 @@ use rows::{RowFacts, RowStore};
 use sessions::{SessionTracker, Sessions};
 use timing::Timing;
 
-/// `--block-size`: a number, or `auto` to use the size the data points to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockSize {
-    Fixed(u64),
-    Auto,
-}
-
-impl std::str::FromStr for BlockSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(BlockSize::Auto);
-        }
-        match s.parse::<u64>() {
-            // Sizes are kept in 32 bits per id; real block sizes are far smaller.
-            Ok(b) if b > 0 && b <= 1 << 30 => Ok(BlockSize::Fixed(b)),
-            _ => Err(format!(
-                "expected an integer from 1 to 2^30, or `auto`, got `{s}`"
-            )),
-        }
-    }
-}
-
-/// Used when `--block-size auto` finds no row with ids.
-const DEFAULT_BLOCK_SIZE: u64 = 512;
+pub use crate::blocks::BlockSize;
+use crate::blocks::DEFAULT_BLOCK_SIZE;
 
 /// Report what is in a Mooncake trace: AIPerf's `analyze-trace` statistics
 /// (exactly), the block size check, a causal prefix-cache model, arrival
@@ -76,8 +52,10 @@ const DEFAULT_BLOCK_SIZE: u64 = 512;
   mc-scale --speedup 2 < trace.jsonl | mc-analyze --pass --output-file stats.json | mc-replay ..."
 )]
 pub struct AnalyzeOptions {
-    /// Tokens per hash id, or `auto` for the power of two the data points to.
-    #[arg(long, default_value = "512", value_name = "B|auto")]
+    /// Tokens per hash id, or `auto` (the default): the one power of two every
+    /// row allows, else the one most rows allow, else 512; the size used is
+    /// in the report, and named on stderr when rows break it.
+    #[arg(long, default_value = "auto", value_name = "B|auto")]
     pub block_size: BlockSize,
 
     /// Also model an LRU prefix cache of this many blocks (comma-separated
@@ -223,8 +201,8 @@ impl Analyzer {
             rows_with_ids: self.rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
             blocks: self.table.blocks,
             distinct_ids: self.table.distinct_ids(),
-            skipped_lines: policy.skipped(),
-            first_skipped_lines: policy.first_skipped().to_vec(),
+            skipped_lines: policy.skipped().count,
+            first_skipped_lines: policy.skipped().first_lines.clone(),
         };
         let sessions = self.sessions.finish(&self.rows, b);
         Report {
@@ -274,6 +252,22 @@ pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
         return Err(e);
     }
     let report = analyzer.finish(opts, &policy);
+    // The block size decides half the report: never let a wrong one pass
+    // without a word on stderr, where a script sees it even when the report
+    // goes to a file or a pipe (with --pass the report is on stderr itself).
+    let blocks = &report.blocks;
+    if blocks.inconsistent_rows.count > 0 && !opts.pass {
+        eprintln!(
+            "{tool}: warning: {} rows are inconsistent with block size {}{} (first: {}); check --block-size",
+            blocks.inconsistent_rows.count,
+            blocks.block_size,
+            match blocks.detected {
+                Some(d) if d != blocks.block_size => format!(", the rows point to {d}"),
+                _ => String::new(),
+            },
+            blocks.inconsistent_rows.first_lines_text(),
+        );
+    }
     if let Some(path) = &opts.output_file {
         let text = serde_json::to_string_pretty(&report.aiperf).map_err(anyhow::Error::from)?;
         // Byte for byte what AIPerf writes (pydantic, indent 2, no final newline).
