@@ -4,9 +4,10 @@
 //! summary line. It sits next to the reader and writer (`jsonl`) and knows
 //! nothing of the command line beyond the options it owns.
 
-use crate::error::{RecordError, Result};
+use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
+use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, OnError, Output};
-use crate::record::Record;
+use crate::record::{Field, Record};
 use std::path::PathBuf;
 
 /// Input, output and error-policy options common to all filters.
@@ -171,4 +172,101 @@ pub fn report_skipped(tool: &str, policy: &ErrorPolicy) {
     if let Some(s) = policy.summary() {
         eprintln!("{tool}: {s}");
     }
+}
+
+/// How many rows, or bytes, `--block-size auto` reads ahead in a streaming
+/// filter before it must settle on a size.
+pub const LOOKAHEAD_ROWS: usize = 10_000;
+pub const LOOKAHEAD_BYTES: usize = 16 << 20;
+
+/// [`run_filter`] for a step that depends on the block size: with
+/// `--block-size auto`, the first rows (up to [`LOOKAHEAD_ROWS`] or
+/// [`LOOKAHEAD_BYTES`]) are read ahead and decide the size (named on
+/// stderr), then every row, those first ones included, goes through the
+/// step built for that size. Returns the counts and the size used.
+pub fn run_filter_sized<F, S>(
+    tool: &str,
+    io: &IoArgs,
+    size: BlockSize,
+    make_step: S,
+) -> Result<(RowCounts, u64)>
+where
+    S: FnOnce(u64) -> F,
+    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+{
+    let mut reader = io.reader()?;
+    let mut policy = ErrorPolicy::new(io.on_error);
+    let mut ahead: Vec<(u64, Vec<u8>)> = Vec::new();
+    let b = match size {
+        BlockSize::Fixed(b) => b,
+        BlockSize::Auto => {
+            let mut sizes = FeasibleSizes::default();
+            let mut ids = Vec::new();
+            let mut bytes = 0;
+            while ahead.len() < LOOKAHEAD_ROWS && bytes < LOOKAHEAD_BYTES {
+                match reader.next_line() {
+                    Ok(Some(line)) => {
+                        // Bad lines decide nothing; the pass below reports them.
+                        if let Ok(rec) = Record::parse(line.bytes) {
+                            if let (Ok(true), Ok(Some(len))) =
+                                (rec.hash_ids_into(&mut ids), rec.uint(Field::InputLength))
+                            {
+                                sizes.add(ids.len() as u64, len);
+                            }
+                        }
+                        bytes += line.bytes.len();
+                        ahead.push((line.no, line.bytes.to_vec()));
+                    }
+                    Ok(None) => break,
+                    Err(e) => policy.handle(e)?,
+                }
+            }
+            match sizes.decide() {
+                Ok(Some(b)) => {
+                    eprintln!(
+                        "{tool}: block size {b} (detected from the first {} rows with hash_ids)",
+                        sizes.rows
+                    );
+                    b
+                }
+                // No ids yet: the size matters to no row read so far, and
+                // each later row is still checked against it.
+                Ok(None) => DEFAULT_BLOCK_SIZE,
+                Err(e) => {
+                    return Err(Error::Input(format!(
+                        "--block-size auto: in the first {} rows with hash_ids, {e}",
+                        sizes.rows
+                    )))
+                }
+            }
+        }
+    };
+    let mut step = make_step(b);
+    let mut out = io.writer()?;
+    let mut counts = RowCounts::default();
+    let result = ahead
+        .iter()
+        .try_for_each(|(no, bytes)| {
+            write_record(&mut out, &mut policy, *no, bytes, &mut step, &mut counts)
+        })
+        .and_then(|()| {
+            for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+                write_record(&mut out, policy, no, bytes, &mut step, &mut counts)
+            })
+        });
+    let flushed = out.flush();
+    report_skipped(tool, &policy);
+    result.and(flushed).map(|()| (counts, b))
+}
+
+/// The consistency rule as a record error naming the fix: a row whose ids
+/// and length do not agree at block size `b`.
+pub fn check_consistent(n: usize, len: u64, b: u64) -> std::result::Result<(), RecordError> {
+    if crate::blocks::is_consistent(n, len, b) {
+        return Ok(());
+    }
+    Err(RecordError::field(
+        "input_length",
+        format!("{len} tokens do not fit {n} hash ids at block size {b} (check --block-size)"),
+    ))
 }

@@ -525,3 +525,58 @@ fn a_delay_that_is_not_a_finite_number_of_ms_is_refused() {
             .stderr(predicates::str::contains("is not a delay"));
     }
 }
+
+/// nat2mc writes blocks of its own size (128 by default, not 512): the
+/// tools downstream detect it, and refuse a wrong explicit one.
+#[test]
+fn block_size_is_detected_downstream_and_a_wrong_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    // Two calls of 300 and 350 unknown words (one token each): at B = 128
+    // the first has 3 ids and allows 100..=149 (only 128); at B = 64 it has
+    // 5 ids and allows 60..=74 (only 64).
+    let long = |n: usize| json!([lc("human", &"x ".repeat(n))]);
+    let file = serde_json::to_string(&json!([{"request_number": 0, "intermediate_steps": [
+        start("A", 100.0, long(300)), end("A", 100.5, 300, 2),
+        start("B", 101.0, long(350)), end("B", 101.5, 350, 2),
+    ]}]))
+    .unwrap();
+    for b in [64u64, 128] {
+        let rows = tool("nat2mc")
+            .arg("--tokenizer")
+            .arg(&tok)
+            .args(["--block-size", &b.to_string()])
+            .write_stdin(file.clone())
+            .output()
+            .unwrap();
+        assert!(rows.status.success());
+        let rows = String::from_utf8(rows.stdout).unwrap();
+        // Auto-detection names the size on stderr; the cut keeps rows consistent.
+        let out = tool("mc-cap")
+            .args(["--max-isl", "200"])
+            .write_stdin(rows.clone())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("mc-cap: block size {b} (detected from the first ")),
+            "{stderr}"
+        );
+        let analyzed = tool("mc-analyze")
+            .arg("--json")
+            .write_stdin(rows.clone())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&analyzed.stdout).unwrap();
+        assert_eq!(report["blocks"]["block_size"], b);
+        assert_eq!(report["blocks"]["inconsistent_rows"]["count"], 0);
+        // The old default, given explicitly, is refused by name.
+        tool("mc-cap")
+            .args(["--max-isl", "200", "--block-size", "512"])
+            .write_stdin(rows)
+            .assert()
+            .code(65)
+            .stderr(predicates::str::contains("(check --block-size)"));
+    }
+}

@@ -216,7 +216,9 @@ fn sizes_and_values_from_options_are_bounded_never_clamped() {
         .code(65)
         .stdout("")
         .stderr(predicates::str::starts_with(
-            "mc-scale: line 1: field `input_length`: 1000 tokens would become about 4.880e12, above the limit of 10000000 tokens a row",
+            // 1000 tokens in 2 ids allow block sizes 500..=999: only 512.
+            "mc-scale: block size 512 (detected from 2 rows with hash_ids)\n\
+             mc-scale: line 1: field `input_length`: 1000 tokens would become about 4.880e12, above the limit of 10000000 tokens a row",
         ));
     // A timestamp or an answer length that no longer fits is an error, not i64::MAX.
     tool("mc-scale")
@@ -236,11 +238,19 @@ fn sizes_and_values_from_options_are_bounded_never_clamped() {
     // An id that cannot be stretched by the option: a usage error naming it.
     let big = "{\"input_length\": 512, \"hash_ids\": [4611686018427387904]}\n".repeat(2);
     tool("mc-scale")
-        .args(["--prefix-len-multiplier", "8"])
-        .write_stdin(big)
+        .args(["--prefix-len-multiplier", "8", "--block-size", "512"])
+        .write_stdin(big.clone())
         .assert()
         .code(2)
         .stderr("mc-scale: --prefix-len-multiplier 8: the largest shared hash id (4611686018427387904) times 8 does not fit 64 bits; use a smaller multiplier\n");
+    // Without --block-size, one-block rows of 512 tokens allow any size from
+    // 512 up: auto cannot decide, and says so.
+    tool("mc-scale")
+        .args(["--prefix-len-multiplier", "8"])
+        .write_stdin(big)
+        .assert()
+        .code(65)
+        .stderr("mc-scale: --block-size auto: the rows allow block sizes from 512 to any size, more than one power of two; pass --block-size B\n");
 }
 
 #[test]
@@ -257,5 +267,8 @@ fn whole_input_modes_write_the_good_rows_before_a_bad_line() {
         .assert()
         .code(65)
         .stdout(want.repeat(2))
-        .stderr("mc-scale: line 3: invalid JSON: expected a value, found end of line\n");
+        .stderr(
+            "mc-scale: block size 512 (detected from 2 rows with hash_ids)\n\
+             mc-scale: line 3: invalid JSON: expected a value, found end of line\n",
+        );
 }

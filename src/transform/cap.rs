@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::blocks;
+use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::record::{self, Edit, Field, Number, Record};
@@ -57,8 +57,14 @@ pub struct CapOptions {
           value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_osl: Option<u64>,
 
-    /// Tokens per hash id.
-    #[arg(long, default_value_t = 512, value_name = "B")]
+    /// Tokens per hash id, or `auto` (the default): the one power of two the
+    /// first rows allow (named on stderr; an error when they allow several
+    /// or none). Every row truncated is checked against it.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected.
+    #[arg(skip = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
 
     /// First id given to a block the cap cuts short. Input ids must be below
@@ -73,14 +79,27 @@ pub struct CapOptions {
 
 pub fn run(tool: &str, opts: &CapOptions) -> Result<()> {
     let io = &opts.io;
-    if opts.block_size == 0 {
-        return Err(Error::usage("--block-size must be at least 1"));
-    }
     if opts.drop && opts.max_isl.is_none() {
         return Err(Error::usage("--drop needs --max-isl"));
     }
-    let mut cap = Capper::new(opts.clone());
-    let counts = filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
+    let mut caps = None;
+    let counts = if opts.max_isl.is_some() && !opts.drop {
+        let (counts, _) = filter::run_filter_sized(tool, io, opts.block, |b| {
+            let cap = caps.insert(Capper::new(CapOptions {
+                block_size: b,
+                ..opts.clone()
+            }));
+            |rec: &Record<'_>, out: &mut Vec<u8>| cap.apply(rec, out)
+        })?;
+        counts
+    } else {
+        // Dropping or capping answers: the block size plays no part.
+        let cap = caps.insert(Capper::new(opts.clone()));
+        filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?
+    };
+    let Some(cap) = caps else {
+        return Ok(());
+    };
     if counts.any_change() || opts.drop {
         eprintln!("{tool}: {}", cap.summary(counts.rows));
     }
@@ -170,6 +189,13 @@ impl Capper {
                             "hash_ids",
                             format!("id {big} is in mc-cap's fresh-id range (>= {base}); pass a larger --fresh-id-base"),
                         ));
+                    }
+                }
+                // Truncation depends on the block size: a row that does not
+                // fit it would be cut wrongly, so it is a bad line instead.
+                if let (Some(shape), Some(len)) = (shape, len) {
+                    if shape.count > 0 {
+                        filter::check_consistent(shape.count, len, self.opts.block_size)?;
                     }
                 }
                 if let Some(len) = len.filter(|&l| l > max) {

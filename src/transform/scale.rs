@@ -5,7 +5,7 @@
 //! the trace, so they read the whole input first (kept as one byte arena, the
 //! ids counted in one table) and emit in a second pass over the arena.
 
-use crate::blocks;
+use crate::blocks::{self, BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::idmap::IdMap;
@@ -76,8 +76,15 @@ pub struct ScaleOptions {
     )]
     pub output_mult: f64,
 
-    /// Tokens per hash id.
-    #[arg(long, default_value_t = 512, value_name = "B")]
+    /// Tokens per hash id, or `auto` (the default): the one power of two
+    /// every row allows (named on stderr; an error when the rows allow
+    /// several or none). Used only by the prefix and prompt multipliers,
+    /// which check every row against it.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected.
+    #[arg(skip = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
 
     #[command(flatten)]
@@ -92,7 +99,8 @@ impl Default for ScaleOptions {
             prefix_mult: 1.0,
             prompt_mult: 1.0,
             output_mult: 1.0,
-            block_size: 512,
+            block: BlockSize::Auto,
+            block_size: DEFAULT_BLOCK_SIZE,
             io: IoArgs::default(),
         }
     }
@@ -122,9 +130,6 @@ impl ScaleOptions {
         positive("--prefix-len-multiplier", self.prefix_mult)?;
         non_negative("--prompt-len-multiplier", self.prompt_mult)?;
         non_negative("--output-len-multiplier", self.output_mult)?;
-        if self.block_size == 0 {
-            return Err(Error::usage("--block-size must be at least 1"));
-        }
         Ok(())
     }
 
@@ -138,8 +143,8 @@ impl ScaleOptions {
 pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
     let io = &opts.io;
     opts.validate()?;
-    let mut scaler = RowScaler::new(opts.clone());
     if !opts.needs_whole_input() {
+        let mut scaler = RowScaler::new(opts.clone());
         let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
         report_changes(tool, &counts);
         return Ok(());
@@ -150,6 +155,28 @@ pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
     let mut trace = LoadedTrace::default();
     let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
+    });
+    // The whole trace is here: every row with ids decides the block size.
+    let b = match opts.block {
+        BlockSize::Fixed(b) => b,
+        BlockSize::Auto => match trace.sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "{tool}: block size {b} (detected from {} rows with hash_ids)",
+                    trace.sizes.rows
+                );
+                b
+            }
+            Ok(None) => DEFAULT_BLOCK_SIZE,
+            Err(e) => {
+                loaded?;
+                return Err(Error::Input(format!("--block-size auto: {e}")));
+            }
+        },
+    };
+    let mut scaler = RowScaler::new(ScaleOptions {
+        block_size: b,
+        ..opts.clone()
     });
     // A bad line stops the run, but the good rows before it are still
     // written, as the streaming modes write them (their ids counted over
@@ -326,6 +353,8 @@ struct LoadedTrace {
     counts: IdCounts,
     max_id: Option<u64>,
     scratch: Vec<u64>,
+    /// The block sizes the rows allow, for `--block-size auto`.
+    sizes: FeasibleSizes,
 }
 
 impl LoadedTrace {
@@ -337,6 +366,9 @@ impl LoadedTrace {
         rec.uint(Field::OutputLength)?;
         rec.uint(Field::InputLength)?;
         rec.hash_ids_into(&mut self.scratch)?;
+        if let Some(len) = rec.uint(Field::InputLength)? {
+            self.sizes.add(self.scratch.len() as u64, len);
+        }
         for &id in &self.scratch {
             self.counts.add(id);
             self.max_id = self.max_id.max(Some(id));
