@@ -1,0 +1,247 @@
+//! The KV cache: a fixed pool of blocks, a map from chained block hash to
+//! the block holding it (the prefix cache), and an LRU list of free blocks.
+//!
+//! A block is in one of three states: held (reference count > 0, by running
+//! requests), free and cached (count 0, still named by its hash, on the LRU
+//! list), or free and empty (count 0, no hash, on the LRU list). Allocation
+//! takes the least recently freed block and, if it was cached, forgets its
+//! hash: that is the only way a cached prefix is evicted.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+const NIL: u32 = u32::MAX;
+
+/// Block hashes are already well-mixed 64-bit values (SplitMix64 outputs), so
+/// the map uses them as they are instead of hashing them again.
+#[derive(Default)]
+pub(crate) struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+pub(crate) type HashIndex = HashMap<u64, u32, BuildHasherDefault<IdentityHasher>>;
+
+/// The block pool.
+pub struct KvCache {
+    refs: Vec<u32>,
+    /// The hash a block is registered under (only full, computed blocks).
+    hash: Vec<Option<u64>>,
+    cached: HashIndex,
+    // The free list, least recently freed at `head`: an intrusive doubly
+    // linked list over block numbers, O(1) to remove a block from anywhere.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    on_free: Vec<bool>,
+    head: u32,
+    tail: u32,
+    free: usize,
+}
+
+impl KvCache {
+    pub fn new(blocks: usize) -> KvCache {
+        let mut kv = KvCache {
+            refs: vec![0; blocks],
+            hash: vec![None; blocks],
+            cached: HashIndex::default(),
+            prev: vec![NIL; blocks],
+            next: vec![NIL; blocks],
+            on_free: vec![false; blocks],
+            head: NIL,
+            tail: NIL,
+            free: 0,
+        };
+        for b in 0..blocks as u32 {
+            kv.push_free(b);
+        }
+        kv
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// Blocks on the free list (cached or empty).
+    pub fn free(&self) -> usize {
+        self.free
+    }
+
+    /// Blocks held by running requests.
+    pub fn used(&self) -> usize {
+        self.capacity() - self.free
+    }
+
+    /// How many of `hashes` (from the first) are cached, in order.
+    pub fn longest_prefix(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .take_while(|h| self.cached.contains_key(h))
+            .count()
+    }
+
+    /// Of the first `n` hashes (all cached), how many sit on the free list:
+    /// taking them costs free blocks just like a new allocation.
+    pub fn free_among(&self, hashes: &[u64]) -> usize {
+        hashes
+            .iter()
+            .filter_map(|h| self.cached.get(h))
+            .filter(|&&b| self.on_free[b as usize])
+            .count()
+    }
+
+    /// Takes a reference on the cached block of each hash (all must be cached).
+    pub fn take_cached(&mut self, hashes: &[u64], into: &mut Vec<u32>) {
+        for h in hashes {
+            if let Some(&b) = self.cached.get(h) {
+                self.hold(b);
+                into.push(b);
+            }
+        }
+    }
+
+    /// Allocates `n` empty blocks (the caller checked `free() >= n`),
+    /// evicting the least recently freed cached blocks.
+    pub fn allocate(&mut self, n: usize, into: &mut Vec<u32>) {
+        for _ in 0..n {
+            let b = self.head;
+            if b == NIL {
+                return;
+            }
+            if let Some(h) = self.hash[b as usize].take() {
+                self.cached.remove(&h);
+            }
+            self.hold(b);
+            into.push(b);
+        }
+    }
+
+    /// Names a computed, full block by its hash so later requests can reuse
+    /// it. A hash already cached in another block (two requests computed the
+    /// same prefix at once) leaves this block unnamed, as vLLM does.
+    pub fn register(&mut self, block: u32, hash: u64) {
+        if self.hash[block as usize].is_some() {
+            return;
+        }
+        if let std::collections::hash_map::Entry::Vacant(e) = self.cached.entry(hash) {
+            e.insert(block);
+            self.hash[block as usize] = Some(hash);
+        }
+    }
+
+    /// Drops a request's references. Blocks whose count reaches 0 join the
+    /// free list in the order given: the first of them is evicted first.
+    pub fn release(&mut self, blocks: &[u32]) {
+        for &b in blocks {
+            let r = &mut self.refs[b as usize];
+            *r -= 1;
+            if *r == 0 {
+                self.push_free(b);
+            }
+        }
+    }
+
+    fn hold(&mut self, b: u32) {
+        if self.on_free[b as usize] {
+            self.unlink(b);
+        }
+        self.refs[b as usize] += 1;
+    }
+
+    fn push_free(&mut self, b: u32) {
+        let i = b as usize;
+        self.prev[i] = self.tail;
+        self.next[i] = NIL;
+        if self.tail == NIL {
+            self.head = b;
+        } else {
+            self.next[self.tail as usize] = b;
+        }
+        self.tail = b;
+        self.on_free[i] = true;
+        self.free += 1;
+    }
+
+    fn unlink(&mut self, b: u32) {
+        let i = b as usize;
+        let (p, n) = (self.prev[i], self.next[i]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.on_free[i] = false;
+        self.free -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_blocks_stay_cached_until_their_space_is_needed() {
+        let mut kv = KvCache::new(3);
+        let mut a = Vec::new();
+        kv.allocate(2, &mut a);
+        kv.register(a[0], 100);
+        kv.register(a[1], 101);
+        assert_eq!(kv.free(), 1);
+        kv.release(&a);
+        assert_eq!(kv.free(), 3);
+        assert_eq!(kv.longest_prefix(&[100, 101, 102]), 2);
+        // The never-used block goes first, then 100 (freed before 101).
+        let mut b = Vec::new();
+        kv.allocate(2, &mut b);
+        assert_eq!(kv.longest_prefix(&[100, 101]), 0);
+        assert_eq!(kv.longest_prefix(&[101]), 1);
+    }
+
+    #[test]
+    fn taking_a_cached_block_removes_it_from_the_free_list() {
+        let mut kv = KvCache::new(2);
+        let mut a = Vec::new();
+        kv.allocate(1, &mut a);
+        kv.register(a[0], 7);
+        kv.release(&a);
+        assert_eq!(kv.free_among(&[7]), 1);
+        let mut b = Vec::new();
+        kv.take_cached(&[7], &mut b);
+        assert_eq!(b, a);
+        assert_eq!(kv.free(), 1);
+        // Allocating the last free block must not evict the held one.
+        let mut c = Vec::new();
+        kv.allocate(1, &mut c);
+        assert_eq!(kv.longest_prefix(&[7]), 1);
+        assert_eq!(kv.free(), 0);
+    }
+
+    #[test]
+    fn a_duplicate_hash_is_not_registered_twice() {
+        let mut kv = KvCache::new(2);
+        let mut a = Vec::new();
+        kv.allocate(2, &mut a);
+        kv.register(a[0], 5);
+        kv.register(a[1], 5);
+        kv.release(&a[1..]);
+        let mut b = Vec::new();
+        kv.allocate(1, &mut b);
+        // Reusing the unnamed block evicted nothing.
+        assert_eq!(kv.longest_prefix(&[5]), 1);
+    }
+}
