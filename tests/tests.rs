@@ -3,6 +3,7 @@
 mod analyze;
 mod cap;
 mod docs;
+mod engine;
 mod mock;
 mod nat;
 mod pipe;

@@ -127,28 +127,58 @@ impl KvCache {
     }
 
     /// Names a computed, full block by its hash so later requests can reuse
-    /// it. A hash already cached in another block (two requests computed the
-    /// same prefix at once) leaves this block unnamed, as vLLM does.
+    /// it. If another block already holds the hash: while a running request
+    /// uses that one, this block stays unnamed (two requests computed the
+    /// same prefix at once, as in vLLM); if that one is free, the name moves
+    /// here (this copy is the most recently used) and the old block, now
+    /// holding nothing, goes to the front of the free list.
     pub fn register(&mut self, block: u32, hash: u64) {
         if self.hash[block as usize].is_some() {
             return;
         }
-        if let std::collections::hash_map::Entry::Vacant(e) = self.cached.entry(hash) {
-            e.insert(block);
-            self.hash[block as usize] = Some(hash);
+        if let Some(&old) = self.cached.get(&hash) {
+            if self.refs[old as usize] > 0 {
+                return;
+            }
+            self.hash[old as usize] = None;
+            self.unlink(old);
+            self.push_free_front(old);
         }
+        self.cached.insert(hash, block);
+        self.hash[block as usize] = Some(hash);
     }
 
-    /// Drops a request's references. Blocks whose count reaches 0 join the
-    /// free list in the order given: the first of them is evicted first.
+    /// Drops a request's references. Named blocks whose count reaches 0
+    /// join the back of the free list in the order given (the first of them
+    /// is evicted first); unnamed ones hold nothing worth keeping and go to
+    /// the front, to be reused first. So the named blocks form an LRU cache
+    /// by last use: mc-analyze's cache model.
     pub fn release(&mut self, blocks: &[u32]) {
         for &b in blocks {
             let r = &mut self.refs[b as usize];
             *r -= 1;
             if *r == 0 {
-                self.push_free(b);
+                if self.hash[b as usize].is_some() {
+                    self.push_free(b);
+                } else {
+                    self.push_free_front(b);
+                }
             }
         }
+    }
+
+    fn push_free_front(&mut self, b: u32) {
+        let i = b as usize;
+        self.prev[i] = NIL;
+        self.next[i] = self.head;
+        if self.head == NIL {
+            self.tail = b;
+        } else {
+            self.prev[self.head as usize] = b;
+        }
+        self.head = b;
+        self.on_free[i] = true;
+        self.free += 1;
     }
 
     fn hold(&mut self, b: u32) {
@@ -243,5 +273,26 @@ mod tests {
         kv.allocate(1, &mut b);
         // Reusing the unnamed block evicted nothing.
         assert_eq!(kv.longest_prefix(&[5]), 1);
+    }
+
+    #[test]
+    fn a_recomputed_free_hash_moves_to_the_new_block() {
+        let mut kv = KvCache::new(3);
+        let mut a = Vec::new();
+        kv.allocate(1, &mut a);
+        kv.register(a[0], 5);
+        kv.release(&a);
+        // The free list is now [never used, never used, a0].
+        let mut b = Vec::new();
+        kv.allocate(1, &mut b);
+        kv.register(b[0], 5);
+        assert_eq!(kv.longest_prefix(&[5]), 1);
+        // a0 lost its name and went to the front: the next allocation takes it
+        // and leaves the other empty block.
+        let mut c = Vec::new();
+        kv.allocate(1, &mut c);
+        assert_eq!(c, a);
+        kv.release(&b);
+        assert_eq!(kv.free_among(&[5]), 1);
     }
 }
