@@ -12,7 +12,8 @@
 # Then an accuracy check: mock at 20 ms TTFT / 2 ms ITL, measured TTFT and ITL.
 #
 # Usage: scripts/bench-replay.sh [SECONDS_PER_RATE]   (default 5)
-#   RATES="500 1000 2000 5000"  AIPERF=/path/to/aiperf  (default: aiperf on PATH
+#   RATES="500 1000 2000 5000"  BIN=dir (prebuilt binaries; default: build
+#   target/release)  AIPERF=/path/to/aiperf  (default: aiperf on PATH
 #   or /work/aiperf-venv/bin/aiperf; AIPERF=none skips it)
 #   AIPERF_TOKENIZER=dir  (AIPerf needs a local tokenizer; default: the
 #   DeepSeek one in $MCTRACE_DATA or ../shared/data)
@@ -24,8 +25,9 @@ rates=${RATES:-"500 1000 2000 5000"}
 work=${BENCH_DIR:-/tmp/mctrace-bench/replay}
 mkdir -p "$work"
 
-cargo build --release --quiet --bin mc-replay --bin mc-mock
-bin=target/release
+# BIN=dir runs binaries built elsewhere (e.g. another commit, to compare).
+bin=${BIN:-target/release}
+[[ -z "${BIN:-}" ]] && cargo build --release --quiet --bin mc-replay --bin mc-mock
 
 aiperf=${AIPERF:-}
 if [[ -z "$aiperf" ]]; then

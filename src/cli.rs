@@ -139,7 +139,9 @@ fn exit_code(tool: &str, result: Result<()>) -> ExitCode {
         Err(e) if e.is_broken_pipe() => ExitCode::Success,
         Err(e) => {
             let mut stderr = std::io::stderr().lock();
-            let _ = writeln!(stderr, "{tool}: {e}");
+            // `{:#}`: the whole cause chain ("cannot list models …: io:
+            // Connection refused"), as ripgrep prints it.
+            let _ = writeln!(stderr, "{tool}: {e:#}");
             e.exit_code()
         }
     }

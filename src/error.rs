@@ -12,6 +12,9 @@ pub enum ExitCode {
     DataErr = 65,
     NoInput = 66,
     IoErr = 74,
+    /// A service the tool needs is gone (mc-replay: the server stopped
+    /// answering), as sysexits' EX_UNAVAILABLE.
+    Unavailable = 69,
 }
 
 /// What went wrong with one record, before the line number is known.
@@ -46,6 +49,9 @@ pub enum Error {
     Usage(String),
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// A service the tool needs stopped answering (exit code 69).
+    #[error(transparent)]
+    Unavailable(anyhow::Error),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -57,6 +63,7 @@ impl Error {
             Error::NoInput { .. } => ExitCode::NoInput,
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
+            Error::Unavailable(_) => ExitCode::Unavailable,
             Error::Other(_) => ExitCode::Failure,
         }
     }

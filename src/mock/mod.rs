@@ -32,20 +32,90 @@ use latency::{sleep_until, Latency};
 use request::{Answer, Ask, Kind};
 use wire::{Reply, Usage};
 
-#[derive(Debug, Clone)]
+/// A vLLM-like OpenAI-compatible test server with made-up answers.
+///
+/// Serves POST /v1/chat/completions and /v1/completions (streaming or not,
+/// in vLLM's exact format), GET /v1/models and GET /health. Answers are
+/// tokens " the", " of", " and", ... timed on absolute deadlines from the
+/// request's arrival: token i is due at TTFT + i*ITL, with TTFT =
+/// --ttft-ms + --ttft-per-1k-tokens-ms * prompt_tokens / 1000; a non-streaming
+/// answer is sent when its last token is due. There is no tokenizer: prompt
+/// tokens are whitespace-separated words of every message's content (text
+/// parts of list contents too) or of the completions prompt (a prompt of
+/// token ids counts its ids).
+///
+/// Answer length: with `ignore_eos: true`, exactly max_tokens (chat:
+/// max_completion_tokens wins; 16 when neither is given), finish_reason
+/// "length"; otherwise --eos-after kept within min_tokens..=max_tokens,
+/// finish_reason "stop" when that is below max_tokens. A max_tokens above
+/// 1048576 (the max_model_len in /v1/models), a min_tokens above max_tokens,
+/// or a body that is not JSON gets a 400.
+///
+/// Writes JSON lines on stdout, each flushed: first
+/// {"event":"listening","addr":"HOST:PORT"}, then one line per request as it
+/// arrives: {"event":"request","seq","unix_us","t_us","method","path",
+/// "x_trace_line","x_request_id","x_session_id","prompt_tokens","max_tokens"}
+/// (headers X-Trace-Line, X-Request-Id, X-Session-Id; null when absent).
+/// Send stdout to a file or /dev/null when nothing reads it: a full pipe
+/// would hold up the requests being logged.
+///
+/// Faults apply to completion requests only. --fail-rate picks which
+/// requests get the faults (--status, --hang, --drop-after, --error-after,
+/// --malformed-after); --no-usage applies to every request. Runs until killed.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-mock --port 8000 --ttft-ms 200 --ttft-per-1k-tokens-ms 50 --itl-ms 20
+  mc-mock --port 0 --status 429 --retry-after 2 --fail-rate 0.1 --seed 3
+  mc-mock --itl-ms 20 | jq -c 'select(.event == \"request\") | {seq, t_us, x_trace_line}'
+  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":4}'"
+)]
 pub struct MockOptions {
+    /// Simulate an infinite prefix cache: usage reports as
+    /// `prompt_tokens_details.cached_tokens` the prompt's leading blocks of
+    /// --cache-block-size words that earlier requests already sent.
+    #[arg(long)]
+    pub prefix_cache: bool,
+
+    /// Words per block of the simulated prefix cache.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub cache_block_size: u64,
+
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "H")]
     pub host: String,
-    /// 0 picks a free port (the log's first line says which).
+
+    /// Port to listen on; 0 picks a free one (see the first stdout line).
+    #[arg(long, default_value_t = 8000, value_name = "P")]
     pub port: u16,
+
+    /// Model name served (in /v1/models and in every response).
+    #[arg(long, default_value = "mock-model", value_name = "NAME")]
     pub model: String,
+
+    #[command(flatten)]
     pub latency: Latency,
-    /// Answer length when the request does not set `ignore_eos`.
+
+    /// Answer length when the request does not set ignore_eos.
+    #[arg(long, default_value_t = 64, value_name = "N")]
     pub eos_after: u64,
+
+    #[command(flatten)]
     pub faults: Faults,
-    /// Simulate an infinite prefix cache with blocks of this many words
-    /// (0 = none): `cached_tokens` then says how much of each prompt an
-    /// earlier request already brought.
-    pub cache_block: u64,
+}
+
+impl MockOptions {
+    /// Words per simulated cache block; 0 without --prefix-cache.
+    pub fn cache_block(&self) -> u64 {
+        if self.prefix_cache {
+            self.cache_block_size
+        } else {
+            0
+        }
+    }
 }
 
 /// Serves until the process is killed; returns only if it cannot start.
@@ -201,7 +271,7 @@ struct Server {
 
 impl Server {
     fn new(opts: MockOptions, log: Log) -> Self {
-        let opts_cache_block = opts.cache_block;
+        let opts_cache_block = opts.cache_block();
         let started = SystemTime::now();
         let nonce = started
             .duration_since(UNIX_EPOCH)
@@ -288,7 +358,7 @@ impl Server {
 
 impl Handler for Server {
     fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
-        let route = route(&req, self.opts.cache_block);
+        let route = route(&req, self.opts.cache_block());
         let ask = match &route {
             Route::Complete(_, Ok(ask)) => Some(ask),
             _ => None,
