@@ -32,7 +32,7 @@ request generates exactly output_length tokens) and network time.";
 pub struct EngineArgs {
     /// Step-time profile: `h100-llama3-8b` (default), `dynamo-polynomial`,
     /// or a JSON file.
-    #[arg(long, value_name = "NAME|FILE")]
+    #[arg(long, value_name = "NAME|FILE", long_help = MODEL_HELP)]
     pub engine_profile: Option<String>,
 
     /// KV cache capacity in tokens [default: 467000, or the profile's].
