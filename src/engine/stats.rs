@@ -15,6 +15,7 @@ pub(crate) struct Tally {
     pub token_sum: u64,
     pub kv_use_sum: f64,
     pub kv_use_max: f64,
+    pub step_us_max: u64,
     pub preemptions: u64,
     pub finished: u64,
     pub rejected: u64,
@@ -62,6 +63,7 @@ impl Tally {
         self.token_sum += tokens;
         self.kv_use_sum += kv_use;
         self.kv_use_max = self.kv_use_max.max(kv_use);
+        self.step_us_max = self.step_us_max.max(dur_us);
         self.first_step_us.get_or_insert(start_us);
         self.last_step_end_us = start_us + dur_us;
     }
@@ -93,6 +95,7 @@ impl Tally {
             kv_use_mean: per_step(self.kv_use_sum),
             kv_use_max: self.kv_use_max,
             busy_ms: self.busy_us as f64 / 1000.0,
+            step_ms_max: self.step_us_max as f64 / 1000.0,
             simulated_ms: self
                 .first_step_us
                 .map_or(0.0, |f| (self.last_step_end_us - f) as f64 / 1000.0),
@@ -126,6 +129,8 @@ pub struct EngineStats {
     pub kv_use_max: f64,
     /// Time spent in steps.
     pub busy_ms: f64,
+    /// The longest step.
+    pub step_ms_max: f64,
     /// From the first step's start to the last step's end.
     pub simulated_ms: f64,
 }
