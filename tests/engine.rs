@@ -445,3 +445,39 @@ proptest! {
         prop_assert_eq!(run.engine.stats.preemptions, 0);
     }
 }
+
+#[test]
+fn mc_mock_engine_serves_the_same_model_in_real_time() {
+    // Steps of at least 100 ms, so real time's few ms of noise stay small.
+    // Rows 1 and 2 arrive together: one is prefilled in step 1 (the
+    // 1000-token budget is full), the other queues behind it; row 3 comes
+    // 1 s later and shares row 1's first 512 tokens.
+    let trace = "{\"timestamp\":0,\"input_length\":1000,\"output_length\":3,\"hash_ids\":[1,2]}\n\
+                 {\"timestamp\":0,\"input_length\":1000,\"output_length\":3,\"hash_ids\":[3,4]}\n\
+                 {\"timestamp\":1000,\"input_length\":1000,\"output_length\":2,\"hash_ids\":[1,5]}\n";
+    let flags = ["--t-fix-ms", "100", "--max-batched-tokens", "1000"];
+    let virt = engine_replay(&flags, trace);
+    let mock = crate::replay::Mock::start(&[&["--engine"][..], &flags[..]].concat());
+    let real = crate::replay::replay(&mock.url, &[], trace);
+    assert_eq!(real.code, 0, "{}", real.stderr);
+    let mut real_r = real.results.clone();
+    real_r.sort_by_key(|r| r.line);
+    let ttfts = |r: &[RequestResult]| {
+        let mut v: Vec<f64> = r[..2].iter().map(|x| x.ttft_ms.unwrap()).collect();
+        v.sort_by(f64::total_cmp);
+        v.push(r[2].ttft_ms.unwrap());
+        v
+    };
+    let (v, r) = (ttfts(&virt.results), ttfts(&real_r));
+    // The virtual run: alone, 100 + 0.0044 + sqrt(6.5² + 20²) + 8.5e-7·1000·500
+    // = 100 + 0.0044 + 21.02974 + 0.425 = 121.459 ms; the queued row waits for
+    // it and is prefilled in two chunks.
+    assert_eq!(v[0], 121.459);
+    assert!(v[1] > 300.0, "{v:?}");
+    for (a, b) in v.iter().zip(&r) {
+        assert!((a - b).abs() < 40.0, "virtual {v:?} vs real {r:?}");
+    }
+    assert_eq!(real_r[2].cached_tokens, Some(512));
+    assert_eq!(virt.results[2].cached_tokens, Some(512));
+    assert_eq!(real_r[0].completion_tokens, Some(3));
+}

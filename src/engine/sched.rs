@@ -112,6 +112,8 @@ pub struct Engine {
     sched: Vec<Slot>,
     added: u64,
     tally: Tally,
+    /// (request id, time) of every token made, when asked for.
+    token_log: Option<Vec<(u64, u64)>>,
 }
 
 impl Engine {
@@ -131,6 +133,7 @@ impl Engine {
             sched: Vec::new(),
             added: 0,
             tally: Tally::default(),
+            token_log: None,
             params,
         }
     }
@@ -152,6 +155,37 @@ impl Engine {
         self.tally.stats()
     }
 
+    /// From now on, keep every token's (request id, time) as it is made,
+    /// for [`drain_tokens`](Engine::drain_tokens): a live server streams
+    /// tokens before their request finishes.
+    pub fn log_tokens(&mut self) {
+        self.token_log.get_or_insert_with(Vec::new);
+    }
+
+    /// Moves the tokens made since the last call into `into`.
+    pub fn drain_tokens(&mut self, into: &mut Vec<(u64, u64)>) {
+        if let Some(log) = &mut self.token_log {
+            into.append(log);
+        }
+    }
+
+    /// Why a request of this size could never run (its prompt and output
+    /// need more KV blocks than there are), or `None` if it fits.
+    pub fn never_fits(&self, prompt_tokens: u64, output_tokens: u64) -> Option<String> {
+        let prompt = prompt_tokens.max(1);
+        let need = (prompt + output_tokens).div_ceil(self.bs);
+        (need > self.kv.capacity() as u64).then(|| {
+            format!(
+                "needs {need} KV blocks of {} tokens for {} prompt + {} output tokens; \
+                 the engine has {} (raise --kv-tokens)",
+                self.bs,
+                prompt,
+                output_tokens,
+                self.kv.capacity()
+            )
+        })
+    }
+
     /// Queues a request. One that can never fit in the KV cache (prompt and
     /// output together need more blocks than there are) is rejected: it
     /// comes back from the next [`advance`](Engine::advance) at once.
@@ -160,8 +194,7 @@ impl Engine {
         // An empty prompt still has one position to compute (vLLM refuses
         // empty prompts; a trace row with input_length 0 gets one token).
         let prompt = r.prompt_tokens.max(1);
-        let need = (prompt + r.output_tokens).div_ceil(self.bs);
-        if need > self.kv.capacity() as u64 {
+        if let Some(why) = self.never_fits(r.prompt_tokens, r.output_tokens) {
             self.tally.rejected += 1;
             let at = self.now.max(r.arrival_us);
             self.rejected.push(Finished {
@@ -175,14 +208,7 @@ impl Engine {
                 cached_tokens: 0,
                 output_tokens: 0,
                 preemptions: 0,
-                rejected: Some(format!(
-                    "needs {need} KV blocks of {} tokens for {} prompt + {} output tokens; \
-                     the engine has {} (raise --kv-tokens)",
-                    self.bs,
-                    prompt,
-                    r.output_tokens,
-                    self.kv.capacity()
-                )),
+                rejected: Some(why),
             });
             return;
         }
@@ -340,6 +366,9 @@ impl Engine {
             if r.generated < r.output {
                 r.generated += 1;
                 r.token_us.push(end);
+                if let Some(log) = &mut self.token_log {
+                    log.push((r.id, end));
+                }
             }
             if r.generated >= r.output {
                 finished_any = true;
