@@ -33,17 +33,25 @@ impl Hasher for IdentityHasher {
 
 pub(crate) type HashIndex = HashMap<u64, u32, BuildHasherDefault<IdentityHasher>>;
 
+/// One KV block's bookkeeping, in one place so a block operation touches
+/// one cache line.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    /// The hash the block is registered under (only full, computed blocks).
+    hash: Option<u64>,
+    refs: u32,
+    // The free list links (least recently freed at the pool's `head`).
+    prev: u32,
+    next: u32,
+    on_free: bool,
+}
+
 /// The block pool.
 pub struct KvCache {
-    refs: Vec<u32>,
-    /// The hash a block is registered under (only full, computed blocks).
-    hash: Vec<Option<u64>>,
+    b: Vec<Block>,
     cached: HashIndex,
-    // The free list, least recently freed at `head`: an intrusive doubly
-    // linked list over block numbers, O(1) to remove a block from anywhere.
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    on_free: Vec<bool>,
+    // The free list: an intrusive doubly linked list over block numbers,
+    // O(1) to remove a block from anywhere.
     head: u32,
     tail: u32,
     free: usize,
@@ -52,12 +60,17 @@ pub struct KvCache {
 impl KvCache {
     pub fn new(blocks: usize) -> KvCache {
         let mut kv = KvCache {
-            refs: vec![0; blocks],
-            hash: vec![None; blocks],
-            cached: HashIndex::default(),
-            prev: vec![NIL; blocks],
-            next: vec![NIL; blocks],
-            on_free: vec![false; blocks],
+            b: vec![
+                Block {
+                    hash: None,
+                    refs: 0,
+                    prev: NIL,
+                    next: NIL,
+                    on_free: false,
+                };
+                blocks
+            ],
+            cached: HashIndex::with_capacity_and_hasher(blocks, Default::default()),
             head: NIL,
             tail: NIL,
             free: 0,
@@ -69,7 +82,7 @@ impl KvCache {
     }
 
     pub fn capacity(&self) -> usize {
-        self.refs.len()
+        self.b.len()
     }
 
     /// Blocks on the free list (cached or empty).
@@ -96,7 +109,7 @@ impl KvCache {
         hashes
             .iter()
             .filter_map(|h| self.cached.get(h))
-            .filter(|&&b| self.on_free[b as usize])
+            .filter(|&&b| self.b[b as usize].on_free)
             .count()
     }
 
@@ -118,7 +131,7 @@ impl KvCache {
             if b == NIL {
                 return;
             }
-            if let Some(h) = self.hash[b as usize].take() {
+            if let Some(h) = self.b[b as usize].hash.take() {
                 self.cached.remove(&h);
             }
             self.hold(b);
@@ -133,19 +146,19 @@ impl KvCache {
     /// here (this copy is the most recently used) and the old block, now
     /// holding nothing, goes to the front of the free list.
     pub fn register(&mut self, block: u32, hash: u64) {
-        if self.hash[block as usize].is_some() {
+        if self.b[block as usize].hash.is_some() {
             return;
         }
         if let Some(&old) = self.cached.get(&hash) {
-            if self.refs[old as usize] > 0 {
+            if self.b[old as usize].refs > 0 {
                 return;
             }
-            self.hash[old as usize] = None;
+            self.b[old as usize].hash = None;
             self.unlink(old);
             self.push_free_front(old);
         }
         self.cached.insert(hash, block);
-        self.hash[block as usize] = Some(hash);
+        self.b[block as usize].hash = Some(hash);
     }
 
     /// Drops a request's references. Named blocks whose count reaches 0
@@ -155,10 +168,10 @@ impl KvCache {
     /// by last use: mc-analyze's cache model.
     pub fn release(&mut self, blocks: &[u32]) {
         for &b in blocks {
-            let r = &mut self.refs[b as usize];
+            let r = &mut self.b[b as usize].refs;
             *r -= 1;
             if *r == 0 {
-                if self.hash[b as usize].is_some() {
+                if self.b[b as usize].hash.is_some() {
                     self.push_free(b);
                 } else {
                     self.push_free_front(b);
@@ -169,53 +182,53 @@ impl KvCache {
 
     fn push_free_front(&mut self, b: u32) {
         let i = b as usize;
-        self.prev[i] = NIL;
-        self.next[i] = self.head;
+        self.b[i].prev = NIL;
+        self.b[i].next = self.head;
         if self.head == NIL {
             self.tail = b;
         } else {
-            self.prev[self.head as usize] = b;
+            self.b[self.head as usize].prev = b;
         }
         self.head = b;
-        self.on_free[i] = true;
+        self.b[i].on_free = true;
         self.free += 1;
     }
 
     fn hold(&mut self, b: u32) {
-        if self.on_free[b as usize] {
+        if self.b[b as usize].on_free {
             self.unlink(b);
         }
-        self.refs[b as usize] += 1;
+        self.b[b as usize].refs += 1;
     }
 
     fn push_free(&mut self, b: u32) {
         let i = b as usize;
-        self.prev[i] = self.tail;
-        self.next[i] = NIL;
+        self.b[i].prev = self.tail;
+        self.b[i].next = NIL;
         if self.tail == NIL {
             self.head = b;
         } else {
-            self.next[self.tail as usize] = b;
+            self.b[self.tail as usize].next = b;
         }
         self.tail = b;
-        self.on_free[i] = true;
+        self.b[i].on_free = true;
         self.free += 1;
     }
 
     fn unlink(&mut self, b: u32) {
         let i = b as usize;
-        let (p, n) = (self.prev[i], self.next[i]);
+        let (p, n) = (self.b[i].prev, self.b[i].next);
         if p == NIL {
             self.head = n;
         } else {
-            self.next[p as usize] = n;
+            self.b[p as usize].next = n;
         }
         if n == NIL {
             self.tail = p;
         } else {
-            self.prev[n as usize] = p;
+            self.b[n as usize].prev = p;
         }
-        self.on_free[i] = false;
+        self.b[i].on_free = false;
         self.free -= 1;
     }
 }

@@ -186,7 +186,8 @@ impl Engine {
         })
     }
 
-    /// Queues a request. One that can never fit in the KV cache (prompt and
+    /// Queues a request (add requests in arrival order: the queue is
+    /// served in the order added). One that can never fit in the KV cache (prompt and
     /// output together need more blocks than there are) is rejected: it
     /// comes back from the next [`advance`](Engine::advance) at once.
     pub fn add(&mut self, r: EngineRequest) {
@@ -260,18 +261,16 @@ impl Engine {
             if until_us.is_some_and(|u| self.now >= u) {
                 return;
             }
-            let arrived = self
-                .waiting
-                .iter()
-                .any(|&i| self.req(i).arrival_us <= self.now);
-            if !self.running.is_empty() || arrived {
+            // Requests are served in the order added (callers add them in
+            // arrival order), so the head of the queue is the next arrival.
+            let next = self.waiting.front().map(|&i| self.req(i).arrival_us);
+            if !self.running.is_empty() || next.is_some_and(|a| a <= self.now) {
                 if self.step(out) {
                     return;
                 }
                 continue;
             }
             // Idle: jump to the next arrival, or to the deadline.
-            let next = self.waiting.iter().map(|&i| self.req(i).arrival_us).min();
             match (next, until_us) {
                 (Some(a), Some(u)) => self.now = a.min(u),
                 (Some(a), None) => self.now = a,
