@@ -44,6 +44,20 @@ struct Block {
     prev: u32,
     next: u32,
     on_free: bool,
+    /// Equal to the pool's `watch_gen`: the block is in the watched prefix.
+    mark: u32,
+}
+
+/// The cached prefix of the request at the head of the waiting queue, kept
+/// up to date as blocks come and go: a request blocked for thousands of
+/// steps is not looked up block by block at every step.
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+    key: u64,
+    /// Leading hashes cached.
+    hit: usize,
+    /// Of their blocks, how many are on the free list.
+    free: usize,
 }
 
 /// The block pool.
@@ -55,6 +69,8 @@ pub struct KvCache {
     head: u32,
     tail: u32,
     free: usize,
+    watch: Option<Watch>,
+    watch_gen: u32,
 }
 
 impl KvCache {
@@ -67,6 +83,7 @@ impl KvCache {
                     prev: NIL,
                     next: NIL,
                     on_free: false,
+                    mark: 0,
                 };
                 blocks
             ],
@@ -74,6 +91,8 @@ impl KvCache {
             head: NIL,
             tail: NIL,
             free: 0,
+            watch: None,
+            watch_gen: 0,
         };
         for b in 0..blocks as u32 {
             kv.push_free(b);
@@ -113,6 +132,49 @@ impl KvCache {
             .count()
     }
 
+    /// How many of `hashes` (from the first) are cached, and how many of
+    /// those sit on the free list, for the request named `key`. The answer
+    /// is remembered and kept current until another key asks, a block of the
+    /// prefix is evicted, or [`unwatch`](KvCache::unwatch); asking again
+    /// then only looks past the known prefix.
+    pub fn watched_prefix(&mut self, key: u64, hashes: &[u64]) -> (usize, usize) {
+        let mut w = match self.watch {
+            Some(w) if w.key == key && w.hit <= hashes.len() => w,
+            _ => {
+                self.watch_gen = self.watch_gen.wrapping_add(1);
+                if self.watch_gen == 0 {
+                    // Marks from 2^32 watches ago would look current.
+                    for b in &mut self.b {
+                        b.mark = 0;
+                    }
+                    self.watch_gen = 1;
+                }
+                Watch {
+                    key,
+                    hit: 0,
+                    free: 0,
+                }
+            }
+        };
+        while let Some(&b) = hashes.get(w.hit).and_then(|h| self.cached.get(h)) {
+            let blk = &mut self.b[b as usize];
+            blk.mark = self.watch_gen;
+            w.free += usize::from(blk.on_free);
+            w.hit += 1;
+        }
+        self.watch = Some(w);
+        (w.hit, w.free)
+    }
+
+    /// Forgets the watched prefix (its request was admitted).
+    pub fn unwatch(&mut self) {
+        self.watch = None;
+    }
+
+    fn watched(&self, b: u32) -> bool {
+        self.watch.is_some() && self.b[b as usize].mark == self.watch_gen
+    }
+
     /// Takes a reference on the cached block of each hash (all must be cached).
     pub fn take_cached(&mut self, hashes: &[u64], into: &mut Vec<u32>) {
         for h in hashes {
@@ -133,6 +195,9 @@ impl KvCache {
             }
             if let Some(h) = self.b[b as usize].hash.take() {
                 self.cached.remove(&h);
+                if self.watched(b) {
+                    self.watch = None;
+                }
             }
             self.hold(b);
             into.push(b);
@@ -154,6 +219,9 @@ impl KvCache {
                 return;
             }
             self.b[old as usize].hash = None;
+            if self.watched(old) {
+                self.watch = None;
+            }
             self.unlink(old);
             self.push_free_front(old);
         }
@@ -192,6 +260,7 @@ impl KvCache {
         self.head = b;
         self.b[i].on_free = true;
         self.free += 1;
+        self.watch_free(b, true);
     }
 
     fn hold(&mut self, b: u32) {
@@ -213,6 +282,7 @@ impl KvCache {
         self.tail = b;
         self.b[i].on_free = true;
         self.free += 1;
+        self.watch_free(b, true);
     }
 
     fn unlink(&mut self, b: u32) {
@@ -230,6 +300,20 @@ impl KvCache {
         }
         self.b[i].on_free = false;
         self.free -= 1;
+        self.watch_free(b, false);
+    }
+
+    /// A block of the watched prefix joined or left the free list.
+    fn watch_free(&mut self, b: u32, joined: bool) {
+        if self.watched(b) {
+            if let Some(w) = &mut self.watch {
+                if joined {
+                    w.free += 1;
+                } else {
+                    w.free -= 1;
+                }
+            }
+        }
     }
 }
 
@@ -286,6 +370,37 @@ mod tests {
         kv.allocate(1, &mut b);
         // Reusing the unnamed block evicted nothing.
         assert_eq!(kv.longest_prefix(&[5]), 1);
+    }
+
+    #[test]
+    fn the_watched_prefix_follows_evictions_and_the_free_list() {
+        let mut kv = KvCache::new(4);
+        let mut a = Vec::new();
+        kv.allocate(2, &mut a);
+        kv.register(a[0], 10);
+        kv.register(a[1], 11);
+        // Both held: cached, none free.
+        assert_eq!(kv.watched_prefix(1, &[10, 11, 12]), (2, 0));
+        kv.release(&a[1..]);
+        assert_eq!(kv.watched_prefix(1, &[10, 11, 12]), (2, 1));
+        // 12 appears: the watch extends.
+        let mut b = Vec::new();
+        kv.allocate(1, &mut b);
+        kv.register(b[0], 12);
+        assert_eq!(kv.watched_prefix(1, &[10, 11, 12]), (3, 1));
+        kv.release(&a[..1]);
+        kv.release(&b);
+        assert_eq!(kv.watched_prefix(1, &[10, 11, 12]), (3, 3));
+        // Allocating 3 (free list: empty block, 11, 10, 12) evicts 11 and 10.
+        let mut c = Vec::new();
+        kv.allocate(3, &mut c);
+        assert_eq!(kv.watched_prefix(1, &[10, 11, 12]), (0, 0));
+        // Another key starts afresh and agrees with the plain lookups.
+        let h = [12];
+        assert_eq!(
+            kv.watched_prefix(2, &h),
+            (kv.longest_prefix(&h), kv.free_among(&h))
+        );
     }
 
     #[test]

@@ -451,15 +451,26 @@ impl Engine {
             // A hit covers whole blocks and at most all tokens but the last.
             let max_hit = ((r.tokens() - 1) / bs) as usize;
             r.ensure_hashes(max_hit);
-            let r = self.req(i);
-            let hit = self.kv.longest_prefix(&r.hashes[..max_hit]);
+            let Some(r) = self.reqs[i].as_ref() else {
+                unreachable!("scheduled request slots are always occupied")
+            };
+            // Taking a cached block that sits on the free list costs a free
+            // block, like a new one.
+            let (hit, hit_free) = self.kv.watched_prefix(r.unique, &r.hashes[..max_hit]);
+            debug_assert_eq!(
+                (hit, hit_free),
+                (
+                    self.kv.longest_prefix(&r.hashes[..max_hit]),
+                    self.kv.free_among(&r.hashes[..hit])
+                )
+            );
             let computed = hit as u64 * bs;
             let n = (r.tokens() - computed).min(*budget);
             let new_blocks = (computed + n).div_ceil(bs) as usize - hit;
-            let cost = new_blocks + self.kv.free_among(&r.hashes[..hit]);
-            if cost > self.kv.free() {
+            if new_blocks + hit_free > self.kv.free() {
                 return;
             }
+            self.kv.unwatch();
             self.waiting.pop_front();
             let mut r = self.take_keep(i);
             self.kv.take_cached(&r.hashes[..hit], &mut r.blocks);
