@@ -7,6 +7,7 @@
 //! takes the least recently freed block and, if it was cached, forgets its
 //! hash: that is the only way a cached prefix is evicted.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -37,13 +38,15 @@ pub(crate) type HashIndex = HashMap<u64, u32, BuildHasherDefault<IdentityHasher>
 /// one cache line.
 #[derive(Debug, Clone, Copy)]
 struct Block {
-    /// The hash the block is registered under (only full, computed blocks).
-    hash: Option<u64>,
+    /// The hash the block is registered under, when `named` (only full,
+    /// computed blocks are).
+    hash: u64,
     refs: u32,
     // The free list links (least recently freed at the pool's `head`).
     prev: u32,
     next: u32,
     on_free: bool,
+    named: bool,
     /// Equal to the pool's `watch_gen`: the block is in the watched prefix.
     mark: u32,
 }
@@ -78,7 +81,8 @@ impl KvCache {
         let mut kv = KvCache {
             b: vec![
                 Block {
-                    hash: None,
+                    hash: 0,
+                    named: false,
                     refs: 0,
                     prev: NIL,
                     next: NIL,
@@ -193,7 +197,10 @@ impl KvCache {
             if b == NIL {
                 return;
             }
-            if let Some(h) = self.b[b as usize].hash.take() {
+            let blk = &mut self.b[b as usize];
+            if blk.named {
+                blk.named = false;
+                let h = blk.hash;
                 self.cached.remove(&h);
                 if self.watched(b) {
                     self.watch = None;
@@ -211,22 +218,33 @@ impl KvCache {
     /// here (this copy is the most recently used) and the old block, now
     /// holding nothing, goes to the front of the free list.
     pub fn register(&mut self, block: u32, hash: u64) {
-        if self.b[block as usize].hash.is_some() {
+        if self.b[block as usize].named {
             return;
         }
-        if let Some(&old) = self.cached.get(&hash) {
-            if self.b[old as usize].refs > 0 {
-                return;
+        let old = match self.cached.entry(hash) {
+            Entry::Vacant(e) => {
+                e.insert(block);
+                None
             }
-            self.b[old as usize].hash = None;
+            Entry::Occupied(mut e) => {
+                let old = *e.get();
+                if self.b[old as usize].refs > 0 {
+                    return;
+                }
+                e.insert(block);
+                Some(old)
+            }
+        };
+        self.b[block as usize].named = true;
+        self.b[block as usize].hash = hash;
+        if let Some(old) = old {
+            self.b[old as usize].named = false;
             if self.watched(old) {
                 self.watch = None;
             }
             self.unlink(old);
             self.push_free_front(old);
         }
-        self.cached.insert(hash, block);
-        self.b[block as usize].hash = Some(hash);
     }
 
     /// Drops a request's references. Named blocks whose count reaches 0
@@ -239,7 +257,7 @@ impl KvCache {
             let r = &mut self.b[b as usize].refs;
             *r -= 1;
             if *r == 0 {
-                if self.b[b as usize].hash.is_some() {
+                if self.b[b as usize].named {
                     self.push_free(b);
                 } else {
                     self.push_free_front(b);
