@@ -481,3 +481,66 @@ fn mc_mock_engine_serves_the_same_model_in_real_time() {
     assert_eq!(virt.results[2].cached_tokens, Some(512));
     assert_eq!(real_r[0].completion_tokens, Some(3));
 }
+
+#[test]
+fn text_rows_hash_their_words_and_runs_repeat_byte_for_byte() {
+    let words = |n: usize, tag: &str| -> String {
+        (0..n)
+            .map(|i| format!("{tag}{i}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // Row 2 repeats row 1's first 32 words (2 blocks of 16) and then differs.
+    let trace = format!(
+        "{{\"timestamp\":0,\"text_input\":\"{}\",\"output_length\":2}}\n\
+         {{\"timestamp\":1000,\"text_input\":\"{} {}\",\"output_length\":2}}\n",
+        words(48, "w"),
+        words(32, "w"),
+        words(16, "x")
+    );
+    let run = engine_replay(&[], &trace);
+    assert_eq!(run.results[0].prompt_tokens, Some(48));
+    assert_eq!(run.results[0].cached_tokens, Some(0));
+    assert_eq!(run.results[1].cached_tokens, Some(32));
+    // The same input and seed give the same result lines, byte for byte.
+    let once = tool("mc-replay")
+        .write_stdin(trace.clone())
+        .output()
+        .unwrap();
+    let twice = tool("mc-replay").write_stdin(trace).output().unwrap();
+    assert!(once.status.success());
+    assert!(!once.stdout.is_empty());
+    assert_eq!(once.stdout, twice.stdout);
+}
+
+#[test]
+fn a_row_too_large_for_the_kv_cache_is_a_failed_request() {
+    let out = tool("mc-replay")
+        .args(["--kv-tokens", "64"])
+        .write_stdin("{\"timestamp\":0,\"input_length\":100,\"output_length\":2}\n")
+        .output()
+        .unwrap();
+    // Every request failed: exit 1, with the result line written.
+    assert_eq!(out.status.code(), Some(1));
+    let r: RequestResult = serde_json::from_slice(&out.stdout).unwrap();
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, "http_4xx");
+    assert!(e.message.contains("needs 7 KV blocks"), "{}", e.message);
+    assert!(e.message.contains("raise --kv-tokens"));
+}
+
+#[test]
+fn help_explains_the_model_and_what_it_leaves_out() {
+    for bin in ["mc-replay", "mc-mock"] {
+        let out = tool(bin).arg("--help").output().unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        for want in [
+            "--engine-profile",
+            "--kv-tokens",
+            "speculative decoding",
+            "disaggregation",
+        ] {
+            assert!(help.contains(want), "{bin} --help lacks {want}");
+        }
+    }
+}
