@@ -9,8 +9,10 @@ use crate::error::{Error, Result};
 
 /// A paragraph for `--help`: what the engine model is and what it leaves out.
 pub const MODEL_HELP: &str = "\
-The engine model: a vLLM-V1-style server in discrete steps, replayed in virtual time \
-(no sleeping, no GPU). KV cache of --kv-tokens in blocks of --engine-block-size tokens \
+Step-time profile: `h100-llama3-8b` (default), `dynamo-polynomial`, or a JSON file.
+
+The engine model: a vLLM-V1-style server in discrete steps, no GPU (mc-replay runs it \
+in virtual time, without sleeping; mc-mock --engine in real time). KV cache of --kv-tokens in blocks of --engine-block-size tokens \
 with chained block hashes; only full blocks are reused, a hit covers at most the prompt \
 minus one token, blocks of finished requests stay cached on an LRU list until their space \
 is needed. Each step runs the running requests first (one decode token, or the next \

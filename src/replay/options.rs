@@ -71,9 +71,6 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub engine: bool,
 
-    #[command(flatten)]
-    pub engine_model: crate::engine::EngineArgs,
-
     /// Which API to call.
     #[arg(long, value_enum, default_value_t = Endpoint::Chat)]
     pub endpoint: Endpoint,
@@ -191,6 +188,10 @@ pub struct ReplayArgs {
 
     #[command(flatten)]
     pub io: IoArgs,
+
+    // Last: its help heading applies to every option after it.
+    #[command(flatten)]
+    pub engine_model: crate::engine::EngineArgs,
 }
 
 fn number(s: &str) -> Result<f64, String> {
