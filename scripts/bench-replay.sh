@@ -118,6 +118,9 @@ for rate in $rates; do
     read -r s50 s99 < <(server_lag "$trace" "$mock_log")
     printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8.3f\n' mc-replay "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" \
         "$(echo "$cpu $base_ours $sent" | awk '{ print ($1 - $2) * 1000 / ($3 - 20) }')"
+    failed=$(jq -r '.requests.failed' "$work/summary.json")
+    # A run whose requests failed measures nothing: say so next to its row.
+    [[ "$failed" != 0 ]] && echo "  WARNING: $failed requests failed at $rate req/s (see $work/results.jsonl)"
 
     if [[ -n "$aiperf" ]]; then
         start_mock

@@ -7,6 +7,7 @@ pub mod blocks;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod gen;
 pub mod hash;
 pub mod jsonl;
 pub mod mock;

@@ -173,7 +173,7 @@ pub fn drive<T: Target>(
 ) -> Result<report::Summary> {
     let run = run_info(args, &loaded.trace, loaded.arrivals, target.name(), model);
     let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
-    let mut rec = Recorder::new(
+    let rec = Recorder::new(
         out,
         RecorderOptions {
             slo: args.slo,
@@ -183,16 +183,19 @@ pub fn drive<T: Target>(
             max_consecutive_failures: args.max_consecutive_failures,
         },
     );
-    let mut progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
-    let end = Scheduler::new(
-        &loaded.trace,
-        loaded.arrivals,
-        limits(args),
-        args.turns == Turns::Delta,
-        stop,
-    )
-    .run(target, &mut rec, &mut progress);
-    progress.finish();
+    let progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
+    let (mut end, mut rec) =
+        recorder::record_on_thread(&loaded.trace, rec, progress, stop, |sink| {
+            Scheduler::new(
+                &loaded.trace,
+                loaded.arrivals,
+                limits(args),
+                args.turns == Turns::Delta,
+                stop,
+            )
+            .run(target, sink)
+        });
+    end.stopped_early = rec.stopped_early.take();
     let mut summary =
         report::summarize(&rec.tally, &end, trace_rate(loaded.arrivals), args.slo, run);
     summary.engine = target.report();

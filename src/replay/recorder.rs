@@ -1,11 +1,17 @@
-//! Where a run's ends go: one result line per request (written by the
-//! scheduler's thread, the only writer), the tally behind the summary, the
-//! counts the progress line shows, and the watch for a server that is gone.
+//! Where a run's ends go: one result line per request, the tally behind
+//! the summary, the progress line, and the watch for a server that is gone.
+//! All on one recorder thread, the only writer, so the scheduler's thread
+//! only keeps time (formatting results there showed as schedule lag).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::metrics::{Identity, Latencies, RequestResult, Slo, Tally};
 use super::outcome::Outcome;
+use super::progress::Progress;
+use super::report::StoppedEarly;
 use super::request::RunId;
 use super::target::Done;
 use super::trace::Trace;
@@ -45,6 +51,8 @@ pub struct Recorder {
     pub counts: Counts,
     /// The first error writing results.
     pub write_error: Option<Error>,
+    /// Set when `--max-consecutive-failures` was reached.
+    pub stopped_early: Option<StoppedEarly>,
     line: Vec<u8>,
     last_flush: Instant,
 }
@@ -73,14 +81,10 @@ impl Recorder {
             last_failure: None,
             counts: Counts::default(),
             write_error: None,
+            stopped_early: None,
             line: Vec::new(),
             last_flush: Instant::now(),
         }
-    }
-
-    /// A job was handed to the target.
-    pub fn sent(&mut self) {
-        self.counts.sent += 1;
     }
 
     /// Writes the result of a job that ended (a job never sent has none).
@@ -121,11 +125,6 @@ impl Recorder {
         if let Err(e) = self.out.write_line(&self.line) {
             self.write_error = Some(e);
         }
-    }
-
-    /// Connection failures in a row so far.
-    pub fn consecutive_unreachable(&self) -> u64 {
-        self.consecutive_unreachable
     }
 
     fn watch(&mut self, o: &Outcome) -> Verdict {
@@ -172,4 +171,85 @@ impl Recorder {
             None => self.out.flush(),
         }
     }
+}
+
+/// The scheduler's end of the recorder thread.
+pub struct ResultSink<'a> {
+    tx: Sender<Done>,
+    sent: &'a AtomicU64,
+}
+
+impl ResultSink<'_> {
+    /// A job was handed to the target.
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A job ended: its result is written on the recorder thread.
+    pub fn record(&self, done: Done) {
+        // The receiver lives until the scheduler is done.
+        let _ = self.tx.send(done);
+    }
+}
+
+/// How often the recorder thread wakes without results (progress, flush).
+const TICK: Duration = Duration::from_millis(100);
+
+/// Runs `schedule` on this thread with a [`ResultSink`] whose results
+/// `rec` records on a thread of its own; returns what `schedule` returned
+/// and the recorder. A gone server or a closed output sets `stop`.
+pub fn record_on_thread<R>(
+    trace: &Trace,
+    rec: Recorder,
+    progress: Progress,
+    stop: &AtomicBool,
+    schedule: impl FnOnce(&ResultSink) -> R,
+) -> (R, Recorder) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sent = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| recorder_loop(trace, rec, progress, stop, &sent, rx));
+        let out = schedule(&ResultSink { tx, sent: &sent });
+        // The sink is gone: the recorder ends once it has written the rest.
+        let rec = match handle.join() {
+            Ok(rec) => rec,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (out, rec)
+    })
+}
+
+fn recorder_loop(
+    trace: &Trace,
+    mut rec: Recorder,
+    mut progress: Progress,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+    rx: Receiver<Done>,
+) -> Recorder {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(d) => match rec.record(trace, &d) {
+                Verdict::Continue => {}
+                Verdict::OutputClosed => stop.store(true, Ordering::Relaxed),
+                Verdict::ServerGone => {
+                    if rec.stopped_early.is_none() {
+                        rec.stopped_early = Some(StoppedEarly {
+                            consecutive_failures: rec.consecutive_unreachable,
+                            last_error: rec.last_failure.clone().unwrap_or_default(),
+                        });
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        rec.counts.sent = sent.load(Ordering::Relaxed);
+        let in_flight = rec.counts.sent.saturating_sub(rec.counts.done) as usize;
+        progress.tick(&rec.counts, in_flight, &rec.tally);
+        rec.tick();
+    }
+    progress.finish();
+    rec
 }

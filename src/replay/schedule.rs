@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use super::progress::Progress;
-use super::recorder::{Recorder, Verdict};
+use super::recorder::ResultSink;
 use super::report::StoppedEarly;
 use super::target::{Done, Job, Target};
 use super::trace::Trace;
@@ -215,24 +214,14 @@ impl<'a> Scheduler<'a> {
 
     /// Runs the whole schedule on `target`, recording every end, then waits
     /// for the requests in flight.
-    pub fn run<T: Target>(
-        mut self,
-        target: &mut T,
-        rec: &mut Recorder,
-        progress: &mut Progress,
-    ) -> RunEnd {
-        self.dispatch_loop(target, rec, progress);
-        self.drain(target, rec, progress);
+    pub fn run<T: Target>(mut self, target: &mut T, sink: &ResultSink) -> RunEnd {
+        self.dispatch_loop(target, sink);
+        self.drain(target, sink);
         self.end.workers = target.workers();
         self.end
     }
 
-    fn dispatch_loop<T: Target>(
-        &mut self,
-        target: &mut T,
-        rec: &mut Recorder,
-        progress: &mut Progress,
-    ) {
+    fn dispatch_loop<T: Target>(&mut self, target: &mut T, sink: &ResultSink) {
         loop {
             if self.stopped() {
                 self.end.interrupted = true;
@@ -269,7 +258,7 @@ impl<'a> Scheduler<'a> {
                     self.skip();
                     continue;
                 }
-                self.dispatch(row, t_sched, target, rec);
+                self.dispatch(row, t_sched, target, sink);
             }
             if self.due.is_empty() && self.waiting.is_empty() && self.in_flight == 0 {
                 return;
@@ -289,11 +278,9 @@ impl<'a> Scheduler<'a> {
             target.wait(Some(wake), &mut self.ended);
             let mut ended = std::mem::take(&mut self.ended);
             for d in ended.drain(..) {
-                self.finished(d, rec);
+                self.finished(d, sink);
             }
             self.ended = ended;
-            progress.tick(&rec.counts, self.in_flight, &rec.tally);
-            rec.tick();
         }
     }
 
@@ -307,7 +294,7 @@ impl<'a> Scheduler<'a> {
 
     /// After a stop: requests in flight finish (bounded by the request
     /// timeout), but only for the drain time.
-    fn drain<T: Target>(&mut self, target: &mut T, rec: &mut Recorder, progress: &mut Progress) {
+    fn drain<T: Target>(&mut self, target: &mut T, sink: &ResultSink) {
         let mut give_up: Option<u64> = None;
         while self.in_flight > 0 {
             let now = target.now_us();
@@ -323,7 +310,7 @@ impl<'a> Scheduler<'a> {
                     // Real ends that raced the cancellation come first;
                     // each is written as it is.
                     for d in cancelled {
-                        self.finished_draining(d, rec);
+                        self.finished_draining(d, sink);
                     }
                     break;
                 }
@@ -332,11 +319,9 @@ impl<'a> Scheduler<'a> {
             target.wait(Some(wake), &mut self.ended);
             let mut ended = std::mem::take(&mut self.ended);
             for d in ended.drain(..) {
-                self.finished_draining(d, rec);
+                self.finished_draining(d, sink);
             }
             self.ended = ended;
-            progress.tick(&rec.counts, self.in_flight, &rec.tally);
-            rec.tick();
         }
         // Whatever was never sent.
         self.end.not_sent += self.due.len() as u64 + self.waiting.len() as u64;
@@ -349,30 +334,13 @@ impl<'a> Scheduler<'a> {
         self.end.not_sent += later;
     }
 
-    fn finished_draining(&mut self, d: Done, rec: &mut Recorder) {
+    fn finished_draining(&mut self, d: Done, sink: &ResultSink) {
         self.in_flight = self.in_flight.saturating_sub(1);
         if d.outcome.is_none() {
             self.end.not_sent += 1;
         }
-        let v = rec.record(self.trace, &d);
-        self.verdict(v, rec);
+        sink.record(d);
         // A session's later turns are not sent once the run is stopping.
-    }
-
-    fn verdict(&mut self, v: Verdict, rec: &Recorder) {
-        match v {
-            Verdict::Continue => {}
-            Verdict::OutputClosed => self.stop.store(true, Ordering::Relaxed),
-            Verdict::ServerGone => {
-                if self.end.stopped_early.is_none() {
-                    self.end.stopped_early = Some(StoppedEarly {
-                        consecutive_failures: rec.consecutive_unreachable(),
-                        last_error: rec.last_failure.clone().unwrap_or_default(),
-                    });
-                    self.stop.store(true, Ordering::Relaxed);
-                }
-            }
-        }
     }
 
     /// A row past a limit. Its session's later turns are never released,
@@ -381,13 +349,7 @@ impl<'a> Scheduler<'a> {
         self.end.not_sent += 1;
     }
 
-    fn dispatch<T: Target>(
-        &mut self,
-        row: usize,
-        t_sched: u64,
-        target: &mut T,
-        rec: &mut Recorder,
-    ) {
+    fn dispatch<T: Target>(&mut self, row: usize, t_sched: u64, target: &mut T, sink: &ResultSink) {
         let warmup = self.end.dispatched < self.limits.warmup;
         if !warmup {
             self.measured += 1;
@@ -403,27 +365,27 @@ impl<'a> Scheduler<'a> {
         };
         self.end.dispatched += 1;
         self.in_flight += 1;
-        rec.sent();
+        sink.sent();
         target.submit(job);
     }
 
     /// A request ended: record it, free its slot and release its session's
     /// next turn.
-    fn finished(&mut self, d: Done, rec: &mut Recorder) {
+    fn finished(&mut self, mut d: Done, sink: &ResultSink) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.slot_freed_us = self.slot_freed_us.max(d.t_end_us);
-        let v = rec.record(self.trace, &d);
-        self.verdict(v, rec);
-        if d.outcome.is_none() {
+        let (row, t_end_us, sent) = (d.job.row, d.t_end_us, d.outcome.is_some());
+        let history = d.job.history.take();
+        sink.record(d);
+        if !sent {
             self.end.not_sent += 1;
             return;
         }
-        let turn = &self.trace.turns[d.job.row];
-        let Some(s) = turn.session else {
+        let Some(s) = self.trace.turns[row].session else {
             return;
         };
         let state = &mut self.sessions[s];
-        state.history = d.job.history;
+        state.history = history;
         if self.closed {
             return;
         }
@@ -437,9 +399,8 @@ impl<'a> Scheduler<'a> {
             Arrivals::Timed { speedup } => speedup,
             _ => 1.0,
         };
-        let after_prev = d
-            .t_end_us
-            .saturating_add(to_us(next_turn.delay_ms.unwrap_or(0.0) / speedup));
+        let after_prev =
+            t_end_us.saturating_add(to_us(next_turn.delay_ms.unwrap_or(0.0) / speedup));
         let own = match (self.arrivals, next_turn.timestamp_ms) {
             (Arrivals::Timed { speedup }, Some(ts)) => to_us((ts - self.t0_ms) / speedup),
             _ => 0,
@@ -461,7 +422,7 @@ mod tests {
     use crate::jsonl::{ErrorPolicy, LineReader, OnError, SendOutput};
     use crate::replay::outcome::Outcome;
     use crate::replay::progress::{Mode, Progress};
-    use crate::replay::recorder::RecorderOptions;
+    use crate::replay::recorder::{record_on_thread, Recorder, RecorderOptions};
     use crate::replay::request::RunId;
 
     /// Every request takes `service_us`; time moves only in `wait`.
@@ -531,7 +492,7 @@ mod tests {
     ) -> (Vec<(u64, usize)>, RunEnd) {
         let dir = tempfile::tempdir().unwrap();
         let out = SendOutput::open_send(Some(&dir.path().join("r.jsonl")), false).unwrap();
-        let mut rec = Recorder::new(
+        let rec = Recorder::new(
             out,
             RecorderOptions {
                 slo: None,
@@ -548,11 +509,10 @@ mod tests {
             sent: Vec::new(),
         };
         let stop = AtomicBool::new(false);
-        let end = Scheduler::new(t, arrivals, limits, false, &stop).run(
-            &mut target,
-            &mut rec,
-            &mut Progress::new(Mode::Off, std::time::Duration::from_secs(10)),
-        );
+        let progress = Progress::new(Mode::Off, std::time::Duration::from_secs(10));
+        let (end, rec) = record_on_thread(t, rec, progress, &stop, |sink| {
+            Scheduler::new(t, arrivals, limits, false, &stop).run(&mut target, sink)
+        });
         assert_eq!(rec.tally.sent, end.dispatched);
         (target.sent, end)
     }

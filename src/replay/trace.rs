@@ -243,16 +243,15 @@ pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
         let (Content::Synth, Some(len)) = (&t.content, t.input_length) else {
             continue;
         };
-        let n = t.hash_ids.len() as u64;
-        if n == 0 {
+        let n = t.hash_ids.len();
+        // The rule lives in blocks.rs; here only which way a row breaks it.
+        if n == 0 || crate::blocks::is_consistent(n, len, b) {
             continue;
         }
-        if len <= (n - 1) * b {
-            c.broken += 1;
-        } else if len > n * b {
+        if crate::blocks::blocks_for(len, b) > n as u64 {
             c.tail += 1;
         } else {
-            continue;
+            c.broken += 1;
         }
         if c.first_lines.len() < 5 {
             c.first_lines.push(t.line);
