@@ -11,6 +11,7 @@ pub enum ExitCode {
     Usage = 2,
     DataErr = 65,
     NoInput = 66,
+    CantCreate = 73,
     IoErr = 74,
     /// A service the tool needs is gone (mc-replay: the server stopped
     /// answering), as sysexits' EX_UNAVAILABLE.
@@ -45,6 +46,9 @@ pub enum Error {
     NoInput { path: PathBuf, source: io::Error },
     #[error("{}: {source}", path.display())]
     Output { path: PathBuf, source: io::Error },
+    /// An output file a tool would create implicitly already exists.
+    #[error("{} already exists; pass --force to overwrite it, or choose another path with --output-file (`-` for stdout)", path.display())]
+    Exists { path: PathBuf },
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
@@ -64,6 +68,7 @@ impl Error {
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
             Error::Unavailable(_) => ExitCode::Unavailable,
+            Error::Exists { .. } => ExitCode::CantCreate,
             Error::Other(_) => ExitCode::Failure,
         }
     }

@@ -31,6 +31,9 @@ pub struct LineReader<R> {
     eof: bool,
     line_no: u64,
     max_line: usize,
+    /// Before the first non-blank line: strip a UTF-8 BOM and recognise
+    /// inputs that are not JSONL at all (see [`sniff_first_line`]).
+    first: bool,
 }
 
 impl<R: Read> LineReader<R> {
@@ -43,6 +46,7 @@ impl<R: Read> LineReader<R> {
             eof: false,
             line_no: 0,
             max_line: max_line.max(1),
+            first: true,
         }
     }
 
@@ -54,12 +58,25 @@ impl<R: Read> LineReader<R> {
                 None => return Ok(None),
                 Some(span) => span,
             };
+            let mut start = start;
             let mut line = &self.buf[start..start + len];
             if line.last() == Some(&b'\r') {
                 line = &line[..line.len() - 1];
             }
+            if self.first {
+                if let Some(rest) = line.strip_prefix(UTF8_BOM) {
+                    line = rest;
+                    start += UTF8_BOM.len();
+                }
+            }
             if line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
+            }
+            if self.first {
+                self.first = false;
+                if let Some(hint) = sniff_first_line(line) {
+                    return Err(Error::Input(format!("line {}: {hint}", self.line_no)));
+                }
             }
             let len = line.len();
             return Ok(Some(Line {
@@ -158,17 +175,47 @@ impl<R: Read> LineReader<R> {
     }
 }
 
-/// Opens `--input FILE`, or stdin when absent or `-`.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Recognises a first line that shows the whole input is not JSONL, and
+/// says how to convert it. Every record starts with `{`, so anything else
+/// on the first line is at best one bad line among many.
+pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
+    let text = line.trim_ascii_start();
+    match text.first()? {
+        b'{' => None,
+        b'[' => Some(
+            "this is a JSON array, not JSONL (one object per line); \
+             convert it with `jq -c '.[]'`",
+        ),
+        _ if text.contains(&b',') => Some(
+            "this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
+             convert it with `mc-import --from auto`",
+        ),
+        _ => None,
+    }
+}
+
+/// Opens `--input FILE`, or stdin when absent or `-`. A directory is refused
+/// here, by name (reading one would fail later with a bare "Is a directory").
 pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
     match path {
         None => Ok(Box::new(io::stdin().lock())),
         Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin().lock())),
-        Some(p) => File::open(p)
-            .map(|f| Box::new(f) as Box<dyn Read>)
-            .map_err(|source| Error::NoInput {
+        Some(p) => {
+            let no_input = |source| Error::NoInput {
                 path: p.to_path_buf(),
                 source,
-            }),
+            };
+            let file = File::open(p).map_err(no_input)?;
+            if file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(no_input(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    "is a directory, not a trace file",
+                )));
+            }
+            Ok(Box::new(file))
+        }
     }
 }
 

@@ -258,8 +258,72 @@ fn default_output_file_sits_beside_the_input() {
         .assert()
         .code(0)
         .stdout("");
-    let written = std::fs::read_to_string(dir.path().join("traces_mooncake.jsonl")).unwrap();
+    let out_file = dir.path().join("traces_mooncake.jsonl");
+    let written = std::fs::read_to_string(&out_file).unwrap();
     assert_eq!(written.lines().count(), 5);
+}
+
+#[test]
+fn the_file_beside_the_input_is_named_and_never_overwritten_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let input = dir.path().join("traces.json");
+    std::fs::write(&input, nat_file()).unwrap();
+    let out_file = dir.path().join("traces_mooncake.jsonl");
+    let run = |extra: &[&str]| {
+        tool("nat2mc")
+            .arg("--tokenizer")
+            .arg(&tok)
+            .arg("--input") // the alias of --input-file
+            .arg(&input)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.ends_with(&format!("; rows written to {}\n", out_file.display())),
+        "{stderr}"
+    );
+    // A second run refuses to overwrite it (exit 73) and leaves it alone.
+    std::fs::write(&out_file, "keep me\n").unwrap();
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(73));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "nat2mc: {} already exists; pass --force to overwrite it, or choose another path \
+             with --output-file (`-` for stdout)\n",
+            out_file.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "keep me\n");
+    // --force overwrites; `-o -` writes to stdout instead.
+    assert!(run(&["--force"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap().lines().count(),
+        5
+    );
+    let out = run(&["-o", "-"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 5);
+}
+
+#[test]
+fn an_empty_input_is_an_error_not_a_cut_file() {
+    for input in ["", "\n  \n"] {
+        tool("nat2mc")
+            .write_stdin(input)
+            .assert()
+            .code(65)
+            .stdout("")
+            .stderr(
+                "nat2mc: the input is empty: expected the profiler's JSON array of requests \
+                 (all_requests_profiler_traces.json)\n",
+            );
+    }
 }
 
 /// A fake HuggingFace cache: models--ORG--NAME/refs/main names the snapshot.

@@ -206,20 +206,30 @@ pub fn run(tool: &str, io: &IoArgs, opts: &AnalyzeOptions) -> Result<()> {
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();
     let mut records = if opts.pass { Some(io.writer()?) } else { None };
-    let read = cli::for_each_line(
-        &mut reader,
-        &mut policy,
-        |no, bytes, policy| match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+    let mut last_line = 0;
+    let read = cli::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+        last_line = no;
+        match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
             Ok(()) => match records.as_mut() {
                 Some(out) => out.write_line(bytes),
                 None => Ok(()),
             },
             Err(e) => policy.record(no, e),
-        },
-    );
+        }
+    });
     let flushed = records.as_mut().map_or(Ok(()), Output::flush);
     if let Err(e) = read.and(flushed) {
         cli::report_skipped(tool, &policy);
+        // With --pass, a reader that leaves early (`| head`) is a normal end
+        // for the records, but the report would be of a part of the trace:
+        // say so instead of ending without a word.
+        if opts.pass && e.is_broken_pipe() {
+            eprintln!(
+                "{tool}: stdout was closed after line {last_line}: stopped early, no report \
+                 (the report needs the whole trace)"
+            );
+            return Ok(());
+        }
         return Err(e);
     }
     let report = analyzer.finish(opts, &policy);

@@ -22,16 +22,18 @@ const TOOL: &str = "mc-cap";
   mc-scale --speedup 2 < trace.jsonl | mc-cap --max-isl 32768 --drop | mc-analyze"
 )]
 struct Args {
-    /// Longest prompt, in tokens.
-    #[arg(long, value_name = "N")]
+    /// Longest prompt, in tokens (also accepted under AIPerf's and vLLM's
+    /// names: --synthesis-max-isl, --max-input-length).
+    #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"])]
     max_isl: Option<u64>,
 
     /// Drop rows longer than --max-isl instead of truncating them.
     #[arg(long)]
     drop: bool,
 
-    /// Longest answer, in tokens.
-    #[arg(long, value_name = "M")]
+    /// Longest answer, in tokens (also accepted as --synthesis-max-osl,
+    /// --max-output-length).
+    #[arg(long, value_name = "M", aliases = ["synthesis-max-osl", "max-output-length"])]
     max_osl: Option<u64>,
 
     /// Tokens per hash id.

@@ -27,7 +27,13 @@ const TOOL: &str = "mc-scale";
 struct Args {
     /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
     /// delays are divided by R (integer delays truncated) unless --keep-delays.
-    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    /// (AIPerf's name, --synthesis-speedup-ratio, is accepted too.)
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "R",
+        alias = "synthesis-speedup-ratio"
+    )]
     speedup: f64,
 
     /// Leave `delay` values unchanged under --speedup.
@@ -37,11 +43,21 @@ struct Args {
     /// Scale each row's shared prefix: P > 1 turns each prefix id h into
     /// h*k … h*k+k-1 (k = floor(P)) and adds private blocks for the fraction;
     /// P < 1 keeps the first max(1, floor(n*P)) prefix blocks.
-    #[arg(long, default_value_t = 1.0, value_name = "P")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "P",
+        alias = "synthesis-prefix-len-multiplier"
+    )]
     prefix_len_multiplier: f64,
 
     /// Scale each row's unique prompt to floor(len * Q) tokens, on fresh ids.
-    #[arg(long, default_value_t = 1.0, value_name = "Q")]
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "Q",
+        alias = "synthesis-prompt-len-multiplier"
+    )]
     prompt_len_multiplier: f64,
 
     /// output_length becomes max(1, round_half_even(osl * O)).
