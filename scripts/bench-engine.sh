@@ -53,12 +53,18 @@ for name in conversation_trace synthetic_trace; do
     read -r s rss < <(measure cat "$f")
     printf '%-26s %8d %9s %10s %12s %14s\n' "$name" "$rows" cat "$s" "$rss" -
     read -r s rss < <(measure "$bin/mc-analyze" --cache-blocks 29187 -i "$f")
+    a_s=$s
     printf '%-26s %8d %9s %10s %12s %14s\n' "$name" "$rows" mc-analyze "$s" "$rss" -
     read -r s rss < <(measure "$bin/mc-replay" -i "$f" --summary "$work/$name.json")
     rate=$(awk -v n="$rows" -v s="$s" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
     printf '%-26s %8d %9s %10s %12s %14s\n' "$name" "$rows" mc-replay "$s" "$rss" "$rate"
     jq -r '.engine.stats | "  engine: simulated \(.simulated_ms / 1000 | floor) s in \(.steps) steps; hit rate \(.hit_rate * 1000 | round / 10)%; \(.preemptions) preemptions"' \
         "$work/$name.json"
+    if [[ $name == conversation_trace ]]; then
+        awk -v s="$s" -v m="$rss" -v a="$a_s" 'BEGIN {
+            printf "  target < 1 s and < 200 MB on one core: %s (%.2f s, %.0f MB; %.0fx the mc-analyze pass)\n",
+                (s < 1 && m < 200 ? "met" : "NOT met"), s, m, (a > 0 ? s / a : 0) }'
+    fi
 done
 
 f=$data/mooncake/conversation_trace.jsonl

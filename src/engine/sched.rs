@@ -481,6 +481,7 @@ impl Engine {
                 r.admitted = true;
                 r.cached_tokens = computed;
                 r.first_scheduled_us = Some(now);
+                r.token_us.reserve_exact(r.output as usize);
                 self.tally.prompt_tokens += r.prompt;
                 self.tally.cached_tokens += computed;
             }
