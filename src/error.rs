@@ -61,14 +61,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// An option value clap cannot check on its own (exit code 2).
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Data { .. } | Error::Input(_) => ExitCode::DataErr,
             Error::NoInput { .. } => ExitCode::NoInput,
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
-            Error::Unavailable(_) => ExitCode::Unavailable,
             Error::Exists { .. } => ExitCode::CantCreate,
+            Error::Unavailable(_) => ExitCode::Unavailable,
             Error::Other(_) => ExitCode::Failure,
         }
     }

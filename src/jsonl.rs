@@ -298,11 +298,19 @@ impl<W: Write> Output<W> {
         self.end_line()
     }
 
-    /// The buffer to build a record in place; finish with [`Output::end_line`]
-    /// after pushing the record and its `\n`.
+    /// The buffer to build a record in place; finish with
+    /// [`Output::end_record`] (which adds the `\n`), or with
+    /// [`Output::end_line`] after pushing the `\n` yourself.
     #[inline]
     pub fn buffer(&mut self) -> &mut Vec<u8> {
         &mut self.buf
+    }
+
+    /// Ends the record built in [`Output::buffer`] with its `\n`.
+    #[inline]
+    pub fn end_record(&mut self) -> Result<()> {
+        self.buf.push(b'\n');
+        self.end_line()
     }
 
     #[inline]

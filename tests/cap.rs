@@ -20,7 +20,29 @@ fn no_caps_is_the_identity() {
         .write_stdin(INPUT)
         .assert()
         .code(0)
-        .stdout(INPUT);
+        .stdout(INPUT)
+        .stderr("");
+}
+
+#[test]
+fn the_summary_says_what_changed() {
+    // Rows 2-5 are longer than 8 tokens (10, 9, 12, 50); rows 1, 3 and 4 ask
+    // for more than 6 output tokens (100, 7, 8).
+    tool("mc-cap")
+        .args(["--max-isl", "8", "--max-osl", "6", "--block-size", "4"])
+        .write_stdin(INPUT)
+        .assert()
+        .code(0)
+        .stderr("mc-cap: 5 rows: truncated 4 to 8 tokens, capped 3 answers to 6 tokens\n");
+    // The other filters: a line when rows changed, none when nothing did.
+    let line = "{\"timestamp\": 10, \"hash_ids\": [1]}\n";
+    tool("mc-roots")
+        .args(["--roots", "2"])
+        .write_stdin(line.repeat(3))
+        .assert()
+        .stderr("mc-roots: 3 of 3 rows renumbered into 2 trees\n");
+    tool("mc-roots").write_stdin(line).assert().stderr("");
+    tool("mc-scale").write_stdin(line).assert().stderr("");
 }
 
 #[test]
@@ -68,7 +90,7 @@ fn drop_removes_long_rows_and_counts_them() {
         .assert()
         .code(0)
         .stdout(want)
-        .stderr("mc-cap: dropped 4 rows longer than 8 tokens\n");
+        .stderr("mc-cap: 5 rows: dropped 4 rows longer than 8 tokens\n");
 }
 
 #[test]

@@ -62,7 +62,7 @@ fn skip_policy_skips_and_reports_the_first_lines() {
         .assert()
         .code(0)
         .stdout("{\"timestamp\": 1}\n".repeat(4))
-        .stderr("mc-scale: skipped 4 bad lines (line 2, 4, 6, 8)\n");
+        .stderr("mc-scale: skipped 4 bad lines (line 2, 4, 6, 8)\nmc-scale: 4 of 4 rows changed\n");
 }
 
 #[test]

@@ -178,3 +178,26 @@ fn broken_row_names_line_and_field() {
         .stdout("{\"input_length\": 8, \"hash_ids\": [1, 2]}\n")
         .stderr("mc-scale: line 2: field `input_length`: 4 tokens cannot fill 3 hash ids at block size 4 (check --block-size)\n");
 }
+
+/// Issue 9's minimal case: an id first met far above the others (kept in the
+/// sparse map) must keep its count when the dense table later grows over it.
+#[test]
+fn a_large_id_keeps_its_count_when_the_id_table_grows() {
+    let first = "{\"input_length\": 1024, \"hash_ids\": [2000000, 2000001]}\n";
+    let mut input = String::from(first);
+    for row in 0..6000u64 {
+        let ids: Vec<String> = (row * 100..row * 100 + 100)
+            .map(|i| i.to_string())
+            .collect();
+        input.push_str(&format!(
+            "{{\"input_length\": 51200, \"hash_ids\": [{}]}}\n",
+            ids.join(", ")
+        ));
+    }
+    input.push_str(first);
+    let out = crate::util::run_ok("mc-scale", &["--prefix-len-multiplier", "2"], &input);
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    // Both ids occur twice: the shared prefix is both blocks, doubled.
+    assert_eq!(last["input_length"], 2048, "{last}");
+    assert_eq!(last["hash_ids"].as_array().unwrap().len(), 4);
+}

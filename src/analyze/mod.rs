@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::cli::{self, IoArgs};
 use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, IoArgs};
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
@@ -56,14 +56,54 @@ impl std::str::FromStr for BlockSize {
 /// Used when `--block-size auto` finds no row with ids.
 const DEFAULT_BLOCK_SIZE: u64 = 512;
 
-#[derive(Debug, Clone)]
+/// Report what is in a Mooncake trace: AIPerf's `analyze-trace` statistics
+/// (exactly), the block size check, a causal prefix-cache model, arrival
+/// timing, sessions and lint.
+///
+/// Reads JSONL records on stdin (or --input) and writes a readable report on
+/// stdout (or --output); --json writes it as one JSON object on one line.
+/// With --pass the records go to stdout unchanged and the report to stderr,
+/// so mc-analyze can sit in the middle of a pipeline. Memory grows with the
+/// number of rows and distinct ids (a fraction of the input size), not with
+/// the number of prefixes.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-analyze < conversation_trace.jsonl
+  mc-analyze --json < trace.jsonl | jq .aiperf.cache_hit_rate
+  mc-analyze --block-size auto --cache-blocks 1000,10000,100000 < trace.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-analyze --pass --output-file stats.json | mc-replay ..."
+)]
 pub struct AnalyzeOptions {
+    /// Tokens per hash id, or `auto` for the power of two the data points to.
+    #[arg(long, default_value = "512", value_name = "B|auto")]
     pub block_size: BlockSize,
+
+    /// Also model an LRU prefix cache of this many blocks (comma-separated
+    /// for several sizes).
+    #[arg(long, value_delimiter = ',', value_name = "C")]
     pub cache_blocks: Vec<u64>,
+
+    /// Order in which the cache model replays the rows.
+    #[arg(long, value_enum, default_value_t = Order::File)]
     pub order: Order,
+
+    /// Write the whole report as one JSON object on one line.
+    #[arg(long)]
     pub json: bool,
+
+    /// Also write AIPerf's `analyze-trace` JSON (same keys, same order) to FILE.
+    #[arg(long, value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+
+    /// Tee mode: copy the records to stdout (or --output) byte for byte and
+    /// write the report to stderr.
+    #[arg(long)]
     pub pass: bool,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
 /// Everything `mc-analyze` reports; `--json` writes it on one line.
@@ -201,13 +241,14 @@ impl Analyzer {
 
 /// Runs `mc-analyze`: reads `io`, writes the report (and, with `--pass`,
 /// the records).
-pub fn run(tool: &str, io: &IoArgs, opts: &AnalyzeOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
+    let io = &opts.io;
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();
     let mut records = if opts.pass { Some(io.writer()?) } else { None };
     let mut last_line = 0;
-    let read = cli::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+    let read = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         last_line = no;
         match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
             Ok(()) => match records.as_mut() {
@@ -219,7 +260,7 @@ pub fn run(tool: &str, io: &IoArgs, opts: &AnalyzeOptions) -> Result<()> {
     });
     let flushed = records.as_mut().map_or(Ok(()), Output::flush);
     if let Err(e) = read.and(flushed) {
-        cli::report_skipped(tool, &policy);
+        filter::report_skipped(tool, &policy);
         // With --pass, a reader that leaves early (`| head`) is a normal end
         // for the records, but the report would be of a part of the trace:
         // say so instead of ending without a word.

@@ -145,6 +145,6 @@ pub fn run(tool: &str, common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> R
             hash_ids: &ids,
         })?;
     }
-    crate::cli::report_skipped(tool, &policy);
+    crate::filter::report_skipped(tool, &policy);
     Ok(())
 }

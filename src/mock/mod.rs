@@ -25,8 +25,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use faults::Faults;
 use http::{Conn, Handler, Request};
 use latency::{sleep_until, Latency};
@@ -131,8 +130,8 @@ impl MockOptions {
 
 /// Serves until the process is killed; returns only if it cannot start.
 pub fn run(opts: MockOptions) -> Result<()> {
-    opts.latency.validate().map_err(cli::usage)?;
-    opts.faults.validate().map_err(cli::usage)?;
+    opts.latency.validate().map_err(Error::usage)?;
+    opts.faults.validate().map_err(Error::usage)?;
     let listener = TcpListener::bind((opts.host.as_str(), opts.port))
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;

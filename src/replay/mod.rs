@@ -33,8 +33,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::cli::{report_skipped, usage, IoArgs};
 use crate::error::{Error, Result};
+use crate::filter::{report_skipped, IoArgs};
 use crate::jsonl::{ErrorPolicy, SendOutput};
 use body::{BodyOptions, Endpoint};
 use client::Clock;
@@ -124,7 +124,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
     let synth = synthesizer(&loaded.trace, args)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
     let Some(url) = args.url.as_deref() else {
-        return Err(usage("a real server needs --url"));
+        return Err(Error::usage("a real server needs --url"));
     };
     let base = base_url(url);
     let mut headers = args.headers.clone();
@@ -281,7 +281,7 @@ fn arrivals(trace: &Trace, opts: &ReplayArgs) -> Result<Arrivals> {
             ),
         }),
         (Some(_), false) if opts.concurrency.is_some() => Ok(Arrivals::Closed),
-        (Some(_), false) => Err(usage(
+        (Some(_), false) => Err(Error::usage(
             "the trace has no timestamps: give --rate R (open loop) or --concurrency C (closed loop)",
         )),
     }
@@ -345,7 +345,7 @@ fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
     }
     if opts.endpoint == Endpoint::Completions {
         if opts.turns == Turns::Delta {
-            return Err(usage(
+            return Err(Error::usage(
                 "--turns delta needs --endpoint chat (it sends the conversation as messages)",
             ));
         }

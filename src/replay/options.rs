@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::body::Endpoint;
 use super::metrics::Slo;
 use super::{ArrivalKind, Turns};
-use crate::cli::IoArgs;
+use crate::filter::IoArgs;
 
 /// The longest time any option accepts, in seconds (about 11.6 days):
 /// larger values are a usage error rather than an overflow.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::cli::for_each_line;
 use crate::error::{RecordError, Result};
+use crate::filter::for_each_line;
 use crate::jsonl::{ErrorPolicy, LineReader};
 use crate::record::{Field, Record};
 

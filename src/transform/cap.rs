@@ -11,40 +11,70 @@
 use std::collections::HashMap;
 
 use crate::blocks;
-use crate::cli::{self, Emit, IoArgs};
-use crate::error::{RecordError, Result};
+use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, Emit, IoArgs};
 use crate::record::{self, Edit, Field, Number, Record};
 
 /// Default first fresh id: far above real traces' ids, and below 2^53 so
 /// every JSON reader (including JavaScript and float-based ones) keeps it exact.
 pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
 
-#[derive(Debug, Clone)]
+/// Cap prompt and answer lengths in a Mooncake trace.
+///
+/// Rows with input_length above --max-isl are truncated to that many tokens,
+/// keeping the hash ids of the blocks that still hold tokens, so every row
+/// stays consistent; a block the cap cuts short gets a fresh id (the same for
+/// every row cut at the same place). With --drop such rows are removed
+/// instead (AIPerf profile's rule) and the count is printed on stderr.
+/// output_length above --max-osl becomes --max-osl. Streams; rows that need
+/// no change are copied byte for byte, and with no caps the output equals
+/// the input.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-cap --max-isl 8192 --max-osl 1024 < trace.jsonl > capped.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-cap --max-isl 32768 --drop | mc-analyze"
+)]
 pub struct CapOptions {
+    /// Longest prompt, in tokens (also accepted under AIPerf's and vLLM's
+    /// names: --synthesis-max-isl, --max-input-length).
+    #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"])]
     pub max_isl: Option<u64>,
+
+    /// Drop rows longer than --max-isl instead of truncating them.
+    #[arg(long)]
     pub drop: bool,
+
+    /// Longest answer, in tokens (also accepted as --synthesis-max-osl,
+    /// --max-output-length).
+    #[arg(long, value_name = "M", aliases = ["synthesis-max-osl", "max-output-length"])]
     pub max_osl: Option<u64>,
+
+    /// Tokens per hash id.
+    #[arg(long, default_value_t = 512, value_name = "B")]
     pub block_size: u64,
+
+    /// First id given to a block the cap cuts short. Input ids must be below it.
+    #[arg(long, default_value_t = DEFAULT_FRESH_ID_BASE, value_name = "ID")]
     pub fresh_id_base: u64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
-pub fn run(tool: &str, io: &IoArgs, opts: &CapOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &CapOptions) -> Result<()> {
+    let io = &opts.io;
     if opts.block_size == 0 {
-        return Err(cli::usage("--block-size must be at least 1"));
+        return Err(Error::usage("--block-size must be at least 1"));
     }
     if opts.drop && opts.max_isl.is_none() {
-        return Err(cli::usage("--drop needs --max-isl"));
+        return Err(Error::usage("--drop needs --max-isl"));
     }
     let mut cap = Capper::new(opts.clone());
-    cli::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
-    if opts.drop {
-        if let Some(n) = opts.max_isl {
-            eprintln!(
-                "{tool}: dropped {} row{} longer than {n} tokens",
-                cap.dropped,
-                if cap.dropped == 1 { "" } else { "s" }
-            );
-        }
+    let counts = filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
+    if counts.any_change() || opts.drop {
+        eprintln!("{tool}: {}", cap.summary(counts.rows));
     }
     Ok(())
 }
@@ -54,11 +84,41 @@ pub struct Capper {
     cuts: Cuts,
     pub dropped: u64,
     pub truncated: u64,
+    /// Rows whose output_length was lowered to --max-osl.
+    pub capped_osl: u64,
     ids: Vec<u64>,
     values: [Vec<u8>; 3],
 }
 
 impl Capper {
+    /// What was done to `rows` rows, for the stderr summary line, e.g.
+    /// `26 of 40 rows truncated to 16384 tokens, 3 answers capped to 512 tokens`.
+    pub fn summary(&self, rows: u64) -> String {
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        let mut parts = Vec::new();
+        if let Some(max) = self.opts.max_isl {
+            if self.opts.drop {
+                parts.push(format!(
+                    "dropped {} row{} longer than {max} tokens",
+                    self.dropped,
+                    plural(self.dropped)
+                ));
+            } else if self.truncated > 0 {
+                parts.push(format!("truncated {} to {max} tokens", self.truncated));
+            }
+        }
+        if let Some(max) = self.opts.max_osl {
+            if self.capped_osl > 0 {
+                parts.push(format!(
+                    "capped {} answer{} to {max} tokens",
+                    self.capped_osl,
+                    plural(self.capped_osl)
+                ));
+            }
+        }
+        format!("{rows} row{}: {}", plural(rows), parts.join(", "))
+    }
+
     pub fn new(opts: CapOptions) -> Self {
         Capper {
             cuts: Cuts {
@@ -68,6 +128,7 @@ impl Capper {
             opts,
             dropped: 0,
             truncated: 0,
+            capped_osl: 0,
             ids: Vec::new(),
             values: Default::default(),
         }
@@ -130,6 +191,7 @@ impl Capper {
         }
         if let Some(max) = self.opts.max_osl {
             if rec.uint(Field::OutputLength)?.is_some_and(|o| o > max) {
+                self.capped_osl += 1;
                 osl_text.clear();
                 record::write_number(Number::Int(max as i64), osl_text);
                 edits.push(Edit {
@@ -142,7 +204,6 @@ impl Capper {
             return Ok(Emit::Unchanged);
         }
         rec.write_edited(&mut edits, out);
-        out.push(b'\n');
         Ok(Emit::Written)
     }
 }

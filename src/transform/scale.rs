@@ -5,24 +5,83 @@
 //! the trace, so they read the whole input first (kept as one byte arena, the
 //! ids counted in one table) and emit in a second pass over the arena.
 
-use std::collections::HashMap;
-
 use crate::blocks;
-use crate::cli::{self, Emit, IoArgs};
 use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, Emit, IoArgs};
+use crate::idmap::IdMap;
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{self, Edit, Field, Number, Record};
 
-#[derive(Debug, Clone)]
+/// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
+/// length and answer length (AIPerf's trace synthesis, as a filter).
+///
+/// Reads JSONL records on stdin (or --input) and writes them on stdout (or
+/// --output). Only the changed values are rewritten; everything else in a line
+/// is kept byte for byte, and with no options the output equals the input.
+///
+/// Shared ids are ids that occur at least twice in the whole input; a row's
+/// core prefix is its leading run of shared ids, the rest is its unique
+/// prompt. --speedup and --output-len-multiplier stream in constant memory.
+/// --prefix-len-multiplier and --prompt-len-multiplier need the id counts of
+/// the whole trace: the input is read into memory once (about its own size),
+/// then written out.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-scale --speedup 2 < trace.jsonl > fast.jsonl
+  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze"
+)]
 pub struct ScaleOptions {
-    /// Timestamps become `trunc(t / speedup)`.
+    /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
+    /// delays are divided by R (integer delays truncated) unless --keep-delays.
+    /// (AIPerf's name, --synthesis-speedup-ratio, is accepted too.)
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "R",
+        alias = "synthesis-speedup-ratio"
+    )]
     pub speedup: f64,
-    /// Leave `delay` alone (by default it is divided by `speedup` too).
+
+    /// Leave `delay` values unchanged under --speedup.
+    #[arg(long)]
     pub keep_delays: bool,
+
+    /// Scale each row's shared prefix: P > 1 turns each prefix id h into
+    /// h*k … h*k+k-1 (k = floor(P)) and adds private blocks for the fraction;
+    /// P < 1 keeps the first max(1, floor(n*P)) prefix blocks.
+    #[arg(
+        long = "prefix-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "P",
+        alias = "synthesis-prefix-len-multiplier"
+    )]
     pub prefix_mult: f64,
+
+    /// Scale each row's unique prompt to floor(len * Q) tokens, on fresh ids.
+    #[arg(
+        long = "prompt-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "Q",
+        alias = "synthesis-prompt-len-multiplier"
+    )]
     pub prompt_mult: f64,
+
+    /// output_length becomes max(1, round_half_even(osl * O)).
+    #[arg(
+        long = "output-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "O"
+    )]
     pub output_mult: f64,
+
+    /// Tokens per hash id.
+    #[arg(long, default_value_t = 512, value_name = "B")]
     pub block_size: u64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
 impl Default for ScaleOptions {
@@ -34,6 +93,7 @@ impl Default for ScaleOptions {
             prompt_mult: 1.0,
             output_mult: 1.0,
             block_size: 512,
+            io: IoArgs::default(),
         }
     }
 }
@@ -44,14 +104,18 @@ impl ScaleOptions {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(cli::usage(format!("{name} must be a number > 0, got {v}")))
+                Err(Error::usage(format!(
+                    "{name} must be a number > 0, got {v}"
+                )))
             }
         };
         let non_negative = |name: &str, v: f64| {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
             } else {
-                Err(cli::usage(format!("{name} must be a number >= 0, got {v}")))
+                Err(Error::usage(format!(
+                    "{name} must be a number >= 0, got {v}"
+                )))
             }
         };
         positive("--speedup", self.speedup)?;
@@ -59,7 +123,7 @@ impl ScaleOptions {
         non_negative("--prompt-len-multiplier", self.prompt_mult)?;
         non_negative("--output-len-multiplier", self.output_mult)?;
         if self.block_size == 0 {
-            return Err(cli::usage("--block-size must be at least 1"));
+            return Err(Error::usage("--block-size must be at least 1"));
         }
         Ok(())
     }
@@ -71,30 +135,43 @@ impl ScaleOptions {
 }
 
 /// Runs `mc-scale` from `io` with `opts`.
-pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
+    let io = &opts.io;
     opts.validate()?;
     let mut scaler = RowScaler::new(opts.clone());
     if !opts.needs_whole_input() {
-        return cli::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out));
+        let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
+        report_changes(tool, &counts);
+        return Ok(());
     }
 
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut trace = LoadedTrace::default();
-    let loaded = cli::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+    let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
     });
     if let Err(e) = loaded {
-        cli::report_skipped(tool, &policy);
+        filter::report_skipped(tool, &policy);
         return Err(e);
     }
 
     let prefix = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)?;
     let mut out = io.writer()?;
-    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy);
+    let mut counts = filter::RowCounts::default();
+    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy, &mut counts);
     let flushed = out.flush();
-    cli::report_skipped(tool, &policy);
-    emitted.and(flushed)
+    filter::report_skipped(tool, &policy);
+    emitted.and(flushed)?;
+    report_changes(tool, &counts);
+    Ok(())
+}
+
+/// The one-line summary, when anything changed.
+fn report_changes(tool: &str, counts: &filter::RowCounts) {
+    if counts.any_change() {
+        eprintln!("{tool}: {} of {} rows changed", counts.changed, counts.rows);
+    }
 }
 
 /// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
@@ -178,55 +255,32 @@ impl RowScaler {
             return Ok(Emit::Unchanged);
         }
         rec.write_edited(&mut list, out);
-        out.push(b'\n');
         Ok(Emit::Written)
     }
 }
 
 /// How often each id occurs, saturating at 2 (only "shared or not" matters).
-/// Ids are conventionally dense (0, 1, 2, …), so a byte table indexed by id
-/// is used while that stays small; sparse outliers go to a map.
+/// How often each id occurs, saturating at 2 (only "shared or not" matters).
 #[derive(Default)]
-pub struct IdCounts {
-    dense: Vec<u8>,
-    sparse: HashMap<u64, u8>,
-    seen: u64,
-}
+pub struct IdCounts(IdMap<u8>);
 
 impl IdCounts {
     pub fn add(&mut self, id: u64) {
-        self.seen += 1;
-        let limit = (self.seen * 4).max(1 << 20);
-        if (id as usize) < self.dense.len() {
-            let c = &mut self.dense[id as usize];
-            *c = (*c + 1).min(2);
-        } else if id < limit {
-            self.dense.resize(id as usize + 1, 0);
-            self.dense[id as usize] = 1;
-        } else {
-            let c = self.sparse.entry(id).or_insert(0);
-            *c = (*c + 1).min(2);
-        }
+        let c = self.0.slot(id);
+        *c = (*c + 1).min(2);
     }
 
     pub fn is_shared(&self, id: u64) -> bool {
-        let c = match self.dense.get(id as usize) {
-            Some(&c) if c > 0 => c,
-            _ => self.sparse.get(&id).copied().unwrap_or(0),
-        };
-        c >= 2
+        self.0.get(id).is_some_and(|&c| c >= 2)
     }
 
     /// Largest id that occurs at least twice.
     fn max_shared(&self) -> Option<u64> {
-        let dense = self.dense.iter().rposition(|&c| c >= 2).map(|i| i as u64);
-        let sparse = self
-            .sparse
+        self.0
             .iter()
-            .filter(|(_, &c)| c >= 2)
-            .map(|(&id, _)| id)
-            .max();
-        dense.max(sparse)
+            .filter(|&(_, &c)| c >= 2)
+            .map(|(id, _)| id)
+            .max()
     }
 }
 
@@ -266,11 +320,12 @@ impl LoadedTrace {
         mut plan: PrefixPlan<'_>,
         out: &mut Output,
         policy: &mut ErrorPolicy,
+        counts: &mut filter::RowCounts,
     ) -> Result<()> {
         let mut step =
             |rec: &Record<'_>, buf: &mut Vec<u8>| scaler.apply(rec, Some(&mut plan), buf);
         for &(no, start, end) in &self.rows {
-            cli::write_record(out, policy, no, &self.arena[start..end], &mut step)?;
+            filter::write_record(out, policy, no, &self.arena[start..end], &mut step, counts)?;
         }
         Ok(())
     }
