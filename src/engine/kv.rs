@@ -7,32 +7,105 @@
 //! takes the least recently freed block and, if it was cached, forgets its
 //! hash: that is the only way a cached prefix is evicted.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 const NIL: u32 = u32::MAX;
 
-/// Block hashes are already well-mixed 64-bit values (SplitMix64 outputs), so
-/// the map uses them as they are instead of hashing them again.
-#[derive(Default)]
-pub(crate) struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x;
-    }
+/// Which block holds each cached hash: open addressing with linear
+/// probing over 8-byte slots (the hash's low 32 bits, the block number + 1;
+/// 0 is empty), at most half full because there are at most as many names
+/// as blocks. Half the memory of a general map, so more of it stays in
+/// cache: allocation, which evicts, is the engine's hottest path. Block
+/// hashes are SplitMix64 outputs, so their low bits index well; a slot's
+/// full hash is checked against the block itself.
+struct Index {
+    slots: Vec<u64>,
+    mask: usize,
 }
 
-pub(crate) type HashIndex = HashMap<u64, u32, BuildHasherDefault<IdentityHasher>>;
+impl Index {
+    fn new(blocks: usize) -> Index {
+        let n = (2 * blocks).next_power_of_two().max(16);
+        Index {
+            slots: vec![0; n],
+            mask: n - 1,
+        }
+    }
+
+    fn home(&self, h: u64) -> usize {
+        h as usize & self.mask
+    }
+
+    fn pack(h: u64, b: u32) -> u64 {
+        (h << 32) | (u64::from(b) + 1)
+    }
+
+    /// The slot naming `h`, given each block's hash.
+    fn find(&self, h: u64, hash_of: impl Fn(u32) -> u64) -> Option<usize> {
+        let tag = h as u32;
+        let mut i = self.home(h);
+        loop {
+            let e = self.slots[i];
+            if e == 0 {
+                return None;
+            }
+            let b = (e as u32) - 1;
+            if (e >> 32) as u32 == tag && hash_of(b) == h {
+                return Some(i);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    fn block(&self, slot: usize) -> u32 {
+        (self.slots[slot] as u32) - 1
+    }
+
+    fn set(&mut self, slot: usize, h: u64, b: u32) {
+        self.slots[slot] = Self::pack(h, b);
+    }
+
+    /// Adds `h` (not present) for block `b`.
+    fn insert(&mut self, h: u64, b: u32) {
+        let mut i = self.home(h);
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.mask;
+        }
+        self.set(i, h, b);
+    }
+
+    /// Removes the slot naming `h`, which block `b` holds; later slots of
+    /// the probe run shift back so no lookup stops early.
+    fn remove(&mut self, h: u64, b: u32) {
+        let want = Self::pack(h, b);
+        let mut i = self.home(h);
+        loop {
+            match self.slots[i] {
+                0 => return,
+                e if e == want => break,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & self.mask;
+            let e = self.slots[j];
+            if e == 0 {
+                break;
+            }
+            let k = (e >> 32) as usize & self.mask;
+            // The entry at j may stay if its home lies cyclically in (i, j].
+            let stays = if i <= j {
+                i < k && k <= j
+            } else {
+                i < k || k <= j
+            };
+            if !stays {
+                self.slots[i] = e;
+                i = j;
+            }
+        }
+        self.slots[i] = 0;
+    }
+}
 
 /// One KV block's bookkeeping, in one place so a block operation touches
 /// one cache line.
@@ -66,7 +139,7 @@ struct Watch {
 /// The block pool.
 pub struct KvCache {
     b: Vec<Block>,
-    cached: HashIndex,
+    cached: Index,
     // The free list: an intrusive doubly linked list over block numbers,
     // O(1) to remove a block from anywhere.
     head: u32,
@@ -91,7 +164,7 @@ impl KvCache {
                 };
                 blocks
             ],
-            cached: HashIndex::with_capacity_and_hasher(blocks, Default::default()),
+            cached: Index::new(blocks),
             head: NIL,
             tail: NIL,
             free: 0,
@@ -118,11 +191,19 @@ impl KvCache {
         self.capacity() - self.free
     }
 
+    /// The block holding `h`, if it is cached.
+    fn lookup(&self, h: u64) -> Option<u32> {
+        let blocks = &self.b;
+        self.cached
+            .find(h, |b| blocks[b as usize].hash)
+            .map(|slot| self.cached.block(slot))
+    }
+
     /// How many of `hashes` (from the first) are cached, in order.
     pub fn longest_prefix(&self, hashes: &[u64]) -> usize {
         hashes
             .iter()
-            .take_while(|h| self.cached.contains_key(h))
+            .take_while(|&&h| self.lookup(h).is_some())
             .count()
     }
 
@@ -131,8 +212,8 @@ impl KvCache {
     pub fn free_among(&self, hashes: &[u64]) -> usize {
         hashes
             .iter()
-            .filter_map(|h| self.cached.get(h))
-            .filter(|&&b| self.b[b as usize].on_free)
+            .filter_map(|&h| self.lookup(h))
+            .filter(|&b| self.b[b as usize].on_free)
             .count()
     }
 
@@ -160,7 +241,7 @@ impl KvCache {
                 }
             }
         };
-        while let Some(&b) = hashes.get(w.hit).and_then(|h| self.cached.get(h)) {
+        while let Some(b) = hashes.get(w.hit).and_then(|&h| self.lookup(h)) {
             let blk = &mut self.b[b as usize];
             blk.mark = self.watch_gen;
             w.free += usize::from(blk.on_free);
@@ -182,7 +263,7 @@ impl KvCache {
     /// Takes a reference on the cached block of each hash (all must be cached).
     pub fn take_cached(&mut self, hashes: &[u64], into: &mut Vec<u32>) {
         for h in hashes {
-            if let Some(&b) = self.cached.get(h) {
+            if let Some(b) = self.lookup(*h) {
                 self.hold(b);
                 into.push(b);
             }
@@ -201,7 +282,7 @@ impl KvCache {
             if blk.named {
                 blk.named = false;
                 let h = blk.hash;
-                self.cached.remove(&h);
+                self.cached.remove(h, b);
                 if self.watched(b) {
                     self.watch = None;
                 }
@@ -221,17 +302,18 @@ impl KvCache {
         if self.b[block as usize].named {
             return;
         }
-        let old = match self.cached.entry(hash) {
-            Entry::Vacant(e) => {
-                e.insert(block);
+        let blocks = &self.b;
+        let old = match self.cached.find(hash, |b| blocks[b as usize].hash) {
+            None => {
+                self.cached.insert(hash, block);
                 None
             }
-            Entry::Occupied(mut e) => {
-                let old = *e.get();
+            Some(slot) => {
+                let old = self.cached.block(slot);
                 if self.b[old as usize].refs > 0 {
                     return;
                 }
-                e.insert(block);
+                self.cached.set(slot, hash, block);
                 Some(old)
             }
         };
@@ -338,6 +420,27 @@ impl KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_finds_every_name_after_removals_across_the_wrap() {
+        // 8 blocks -> 16 slots. Hashes with home 14 or 15 (low bits) probe
+        // past the end of the table into slots 0, 1, ...
+        let mut ix = Index::new(8);
+        let hashes: Vec<u64> = (0..6u64).map(|i| (i << 40) | (14 + (i % 2))).collect();
+        let hash_of = |b: u32| hashes[b as usize];
+        for (b, &h) in hashes.iter().enumerate() {
+            ix.insert(h, b as u32);
+        }
+        for remove in [1usize, 4, 0] {
+            ix.remove(hashes[remove], remove as u32);
+            assert_eq!(ix.find(hashes[remove], hash_of), None);
+        }
+        for b in [2usize, 3, 5] {
+            let slot = ix.find(hashes[b], hash_of).unwrap();
+            assert_eq!(ix.block(slot), b as u32);
+        }
+        assert_eq!(ix.slots.iter().filter(|&&e| e != 0).count(), 3);
+    }
 
     #[test]
     fn freed_blocks_stay_cached_until_their_space_is_needed() {
