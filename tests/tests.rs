@@ -3,6 +3,7 @@
 mod analyze;
 mod cap;
 mod docs;
+mod engine;
 mod gen;
 mod mock;
 mod nat;

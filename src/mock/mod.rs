@@ -10,6 +10,7 @@
 //! answers and the log.
 
 pub mod cache;
+pub mod engine;
 pub mod faults;
 pub mod http;
 pub mod latency;
@@ -104,6 +105,16 @@ pub struct MockOptions {
 
     #[command(flatten)]
     pub faults: Faults,
+
+    /// Time answers with the engine model in real time instead of the
+    /// latency flags: requests queue into one simulated vLLM-style engine
+    /// (batching, prefix cache, preemption; see --engine-profile), tokens
+    /// stream when their step ends, usage reports cached_tokens.
+    #[arg(long, conflicts_with = "prefix_cache")]
+    pub engine: bool,
+
+    #[command(flatten)]
+    pub engine_model: crate::engine::EngineArgs,
 }
 
 impl MockOptions {
@@ -127,7 +138,16 @@ pub fn run(opts: MockOptions) -> Result<()> {
     let log = Log::new(Box::new(io::stdout()));
     log.listening(addr);
     eprintln!("mc-mock: serving {} on http://{addr}", opts.model);
-    let server = Server::new(opts, log);
+    let mut server = Server::new(opts, log);
+    if server.opts.engine {
+        let params = server.opts.engine_model.params()?;
+        eprintln!(
+            "mc-mock: answers timed by the engine model {} in real time",
+            params.profile.name
+        );
+        server.engine_block = params.block_size;
+        server.engine = Some(engine::LiveEngine::start(params, server.start)?);
+    }
     http::serve(listener, server)?;
     Ok(())
 }
@@ -266,6 +286,9 @@ struct Server {
     nonce: u64,
     log: Log,
     cache: cache::PrefixCache,
+    /// `--engine`: the shared engine model, and its block size in words.
+    engine: Option<std::sync::Arc<engine::LiveEngine>>,
+    engine_block: u64,
 }
 
 impl Server {
@@ -282,6 +305,18 @@ impl Server {
             nonce,
             log,
             cache: cache::PrefixCache::new(opts_cache_block),
+            engine: None,
+            engine_block: 0,
+        }
+    }
+
+    /// Words per hashed prompt block: the engine's block, the simulated
+    /// cache's, or 0 (no hashing).
+    fn hash_block(&self) -> u64 {
+        if self.engine.is_some() {
+            self.engine_block
+        } else {
+            self.opts.cache_block()
         }
     }
 
@@ -331,6 +366,20 @@ impl Server {
         }
         // Looked up (and the prompt's blocks stored) as the request arrives.
         let cached = self.cache.cached_tokens(&ask.prefix_hashes);
+        let ticket = match &self.engine {
+            None => None,
+            Some(e) => {
+                match e.submit(
+                    req.arrival,
+                    ask.prefix_hashes.clone(),
+                    ask.prompt_tokens,
+                    answer.tokens,
+                ) {
+                    Ok(t) => Some(std::cell::RefCell::new(t)),
+                    Err(msg) => return self.error(conn, 400, &msg),
+                }
+            }
+        };
         let reply = Reply::new(
             kind,
             self.nonce ^ seq,
@@ -346,6 +395,7 @@ impl Server {
             faults: if faulty { Some(faults) } else { None },
             usage: !faults.no_usage,
             cached,
+            ticket,
         };
         if ask.stream {
             job.stream(conn)
@@ -357,7 +407,7 @@ impl Server {
 
 impl Handler for Server {
     fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
-        let route = route(&req, self.opts.cache_block());
+        let route = route(&req, self.hash_block());
         let ask = match &route {
             Route::Complete(_, Ok(ask)) => Some(ask),
             _ => None,
@@ -395,6 +445,8 @@ struct Job<'a> {
     usage: bool,
     /// Prompt tokens the prefix cache already held.
     cached: u64,
+    /// `--engine`: the request's place in the engine, which times it.
+    ticket: Option<std::cell::RefCell<engine::Ticket>>,
 }
 
 /// What a stream does after its faults had their say.
@@ -412,9 +464,22 @@ impl Job<'_> {
             .deadline(self.arrival, self.ask.prompt_tokens, i)
     }
 
+    /// Waits until output event `i` is due: its latency-model deadline,
+    /// or (`--engine`) the end of the step that made the token.
+    fn pace(&self, i: u64) {
+        match &self.ticket {
+            Some(t) => t.borrow_mut().wait_token(i),
+            None => sleep_until(self.deadline(i)),
+        }
+    }
+
     fn usage(&self) -> Option<Usage> {
+        let cached = match &self.ticket {
+            Some(t) => t.borrow_mut().cached(),
+            None => self.cached,
+        };
         self.usage
-            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens, self.cached))
+            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens, cached))
     }
 
     /// The SSE stream: role chunk at once (chat), one event per token on its
@@ -429,7 +494,7 @@ impl Job<'_> {
         // A 0-token answer still needs an event to carry its finish reason.
         let events = n.max(1);
         for i in 0..events {
-            sleep_until(self.deadline(i));
+            self.pace(i);
             match self.inject(&mut out, i)? {
                 Flow::Go => {}
                 Flow::Done => return end(out),
@@ -481,12 +546,12 @@ impl Job<'_> {
         let last = n.max(1) - 1;
         if let Some(drop_after) = self.faults.and_then(|f| f.drop_after) {
             if drop_after <= n {
-                sleep_until(self.deadline(drop_after.min(last)));
+                self.pace(drop_after.min(last));
                 conn.abort();
                 return Ok(());
             }
         }
-        sleep_until(self.deadline(last));
+        self.pace(last);
         let body = self.reply.full(
             &wire::answer_text(n),
             self.answer.finish.as_str(),

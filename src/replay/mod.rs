@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod client;
+pub mod engine_target;
 pub mod error;
 pub mod http;
 pub mod inflight;
@@ -68,7 +69,11 @@ pub enum ArrivalKind {
 pub fn main(args: &ReplayArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     install_signals(stop.clone())?;
-    let summary = run(args, stop)?;
+    let summary = if args.engine || args.url.is_none() {
+        engine_target::run(args, stop)?
+    } else {
+        run(args, stop)?
+    };
     verdict(&summary)
 }
 
@@ -118,7 +123,10 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
     let loaded = load_checked(args)?;
     let synth = synthesizer(&loaded.trace, args)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
-    let base = base_url(&args.url);
+    let Some(url) = args.url.as_deref() else {
+        return Err(Error::usage("a real server needs --url"));
+    };
+    let base = base_url(url);
     let mut headers = args.headers.clone();
     if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("authorization".into(), format!("Bearer {key}")));
@@ -556,7 +564,7 @@ pub fn run_info(
         tool: "mc-replay".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         target: target.into(),
-        url: (target == "http").then(|| args.url.clone()),
+        url: args.url.clone().filter(|_| target == "http"),
         endpoint: match args.endpoint {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",

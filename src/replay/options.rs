@@ -17,6 +17,12 @@ pub const MAX_SECONDS: f64 = 1e6;
 
 /// Replay a Mooncake trace against an OpenAI-compatible server and measure it.
 ///
+/// Without --url, the trace is replayed against a built-in engine model (a
+/// vLLM-style server with a prefix cache, batching and preemption; see
+/// --engine-profile) in virtual time: no server, no GPU, no waiting, and the
+/// same schedule, result lines and summary as a real run, plus the model's
+/// statistics.
+///
 /// Reads the whole trace first (a bad line stops the run before any request
 /// is sent), then sends each row on the trace's schedule: rows with
 /// timestamps at start + (timestamp - first) / --speedup; the turns of a
@@ -45,6 +51,7 @@ pub const MAX_SECONDS: f64 = 1e6;
 #[command(
     version,
     after_help = "Examples:
+  mc-replay < trace.jsonl > results.jsonl      # no server: the engine model, in virtual time
   mc-replay --url http://127.0.0.1:8000 < trace.jsonl > results.jsonl
   mc-scale --speedup 2 < trace.jsonl | mc-replay --url http://gpu:8000 --summary s.json > r.jsonl
   mc-replay --url http://127.0.0.1:8000 --concurrency 16 --max-requests 500 -i untimed.jsonl
@@ -55,10 +62,14 @@ is --rate, --num-prompts and --request-count are --max-requests, and
 timestamps are followed by default (AIPerf's --fixed-schedule)."
 )]
 pub struct ReplayArgs {
-    /// Server base URL (`http://host:port`, with or without `/v1`).
-    #[arg(long, visible_alias = "base-url", default_value = "http://127.0.0.1:8000",
-          value_name = "URL", value_parser = parse_url)]
-    pub url: String,
+    /// Server base URL (`http://host:port`, with or without `/v1`). Without
+    /// it, the trace is replayed against the engine model in virtual time.
+    #[arg(long, visible_alias = "base-url", value_name = "URL", value_parser = parse_url)]
+    pub url: Option<String>,
+
+    /// Replay against the engine model even with --url (side-by-side runs).
+    #[arg(long)]
+    pub engine: bool,
 
     /// Which API to call.
     #[arg(long, value_enum, default_value_t = Endpoint::Chat)]
@@ -177,6 +188,10 @@ pub struct ReplayArgs {
 
     #[command(flatten)]
     pub io: IoArgs,
+
+    // Last: its help heading applies to every option after it.
+    #[command(flatten)]
+    pub engine_model: crate::engine::EngineArgs,
 }
 
 fn number(s: &str) -> Result<f64, String> {
