@@ -257,6 +257,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         ));
     }
     let loaded = super::load_checked(args)?;
+    let args = &args.with_block_size(loaded.block_size);
     let tokenizer = match &args.tokenizer {
         Some(spec)
             if loaded

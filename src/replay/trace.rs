@@ -235,6 +235,8 @@ pub struct BlockCheck {
     /// `input_length > n*B`: an unhashed tail (accepted; built as row text).
     pub tail: u64,
     pub first_lines: Vec<u64>,
+    /// The first line of a broken row, if any.
+    pub first_broken: Vec<u64>,
 }
 
 pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
@@ -252,6 +254,9 @@ pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
             c.tail += 1;
         } else {
             c.broken += 1;
+            if c.first_broken.is_empty() {
+                c.first_broken.push(t.line);
+            }
         }
         if c.first_lines.len() < 5 {
             c.first_lines.push(t.line);
