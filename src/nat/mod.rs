@@ -213,11 +213,15 @@ impl Converter {
     /// Takes a batch of requests (position in the file, raw bytes): parses
     /// them and pulls out their calls in parallel, then queues the calls in
     /// file order and tokenizes them.
-    fn add_batch(&mut self, batch: Vec<(usize, Vec<u8>)>) -> Result<()> {
+    fn add_batch(&mut self, batch: Vec<(usize, reader::Element)>) -> Result<()> {
         let parsed: Vec<ParsedRequest> = batch
             .par_iter()
-            .map(|(index, bytes)| {
-                let extracted = reader::parse_request(bytes).map(|req| {
+            .map(|(index, element)| {
+                let extracted = reader::parse_request(&element.bytes).map_err(|e| {
+                    let at = element.start.of_error_within(&e);
+                    format!("{} ({at})", reader::error_text(&e))
+                });
+                let extracted = extracted.map(|req| {
                     let number = match &req.request_number {
                         Some(serde_json::Value::Number(n)) => n.to_string(),
                         Some(serde_json::Value::String(s)) => s.clone(),
@@ -475,17 +479,17 @@ pub fn run(opts: NatOptions) -> Result<()> {
         if limit.is_some_and(|l| index >= l) {
             break End::Complete;
         }
-        let bytes = match split.next_element()? {
+        let element = match split.next_element()? {
             None => break End::Complete,
             Some(Err(end)) => break end,
-            Some(Ok(bytes)) => bytes,
+            Some(Ok(element)) => element,
         };
         index += 1;
         if index <= skip {
             continue;
         }
-        batch_bytes += bytes.len();
-        batch.push((index - 1, bytes));
+        batch_bytes += element.bytes.len();
+        batch.push((index - 1, element));
         if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
             conv.add_batch(std::mem::take(&mut batch))?;
             batch_bytes = 0;
