@@ -1428,7 +1428,9 @@ fn rows_that_disagree_with_the_block_size_are_named() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("1 rows have more tokens than their hash ids cover at --block-size 128 (first lines: 2)"),
+        run.stderr.contains(
+            "1 rows have more tokens than their hash ids cover at --block-size 128 (line 2)"
+        ),
         "{}",
         run.stderr
     );

@@ -20,7 +20,7 @@ use hasher::BlockHasher;
 use reader::End;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Timing {
+pub enum TimingMode {
     /// First call of a session: `timestamp` (ms since the earliest LLM_START
     /// of the file); later calls: `delay` = own LLM_START minus the previous
     /// call's LLM_END (the agent's tool and think time).
@@ -92,8 +92,8 @@ pub struct NatOptions {
     /// Timing of the rows: `auto` gives each session's first row a
     /// timestamp (ms since the earliest LLM_START) and later rows the
     /// measured delay (own LLM_START minus the previous call's LLM_END).
-    #[arg(long, value_enum, default_value_t = Timing::Auto)]
-    pub timing: Timing,
+    #[arg(long, value_enum, default_value_t = TimingMode::Auto)]
+    pub timing: TimingMode,
 
     /// A constant delay (ms) for later rows instead of the measured one.
     #[arg(long, value_name = "MS", value_parser = delay_ms)]
@@ -141,7 +141,7 @@ const BATCH_BYTES: usize = 16 << 20;
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
-struct Row {
+struct OutRow {
     session: String,
     first_in_session: bool,
     start: Option<f64>,
@@ -184,7 +184,7 @@ pub struct Converter {
     tokenizer: Option<Resolved>,
     hasher: BlockHasher,
     pending: Vec<Pending>,
-    rows: Vec<Row>,
+    rows: Vec<OutRow>,
     earliest_start: f64,
     counts: Counts,
 }
@@ -346,7 +346,7 @@ impl Converter {
                     .collect();
                 serde_json::Value::Array(list).to_string()
             });
-            self.rows.push(Row {
+            self.rows.push(OutRow {
                 session: p.session,
                 first_in_session: p.first_in_session,
                 start: p.call.start,
@@ -371,13 +371,13 @@ impl Converter {
                     .as_bytes(),
             );
             match (self.opts.timing, r.first_in_session) {
-                (Timing::None, _) => {}
-                (Timing::Auto, true) => {
+                (TimingMode::None, _) => {}
+                (TimingMode::Auto, true) => {
                     let ms = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
                     buf.extend_from_slice(b", \"timestamp\": ");
                     buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
                 }
-                (Timing::Auto, false) => {
+                (TimingMode::Auto, false) => {
                     let ms = self
                         .opts
                         .delay

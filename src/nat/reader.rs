@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Deserialize)]
-pub struct Request {
+pub struct NatRequest {
     #[serde(default)]
     pub request_number: Option<serde_json::Value>,
     #[serde(default)]
@@ -348,7 +348,7 @@ impl<R: Read> ArraySplitter<R> {
 }
 
 /// Parses one request's bytes.
-pub fn parse_request(bytes: &[u8]) -> std::result::Result<Request, serde_json::Error> {
+pub fn parse_request(bytes: &[u8]) -> std::result::Result<NatRequest, serde_json::Error> {
     serde_json::from_slice(bytes)
 }
 

@@ -402,7 +402,7 @@ fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
         }
     }
     let c = trace::check_blocks(trace, opts.block_size);
-    if let Some(&line) = c.first_broken.first() {
+    if let Some(&line) = c.broken.first_lines.first() {
         // A wrong block size would send other prompts than the trace means:
         // a bad line, before anything is sent (the rule is in blocks.rs).
         let t = trace.turns.iter().find(|t| t.line == line);
@@ -415,29 +415,21 @@ fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
                     t.and_then(|t| t.input_length).unwrap_or(0),
                     t.map_or(0, |t| t.hash_ids.len()),
                     opts.block_size,
-                    c.broken
+                    c.broken.count
                 ),
             ),
         });
     }
-    if c.tail > 0 {
+    if c.tail.count > 0 {
         eprintln!(
             "mc-replay: note: {} rows have more tokens than their hash ids cover at \
-             --block-size {} (first lines: {}); the rest is text unique to the row",
-            c.tail,
+             --block-size {} ({}); the rest is text unique to the row",
+            c.tail.count,
             opts.block_size,
-            join(&c.first_lines)
+            c.tail.first_lines_text()
         );
     }
     Ok(())
-}
-
-fn join(lines: &[u64]) -> String {
-    lines
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The prompt builder; with a tokenizer, its words are checked to be one
