@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::rows::RowStore;
 use crate::finding::Finding;
-use crate::stats::percentile_sorted;
+use crate::stats::percentile_linear;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct TimingStats {
@@ -71,8 +71,8 @@ pub fn compute(rows: &RowStore) -> TimingStats {
             .map(|s| ts.len() as f64 / (s / 1000.0)),
         peak_rate_1s: rate(1000.0),
         peak_rate_10s: rate(10_000.0),
-        inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.5)),
-        inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.99)),
+        inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.5)),
+        inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.99)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! What the engine did, summed over its steps.
 
+use crate::stats::nearest_rank;
 use serde::{Deserialize, Serialize};
 
 /// Running sums, updated once per step.
@@ -33,24 +34,6 @@ fn bump(hist: &mut Vec<u64>, v: u64) {
         hist.resize(i + 1, 0);
     }
     hist[i] += 1;
-}
-
-/// Nearest-rank quantile of a histogram of small integers: the smallest
-/// value with at least `q`·N steps at or below it.
-fn hist_quantile(hist: &[u64], q: f64) -> u64 {
-    let n: u64 = hist.iter().sum();
-    if n == 0 {
-        return 0;
-    }
-    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-    let mut cum = 0;
-    for (v, &c) in hist.iter().enumerate() {
-        cum += c;
-        if cum >= rank {
-            return v as u64;
-        }
-    }
-    (hist.len() - 1) as u64
 }
 
 impl Tally {
@@ -89,9 +72,9 @@ impl Tally {
             },
             preemptions: self.preemptions,
             batch_size_mean: per_step(self.batch_sum as f64),
-            batch_size_p99: hist_quantile(&self.batch_hist, 0.99),
+            batch_size_p99: nearest_rank(&self.batch_hist, 0.99),
             tokens_per_step_mean: per_step(self.token_sum as f64),
-            tokens_per_step_p99: hist_quantile(&self.token_hist, 0.99),
+            tokens_per_step_p99: nearest_rank(&self.token_hist, 0.99),
             kv_use_mean: per_step(self.kv_use_sum),
             kv_use_max: self.kv_use_max,
             busy_ms: self.busy_us as f64 / 1000.0,
@@ -140,15 +123,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nearest_rank_quantile() {
+    fn nearest_rank_of_step_histograms() {
         // 100 steps: 98 of size 1, 2 of size 7. Rank ceil(0.99·100) = 99 -> 7.
         let mut h = vec![0; 8];
         h[1] = 98;
         h[7] = 2;
-        assert_eq!(hist_quantile(&h, 0.99), 7);
+        assert_eq!(nearest_rank(&h, 0.99), 7);
         h[7] = 1;
         h[1] = 99;
-        assert_eq!(hist_quantile(&h, 0.99), 1);
-        assert_eq!(hist_quantile(&[], 0.99), 0);
+        assert_eq!(nearest_rank(&h, 0.99), 1);
+        assert_eq!(nearest_rank(&[], 0.99), 0);
     }
 }
