@@ -166,6 +166,25 @@ pub fn median_sorted(sorted: &[f64]) -> f64 {
     }
 }
 
+/// Nearest-rank quantile of a histogram of small integers (`hist[v]` =
+/// how often `v` occurred): the smallest value with at least `q`·N
+/// occurrences at or below it; 0 for an empty histogram.
+pub fn nearest_rank(hist: &[u64], q: f64) -> u64 {
+    let n: u64 = hist.iter().sum();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut cum = 0;
+    for (v, &c) in hist.iter().enumerate() {
+        cum += c;
+        if cum >= rank {
+            return v as u64;
+        }
+    }
+    (hist.len() - 1) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,23 +234,4 @@ mod tests {
         s.add(-1e16);
         assert_eq!(s.value(), 1000.0);
     }
-}
-
-/// Nearest-rank quantile of a histogram of small integers (`hist[v]` =
-/// how often `v` occurred): the smallest value with at least `q`·N
-/// occurrences at or below it; 0 for an empty histogram.
-pub fn nearest_rank(hist: &[u64], q: f64) -> u64 {
-    let n: u64 = hist.iter().sum();
-    if n == 0 {
-        return 0;
-    }
-    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-    let mut cum = 0;
-    for (v, &c) in hist.iter().enumerate() {
-        cum += c;
-        if cum >= rank {
-            return v as u64;
-        }
-    }
-    (hist.len() - 1) as u64
 }
