@@ -57,6 +57,8 @@ pub enum Error {
     #[error(transparent)]
     Unavailable(anyhow::Error),
     #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
+    #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
 
@@ -74,7 +76,7 @@ impl Error {
             Error::Usage(_) => ExitCode::Usage,
             Error::Exists { .. } => ExitCode::CantCreate,
             Error::Unavailable(_) => ExitCode::Unavailable,
-            Error::Other(_) => ExitCode::Failure,
+            Error::Tokenizer(_) | Error::Other(_) => ExitCode::Failure,
         }
     }
 

@@ -145,7 +145,7 @@ pub fn open_sink(tool: &str, common: &Common, initial_tolerance: f64) -> Result<
                         .into(),
                 )
             })?;
-            let tok = crate::tokenizer::resolve(spec).map_err(Error::Other)?;
+            let tok = crate::tokenizer::resolve(spec)?;
             let cache = common.cache_dir.clone().or_else(prompts::default_cache_dir);
             let started = std::time::Instant::now();
             let (coll, cached) = prompts::Collection::load(path, &tok.tokenizer, cache.as_deref())?;
