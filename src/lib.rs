@@ -10,6 +10,7 @@ pub mod hash;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;
+pub mod plot;
 pub mod record;
 pub mod replay;
 pub mod stats;

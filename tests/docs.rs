@@ -2,7 +2,7 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
     "mc-scale",
     "mc-roots",
     "mc-cap",
@@ -10,6 +10,7 @@ const TOOLS: [&str; 7] = [
     "nat2mc",
     "mc-replay",
     "mc-mock",
+    "mc-plot",
 ];
 
 #[test]
