@@ -5,8 +5,13 @@
 pub mod analyze;
 pub mod blocks;
 pub mod cli;
+pub mod engine;
 pub mod error;
+pub mod filter;
+pub mod finding;
+pub mod gen;
 pub mod hash;
+pub mod idmap;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;

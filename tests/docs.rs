@@ -2,7 +2,7 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 9] = [
     "mc-scale",
     "mc-roots",
     "mc-cap",
@@ -10,6 +10,7 @@ const TOOLS: [&str; 8] = [
     "nat2mc",
     "mc-replay",
     "mc-mock",
+    "mc-gen",
     "mc-plot",
 ];
 

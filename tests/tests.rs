@@ -3,6 +3,8 @@
 mod analyze;
 mod cap;
 mod docs;
+mod engine;
+mod gen;
 mod mock;
 mod nat;
 mod pipe;

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use super::findings::Finding;
 use super::rows::RowStore;
+use crate::finding::Finding;
 use crate::stats::percentile_sorted;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]

@@ -37,19 +37,101 @@ pub enum InputLength {
     Usage,
 }
 
-#[derive(Debug, Clone)]
+/// Convert a NeMo Agent Toolkit profiler trace (all_requests_profiler_traces.json)
+/// into a Mooncake trace: one row per LLM call, one session per request.
+///
+/// Reads the JSON array from stdin or --input-file, one request at a time
+/// (memory bounded by the largest request), tokenizes each call's prompt (in
+/// parallel) and names its blocks of --block-size tokens by their token
+/// prefix, so calls that repeat a prefix repeat its hash_ids, across sessions
+/// too. Writes JSONL to --output-file, else beside --input-file as
+/// `<stem>_mooncake.jsonl`, else to stdout; a one-line summary goes to stderr.
+/// Timestamps and delays are whole milliseconds. A file cut off mid-write
+/// yields every complete request and exit code 0.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  nat2mc --tokenizer tokenizer.json < all_requests_profiler_traces.json > agent.jsonl
+  nat2mc --input-file traces.json --tokenizer meta-llama/Llama-3.3-70B-Instruct   # writes traces_mooncake.jsonl
+  nat2mc --tokenizer tok/ < traces.json | mc-scale --speedup 2 | mc-analyze --block-size 128"
+)]
 pub struct NatOptions {
+    /// The profiler trace (default: stdin).
+    #[arg(
+        long = "input-file",
+        visible_alias = "input",
+        short = 'i',
+        value_name = "FILE"
+    )]
     pub input: Option<PathBuf>,
+
+    /// Where to write the rows (`-` for stdout). Without it, rows go beside
+    /// --input-file as `<stem>_mooncake.jsonl` (as the upstream converter
+    /// does; unlike every other mctrace tool, which writes to stdout), or to
+    /// stdout when reading stdin.
+    #[arg(
+        long = "output-file",
+        visible_alias = "output",
+        short = 'o',
+        value_name = "FILE"
+    )]
     pub output: Option<PathBuf>,
+
+    /// A tokenizer.json, a folder holding one, or a HuggingFace model id
+    /// (looked up in $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub,
+    /// downloaded from $HF_ENDPOINT only if not cached). Default: inferred
+    /// from the model name in the trace.
+    #[arg(long, value_name = "X")]
     pub tokenizer: Option<String>,
+
+    /// Tokens per hash id.
+    #[arg(long, default_value_t = 128, value_name = "B")]
     pub block_size: usize,
+
+    /// Timing of the rows: `auto` gives each session's first row a
+    /// timestamp (ms since the earliest LLM_START) and later rows the
+    /// measured delay (own LLM_START minus the previous call's LLM_END).
+    #[arg(long, value_enum, default_value_t = Timing::Auto)]
     pub timing: Timing,
-    /// Constant delay (ms) for later calls instead of the measured one.
+
+    /// A constant delay (ms) for later rows instead of the measured one.
+    #[arg(long, value_name = "MS", value_parser = delay_ms)]
     pub delay: Option<f64>,
+
+    /// input_length from the hashed text's tokens, or the server's prompt_tokens.
+    #[arg(long, value_enum, default_value_t = InputLength::Tokens)]
     pub input_length: InputLength,
+
+    /// Also write each call's chat messages as OpenAI `messages`. Note that
+    /// AIPerf 0.13.0 refuses rows holding both `messages` and `input_length`;
+    /// for AIPerf keep one: `jq -c 'del(.input_length, .hash_ids)'`.
+    #[arg(long)]
     pub messages: bool,
+
+    /// Convert at most N requests (after --skip-requests).
+    #[arg(long, value_name = "N")]
     pub num_requests: Option<usize>,
+
+    /// Skip the first N requests of the file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
     pub skip_requests: usize,
+
+    /// Overwrite `<stem>_mooncake.jsonl` beside --input-file when it exists
+    /// (without it, an existing file is refused with exit code 73).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `--delay`: a finite number of ms, at least 0 and at most a year (a
+/// larger one is a typo, and `inf` would be written as 2^64 - 1).
+fn delay_ms(s: &str) -> std::result::Result<f64, String> {
+    const YEAR_MS: f64 = 365.0 * 24.0 * 3600.0 * 1000.0;
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=YEAR_MS).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} ms is not a delay: expected 0 to {YEAR_MS} ms")),
+        Err(_) => Err(format!("expected a number of ms, got {s:?}")),
+    }
 }
 
 /// Requests parsed (and their calls tokenized) together, in parallel: at most
@@ -372,6 +454,14 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
 pub fn run(opts: NatOptions) -> Result<()> {
     let src = jsonl::open_input(opts.input.as_deref())?;
     let out_path = output_path(&opts);
+    // The path beside the input is chosen for the user: never overwrite a
+    // file there without being told to (an explicit --output-file is the
+    // user's own choice, as with any tool's --output).
+    if let Some(p) = out_path.as_ref().filter(|_| opts.output.is_none()) {
+        if !opts.force && p.exists() {
+            return Err(Error::Exists { path: p.clone() });
+        }
+    }
     let (skip, limit) = (
         opts.skip_requests,
         opts.num_requests
@@ -410,6 +500,10 @@ pub fn run(opts: NatOptions) -> Result<()> {
     }
     let mut out = Output::open(out_path.as_deref(), false)?;
     conv.write_rows(&mut out)?;
-    eprintln!("{}", conv.summary(&end));
+    let mut summary = conv.summary(&end);
+    if let Some(p) = out_path.as_ref().filter(|p| p.as_path() != Path::new("-")) {
+        summary.push_str(&format!("; rows written to {}", p.display()));
+    }
+    eprintln!("{summary}");
     Ok(())
 }

@@ -190,7 +190,14 @@ impl<R: Read> ArraySplitter<R> {
                     self.pos += 1;
                     self.started = true;
                 }
-                None => return Ok(Some(Err(End::Truncated))),
+                // Nothing at all is not a file cut off mid-write.
+                None => {
+                    return Err(Error::Input(
+                        "the input is empty: expected the profiler's JSON array of requests \
+                         (all_requests_profiler_traces.json)"
+                            .into(),
+                    ))
+                }
                 Some(_) => return Err(bad("a JSON array of requests ([...])")),
             }
             if self.peek_token()? == Some(b']') {
@@ -318,9 +325,15 @@ mod tests {
             assert_eq!(seen, vec![0, 1]);
             assert_eq!(end.unwrap(), End::Truncated);
         }
-        let (seen, end) = numbers("");
-        assert!(seen.is_empty());
-        assert_eq!(end.unwrap(), End::Truncated);
+        // Nothing at all (or only blanks) is not a cut file: it is an error.
+        for text in ["", " \n\t"] {
+            let (seen, end) = numbers(text);
+            assert!(seen.is_empty());
+            match end {
+                Err(Error::Input(msg)) => assert!(msg.starts_with("the input is empty"), "{msg}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
