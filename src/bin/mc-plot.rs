@@ -1,5 +1,6 @@
 use clap::Parser;
-use mctrace::cli::{self, IoArgs};
+use mctrace::cli;
+use mctrace::filter::IoArgs;
 use mctrace::plot::trace::{self, PlotArgs};
 
 const TOOL: &str = "mc-plot";

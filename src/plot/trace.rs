@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::analyze::cache::RowByRow;
-use crate::cli::{for_each_line, report_skipped, usage, IoArgs};
+use crate::cli::usage;
 use crate::error::{Error, RecordError, Result};
+use crate::filter::{for_each_line, report_skipped, IoArgs};
 use crate::jsonl::ErrorPolicy;
 use crate::record::{Field, Record};
 
