@@ -19,12 +19,16 @@ const TITLES: [&str; 7] = [
 
 #[test]
 fn draws_one_svg_with_each_panel_once() {
-    let svg = run_ok("mc-plot", &["--window-ms", "1000", "--block-size", "512"], TRACE);
+    let svg = run_ok(
+        "mc-plot",
+        &["--window-ms", "1000", "--block-size", "512"],
+        TRACE,
+    );
     assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
     assert!(svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<svg").count(), 1);
     for t in TITLES {
-        assert_eq!(svg.matches(&format!(">{t}<")).count(), 1, "{t}");
+        assert_eq!(svg.matches(&format!(">\n{t}\n</text>")).count(), 1, "{t}");
     }
     // No external reference: the file opens from disk as it is.
     assert!(!svg.contains("http://www.w3.org/1999/xlink\" href=\"http"));

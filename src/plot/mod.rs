@@ -300,7 +300,7 @@ mod tests {
         assert!(svg.trim_end().ends_with("</svg>"));
         for p in &panels {
             assert_eq!(
-                svg.matches(&format!(">{}<", p.title)).count(),
+                svg.matches(&format!(">\n{}\n</text>", p.title)).count(),
                 1,
                 "{}",
                 p.title
