@@ -16,6 +16,7 @@ pub mod jsonl;
 pub mod mock;
 pub mod nat;
 pub mod plot;
+pub mod prom;
 pub mod record;
 pub mod replay;
 pub mod stats;
