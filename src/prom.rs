@@ -129,8 +129,11 @@ pub struct ServerStats {
     pub preemptions: Option<f64>,
 }
 
+/// Where a known series goes in [`ServerStats`].
+type Slot = fn(&mut ServerStats) -> &mut Option<f64>;
+
 /// (series names, field, engine), the current name first.
-const KNOWN: &[(&[&str], fn(&mut ServerStats) -> &mut Option<f64>, Engine)] = &[
+const KNOWN: &[(&[&str], Slot, Engine)] = &[
     (
         &[
             "vllm:prefix_cache_queries_total",
