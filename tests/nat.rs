@@ -580,3 +580,34 @@ fn block_size_is_detected_downstream_and_a_wrong_one_is_refused() {
             .stderr(predicates::str::contains("(check --block-size)"));
     }
 }
+
+/// Structural errors name the request and the place in the file (line and
+/// column from the file's start, not the request's). Places checked by hand.
+#[test]
+fn structural_errors_name_the_request_and_the_place_in_the_file() {
+    let cases = [
+        // Line 4 is `   "x": tru}`: the `}` after `tru` is column 12.
+        (
+            "[\n  {\"request_number\": 0},\n  {\"request_number\": 1,\n   \"x\": tru}\n]\n",
+            "nat2mc: invalid profiler trace: request 2 of the file: expected ident (line 4, column 12)\n",
+        ),
+        // `[\n` is 2 bytes and line 2 is 24 with its newline: the second `{`
+        // is byte 28, line 3, column 3.
+        (
+            "[\n  {\"request_number\": 0}\n  {\"request_number\": 1}\n]\n",
+            "nat2mc: invalid profiler trace: expected `,` or `]` after request 1, at byte 28 (line 3, column 3)\n",
+        ),
+        // `[\n` (2) + `  {"a": 1},\n` (12): the `7` is byte 16, line 3, column 3.
+        (
+            "[\n  {\"a\": 1},\n  7\n]",
+            "nat2mc: invalid profiler trace: expected request 2 to be an object ({...}), at byte 16 (line 3, column 3)\n",
+        ),
+    ];
+    for (input, want) in cases {
+        tool("nat2mc")
+            .write_stdin(input)
+            .assert()
+            .code(65)
+            .stderr(want);
+    }
+}

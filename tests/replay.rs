@@ -1396,10 +1396,41 @@ fn rows_that_disagree_with_the_block_size_are_named() {
         json!({"timestamp": 1, "input_length": 1500, "hash_ids": [1, 2, 3], "output_length": 1}),
         json!({"timestamp": 2, "input_length": 200, "hash_ids": [4, 5], "output_length": 1}),
     ]);
+    // auto: 300 tokens in 3 ids allow 100..=149, 1500 in 3 allow 500..=749:
+    // no size fits both, and nothing is sent.
     let run = replay(&server.url, &["--model", "M"], &trace);
+    assert_eq!(run.code, 65, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("mc-replay: --block-size auto: no block size fits every row"),
+        "{}",
+        run.stderr
+    );
+    // An explicit 512: rows 1 and 3 have fewer tokens than their ids need.
+    let run = replay(
+        &server.url,
+        &["--model", "M", "--block-size", "512"],
+        &trace,
+    );
+    assert_eq!(run.code, 65, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("mc-replay: line 1: field `input_length`: 300 tokens do not fill 3 hash ids at block size 512 (2 such rows; check --block-size)"),
+        "{}",
+        run.stderr
+    );
+    assert!(server.requests().is_empty());
+    // At 128 rows 1 and 3 fit, row 2 has an unhashed tail (1500 > 3 * 128):
+    // it is sent, with text unique to the row after its blocks.
+    let run = replay(
+        &server.url,
+        &["--model", "M", "--block-size", "128"],
+        &trace,
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("2 rows have fewer tokens than their hash ids need at --block-size 512 (first lines: 1, 3)"),
+        run.stderr.contains(
+            "1 rows have more tokens than their hash ids cover at --block-size 128 (line 2)"
+        ),
         "{}",
         run.stderr
     );

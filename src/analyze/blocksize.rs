@@ -12,7 +12,7 @@ use crate::finding::Finding;
 const MAX_POW2: u32 = 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct BlockCheck {
+pub struct BlockReport {
     /// The block size the report uses.
     pub block_size: u64,
     /// The power of two the data points to, if any row has ids.
@@ -118,14 +118,14 @@ pub fn check(
     detected: Option<u64>,
     feasible: Option<FeasibleSizes>,
     conflicts: Finding,
-) -> BlockCheck {
+) -> BlockReport {
     let mut inconsistent = Finding::default();
     for r in rows.rows.iter().filter(|r| r.has_ids()) {
         if !consistent(r.n_ids, r.isl, block_size) {
             inconsistent.add(r.line);
         }
     }
-    BlockCheck {
+    BlockReport {
         block_size,
         detected,
         feasible_min: feasible.map(|f| f.min),

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::idtable::IdTable;
-use super::rows::{Row, RowStore};
+use super::rows::{RowStore, StoredRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -143,7 +143,7 @@ impl BlockCache for Lru {
 }
 
 /// Row indices in replay order.
-fn replay_order(rows: &[Row], order: Order) -> Vec<usize> {
+fn replay_order(rows: &[StoredRow], order: Order) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..rows.len()).collect();
     if order == Order::Timestamp {
         let mut key = f64::NEG_INFINITY;

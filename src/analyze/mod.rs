@@ -21,13 +21,13 @@ use crate::filter::{self, IoArgs};
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
-use blocksize::BlockCheck;
+use blocksize::BlockReport;
 use cache::{CacheModel, Order};
 use idtable::IdTable;
 use lint::Lint;
 use rows::{RowFacts, RowStore};
 use sessions::{SessionTracker, Sessions};
-use timing::Timing;
+use timing::TimingStats;
 
 pub use crate::blocks::BlockSize;
 use crate::blocks::DEFAULT_BLOCK_SIZE;
@@ -89,9 +89,9 @@ pub struct AnalyzeOptions {
 pub struct Report {
     pub aiperf: AiperfStats,
     pub input: InputSummary,
-    pub blocks: BlockCheck,
+    pub blocks: BlockReport,
     pub cache: CacheModel,
-    pub timing: Timing,
+    pub timing: TimingStats,
     pub sessions: Sessions,
     pub lint: Lint,
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::rng::Rng;
 use super::sessions::extend_ids;
-use super::sink::{Request, Sink};
+use super::sink::{GenRequest, Sink};
 use super::{Common, Ids};
 use crate::error::{Error, Result};
 
@@ -173,7 +173,7 @@ pub fn run(common: &Common, a: &AgentArgs, sink: &mut Sink) -> Result<()> {
                 std::mem::swap(&mut plan_ids, &mut next_plan);
             }
             plan_len = plan_input;
-            sink.emit(&Request {
+            sink.emit(&GenRequest {
                 timestamp: (t == 0).then_some(turn_start),
                 at_ms: turn_start,
                 session_id: Some(&name),
@@ -209,7 +209,7 @@ pub fn run(common: &Common, a: &AgentArgs, sink: &mut Sink) -> Result<()> {
                 &mut ids,
                 &mut follow,
             );
-            sink.emit(&Request {
+            sink.emit(&GenRequest {
                 timestamp: None,
                 at_ms: join,
                 session_id: Some(&name),

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use super::sink::{Request, Sink};
+use super::sink::{GenRequest, Sink};
 use super::Common;
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
@@ -37,7 +37,7 @@ pub struct FromTraceArgs {
 }
 
 /// One trace row, as the generator needs it.
-struct Row {
+struct TraceRow {
     ts: Option<u64>,
     delay: Option<u64>,
     input: u64,
@@ -50,7 +50,7 @@ fn parse_row(
     rec: &Record<'_>,
     ids: &mut Vec<u64>,
     interval: Option<u64>,
-) -> Result<Row, RecordError> {
+) -> Result<TraceRow, RecordError> {
     let ts = rec
         .number(Field::Timestamp)?
         .map(|n| n.as_f64().max(0.0) as u64)
@@ -75,7 +75,7 @@ fn parse_row(
         Some(raw) => Some((raw.to_vec(), String::from_utf8_lossy(raw).into_owned())),
         None => None,
     };
-    Ok(Row {
+    Ok(TraceRow {
         ts,
         delay,
         input,
@@ -135,7 +135,7 @@ pub fn run(tool: &str, common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> R
         if let Some((raw, _)) = &row.session {
             last_at.insert(raw.clone(), at);
         }
-        sink.emit(&Request {
+        sink.emit(&GenRequest {
             timestamp: row.ts,
             at_ms: at,
             session_id: row.session.as_ref().map(|(_, s)| s.as_str()),

@@ -7,7 +7,7 @@
 use super::arrival::Arrival;
 use super::dist::LengthDist;
 use super::rng::{Rng, Zipf};
-use super::sink::{Request, Sink};
+use super::sink::{GenRequest, Sink};
 use super::{Common, Ids};
 use crate::error::{Error, Result};
 
@@ -113,7 +113,7 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
         ids.push_fresh((isl - shared).div_ceil(b), &mut buf);
         let osl = a.osl.sample(&mut lengths, 1);
         let ts = t as u64;
-        sink.emit(&Request {
+        sink.emit(&GenRequest {
             timestamp: Some(ts),
             at_ms: ts,
             session_id: None,

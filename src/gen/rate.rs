@@ -7,7 +7,7 @@ use super::arrival::{piecewise, Arrival};
 use super::dist::{to_count, LengthDist};
 use super::pattern::Pattern;
 use super::rng::Rng;
-use super::sink::{Request, Sink};
+use super::sink::{GenRequest, Sink};
 use super::stat::{self, Scales, StatType};
 use super::{blocks, Common, Ids};
 use crate::error::{Error, Result};
@@ -75,7 +75,7 @@ fn emit_fresh(
     buf.clear();
     ids.push_fresh(blocks(isl, b), buf);
     let t = t_ms as u64;
-    sink.emit(&Request {
+    sink.emit(&GenRequest {
         timestamp: Some(t),
         at_ms: t,
         session_id: None,

@@ -6,7 +6,7 @@
 
 use super::dist::LengthDist;
 use super::rng::Rng;
-use super::sink::{Request, Sink};
+use super::sink::{GenRequest, Sink};
 use super::{blocks, Common, Ids};
 use crate::error::{Error, Result};
 
@@ -106,7 +106,7 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
                 extend_ids(&prev, prev_input, input, b, &mut ids, &mut cur);
                 (input, Some(think))
             };
-            sink.emit(&Request {
+            sink.emit(&GenRequest {
                 timestamp: if k == 0 { Some(at) } else { None },
                 at_ms: at,
                 session_id: Some(&name),

@@ -20,7 +20,7 @@ pub enum Format {
 
 /// One generated request, borrowed from the generator's buffers.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub struct GenRequest<'a> {
     /// The arrival time written for a session's first turn (and every
     /// request that is not a later turn), ms.
     pub timestamp: Option<u64>,
@@ -139,7 +139,7 @@ impl Sink {
         self.matcher.is_some()
     }
 
-    pub fn emit(&mut self, req: &Request<'_>) -> Result<()> {
+    pub fn emit(&mut self, req: &GenRequest<'_>) -> Result<()> {
         self.counts.requests += 1;
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
@@ -253,7 +253,7 @@ fn push_str(buf: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *buf, s);
 }
 
-fn head(buf: &mut Vec<u8>, req: &Request<'_>, sid: Option<&str>) {
+fn head(buf: &mut Vec<u8>, req: &GenRequest<'_>, sid: Option<&str>) {
     buf.push(b'{');
     let mut first = true;
     let mut key = |buf: &mut Vec<u8>, k: &str| {
@@ -287,7 +287,7 @@ fn head(buf: &mut Vec<u8>, req: &Request<'_>, sid: Option<&str>) {
 }
 
 /// `{"timestamp":T,["session_id":S,]["delay":D,]"input_length":I,"output_length":O,"hash_ids":[..]}`
-pub fn write_row(buf: &mut Vec<u8>, req: &Request<'_>) {
+pub fn write_row(buf: &mut Vec<u8>, req: &GenRequest<'_>) {
     head(buf, req, req.session_id);
     buf.extend_from_slice(b",\"input_length\":");
     push_u64(buf, req.input_length);
@@ -306,7 +306,7 @@ pub fn write_row(buf: &mut Vec<u8>, req: &Request<'_>) {
 
 /// A row carrying a real prompt: `text_input` replaces input_length and
 /// hash_ids (AIPerf accepts exactly one of them).
-fn write_text_row(buf: &mut Vec<u8>, req: &Request<'_>, text: &str, sid: Option<&str>) {
+fn write_text_row(buf: &mut Vec<u8>, req: &GenRequest<'_>, text: &str, sid: Option<&str>) {
     head(buf, req, sid.or(req.session_id));
     buf.extend_from_slice(b",\"text_input\":");
     push_str(buf, text);
@@ -361,8 +361,8 @@ fn filler(s: &mut String, n: u64) {
 mod tests {
     use super::*;
 
-    fn req(ids: &[u64]) -> Request<'_> {
-        Request {
+    fn req(ids: &[u64]) -> GenRequest<'_> {
+        GenRequest {
             timestamp: Some(5),
             at_ms: 5,
             session_id: None,

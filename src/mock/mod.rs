@@ -27,10 +27,10 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use faults::Faults;
-use http::{Conn, Handler, Request};
+use http::{Conn, Handler, HttpRequest};
 use latency::{sleep_until, Latency};
 use request::{Answer, Ask, Kind};
-use wire::{Reply, Usage};
+use wire::{Reply, WireUsage};
 
 /// A vLLM-like OpenAI-compatible test server with made-up answers.
 ///
@@ -201,7 +201,7 @@ impl Log {
     }
 
     /// Logs a request that has arrived; returns its sequence number.
-    fn request(&self, req: &Request, start: Instant, ask: Option<&Ask>) -> u64 {
+    fn request(&self, req: &HttpRequest, start: Instant, ask: Option<&Ask>) -> u64 {
         let unix_us = req
             .arrival_wall
             .duration_since(UNIX_EPOCH)
@@ -260,7 +260,7 @@ enum Route {
     WrongMethod(&'static str),
 }
 
-fn route(req: &Request, cache_block: u64) -> Route {
+fn route(req: &HttpRequest, cache_block: u64) -> Route {
     let (allowed, kind) = match req.path() {
         "/v1/models" => ("GET", None),
         "/health" => ("GET", None),
@@ -338,7 +338,7 @@ impl Server {
     fn complete(
         &self,
         conn: &mut Conn,
-        req: &Request,
+        req: &HttpRequest,
         kind: Kind,
         ask: &Ask,
         seq: u64,
@@ -406,7 +406,7 @@ impl Server {
 }
 
 impl Handler for Server {
-    fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
+    fn request(&self, conn: &mut Conn, req: HttpRequest) -> io::Result<()> {
         let route = route(&req, self.hash_block());
         let ask = match &route {
             Route::Complete(_, Ok(ask)) => Some(ask),
@@ -473,13 +473,13 @@ impl Job<'_> {
         }
     }
 
-    fn usage(&self) -> Option<Usage> {
+    fn usage(&self) -> Option<WireUsage> {
         let cached = match &self.ticket {
             Some(t) => t.borrow_mut().cached(),
             None => self.cached,
         };
         self.usage
-            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens, cached))
+            .then(|| WireUsage::new(self.ask.prompt_tokens, self.answer.tokens, cached))
     }
 
     /// The SSE stream: role chunk at once (chat), one event per token on its
@@ -571,8 +571,8 @@ fn end(mut out: http::Stream<'_>) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn req(method: &str, target: &str, body: &str) -> Request {
-        Request {
+    fn req(method: &str, target: &str, body: &str) -> HttpRequest {
+        HttpRequest {
             method: method.into(),
             target: target.into(),
             headers: vec![],

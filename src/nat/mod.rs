@@ -20,7 +20,7 @@ use hasher::BlockHasher;
 use reader::End;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Timing {
+pub enum TimingMode {
     /// First call of a session: `timestamp` (ms since the earliest LLM_START
     /// of the file); later calls: `delay` = own LLM_START minus the previous
     /// call's LLM_END (the agent's tool and think time).
@@ -92,8 +92,8 @@ pub struct NatOptions {
     /// Timing of the rows: `auto` gives each session's first row a
     /// timestamp (ms since the earliest LLM_START) and later rows the
     /// measured delay (own LLM_START minus the previous call's LLM_END).
-    #[arg(long, value_enum, default_value_t = Timing::Auto)]
-    pub timing: Timing,
+    #[arg(long, value_enum, default_value_t = TimingMode::Auto)]
+    pub timing: TimingMode,
 
     /// A constant delay (ms) for later rows instead of the measured one.
     #[arg(long, value_name = "MS", value_parser = delay_ms)]
@@ -141,7 +141,7 @@ const BATCH_BYTES: usize = 16 << 20;
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
-struct Row {
+struct OutRow {
     session: String,
     first_in_session: bool,
     start: Option<f64>,
@@ -184,7 +184,7 @@ pub struct Converter {
     tokenizer: Option<Resolved>,
     hasher: BlockHasher,
     pending: Vec<Pending>,
-    rows: Vec<Row>,
+    rows: Vec<OutRow>,
     earliest_start: f64,
     counts: Counts,
 }
@@ -213,11 +213,15 @@ impl Converter {
     /// Takes a batch of requests (position in the file, raw bytes): parses
     /// them and pulls out their calls in parallel, then queues the calls in
     /// file order and tokenizes them.
-    fn add_batch(&mut self, batch: Vec<(usize, Vec<u8>)>) -> Result<()> {
+    fn add_batch(&mut self, batch: Vec<(usize, reader::Element)>) -> Result<()> {
         let parsed: Vec<ParsedRequest> = batch
             .par_iter()
-            .map(|(index, bytes)| {
-                let extracted = reader::parse_request(bytes).map(|req| {
+            .map(|(index, element)| {
+                let extracted = reader::parse_request(&element.bytes).map_err(|e| {
+                    let at = element.start.of_error_within(&e);
+                    format!("{} ({at})", reader::error_text(&e))
+                });
+                let extracted = extracted.map(|req| {
                     let number = match &req.request_number {
                         Some(serde_json::Value::Number(n)) => n.to_string(),
                         Some(serde_json::Value::String(s)) => s.clone(),
@@ -342,7 +346,7 @@ impl Converter {
                     .collect();
                 serde_json::Value::Array(list).to_string()
             });
-            self.rows.push(Row {
+            self.rows.push(OutRow {
                 session: p.session,
                 first_in_session: p.first_in_session,
                 start: p.call.start,
@@ -367,13 +371,13 @@ impl Converter {
                     .as_bytes(),
             );
             match (self.opts.timing, r.first_in_session) {
-                (Timing::None, _) => {}
-                (Timing::Auto, true) => {
+                (TimingMode::None, _) => {}
+                (TimingMode::Auto, true) => {
                     let ms = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
                     buf.extend_from_slice(b", \"timestamp\": ");
                     buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
                 }
-                (Timing::Auto, false) => {
+                (TimingMode::Auto, false) => {
                     let ms = self
                         .opts
                         .delay
@@ -475,17 +479,17 @@ pub fn run(opts: NatOptions) -> Result<()> {
         if limit.is_some_and(|l| index >= l) {
             break End::Complete;
         }
-        let bytes = match split.next_element()? {
+        let element = match split.next_element()? {
             None => break End::Complete,
             Some(Err(end)) => break end,
-            Some(Ok(bytes)) => bytes,
+            Some(Ok(element)) => element,
         };
         index += 1;
         if index <= skip {
             continue;
         }
-        batch_bytes += bytes.len();
-        batch.push((index - 1, bytes));
+        batch_bytes += element.bytes.len();
+        batch.push((index - 1, element));
         if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
             conv.add_batch(std::mem::take(&mut batch))?;
             batch_bytes = 0;

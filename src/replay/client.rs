@@ -12,7 +12,7 @@ pub use super::outcome::{ErrorKind, Failure, Outcome};
 use super::sse::{self, Event, EventSplitter};
 
 /// One prepared request.
-pub struct Request<'a> {
+pub struct Outgoing<'a> {
     pub url: &'a str,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
@@ -38,7 +38,7 @@ impl Clock {
 }
 
 /// Sends `req` and reads its answer to the end.
-pub fn execute(agent: &ureq::Agent, req: &Request<'_>, clock: Clock, live: &Live) -> Outcome {
+pub fn execute(agent: &ureq::Agent, req: &Outgoing<'_>, clock: Clock, live: &Live) -> Outcome {
     let mut builder = agent
         .post(req.url)
         .header("content-type", "application/json");
@@ -142,7 +142,7 @@ fn read_stream(
                     out.finish_reason = finish_reason;
                 }
             }
-            Event::Usage(_) => {}
+            Event::StreamUsage(_) => {}
             Event::Error(msg) => {
                 first_problem.get_or_insert(Failure::new(ErrorKind::StreamError, msg));
             }
@@ -211,7 +211,7 @@ fn read_whole(body: &mut impl Read, live: &Live, clock: Clock, out: &mut Outcome
                 format!("answer is not a completion: {msg}"),
             ))
         }
-        Event::Usage(_) | Event::Done => {}
+        Event::StreamUsage(_) | Event::Done => {}
     }
     out.usage = usage;
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::outcome::{ErrorKind, Failure, Outcome};
-use super::sse::Usage;
+use super::sse::StreamUsage;
 use super::target::{Done, Job, Target};
 use super::trace::{Content, Trace};
 use super::{report, ReplayArgs, Turns};
@@ -98,7 +98,7 @@ impl EngineTarget {
             t_end_us: f.end_us,
             chunks: f.token_us.len() as u64,
             itl_us: f.token_us.windows(2).map(|w| w[1] - w[0]).collect(),
-            usage: Some(Usage {
+            usage: Some(StreamUsage {
                 prompt_tokens: Some(f.prompt_tokens),
                 completion_tokens: Some(f.output_tokens),
                 cached_tokens: Some(f.cached_tokens),
@@ -257,6 +257,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         ));
     }
     let loaded = super::load_checked(args)?;
+    let args = &args.with_block_size(loaded.block_size);
     let tokenizer = match &args.tokenizer {
         Some(spec)
             if loaded

@@ -209,7 +209,7 @@ fn send(shared: &Shared, mut job: Job) -> Option<Done> {
     let entry = shared.registry.insert(job, shared.clock.now_us());
     let outcome = client::execute(
         &shared.agent,
-        &client::Request {
+        &client::Outgoing {
             url: &shared.url,
             headers: &req.headers,
             body: &req.body,

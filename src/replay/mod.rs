@@ -100,6 +100,44 @@ pub fn verdict(summary: &report::Summary) -> Result<()> {
 pub struct Loaded {
     pub trace: Arc<Trace>,
     pub arrivals: Arrivals,
+    /// `--block-size`, or the size the rows decide under `auto`.
+    pub block_size: u64,
+}
+
+impl ReplayArgs {
+    /// These options with the block size the trace decided.
+    pub fn with_block_size(&self, block_size: u64) -> ReplayArgs {
+        ReplayArgs {
+            block_size,
+            ..self.clone()
+        }
+    }
+}
+
+/// `--block-size`, or under `auto` the one power of two every row that
+/// builds its prompt from hash ids allows.
+fn decide_block_size(trace: &Trace, size: crate::blocks::BlockSize) -> Result<u64> {
+    use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
+    let BlockSize::Fixed(b) = size else {
+        let mut sizes = FeasibleSizes::default();
+        for t in &trace.turns {
+            if let (trace::Content::Synth, Some(len)) = (&t.content, t.input_length) {
+                sizes.add(t.hash_ids.len() as u64, len);
+            }
+        }
+        return match sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "mc-replay: block size {b} (detected from {} rows with hash_ids)",
+                    sizes.rows
+                );
+                Ok(b)
+            }
+            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+            Err(e) => Err(Error::Input(format!("--block-size auto: {e}"))),
+        };
+    };
+    Ok(b)
 }
 
 /// Reads the whole trace and checks it against the options (before any
@@ -109,11 +147,14 @@ pub fn load_checked(args: &ReplayArgs) -> Result<Loaded> {
         eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
     }
     let trace = load(&args.io)?;
+    let block_size = decide_block_size(&trace, args.block)?;
+    let args = &args.with_block_size(block_size);
     let arrivals = arrivals(&trace, args)?;
     check_rows(&trace, args)?;
     Ok(Loaded {
         trace: Arc::new(trace),
         arrivals,
+        block_size,
     })
 }
 
@@ -121,6 +162,7 @@ pub fn load_checked(args: &ReplayArgs) -> Result<Loaded> {
 /// decides the exit code.
 pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
     let loaded = load_checked(args)?;
+    let args = &args.with_block_size(loaded.block_size);
     let synth = synthesizer(&loaded.trace, args)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
     let Some(url) = args.url.as_deref() else {
@@ -360,33 +402,34 @@ fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
         }
     }
     let c = trace::check_blocks(trace, opts.block_size);
-    if c.broken > 0 {
-        eprintln!(
-            "mc-replay: warning: {} rows have fewer tokens than their hash ids need at \
-             --block-size {} (first lines: {}); is the block size right? Their prompts \
-             keep input_length and use the first blocks",
-            c.broken,
-            opts.block_size,
-            join(&c.first_lines)
-        );
-    } else if c.tail > 0 {
+    if let Some(&line) = c.broken.first_lines.first() {
+        // A wrong block size would send other prompts than the trace means:
+        // a bad line, before anything is sent (the rule is in blocks.rs).
+        let t = trace.turns.iter().find(|t| t.line == line);
+        return Err(Error::Data {
+            line,
+            err: crate::error::RecordError::field(
+                "input_length",
+                format!(
+                    "{} tokens do not fill {} hash ids at block size {} ({} such rows; check --block-size)",
+                    t.and_then(|t| t.input_length).unwrap_or(0),
+                    t.map_or(0, |t| t.hash_ids.len()),
+                    opts.block_size,
+                    c.broken.count
+                ),
+            ),
+        });
+    }
+    if c.tail.count > 0 {
         eprintln!(
             "mc-replay: note: {} rows have more tokens than their hash ids cover at \
-             --block-size {} (first lines: {}); the rest is text unique to the row",
-            c.tail,
+             --block-size {} ({}); the rest is text unique to the row",
+            c.tail.count,
             opts.block_size,
-            join(&c.first_lines)
+            c.tail.first_lines_text()
         );
     }
     Ok(())
-}
-
-fn join(lines: &[u64]) -> String {
-    lines
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The prompt builder; with a tokenizer, its words are checked to be one

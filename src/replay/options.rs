@@ -154,9 +154,16 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub seed: u64,
 
-    /// Tokens per hash id (must match the trace).
-    #[arg(long, default_value_t = 512, value_name = "B",
-          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    /// Tokens per hash id, or `auto` (the default): the one power of two
+    /// every row with hash_ids allows (named on stderr; an error when the
+    /// rows allow several or none). Rows with fewer tokens than their ids
+    /// need at this size are bad lines.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: crate::blocks::BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected from the
+    /// trace (set when the trace is loaded).
+    #[arg(skip = crate::blocks::DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
 
     /// A tokenizer.json, a folder holding one, or a HuggingFace model id:

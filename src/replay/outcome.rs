@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::sse::Usage;
+use super::sse::StreamUsage;
 
 /// Why a request failed, as written in its result line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -87,7 +87,7 @@ pub struct Outcome {
     pub chunks: u64,
     /// Gaps between consecutive output events, in µs.
     pub itl_us: Vec<u64>,
-    pub usage: Option<Usage>,
+    pub usage: Option<StreamUsage>,
     pub finish_reason: Option<String>,
     /// The answer's content (kept only for `--turns delta`).
     pub text: String,

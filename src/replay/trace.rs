@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{RecordError, Result};
 use crate::filter::for_each_line;
+use crate::finding::Finding;
 use crate::jsonl::{ErrorPolicy, LineReader};
 use crate::record::{Field, Record};
 
@@ -229,16 +230,15 @@ fn session_text(raw: &[u8]) -> String {
 
 /// Rows whose `input_length` and hash-id count disagree with the block size.
 #[derive(Debug, Default)]
-pub struct BlockCheck {
+pub struct BlockFit {
     /// `input_length <= (n-1)*B`: the ids say more blocks than the length holds.
-    pub broken: u64,
+    pub broken: Finding,
     /// `input_length > n*B`: an unhashed tail (accepted; built as row text).
-    pub tail: u64,
-    pub first_lines: Vec<u64>,
+    pub tail: Finding,
 }
 
-pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
-    let mut c = BlockCheck::default();
+pub fn check_blocks(trace: &Trace, b: u64) -> BlockFit {
+    let mut c = BlockFit::default();
     for t in &trace.turns {
         let (Content::Synth, Some(len)) = (&t.content, t.input_length) else {
             continue;
@@ -249,12 +249,9 @@ pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
             continue;
         }
         if crate::blocks::blocks_for(len, b) > n as u64 {
-            c.tail += 1;
+            c.tail.add(t.line);
         } else {
-            c.broken += 1;
-        }
-        if c.first_lines.len() < 5 {
-            c.first_lines.push(t.line);
+            c.broken.add(t.line);
         }
     }
     c
@@ -351,7 +348,11 @@ mod tests {
         )
         .unwrap();
         let c = check_blocks(&t, 4);
-        assert_eq!((c.broken, c.tail), (1, 1));
-        assert_eq!(c.first_lines, vec![2, 3]);
+        // At B = 4: 4 tokens cannot fill 2 ids (line 2); 9 overflow them (line 3).
+        assert_eq!((c.broken.count, c.tail.count), (1, 1));
+        assert_eq!(
+            (c.broken.first_lines, c.tail.first_lines),
+            (vec![2], vec![3])
+        );
     }
 }
