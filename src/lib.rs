@@ -15,6 +15,8 @@ pub mod idmap;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;
+pub mod plot;
+pub mod prom;
 pub mod record;
 pub mod replay;
 pub mod stats;

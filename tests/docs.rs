@@ -2,7 +2,7 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 9] = [
     "mc-scale",
     "mc-roots",
     "mc-cap",
@@ -11,6 +11,7 @@ const TOOLS: [&str; 8] = [
     "mc-replay",
     "mc-mock",
     "mc-gen",
+    "mc-plot",
 ];
 
 #[test]

@@ -8,6 +8,7 @@ mod gen;
 mod mock;
 mod nat;
 mod pipe;
+mod plot;
 mod props;
 mod real_data;
 mod replay;
