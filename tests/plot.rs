@@ -49,3 +49,49 @@ fn bad_input_and_bad_options_exit_with_their_codes() {
         .stderr(predicates::str::contains("--window-ms"));
     tool("mc-plot").write_stdin("").assert().code(65);
 }
+
+/// `mc-gen --plot` draws exactly the figure mc-plot draws of the rows it
+/// wrote (same defaults), and refuses a format mc-plot cannot read.
+#[test]
+fn mc_gen_plot_is_mc_plots_figure_of_the_generated_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen_svg = dir.path().join("gen.svg");
+    let plot_svg = dir.path().join("plot.svg");
+    let out = crate::util::tool("mc-gen")
+        .args(["sessions", "--sessions", "5", "--plot"])
+        .arg(&gen_svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plotted = crate::util::tool("mc-plot")
+        .arg("--svg")
+        .arg(&plot_svg)
+        .write_stdin(out.stdout)
+        .output()
+        .unwrap();
+    assert!(plotted.status.success());
+    let (a, b) = (
+        std::fs::read_to_string(&gen_svg).unwrap(),
+        std::fs::read_to_string(&plot_svg).unwrap(),
+    );
+    assert!(a.starts_with("<svg"), "{}", &a[..a.len().min(80)]);
+    assert_eq!(a, b);
+    crate::util::tool("mc-gen")
+        .args([
+            "constant",
+            "--qps",
+            "1",
+            "--duration-ms",
+            "1000",
+            "--format",
+            "aibrix",
+            "--plot",
+        ])
+        .arg(dir.path().join("x.svg"))
+        .assert()
+        .code(2);
+}

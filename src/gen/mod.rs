@@ -60,6 +60,12 @@ pub struct Common {
     #[arg(short, long, global = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Also draw the generated workload as SVG into FILE: the figure mc-plot
+    /// draws of the same rows with its defaults (rates, lengths, sessions,
+    /// prefix-cache hit rate per window).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
     /// Flush after every line.
     #[arg(long, global = true)]
     pub line_buffered: bool,
@@ -182,6 +188,14 @@ pub fn run(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
         0.5
     };
     let mut sink = open_sink(tool, common, tolerance)?;
+    if common.plot.is_some() {
+        if common.format != Format::Mooncake {
+            return Err(Error::usage(
+                "--plot draws Mooncake rows: leave --format at mooncake",
+            ));
+        }
+        sink.plot = Some(crate::plot::trace::Collector::new(common.block_size, None));
+    }
     let result = match mode {
         Mode::Constant(a) => rate::constant(common, a, &mut sink),
         Mode::Synthetic(a) => rate::synthetic(common, a, &mut sink),
@@ -196,6 +210,16 @@ pub fn run(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
     let finished = sink.finish();
     result?;
     let c = finished?;
+    if let (Some(path), Some(plot)) = (&common.plot, &sink.plot) {
+        if !plot.data().t_ms.is_empty() {
+            use crate::plot::trace::{figure, BINS, MAX_SESSIONS, WINDOW_MS};
+            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS)?;
+            std::fs::write(path, svg).map_err(|source| Error::Output {
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
     eprintln!(
         "{tool}: {} requests over {:.1} s, {} input and {} output tokens{}",
         c.requests,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::jsonl::Output;
 
 use super::prompts::Matcher;
@@ -57,6 +57,8 @@ pub struct Sink {
     group_ts: Option<u64>,
     pub counts: Counts,
     scratch: String,
+    /// `--plot`: the rows written, gathered for the figure.
+    pub plot: Option<crate::plot::trace::Collector>,
     /// Generated session id -> the prompt-file session its turns come from.
     conversations: std::collections::HashMap<String, usize>,
     progress: Progress,
@@ -123,6 +125,7 @@ impl Sink {
             group_ts: None,
             counts: Counts::default(),
             scratch: String::new(),
+            plot: None,
             conversations: std::collections::HashMap::new(),
             progress: Progress::new(),
         }
@@ -170,9 +173,15 @@ impl Sink {
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();
+                let start = buf.len();
                 match &picked {
                     Some(p) => write_text_row(buf, req, &p.text, p.session_id.as_deref()),
                     None => write_row(buf, req),
+                }
+                if let Some(plot) = self.plot.as_mut() {
+                    let row = buf[start..].strip_suffix(b"\n").unwrap_or(&buf[start..]);
+                    plot.add(row)
+                        .map_err(|e| Error::Other(anyhow::anyhow!("--plot: {e}")))?;
                 }
                 self.out.end_line()
             }

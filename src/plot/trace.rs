@@ -16,11 +16,17 @@ use crate::record::{Field, Record};
 
 use super::{figure_svg, histogram, Body, Panel, Series};
 
+/// The figure's defaults, shared by mc-plot and `mc-gen --plot` so both
+/// draw the same rows the same way.
+pub const WINDOW_MS: f64 = 10_000.0;
+pub const BINS: usize = 40;
+pub const MAX_SESSIONS: usize = 60;
+
 /// `mc-plot`'s options (besides input/output).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlotArgs {
     /// Width of a time window, in ms (rates are per second within it).
-    #[arg(long, default_value_t = 10_000.0, value_name = "MS")]
+    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS")]
     pub window_ms: f64,
 
     /// Tokens per hash id, for the prefix-cache hit rate.
@@ -32,11 +38,11 @@ pub struct PlotArgs {
     pub cache_blocks: Option<u64>,
 
     /// Bins of the ISL/OSL histograms.
-    #[arg(long, default_value_t = 40, value_name = "N")]
+    #[arg(long, default_value_t = BINS, value_name = "N")]
     pub bins: usize,
 
     /// At most this many session lanes in the timeline (the first ones).
-    #[arg(long, default_value_t = 60, value_name = "N")]
+    #[arg(long, default_value_t = MAX_SESSIONS, value_name = "N")]
     pub max_sessions: usize,
 
     /// Write the SVG here instead of stdout.
@@ -137,6 +143,48 @@ impl TraceData {
         }
         w
     }
+}
+
+/// Gathers a figure's data row by row, for a tool that plots what it
+/// writes (`mc-gen --plot`).
+pub struct Collector {
+    data: TraceData,
+    sessions: HashMap<Vec<u8>, usize>,
+    ids: Vec<u64>,
+    cache: RowByRow,
+}
+
+impl Collector {
+    pub fn new(block_size: u64, cache_blocks: Option<u64>) -> Collector {
+        Collector {
+            data: TraceData::default(),
+            sessions: HashMap::new(),
+            ids: Vec::new(),
+            cache: RowByRow::new(block_size, cache_blocks),
+        }
+    }
+
+    /// Adds one record (a JSON line without its `\n`).
+    pub fn add(&mut self, line: &[u8]) -> std::result::Result<(), RecordError> {
+        let rec = Record::parse(line)?;
+        self.data
+            .push(&rec, &mut self.sessions, &mut self.ids, &mut self.cache)
+    }
+
+    pub fn data(&self) -> &TraceData {
+        &self.data
+    }
+}
+
+/// Draws `data` with the default layout: two panels a row.
+pub fn figure(
+    data: &TraceData,
+    window_ms: f64,
+    bins: usize,
+    max_sessions: usize,
+) -> Result<String> {
+    let panels = panels(data, window_ms, bins, max_sessions);
+    figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))
 }
 
 /// Reads a trace into what the figure needs.
