@@ -191,7 +191,7 @@ pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
         ),
         _ if text.contains(&b',') => Some(
             "this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
-             convert it with `mc-import --from auto`",
+             convert it to Mooncake rows (one JSON object per line) first",
         ),
         _ => None,
     }

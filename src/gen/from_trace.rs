@@ -14,7 +14,7 @@ use crate::record::{Field, Record};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct FromTraceArgs {
-    /// The Mooncake trace (default: stdin), e.g. from `mc-import --from azure`.
+    /// The Mooncake trace (default: stdin).
     #[arg(long, short = 'i', visible_alias = "input", value_name = "FILE")]
     pub trace: Option<PathBuf>,
 

@@ -109,7 +109,7 @@ pub enum Mode {
     /// Arrivals and lengths of an existing Mooncake trace, with prompts from
     /// a prompt file.
     #[command(
-        after_help = "Example:\n  mc-import --from azure < AzureLLMInferenceTrace_conv.csv | mc-gen from-trace --prompt-file prompts.jsonl --tokenizer tok.json"
+        after_help = "Example:\n  mc-gen from-trace -i conversation_trace.jsonl --prompt-file prompts.jsonl --tokenizer tok.json"
     )]
     FromTrace(from_trace::FromTraceArgs),
     /// Write a synthetic prompt collection (prefix-sharing, multi-turn).
