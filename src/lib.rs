@@ -7,6 +7,7 @@ pub mod blocks;
 pub mod cli;
 pub mod error;
 pub mod hash;
+pub mod import;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;

@@ -2,7 +2,8 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
+    "mc-import",
     "mc-scale",
     "mc-roots",
     "mc-cap",

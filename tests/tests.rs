@@ -3,6 +3,7 @@
 mod analyze;
 mod cap;
 mod docs;
+mod import;
 mod mock;
 mod nat;
 mod pipe;

@@ -371,6 +371,12 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
 
 pub fn run(opts: NatOptions) -> Result<()> {
     let src = jsonl::open_input(opts.input.as_deref())?;
+    run_from(src, opts)
+}
+
+/// [`run`] on an already opened input (`opts.input` then only names the
+/// default output file): `mc-import --from nat` hands in what it sniffed.
+pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
     let out_path = output_path(&opts);
     let (skip, limit) = (
         opts.skip_requests,
