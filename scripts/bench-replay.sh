@@ -12,7 +12,8 @@
 # Then an accuracy check: mock at 20 ms TTFT / 2 ms ITL, measured TTFT and ITL.
 #
 # Usage: scripts/bench-replay.sh [SECONDS_PER_RATE]   (default 5)
-#   RATES="500 1000 2000 5000"  AIPERF=/path/to/aiperf  (default: aiperf on PATH
+#   RATES="500 1000 2000 5000"  BIN=dir (prebuilt binaries; default: build
+#   target/release)  AIPERF=/path/to/aiperf  (default: aiperf on PATH
 #   or /work/aiperf-venv/bin/aiperf; AIPERF=none skips it)
 #   AIPERF_TOKENIZER=dir  (AIPerf needs a local tokenizer; default: the
 #   DeepSeek one in $MCTRACE_DATA or ../shared/data)
@@ -24,8 +25,9 @@ rates=${RATES:-"500 1000 2000 5000"}
 work=${BENCH_DIR:-/tmp/mctrace-bench/replay}
 mkdir -p "$work"
 
-cargo build --release --quiet --bin mc-replay --bin mc-mock
-bin=target/release
+# BIN=dir runs binaries built elsewhere (e.g. another commit, to compare).
+bin=${BIN:-target/release}
+[[ -z "${BIN:-}" ]] && cargo build --release --quiet --bin mc-replay --bin mc-mock
 
 aiperf=${AIPERF:-}
 if [[ -z "$aiperf" ]]; then
@@ -116,6 +118,9 @@ for rate in $rates; do
     read -r s50 s99 < <(server_lag "$trace" "$mock_log")
     printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8.3f\n' mc-replay "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" \
         "$(echo "$cpu $base_ours $sent" | awk '{ print ($1 - $2) * 1000 / ($3 - 20) }')"
+    failed=$(jq -r '.requests.failed' "$work/summary.json")
+    # A run whose requests failed measures nothing: say so next to its row.
+    [[ "$failed" != 0 ]] && echo "  WARNING: $failed requests failed at $rate req/s (see $work/results.jsonl)"
 
     if [[ -n "$aiperf" ]]; then
         start_mock

@@ -1,4 +1,130 @@
-//! Block-size rules (DESIGN.md §2): which (ids, length) pairs are consistent.
+//! Block-size rules (DESIGN.md §2), in one place: which (ids, length) pairs
+//! are consistent, which block sizes a set of rows allows, and the size
+//! `--block-size auto` settles on.
+
+/// `--block-size`: a number of tokens, or `auto` (the size the rows point to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockSize {
+    Fixed(u64),
+    Auto,
+}
+
+/// Largest accepted block size (sizes are kept in 32 bits per id by
+/// mc-analyze; real block sizes are far smaller).
+pub const MAX_BLOCK_SIZE: u64 = 1 << 30;
+
+/// The size Mooncake traces use, where nothing says otherwise.
+pub const DEFAULT_BLOCK_SIZE: u64 = 512;
+
+impl std::str::FromStr for BlockSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(BlockSize::Auto);
+        }
+        match s.parse::<u64>() {
+            Ok(b) if b > 0 && b <= MAX_BLOCK_SIZE => Ok(BlockSize::Fixed(b)),
+            _ => Err(format!(
+                "expected an integer from 1 to 2^30, or `auto`, got `{s}`"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for BlockSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BlockSize::Fixed(b) => write!(f, "{b}"),
+            BlockSize::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// The block sizes every row seen so far allows: `(n-1)·B < len ≤ n·B`
+/// bounds B to `[ceil(len/n), floor((len-1)/(n-1))]` for each row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeasibleSizes {
+    pub min: u64,
+    /// `u64::MAX`: no upper bound (only single-block rows so far).
+    pub max: u64,
+    /// Rows with ids seen.
+    pub rows: u64,
+}
+
+impl Default for FeasibleSizes {
+    fn default() -> Self {
+        FeasibleSizes {
+            min: 1,
+            max: u64::MAX,
+            rows: 0,
+        }
+    }
+}
+
+impl FeasibleSizes {
+    /// Narrows the range by a row of `n` ids and `len` tokens (rows without
+    /// ids say nothing of the block size).
+    pub fn add(&mut self, n: u64, len: u64) {
+        if n == 0 {
+            return;
+        }
+        self.rows += 1;
+        if len == 0 {
+            // No size fits ids without tokens.
+            self.min = u64::MAX;
+            self.max = 0;
+            return;
+        }
+        self.min = self.min.max(len.div_ceil(n));
+        if n >= 2 {
+            self.max = self.max.min((len - 1) / (n - 1));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.min > self.max
+    }
+
+    pub fn contains(&self, b: u64) -> bool {
+        self.min <= b && b <= self.max
+    }
+
+    /// The powers of two in the range (up to [`MAX_BLOCK_SIZE`]).
+    pub fn powers_of_two(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..=MAX_BLOCK_SIZE.trailing_zeros())
+            .map(|e| 1u64 << e)
+            .filter(|&b| self.contains(b))
+    }
+
+    /// The one size the rows decide for `--block-size auto`: the only power
+    /// of two every row allows. `Ok(None)`: no row has ids, so the size does
+    /// not matter to them.
+    pub fn decide(&self) -> Result<Option<u64>, Undecided> {
+        if self.rows == 0 {
+            return Ok(None);
+        }
+        if self.is_empty() {
+            return Err(Undecided::NoSizeFits);
+        }
+        let mut pows = self.powers_of_two();
+        match (pows.next(), pows.next()) {
+            (Some(b), None) => Ok(Some(b)),
+            (None, _) => Err(Undecided::NoPowerOfTwo(*self)),
+            (Some(_), Some(_)) => Err(Undecided::Several(*self)),
+        }
+    }
+}
+
+/// Why `--block-size auto` could not settle on a size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Undecided {
+    #[error("no block size fits every row (some rows contradict each other); pass --block-size B")]
+    NoSizeFits,
+    #[error("the rows allow block sizes {} to {}, which hold no power of two; pass --block-size B", .0.min, .0.max)]
+    NoPowerOfTwo(FeasibleSizes),
+    #[error("the rows allow block sizes from {} to {}, more than one power of two; pass --block-size B", .0.min, if .0.max == u64::MAX { "any size".to_string() } else { .0.max.to_string() })]
+    Several(FeasibleSizes),
+}
 
 /// A row with `n` ids and `len` tokens is consistent for block size `b` when
 /// every block is full but the last: `(n-1)*b < len <= n*b`. No ids and no
@@ -25,6 +151,38 @@ pub fn block_tokens(i: u64, len: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rows_decide_one_power_of_two_or_say_why_not() {
+        // nat2mc-style rows at 128: 287 tokens in 3 ids allows 96..=143.
+        let mut f = FeasibleSizes::default();
+        f.add(3, 287);
+        assert_eq!((f.min, f.max), (96, 143));
+        assert_eq!(f.decide(), Ok(Some(128)));
+        // Two rows at 64: 100 tokens in 2 ids (50..=99), 130 in 3 (44..=64).
+        let mut f = FeasibleSizes::default();
+        f.add(2, 100);
+        f.add(3, 130);
+        assert_eq!(f.decide(), Ok(Some(64)));
+        // Single-block rows bound B from below only: 256, 512, ... all fit.
+        let mut f = FeasibleSizes::default();
+        f.add(1, 200);
+        assert!(matches!(f.decide(), Err(Undecided::Several(_))));
+        // Rows without ids decide nothing, and need no size.
+        let mut f = FeasibleSizes::default();
+        f.add(0, 999);
+        assert_eq!(f.decide(), Ok(None));
+        // 600 tokens in 2 ids (300..=599) and 600 in 3 ids (200..=299).
+        f.add(2, 600);
+        f.add(3, 600);
+        assert_eq!(f.decide(), Err(Undecided::NoSizeFits));
+        // 16 tokens in 3 ids allows ceil(16/3) = 6 to floor(15/2) = 7: no
+        // power of two.
+        let mut f = FeasibleSizes::default();
+        f.add(3, 16);
+        assert_eq!((f.min, f.max), (6, 7));
+        assert!(matches!(f.decide(), Err(Undecided::NoPowerOfTwo(_))));
+    }
 
     #[test]
     fn consistency_bounds() {

@@ -1,131 +1,10 @@
-//! What every tool shares on the command line: input/output options, the
-//! error policy, the record loop, and turning a result into an exit code.
+//! What every tool shares on the command line: parsing (with
+//! `--completions` and `--man`), usage errors, and turning a result into an
+//! exit code. The record loop and the input/output options are in `filter`.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use crate::error::{Error, ExitCode, RecordError, Result};
-use crate::jsonl::{self, ErrorPolicy, LineReader, OnError, Output};
-use crate::record::Record;
-
-/// Input, output and error-policy options common to all filters.
-#[derive(Debug, Clone, clap::Args)]
-pub struct IoArgs {
-    /// Read records from FILE instead of stdin (`-` is stdin).
-    #[arg(short, long, value_name = "FILE")]
-    pub input: Option<PathBuf>,
-
-    /// Write records to FILE instead of stdout.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// What to do with a line that is not a valid record: stop with exit
-    /// code 65, or skip it and report the count at the end.
-    #[arg(long, value_enum, default_value_t = OnError::Fail, value_name = "POLICY")]
-    pub on_error: OnError,
-
-    /// Longest accepted line; a longer one is a bad line.
-    #[arg(long, default_value_t = jsonl::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
-    pub max_line_bytes: usize,
-
-    /// Flush after every record (for `tail -f` pipelines).
-    #[arg(long)]
-    pub line_buffered: bool,
-}
-
-impl IoArgs {
-    pub fn reader(&self) -> Result<LineReader<Box<dyn std::io::Read>>> {
-        Ok(LineReader::new(
-            jsonl::open_input(self.input.as_deref())?,
-            self.max_line_bytes,
-        ))
-    }
-
-    pub fn writer(&self) -> Result<Output> {
-        Output::open(self.output.as_deref(), self.line_buffered)
-    }
-}
-
-/// What a per-record step decided.
-pub enum Emit {
-    /// Write the record exactly as read.
-    Unchanged,
-    /// The step wrote the record (and its `\n`) into the output buffer.
-    Written,
-    /// Leave the record out.
-    Dropped,
-}
-
-/// Runs a streaming filter: each line is parsed into a [`Record`] and handed
-/// to `step`, which may write a changed record into the output buffer.
-/// Bad lines follow the `--on-error` policy; the summary of skipped lines is
-/// printed to stderr under the tool's name.
-pub fn run_filter<F>(tool: &str, io: &IoArgs, mut step: F) -> Result<()>
-where
-    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
-{
-    let mut reader = io.reader()?;
-    let mut out = io.writer()?;
-    let mut policy = ErrorPolicy::new(io.on_error);
-    let result = for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
-        write_record(&mut out, policy, no, bytes, &mut step)
-    });
-    // Good records already produced are flushed even when a bad one stops us.
-    let flushed = out.flush();
-    report_skipped(tool, &policy);
-    result.and(flushed)
-}
-
-/// Feeds every line to `f`, applying the policy to lines too long to read.
-pub fn for_each_line<R, F>(
-    reader: &mut LineReader<R>,
-    policy: &mut ErrorPolicy,
-    mut f: F,
-) -> Result<()>
-where
-    R: std::io::Read,
-    F: FnMut(u64, &[u8], &mut ErrorPolicy) -> Result<()>,
-{
-    loop {
-        match reader.next_line() {
-            Ok(Some(line)) => f(line.no, line.bytes, policy)?,
-            Ok(None) => return Ok(()),
-            Err(e) => policy.handle(e)?,
-        }
-    }
-}
-
-/// Parses line `no`, runs `step` on it and writes what it decided; a bad
-/// record goes to the policy (and leaves nothing half-written).
-pub fn write_record<F>(
-    out: &mut Output,
-    policy: &mut ErrorPolicy,
-    no: u64,
-    bytes: &[u8],
-    step: &mut F,
-) -> Result<()>
-where
-    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
-{
-    let outcome = Record::parse(bytes).and_then(|rec| {
-        let buf = out.buffer();
-        let mark = buf.len();
-        step(&rec, buf).inspect_err(|_| buf.truncate(mark))
-    });
-    match outcome {
-        Ok(Emit::Unchanged) => out.write_line(bytes),
-        Ok(Emit::Written) => out.end_line(),
-        Ok(Emit::Dropped) => Ok(()),
-        Err(e) => policy.record(no, e),
-    }
-}
-
-/// Prints the `--on-error skip` summary, if anything was skipped.
-pub fn report_skipped(tool: &str, policy: &ErrorPolicy) {
-    if let Some(s) = policy.summary() {
-        eprintln!("{tool}: {s}");
-    }
-}
+use crate::error::{Error, ExitCode, Result};
 
 /// The end of every `main`: prints `TOOL: error` and maps it to an exit code;
 /// a closed stdout is a quiet success.
@@ -139,7 +18,9 @@ fn exit_code(tool: &str, result: Result<()>) -> ExitCode {
         Err(e) if e.is_broken_pipe() => ExitCode::Success,
         Err(e) => {
             let mut stderr = std::io::stderr().lock();
-            let _ = writeln!(stderr, "{tool}: {e}");
+            // `{:#}`: the whole cause chain ("cannot list models …: io:
+            // Connection refused"), as ripgrep prints it.
+            let _ = writeln!(stderr, "{tool}: {e:#}");
             e.exit_code()
         }
     }
@@ -184,7 +65,8 @@ pub fn parse_args<A: clap::Parser>(tool: &'static str) -> A {
     A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
-/// Rejects option values clap cannot check on its own.
+/// Rejects option values clap cannot check on its own (the same as
+/// [`Error::usage`]).
 pub fn usage(msg: impl Into<String>) -> Error {
-    Error::Usage(msg.into())
+    Error::usage(msg)
 }

@@ -11,7 +11,11 @@ pub enum ExitCode {
     Usage = 2,
     DataErr = 65,
     NoInput = 66,
+    CantCreate = 73,
     IoErr = 74,
+    /// A service the tool needs is gone (mc-replay: the server stopped
+    /// answering), as sysexits' EX_UNAVAILABLE.
+    Unavailable = 69,
 }
 
 /// What went wrong with one record, before the line number is known.
@@ -42,22 +46,37 @@ pub enum Error {
     NoInput { path: PathBuf, source: io::Error },
     #[error("{}: {source}", path.display())]
     Output { path: PathBuf, source: io::Error },
+    /// An output file a tool would create implicitly already exists.
+    #[error("{} already exists; pass --force to overwrite it, or choose another path with --output-file (`-` for stdout)", path.display())]
+    Exists { path: PathBuf },
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// A service the tool needs stopped answering (exit code 69).
+    #[error(transparent)]
+    Unavailable(anyhow::Error),
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
 
 impl Error {
+    /// An option value clap cannot check on its own (exit code 2).
+    pub fn usage(msg: impl Into<String>) -> Error {
+        Error::Usage(msg.into())
+    }
+
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Data { .. } | Error::Input(_) => ExitCode::DataErr,
             Error::NoInput { .. } => ExitCode::NoInput,
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
-            Error::Other(_) => ExitCode::Failure,
+            Error::Exists { .. } => ExitCode::CantCreate,
+            Error::Unavailable(_) => ExitCode::Unavailable,
+            Error::Tokenizer(_) | Error::Other(_) => ExitCode::Failure,
         }
     }
 

@@ -6,6 +6,7 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, RecordError, Result};
+use crate::finding::Finding;
 
 /// Default cap on one line (DESIGN.md §3): a longer line is an error, never an OOM.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
@@ -31,6 +32,9 @@ pub struct LineReader<R> {
     eof: bool,
     line_no: u64,
     max_line: usize,
+    /// Before the first non-blank line: strip a UTF-8 BOM and recognise
+    /// inputs that are not JSONL at all (see [`sniff_first_line`]).
+    first: bool,
 }
 
 impl<R: Read> LineReader<R> {
@@ -43,6 +47,7 @@ impl<R: Read> LineReader<R> {
             eof: false,
             line_no: 0,
             max_line: max_line.max(1),
+            first: true,
         }
     }
 
@@ -54,12 +59,25 @@ impl<R: Read> LineReader<R> {
                 None => return Ok(None),
                 Some(span) => span,
             };
+            let mut start = start;
             let mut line = &self.buf[start..start + len];
             if line.last() == Some(&b'\r') {
                 line = &line[..line.len() - 1];
             }
+            if self.first {
+                if let Some(rest) = line.strip_prefix(UTF8_BOM) {
+                    line = rest;
+                    start += UTF8_BOM.len();
+                }
+            }
             if line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
+            }
+            if self.first {
+                self.first = false;
+                if let Some(hint) = sniff_first_line(line) {
+                    return Err(Error::Input(format!("line {}: {hint}", self.line_no)));
+                }
             }
             let len = line.len();
             return Ok(Some(Line {
@@ -158,17 +176,47 @@ impl<R: Read> LineReader<R> {
     }
 }
 
-/// Opens `--input FILE`, or stdin when absent or `-`.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Recognises a first line that shows the whole input is not JSONL, and
+/// says how to convert it. Every record starts with `{`, so anything else
+/// on the first line is at best one bad line among many.
+pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
+    let text = line.trim_ascii_start();
+    match text.first()? {
+        b'{' => None,
+        b'[' => Some(
+            "this is a JSON array, not JSONL (one object per line); \
+             convert it with `jq -c '.[]'`",
+        ),
+        _ if text.contains(&b',') => Some(
+            "this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
+             convert it with `mc-import --from auto`",
+        ),
+        _ => None,
+    }
+}
+
+/// Opens `--input FILE`, or stdin when absent or `-`. A directory is refused
+/// here, by name (reading one would fail later with a bare "Is a directory").
 pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
     match path {
         None => Ok(Box::new(io::stdin().lock())),
         Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin().lock())),
-        Some(p) => File::open(p)
-            .map(|f| Box::new(f) as Box<dyn Read>)
-            .map_err(|source| Error::NoInput {
+        Some(p) => {
+            let no_input = |source| Error::NoInput {
                 path: p.to_path_buf(),
                 source,
-            }),
+            };
+            let file = File::open(p).map_err(no_input)?;
+            if file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(no_input(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    "is a directory, not a trace file",
+                )));
+            }
+            Ok(Box::new(file))
+        }
     }
 }
 
@@ -251,11 +299,19 @@ impl<W: Write> Output<W> {
         self.end_line()
     }
 
-    /// The buffer to build a record in place; finish with [`Output::end_line`]
-    /// after pushing the record and its `\n`.
+    /// The buffer to build a record in place; finish with
+    /// [`Output::end_record`] (which adds the `\n`), or with
+    /// [`Output::end_line`] after pushing the `\n` yourself.
     #[inline]
     pub fn buffer(&mut self) -> &mut Vec<u8> {
         &mut self.buf
+    }
+
+    /// Ends the record built in [`Output::buffer`] with its `\n`.
+    #[inline]
+    pub fn end_record(&mut self) -> Result<()> {
+        self.buf.push(b'\n');
+        self.end_line()
     }
 
     #[inline]
@@ -296,12 +352,8 @@ pub enum OnError {
 #[derive(Debug, Default)]
 pub struct ErrorPolicy {
     mode: OnError,
-    skipped: u64,
-    first: Vec<u64>,
+    skipped: Finding,
 }
-
-/// How many skipped line numbers a report names.
-const FIRST_SKIPPED: usize = 5;
 
 impl ErrorPolicy {
     pub fn new(mode: OnError) -> Self {
@@ -315,10 +367,7 @@ impl ErrorPolicy {
     pub fn handle(&mut self, err: Error) -> Result<()> {
         match (&err, self.mode) {
             (Error::Data { line, .. }, OnError::Skip) => {
-                self.skipped += 1;
-                if self.first.len() < FIRST_SKIPPED {
-                    self.first.push(*line);
-                }
+                self.skipped.add(*line);
                 Ok(())
             }
             _ => Err(err),
@@ -330,31 +379,21 @@ impl ErrorPolicy {
         self.handle(Error::Data { line, err })
     }
 
-    pub fn skipped(&self) -> u64 {
-        self.skipped
-    }
-
-    pub fn first_skipped(&self) -> &[u64] {
-        &self.first
+    /// The lines skipped: a count and the first line numbers.
+    pub fn skipped(&self) -> &Finding {
+        &self.skipped
     }
 
     /// The end-of-run notice, if anything was skipped.
     pub fn summary(&self) -> Option<String> {
-        if self.skipped == 0 {
-            return None;
-        }
-        let lines: Vec<String> = self.first.iter().map(u64::to_string).collect();
-        let more = if self.skipped > self.first.len() as u64 {
-            ", …"
-        } else {
-            ""
-        };
-        Some(format!(
-            "skipped {} bad line{} (line {}{more})",
-            self.skipped,
-            if self.skipped == 1 { "" } else { "s" },
-            lines.join(", ")
-        ))
+        let n = self.skipped.count;
+        (n > 0).then(|| {
+            format!(
+                "skipped {n} bad line{} ({})",
+                if n == 1 { "" } else { "s" },
+                self.skipped.first_lines_text()
+            )
+        })
     }
 }
 
@@ -466,7 +505,7 @@ mod tests {
         for l in 1..=7 {
             skip.record(l * 10, RecordError::new("bad")).unwrap();
         }
-        assert_eq!(skip.skipped(), 7);
+        assert_eq!(skip.skipped().count, 7);
         assert_eq!(
             skip.summary().unwrap(),
             "skipped 7 bad lines (line 10, 20, 30, 40, 50, …)"

@@ -1,7 +1,19 @@
-//! Summary statistics with the definitions AIPerf uses (numpy's): mean,
-//! population standard deviation, and percentiles by linear interpolation
-//! at k = (n-1)p. Sums are compensated (Neumaier), so results agree with
-//! numpy's pairwise sums to far better than 1e-12 relative.
+//! Summary statistics, and the three percentile definitions the toolkit
+//! uses, each where its consumer needs it:
+//!
+//! - [`percentile_linear`]: numpy's linear interpolation at k = (n-1)p over
+//!   every value. mc-analyze must match AIPerf number for number, and AIPerf
+//!   uses numpy; the trace's values fit in memory.
+//! - [`nearest_rank`]: over a histogram of small integers (the engine's
+//!   batch sizes and tokens per step): exact, constant memory, and always a
+//!   value that occurred (a batch of 7.3 requests means nothing).
+//! - HDR histograms (`hdrhistogram`, in `replay::metrics`): mc-replay's
+//!   latencies, millions of inter-token gaps in constant memory at 3
+//!   significant digits; means and std are kept exactly beside them.
+//!
+//! Mean and population standard deviation use compensated (Neumaier) sums,
+//! so results agree with numpy's pairwise sums to far better than 1e-12
+//! relative.
 
 use serde::Serialize;
 
@@ -30,9 +42,9 @@ impl Summary {
             mean: m,
             std_dev: var.sqrt(),
             min: values[0],
-            p25: percentile_sorted(values, 0.25),
+            p25: percentile_linear(values, 0.25),
             median: median_sorted(values),
-            p75: percentile_sorted(values, 0.75),
+            p75: percentile_linear(values, 0.75),
             max: values[values.len() - 1],
         })
     }
@@ -129,7 +141,7 @@ pub fn exact_mean(values: &[f64]) -> f64 {
 }
 
 /// numpy's `percentile(..., method="linear")` on sorted values, p in [0, 1].
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
     let k = (sorted.len() - 1) as f64 * p;
     let lo = k.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
@@ -152,6 +164,25 @@ pub fn median_sorted(sorted: &[f64]) -> f64 {
     } else {
         (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
+}
+
+/// Nearest-rank quantile of a histogram of small integers (`hist[v]` =
+/// how often `v` occurred): the smallest value with at least `q`·N
+/// occurrences at or below it; 0 for an empty histogram.
+pub fn nearest_rank(hist: &[u64], q: f64) -> u64 {
+    let n: u64 = hist.iter().sum();
+    if n == 0 {
+        return 0;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut cum = 0;
+    for (v, &c) in hist.iter().enumerate() {
+        cum += c;
+        if cum >= rank {
+            return v as u64;
+        }
+    }
+    (hist.len() - 1) as u64
 }
 
 #[cfg(test)]

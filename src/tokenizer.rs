@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context};
 use tokenizers::Tokenizer;
 
 /// A loaded tokenizer and where it came from (for the summary line).
@@ -65,13 +64,48 @@ pub fn find_in_cache(cache: &Path, model_id: &str) -> Option<PathBuf> {
     snapshots.into_iter().next()
 }
 
-fn load(path: &Path) -> anyhow::Result<Tokenizer> {
-    Tokenizer::from_file(path)
-        .map_err(|e| anyhow!("{}: not a usable tokenizer.json: {e}", path.display()))
+/// Why no tokenizer could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("{}: not a usable tokenizer.json: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    #[error("{}: the folder has no tokenizer.json", .0.display())]
+    FolderWithoutFile(PathBuf),
+    #[error(
+        "no tokenizer for `{spec}`: it is not a file or folder here, and searched {searched}. \
+         Pass --tokenizer path/to/tokenizer.json (or a folder holding one)."
+    )]
+    NotFound { spec: String, searched: String },
+}
+
+/// Why a download from the hub did not give a file (reported as one of
+/// the places searched).
+#[derive(Debug, thiserror::Error)]
+enum DownloadError {
+    #[error("HF_HUB_OFFLINE=1")]
+    Offline,
+    #[error("`{0}` is not a model id (ORG/NAME)")]
+    NotAModelId(String),
+    #[error("GET {url}: {source}")]
+    Http { url: String, source: ureq::Error },
+    #[error("nowhere to store it: no cache folder")]
+    NoCache,
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn load(path: &Path) -> Result<Tokenizer, TokenizerError> {
+    Tokenizer::from_file(path).map_err(|e| TokenizerError::Unusable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 /// Resolves `spec` (a file, a folder, or a model id) to a tokenizer.
-pub fn resolve(spec: &str) -> anyhow::Result<Resolved> {
+pub fn resolve(spec: &str) -> Result<Resolved, TokenizerError> {
     let path = Path::new(spec);
     if path.is_file() {
         return Ok(Resolved {
@@ -87,10 +121,7 @@ pub fn resolve(spec: &str) -> anyhow::Result<Resolved> {
                 source: file.display().to_string(),
             });
         }
-        return Err(anyhow!(
-            "{}: the folder has no tokenizer.json",
-            path.display()
-        ));
+        return Err(TokenizerError::FolderWithoutFile(path.to_path_buf()));
     }
     let mut searched = Vec::new();
     if let Some(cache) = hub_cache_dir() {
@@ -117,24 +148,23 @@ pub fn resolve(spec: &str) -> anyhow::Result<Resolved> {
             source: format!("{spec} (downloaded to {})", file.display()),
         }),
         Err(e) => {
-            searched.push(format!("the hub: {e:#}"));
-            Err(anyhow!(
-                "no tokenizer for `{spec}`: it is not a file or folder here, and searched {}. \
-                 Pass --tokenizer path/to/tokenizer.json (or a folder holding one).",
-                searched.join("; ")
-            ))
+            searched.push(format!("the hub: {e}"));
+            Err(TokenizerError::NotFound {
+                spec: spec.to_string(),
+                searched: searched.join("; "),
+            })
         }
     }
 }
 
 /// Fetches `tokenizer.json` of `model_id` from `$HF_ENDPOINT` (default
 /// huggingface.co, with `$HF_TOKEN` for gated models) into the cache layout.
-fn download(model_id: &str) -> anyhow::Result<PathBuf> {
+fn download(model_id: &str) -> Result<PathBuf, DownloadError> {
     if std::env::var_os("HF_HUB_OFFLINE").is_some_and(|v| v == "1") {
-        return Err(anyhow!("HF_HUB_OFFLINE=1"));
+        return Err(DownloadError::Offline);
     }
     if !model_id.contains('/') || model_id.starts_with('/') || model_id.contains("..") {
-        return Err(anyhow!("`{model_id}` is not a model id (ORG/NAME)"));
+        return Err(DownloadError::NotAModelId(model_id.to_string()));
     }
     let endpoint =
         std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".to_string());
@@ -152,23 +182,33 @@ fn download(model_id: &str) -> anyhow::Result<PathBuf> {
     if let Ok(token) = std::env::var("HF_TOKEN") {
         req = req.header("Authorization", &format!("Bearer {token}"));
     }
+    let http = |source| DownloadError::Http {
+        url: url.clone(),
+        source,
+    };
     let body = req
         .call()
-        .with_context(|| format!("GET {url}"))?
+        .map_err(http)?
         .body_mut()
         .with_config()
         .limit(1 << 30)
         .read_to_vec()
-        .with_context(|| format!("reading {url}"))?;
-    let cache = hub_cache_dir().ok_or_else(|| anyhow!("nowhere to store it: no cache folder"))?;
+        .map_err(http)?;
+    let cache = hub_cache_dir().ok_or(DownloadError::NoCache)?;
     let repo = cache.join(format!("models--{}", model_id.replace('/', "--")));
     let snapshot = repo.join("snapshots/main");
-    std::fs::create_dir_all(&snapshot)
-        .with_context(|| format!("creating {}", snapshot.display()))?;
+    let write = |path: &Path, bytes: &[u8]| {
+        path.parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(path, bytes))
+            .map_err(|source| DownloadError::Write {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
     let file = snapshot.join("tokenizer.json");
-    std::fs::write(&file, body).with_context(|| format!("writing {}", file.display()))?;
-    std::fs::create_dir_all(repo.join("refs"))?;
-    std::fs::write(repo.join("refs/main"), "main")?;
+    write(&file, &body)?;
+    write(&repo.join("refs/main"), b"main")?;
     Ok(file)
 }
 

@@ -398,3 +398,13 @@ fn bad_lines_fail_or_are_counted() {
         (2, vec![8, 9])
     );
 }
+
+/// The whole text report for the seven rows, as a snapshot. The AIPerf
+/// numbers are those of AIPerf's own file above (rounded for print); the
+/// block check (1200 tokens in 3 ids and 2048 in 4 allow exactly 512), the
+/// timing (7 rows over 0.8 s) and the lint counts were checked by hand.
+#[test]
+fn text_report_snapshot() {
+    let text = run_ok::<&str>("mc-analyze", &[], SEVEN_ROWS);
+    insta::assert_snapshot!("analyze_seven_rows_text", text);
+}

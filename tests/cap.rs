@@ -1,5 +1,7 @@
 //! mc-cap: truncation keeps rows consistent, --drop drops and counts, osl caps.
 
+use predicates::prelude::*;
+
 use crate::util::tool;
 
 // Block size 4. Row 1 fits; row 2 (10 tokens, ids [1,2,3]) is cut to 6:
@@ -20,7 +22,29 @@ fn no_caps_is_the_identity() {
         .write_stdin(INPUT)
         .assert()
         .code(0)
-        .stdout(INPUT);
+        .stdout(INPUT)
+        .stderr("");
+}
+
+#[test]
+fn the_summary_says_what_changed() {
+    // Rows 2-5 are longer than 8 tokens (10, 9, 12, 50); rows 1, 3 and 4 ask
+    // for more than 6 output tokens (100, 7, 8).
+    tool("mc-cap")
+        .args(["--max-isl", "8", "--max-osl", "6", "--block-size", "4"])
+        .write_stdin(INPUT)
+        .assert()
+        .code(0)
+        .stderr("mc-cap: 5 rows: truncated 4 to 8 tokens, capped 3 answers to 6 tokens\n");
+    // The other filters: a line when rows changed, none when nothing did.
+    let line = "{\"timestamp\": 10, \"hash_ids\": [1]}\n";
+    tool("mc-roots")
+        .args(["--roots", "2"])
+        .write_stdin(line.repeat(3))
+        .assert()
+        .stderr("mc-roots: 3 of 3 rows renumbered into 2 trees\n");
+    tool("mc-roots").write_stdin(line).assert().stderr("");
+    tool("mc-scale").write_stdin(line).assert().stderr("");
 }
 
 #[test]
@@ -68,7 +92,7 @@ fn drop_removes_long_rows_and_counts_them() {
         .assert()
         .code(0)
         .stdout(want)
-        .stderr("mc-cap: dropped 4 rows longer than 8 tokens\n");
+        .stderr("mc-cap: 5 rows: dropped 4 rows longer than 8 tokens\n");
 }
 
 #[test]
@@ -100,4 +124,38 @@ fn ids_in_the_fresh_range_are_refused() {
         .assert()
         .code(65)
         .stderr("mc-cap: line 1: field `hash_ids`: id 100 is in mc-cap's fresh-id range (>= 100); pass a larger --fresh-id-base\n");
+}
+
+#[test]
+fn caps_and_fresh_ids_stay_within_63_bits() {
+    for args in [
+        ["--fresh-id-base", "18446744073709551615"],
+        ["--max-isl", "9223372036854775808"],
+        ["--max-osl", "9223372036854775808"],
+    ] {
+        tool("mc-cap")
+            .args(args)
+            .write_stdin(INPUT)
+            .assert()
+            .code(2)
+            .stderr(
+                predicates::str::contains("is not in 1..=9223372036854775807").or(
+                    predicates::str::contains("is not in 0..=9223372036854775807"),
+                ),
+            );
+    }
+    // The last fresh id is 2^63 - 1: the first cut block gets it, the second
+    // (another block cut at another place) has none left: an error, never a
+    // wrap-around onto the input's ids.
+    tool("mc-cap")
+        .args(["--max-isl", "6", "--block-size", "4", "--fresh-id-base", "9223372036854775807"])
+        .write_stdin(
+            "{\"input_length\": 10, \"hash_ids\": [1, 2, 3]}\n{\"input_length\": 10, \"hash_ids\": [1, 5, 6]}\n",
+        )
+        .assert()
+        .code(65)
+        .stdout("{\"input_length\": 6, \"hash_ids\": [1, 9223372036854775807]}\n")
+        .stderr(predicates::str::starts_with(
+            "mc-cap: line 2: field `hash_ids`: fresh ids are used up",
+        ));
 }

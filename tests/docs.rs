@@ -2,7 +2,7 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 10] = [
     "mc-import",
     "mc-scale",
     "mc-roots",
@@ -11,6 +11,8 @@ const TOOLS: [&str; 8] = [
     "nat2mc",
     "mc-replay",
     "mc-mock",
+    "mc-gen",
+    "mc-plot",
 ];
 
 #[test]

@@ -789,3 +789,25 @@ fn every_request_is_logged_as_it_arrives() {
     assert!(second.t_us >= first.t_us);
     assert!(second.unix_us >= first.unix_us);
 }
+
+#[test]
+fn messages_are_as_strict_as_vllm() {
+    let mock = Mock::start(&[]);
+    for (messages, want) in [
+        (json!([]), "at least one message"),
+        (json!([1, "x", null]), "messages[0]: expected an object"),
+        (json!([{"content": "hi"}]), "`role` is required"),
+    ] {
+        let (status, _, text) = post(
+            &mock,
+            "/v1/chat/completions",
+            &json!({"messages": messages, "max_tokens": 2}),
+        );
+        assert_eq!(status, 400, "{messages}: {text}");
+        let err: Value = serde_json::from_str(&text).unwrap();
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{messages}: {msg}");
+    }
+    let (status, _, text) = post(&mock, "/v1/chat/completions", &chat_body(2, json!({})));
+    assert_eq!(status, 200, "{text}");
+}

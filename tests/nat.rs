@@ -258,8 +258,72 @@ fn default_output_file_sits_beside_the_input() {
         .assert()
         .code(0)
         .stdout("");
-    let written = std::fs::read_to_string(dir.path().join("traces_mooncake.jsonl")).unwrap();
+    let out_file = dir.path().join("traces_mooncake.jsonl");
+    let written = std::fs::read_to_string(&out_file).unwrap();
     assert_eq!(written.lines().count(), 5);
+}
+
+#[test]
+fn the_file_beside_the_input_is_named_and_never_overwritten_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    let input = dir.path().join("traces.json");
+    std::fs::write(&input, nat_file()).unwrap();
+    let out_file = dir.path().join("traces_mooncake.jsonl");
+    let run = |extra: &[&str]| {
+        tool("nat2mc")
+            .arg("--tokenizer")
+            .arg(&tok)
+            .arg("--input") // the alias of --input-file
+            .arg(&input)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.ends_with(&format!("; rows written to {}\n", out_file.display())),
+        "{stderr}"
+    );
+    // A second run refuses to overwrite it (exit 73) and leaves it alone.
+    std::fs::write(&out_file, "keep me\n").unwrap();
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(73));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "nat2mc: {} already exists; pass --force to overwrite it, or choose another path \
+             with --output-file (`-` for stdout)\n",
+            out_file.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "keep me\n");
+    // --force overwrites; `-o -` writes to stdout instead.
+    assert!(run(&["--force"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap().lines().count(),
+        5
+    );
+    let out = run(&["-o", "-"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 5);
+}
+
+#[test]
+fn an_empty_input_is_an_error_not_a_cut_file() {
+    for input in ["", "\n  \n"] {
+        tool("nat2mc")
+            .write_stdin(input)
+            .assert()
+            .code(65)
+            .stdout("")
+            .stderr(
+                "nat2mc: the input is empty: expected the profiler's JSON array of requests \
+                 (all_requests_profiler_traces.json)\n",
+            );
+    }
 }
 
 /// A fake HuggingFace cache: models--ORG--NAME/refs/main names the snapshot.
@@ -448,4 +512,102 @@ fn the_real_nat_file_with_the_real_tokenizer() {
     assert_eq!(v["blocks"]["inconsistent_rows"]["count"], 0);
     assert_eq!(v["blocks"]["conflicting_ids"]["count"], 0);
     assert_eq!(v["sessions"]["sessions"], 4);
+}
+
+#[test]
+fn a_delay_that_is_not_a_finite_number_of_ms_is_refused() {
+    for bad in ["inf", "nan", "-1", "1e300"] {
+        tool("nat2mc")
+            .arg(format!("--delay={bad}"))
+            .write_stdin(nat_file())
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("is not a delay"));
+    }
+}
+
+/// nat2mc writes blocks of its own size (128 by default, not 512): the
+/// tools downstream detect it, and refuse a wrong explicit one.
+#[test]
+fn block_size_is_detected_downstream_and_a_wrong_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(dir.path());
+    // Two calls of 300 and 350 unknown words (one token each): at B = 128
+    // the first has 3 ids and allows 100..=149 (only 128); at B = 64 it has
+    // 5 ids and allows 60..=74 (only 64).
+    let long = |n: usize| json!([lc("human", &"x ".repeat(n))]);
+    let file = serde_json::to_string(&json!([{"request_number": 0, "intermediate_steps": [
+        start("A", 100.0, long(300)), end("A", 100.5, 300, 2),
+        start("B", 101.0, long(350)), end("B", 101.5, 350, 2),
+    ]}]))
+    .unwrap();
+    for b in [64u64, 128] {
+        let rows = tool("nat2mc")
+            .arg("--tokenizer")
+            .arg(&tok)
+            .args(["--block-size", &b.to_string()])
+            .write_stdin(file.clone())
+            .output()
+            .unwrap();
+        assert!(rows.status.success());
+        let rows = String::from_utf8(rows.stdout).unwrap();
+        // Auto-detection names the size on stderr; the cut keeps rows consistent.
+        let out = tool("mc-cap")
+            .args(["--max-isl", "200"])
+            .write_stdin(rows.clone())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("mc-cap: block size {b} (detected from the first ")),
+            "{stderr}"
+        );
+        let analyzed = tool("mc-analyze")
+            .arg("--json")
+            .write_stdin(rows.clone())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&analyzed.stdout).unwrap();
+        assert_eq!(report["blocks"]["block_size"], b);
+        assert_eq!(report["blocks"]["inconsistent_rows"]["count"], 0);
+        // The old default, given explicitly, is refused by name.
+        tool("mc-cap")
+            .args(["--max-isl", "200", "--block-size", "512"])
+            .write_stdin(rows)
+            .assert()
+            .code(65)
+            .stderr(predicates::str::contains("(check --block-size)"));
+    }
+}
+
+/// Structural errors name the request and the place in the file (line and
+/// column from the file's start, not the request's). Places checked by hand.
+#[test]
+fn structural_errors_name_the_request_and_the_place_in_the_file() {
+    let cases = [
+        // Line 4 is `   "x": tru}`: the `}` after `tru` is column 12.
+        (
+            "[\n  {\"request_number\": 0},\n  {\"request_number\": 1,\n   \"x\": tru}\n]\n",
+            "nat2mc: invalid profiler trace: request 2 of the file: expected ident (line 4, column 12)\n",
+        ),
+        // `[\n` is 2 bytes and line 2 is 24 with its newline: the second `{`
+        // is byte 28, line 3, column 3.
+        (
+            "[\n  {\"request_number\": 0}\n  {\"request_number\": 1}\n]\n",
+            "nat2mc: invalid profiler trace: expected `,` or `]` after request 1, at byte 28 (line 3, column 3)\n",
+        ),
+        // `[\n` (2) + `  {"a": 1},\n` (12): the `7` is byte 16, line 3, column 3.
+        (
+            "[\n  {\"a\": 1},\n  7\n]",
+            "nat2mc: invalid profiler trace: expected request 2 to be an object ({...}), at byte 16 (line 3, column 3)\n",
+        ),
+    ];
+    for (input, want) in cases {
+        tool("nat2mc")
+            .write_stdin(input)
+            .assert()
+            .code(65)
+            .stderr(want);
+    }
 }

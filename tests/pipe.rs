@@ -62,7 +62,7 @@ fn skip_policy_skips_and_reports_the_first_lines() {
         .assert()
         .code(0)
         .stdout("{\"timestamp\": 1}\n".repeat(4))
-        .stderr("mc-scale: skipped 4 bad lines (line 2, 4, 6, 8)\n");
+        .stderr("mc-scale: skipped 4 bad lines (line 2, 4, 6, 8)\nmc-scale: 4 of 4 rows changed\n");
 }
 
 #[test]
@@ -201,4 +201,155 @@ fn closed_stdout_is_a_quiet_success() {
         assert_eq!(out.status.code(), Some(0), "{t}");
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{t}");
     }
+}
+
+#[test]
+fn analyze_pass_says_when_a_closed_stdout_cost_the_report() {
+    let line = "{\"timestamp\": 1000, \"input_length\": 600, \"hash_ids\": [1, 2]}\n";
+    let input = line.repeat(100_000); // ~6 MB: far more than a pipe buffer
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-analyze"))
+        .arg("--pass")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, line);
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // Where it stopped depends on the pipe's buffering; the words do not.
+    assert!(
+        stderr.starts_with("mc-analyze: stdout was closed after line ")
+            && stderr.ends_with(": stopped early, no report (the report needs the whole trace)\n"),
+        "{stderr}"
+    );
+}
+
+/// Every tool that reads JSONL: the transforms, the analyzer and the replay
+/// client (which checks its whole input before sending anything).
+const READERS: [&str; 5] = ["mc-scale", "mc-roots", "mc-cap", "mc-analyze", "mc-replay"];
+
+#[test]
+fn a_utf8_bom_is_accepted_and_stripped() {
+    for t in ["mc-scale", "mc-roots", "mc-cap"] {
+        tool(t)
+            .write_stdin("\u{feff}{\"timestamp\": 1}\n{\"timestamp\": 2}\n")
+            .assert()
+            .success()
+            .stdout("{\"timestamp\": 1}\n{\"timestamp\": 2}\n");
+    }
+    // With a BOM on a CRLF file the analyzer counts both rows.
+    let out = tool("mc-analyze")
+        .arg("--json")
+        .write_stdin("\u{feff}{\"input_length\": 5}\r\n{\"input_length\": 7}\r\n")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["input"]["rows"], 2, "{report}");
+    assert_eq!(report["aiperf"]["total_requests"], 2, "{report}");
+}
+
+#[test]
+fn a_json_array_is_named_with_the_conversion() {
+    for t in READERS {
+        tool(t)
+            .write_stdin("[{\"input_length\": 5},\n {\"input_length\": 7}]\n")
+            .assert()
+            .code(65)
+            .stdout("")
+            .stderr(format!(
+                "{t}: line 1: this is a JSON array, not JSONL (one object per line); \
+                 convert it with `jq -c '.[]'`\n"
+            ));
+    }
+    // The hint stops the run even when bad lines are being skipped: the
+    // whole input is in the wrong format, not one line of it.
+    tool("mc-scale")
+        .args(["--on-error", "skip"])
+        .write_stdin("\u{feff}[{\"input_length\": 5}]")
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("this is a JSON array"));
+}
+
+#[test]
+fn a_csv_file_is_named_with_the_importer() {
+    for t in READERS {
+        tool(t)
+            .write_stdin(
+                "TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.6805900,374,44\r\n",
+            )
+            .assert()
+            .code(65)
+            .stderr(format!(
+                "{t}: line 1: this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
+                 convert it with `mc-import --from auto`\n"
+            ));
+    }
+}
+
+#[test]
+fn a_directory_as_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["mc-scale", "mc-analyze"] {
+        let out = tool(t).arg("--input").arg(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(66), "{t}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            err,
+            format!(
+                "{t}: {}: is a directory, not a trace file\n",
+                dir.path().display()
+            )
+        );
+    }
+}
+
+#[test]
+fn aiperf_and_vllm_option_names_are_accepted() {
+    let input = "{\"timestamp\": 1000, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n";
+    let capped = crate::util::run_ok("mc-cap", &["--max-isl", "300", "--max-osl", "5"], input);
+    assert_eq!(
+        capped,
+        crate::util::run_ok(
+            "mc-cap",
+            &["--max-input-length", "300", "--max-output-length", "5"],
+            input
+        )
+    );
+    assert_eq!(
+        capped,
+        crate::util::run_ok(
+            "mc-cap",
+            &["--synthesis-max-isl", "300", "--synthesis-max-osl", "5"],
+            input
+        )
+    );
+    assert_eq!(
+        crate::util::run_ok("mc-scale", &["--synthesis-speedup-ratio", "2"], input),
+        "{\"timestamp\": 500, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n"
+    );
+    // A typo of the vLLM name points at it, not at --input.
+    tool("mc-cap")
+        .args(["--max-input-lenght", "300"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "tip: a similar argument exists: '--max-input-length'",
+        ));
 }

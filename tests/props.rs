@@ -232,3 +232,72 @@ proptest! {
         }
     }
 }
+
+/// Renames every id of `rows` by an injective map: some ids stay small (in
+/// reverse order), the others move far up (into mc-analyze's and mc-scale's
+/// sparse maps), so a tool that let numbering matter would disagree.
+fn renamed(rows: &[Row], far: &[bool]) -> Vec<Row> {
+    let max = rows
+        .iter()
+        .flat_map(|r| r.ids.iter())
+        .max()
+        .map_or(0, |&m| m + 1);
+    let name = |id: u64| {
+        if far[id as usize % far.len()] {
+            (1u64 << 40) + id * 7919
+        } else {
+            max - 1 - id
+        }
+    };
+    rows.iter()
+        .map(|r| Row {
+            ids: r.ids.iter().map(|&id| name(id)).collect(),
+            ..r.clone()
+        })
+        .collect()
+}
+
+/// The rows with each id replaced by its rank of first appearance: equal
+/// for two outputs exactly when they agree up to a renaming of ids.
+fn canonical(text: &str) -> Vec<Value> {
+    let mut names: HashMap<u64, u64> = HashMap::new();
+    parse(text)
+        .into_iter()
+        .map(|mut r| {
+            if let Some(ids) = r.get_mut("hash_ids").and_then(Value::as_array_mut) {
+                for id in ids {
+                    let n = names.len() as u64;
+                    *id = Value::from(*names.entry(id.as_u64().unwrap()).or_insert(n));
+                }
+            }
+            r
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Ids are only names (DESIGN.md §2): renaming them by any one-to-one
+    /// map changes no statistic and no transform's output beyond the renaming.
+    #[test]
+    fn renaming_ids_changes_nothing_but_the_names(
+        rows in trace(),
+        far in prop::collection::vec(any::<bool>(), 1..8),
+    ) {
+        let input = render(&rows);
+        let other = render(&renamed(&rows, &far));
+        let analyze = s(&["--json", "--block-size", "8", "--cache-blocks", "3,10"]);
+        prop_assert_eq!(run("mc-analyze", &analyze, &input), run("mc-analyze", &analyze, &other));
+        for args in [
+            s(&["--block-size", "8", "--prefix-len-multiplier", "2", "--prompt-len-multiplier", "0.5"]),
+            s(&["--block-size", "8", "--prefix-len-multiplier", "0.5", "--prompt-len-multiplier", "1.5"]),
+        ] {
+            prop_assert_eq!(canonical(&run("mc-scale", &args, &input)), canonical(&run("mc-scale", &args, &other)));
+        }
+        let cap = s(&["--block-size", "8", "--max-isl", "13"]);
+        prop_assert_eq!(canonical(&run("mc-cap", &cap, &input)), canonical(&run("mc-cap", &cap, &other)));
+        let roots = s(&["--roots", "3"]);
+        prop_assert_eq!(canonical(&run("mc-roots", &roots, &input)), canonical(&run("mc-roots", &roots, &other)));
+    }
+}

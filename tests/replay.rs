@@ -8,11 +8,188 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mctrace::replay::metrics::RequestResult;
-use mctrace::replay::report::Summary;
 use serde_json::{json, Value};
 
 use crate::util::tool;
+use schema::{RequestResult, Summary};
+
+/// mc-replay's output schema as the tests expect it, written here rather
+/// than taken from the crate: a renamed or added field fails these tests
+/// instead of changing both sides at once.
+pub mod schema {
+    // Every field is listed to check the schema, not to be read.
+    #![allow(dead_code)]
+
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RequestResult {
+        pub line: u64,
+        pub session_id: Option<String>,
+        pub turn: u32,
+        pub request_id: String,
+        pub x_request_id: String,
+        pub target: String,
+        pub warmup: bool,
+        pub status: String,
+        pub http_status: Option<u16>,
+        pub error: Option<ErrorOut>,
+        pub t_sched_ms: f64,
+        pub t_send_ms: f64,
+        pub t_first_ms: Option<f64>,
+        pub t_last_ms: Option<f64>,
+        pub t_end_ms: f64,
+        pub lag_ms: f64,
+        pub ttft_ms: Option<f64>,
+        pub e2e_ms: Option<f64>,
+        pub tpot_ms: Option<f64>,
+        pub sched_latency_ms: Option<f64>,
+        pub chunks: u64,
+        pub itl_ms: Option<Itl>,
+        pub input_tokens: Option<u64>,
+        pub prompt_tokens: Option<u64>,
+        pub cached_tokens: Option<u64>,
+        pub output_tokens: Option<u64>,
+        pub completion_tokens: Option<u64>,
+        pub tokens_estimated: bool,
+        pub finish_reason: Option<String>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ErrorOut {
+        pub kind: String,
+        pub message: String,
+        #[serde(default)]
+        pub retry_after_s: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Itl {
+        pub mean: f64,
+        pub min: f64,
+        pub p50: f64,
+        pub p99: f64,
+        pub max: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Summary {
+        pub run: RunInfo,
+        pub requests: Counts,
+        pub errors: BTreeMap<String, u64>,
+        pub duration_s: f64,
+        pub request_throughput: f64,
+        pub output_token_throughput: f64,
+        pub input_token_throughput: f64,
+        pub tokens: Tokens,
+        pub send_rate: f64,
+        pub trace_rate: Option<f64>,
+        pub metrics: Metrics,
+        pub slo: Option<Slo>,
+        pub goodput: Option<Goodput>,
+        pub degraded: bool,
+        pub workers: usize,
+        pub stopped_early: Option<StoppedEarly>,
+        pub engine: Option<serde_json::Value>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RunInfo {
+        pub tool: String,
+        pub version: String,
+        pub target: String,
+        pub url: Option<String>,
+        pub endpoint: String,
+        pub model: Option<String>,
+        pub input: String,
+        pub rows: u64,
+        pub speedup: f64,
+        pub arrival: String,
+        pub rate: Option<f64>,
+        pub concurrency: Option<u64>,
+        pub turns: String,
+        pub seed: u64,
+        pub block_size: u64,
+        pub start_unix_ms: f64,
+        pub start_time: String,
+        pub host: Option<String>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Counts {
+        pub sent: u64,
+        pub ok: u64,
+        pub failed: u64,
+        pub warmup: u64,
+        pub not_sent: u64,
+        pub interrupted: bool,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Tokens {
+        pub input_intended: u64,
+        pub input_reported: u64,
+        pub output: u64,
+        pub output_estimated_requests: u64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Metrics {
+        pub ttft: Option<Stats>,
+        pub tpot: Option<Stats>,
+        pub itl: Option<Stats>,
+        pub e2e: Option<Stats>,
+        pub sched_latency: Option<Stats>,
+        pub lag: Option<Stats>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Stats {
+        pub count: u64,
+        pub mean: f64,
+        pub std: f64,
+        pub min: f64,
+        pub p50: f64,
+        pub p90: f64,
+        pub p95: f64,
+        pub p99: f64,
+        pub p99_9: f64,
+        pub max: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Slo {
+        pub ttft_ms: Option<f64>,
+        pub tpot_ms: Option<f64>,
+        pub e2e_ms: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Goodput {
+        pub requests: u64,
+        pub rate: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct StoppedEarly {
+        pub consecutive_failures: u64,
+        pub last_error: String,
+    }
+}
 
 /// A running mc-mock; killed on drop.
 pub struct Mock {
@@ -166,9 +343,17 @@ fn measured_ttft_and_itl_match_the_mock() {
     let ttft = r.ttft_ms.unwrap();
     assert!((60.0..100.0).contains(&ttft), "ttft {ttft}");
     let itl = r.itl_ms.as_ref().unwrap();
-    assert!((7.0..14.0).contains(&itl.mean), "itl {itl:?}");
+    // The gaps add up to the span from the first to the last token, exactly.
+    let span = r.t_last_ms.unwrap() - r.t_first_ms.unwrap();
+    assert!(
+        (itl.mean * 20.0 - span).abs() < 0.01,
+        "itl {itl:?}, span {span}"
+    );
+    // Near 8 ms; a client that reads the first token late (a loaded
+    // machine) shortens the span, so the lower bound leaves room for that.
+    assert!((5.0..14.0).contains(&itl.mean), "itl {itl:?}");
     let tpot = r.tpot_ms.unwrap();
-    assert!((7.0..14.0).contains(&tpot), "tpot {tpot}");
+    assert!((5.0..14.0).contains(&tpot), "tpot {tpot}");
     // 20 gaps of 8 ms after the first token.
     let e2e = r.e2e_ms.unwrap();
     assert!(e2e >= 60.0 + 20.0 * 8.0 - 1.0, "e2e {e2e}");
@@ -346,10 +531,13 @@ fn warmup_and_max_requests() {
     assert_eq!(s.metrics.ttft.as_ref().unwrap().count, 5);
     assert_eq!(s.goodput.as_ref().unwrap().requests, 5);
     assert!(!s.degraded);
+    // One table (issue 9 §4): one row per metric, every row as wide as the header.
     let csv = std::fs::read_to_string(&csv).unwrap();
-    assert!(csv.starts_with("metric,count,mean_ms"));
-    assert!(csv.contains("\nttft,5,"), "{csv}");
-    assert!(csv.contains("requests_sent,5\n"));
+    assert!(csv.starts_with("metric,value,count,mean_ms"));
+    assert!(csv.contains("\nttft,,5,"), "{csv}");
+    assert!(csv.contains("\nrequests_sent,5,,"), "{csv}");
+    assert!(csv.lines().all(|l| l.split(',').count() == 12), "{csv}");
+    assert!(!csv.contains("\n\n"), "{csv}");
 }
 
 fn kinds(run: &Run) -> Vec<String> {
@@ -553,8 +741,22 @@ struct Capture {
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+/// How a capturing server behaves.
+#[derive(Clone, Copy, Default)]
+struct Personality {
+    /// As llama-cpp-python's server: an `x-request-id` that is not a UUID
+    /// gets `400` with an empty body.
+    uuid_ids_only: bool,
+    /// As llama.cpp: no usage chunk.
+    no_usage: bool,
+}
+
 impl Capture {
     fn start() -> Capture {
+        Capture::start_as(Personality::default())
+    }
+
+    fn start_as(p: Personality) -> Capture {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -563,7 +765,7 @@ impl Capture {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let store = store.clone();
-                std::thread::spawn(move || serve_one(conn, &store));
+                std::thread::spawn(move || serve_one(conn, &store, p));
             }
         });
         Capture { url, seen }
@@ -574,7 +776,17 @@ impl Capture {
     }
 }
 
-fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>) {
+/// `8-4-4-4-12` hex digits, as Python's `uuid.UUID(s)` accepts in its
+/// canonical form.
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+        && parts
+            .iter()
+            .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>, p: Personality) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut headers = HashMap::new();
     let mut line = String::new();
@@ -593,22 +805,136 @@ fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>) {
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
     let body: Value = serde_json::from_slice(&body).unwrap();
+    let refused = p.uuid_ids_only && !headers.get("x-request-id").is_some_and(|id| is_uuid(id));
     store.lock().unwrap().push((headers, body));
     let mut w = conn;
+    if refused {
+        let _ = w.write_all(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        return;
+    }
+    let usage =
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#;
     let events = [
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":" hello"}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"length"}]}"#,
-        r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+        if p.no_usage { "" } else { usage },
         "[DONE]",
     ];
     let mut out = String::from(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
     );
-    for e in events {
+    for e in events.into_iter().filter(|e| !e.is_empty()) {
         out.push_str(&format!("data: {e}\n\n"));
     }
     let _ = w.write_all(out.as_bytes());
+}
+
+#[test]
+fn the_uuid_checking_server_refuses_other_ids() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        ..Personality::default()
+    });
+    let addr = server.url.trim_start_matches("http://");
+    let ask = |id: &str| {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-request-id: {id}\r\n\
+             content-length: 2\r\n\r\n{{}}"
+        );
+        c.write_all(req.as_bytes()).unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    // The id mc-replay sent before: refused with 400 and an empty body.
+    let refused = ask("76899414fad6ab69-0");
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(refused.ends_with("\r\n\r\n"), "{refused}");
+    assert!(ask("01234567-89ab-4def-8000-000000000000").starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn a_strict_server_without_usage_accepts_every_request() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        no_usage: true,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = ["--model", "m", "--summary", summary.to_str().unwrap()];
+    let run = replay(&server.url, &args, &two_rows());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(kinds(&run), ["ok", "ok"]);
+    let seen = server.requests();
+    assert_eq!(seen.len(), 2);
+    for r in &run.results {
+        assert!(is_uuid(&r.x_request_id), "{r:?}");
+        // The readable id names the same run and request: RUN-SEQ.
+        let (run_id, seq) = r.request_id.rsplit_once('-').unwrap();
+        assert!(r
+            .x_request_id
+            .ends_with(&format!("{:012x}", seq.parse::<u64>().unwrap())));
+        let hex: String = r.x_request_id.split('-').take(2).collect();
+        assert_eq!(format!("{run_id:0>16}")[..12], hex, "{r:?}");
+        assert_eq!(r.target, "http");
+        // Two content events, no usage: counted and flagged.
+        assert_eq!(r.completion_tokens, Some(2));
+        assert!(r.tokens_estimated);
+    }
+    let ids: Vec<&str> = seen
+        .iter()
+        .map(|(h, _)| h["x-request-id"].as_str())
+        .collect();
+    let mut sent: Vec<&str> = run
+        .results
+        .iter()
+        .map(|r| r.x_request_id.as_str())
+        .collect();
+    sent.sort_unstable();
+    let mut ids_sorted = ids.clone();
+    ids_sorted.sort_unstable();
+    assert_eq!(ids_sorted, sent);
+    assert_ne!(ids[0], ids[1]);
+    // A latency client asks for no compression.
+    for (h, _) in &seen {
+        assert!(
+            h.get("accept-encoding").is_none_or(|v| v == "identity"),
+            "{h:?}"
+        );
+    }
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s.tokens.output_estimated_requests, 2);
+    assert_eq!(s.tokens.output, 4);
+    assert!(
+        run.stderr
+            .contains("output tokens of 2 requests are counted from events"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_empty_error_body_is_named() {
+    let server = Capture::start_as(Personality {
+        uuid_ids_only: true,
+        ..Personality::default()
+    });
+    // A second x-request-id that is not a UUID: the server refuses it.
+    let run = replay(
+        &server.url,
+        &["--model", "m", "--header", "x-request-id: nope"],
+        &two_rows(),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(kinds(&run), ["http_4xx", "http_4xx"]);
+    assert_eq!(
+        run.results[0].error.as_ref().unwrap().message,
+        "HTTP 400 Bad Request (empty body)"
+    );
 }
 
 #[test]
@@ -1078,10 +1404,41 @@ fn rows_that_disagree_with_the_block_size_are_named() {
         json!({"timestamp": 1, "input_length": 1500, "hash_ids": [1, 2, 3], "output_length": 1}),
         json!({"timestamp": 2, "input_length": 200, "hash_ids": [4, 5], "output_length": 1}),
     ]);
+    // auto: 300 tokens in 3 ids allow 100..=149, 1500 in 3 allow 500..=749:
+    // no size fits both, and nothing is sent.
     let run = replay(&server.url, &["--model", "M"], &trace);
+    assert_eq!(run.code, 65, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("mc-replay: --block-size auto: no block size fits every row"),
+        "{}",
+        run.stderr
+    );
+    // An explicit 512: rows 1 and 3 have fewer tokens than their ids need.
+    let run = replay(
+        &server.url,
+        &["--model", "M", "--block-size", "512"],
+        &trace,
+    );
+    assert_eq!(run.code, 65, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("mc-replay: line 1: field `input_length`: 300 tokens do not fill 3 hash ids at block size 512 (2 such rows; check --block-size)"),
+        "{}",
+        run.stderr
+    );
+    assert!(server.requests().is_empty());
+    // At 128 rows 1 and 3 fit, row 2 has an unhashed tail (1500 > 3 * 128):
+    // it is sent, with text unique to the row after its blocks.
+    let run = replay(
+        &server.url,
+        &["--model", "M", "--block-size", "128"],
+        &trace,
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stderr.contains("2 rows have fewer tokens than their hash ids need at --block-size 512 (first lines: 1, 3)"),
+        run.stderr.contains(
+            "1 rows have more tokens than their hash ids cover at --block-size 128 (line 2)"
+        ),
         "{}",
         run.stderr
     );
@@ -1157,4 +1514,432 @@ fn arrival_rate_counts_first_turns() {
     assert_eq!(s.trace_rate, Some(10.0));
     assert!((s.send_rate - 10.0).abs() < 1.0, "{}", s.send_rate);
     assert!(run.stderr.contains("arrival rate"), "{}", run.stderr);
+}
+
+#[test]
+fn errors_print_their_cause_and_urls_need_a_scheme() {
+    let trace = "{\"timestamp\":0,\"input_length\":3}\n";
+    let out = tool("mc-replay")
+        .args(["--url", "http://127.0.0.1:9"])
+        .write_stdin(trace)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot list models"), "{err}");
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+
+    let out = tool("mc-replay")
+        .args(["--url", "localhost:8123"])
+        .write_stdin(trace)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected http://HOST:PORT"), "{err}");
+}
+
+#[test]
+fn a_dead_server_stops_the_run_early_with_exit_69() {
+    // Nothing listens on port 9: every request is refused at once.
+    let rows: Vec<Value> = (0..400)
+        .map(|i| json!({"timestamp": i * 5, "input_length": 4, "output_length": 1}))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = [
+        "--model",
+        "m",
+        "--max-consecutive-failures",
+        "20",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    let started = std::time::Instant::now();
+    let run = replay("http://127.0.0.1:9", &args, &lines(&rows));
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    // Stopped after about 20 rows of 5 ms, not the trace's 2 s.
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    assert!(
+        run.stderr.contains("stopped early: 20 requests in a row"),
+        "{}",
+        run.stderr
+    );
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // Every request sent is written.
+    assert_eq!(run.results.len() as u64, s.requests.sent);
+    assert!(
+        (20..400).contains(&run.results.len()),
+        "{}",
+        run.results.len()
+    );
+    assert_eq!(s.stopped_early.as_ref().unwrap().consecutive_failures, 20);
+    assert!(kinds(&run).iter().all(|k| k == "connect"));
+
+    // 0 never stops: the whole trace is sent (and every request failed).
+    let rows: Vec<Value> = (0..30)
+        .map(|_| json!({"timestamp": 0, "input_length": 4, "output_length": 1}))
+        .collect();
+    let run = replay(
+        "http://127.0.0.1:9",
+        &["--model", "m", "--max-consecutive-failures", "0"],
+        &lines(&rows),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.results.len(), 30);
+}
+
+#[test]
+fn a_server_that_dies_mid_run_stops_it() {
+    let mock = Mock::start(&[]);
+    let url = mock.url.clone();
+    let rows: Vec<Value> = (0..300)
+        .map(|i| json!({"timestamp": i * 10, "input_length": 4, "output_length": 1}))
+        .collect();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        drop(mock);
+    });
+    let run = replay(
+        &url,
+        &["--model", "m", "--max-consecutive-failures", "10"],
+        &lines(&rows),
+    );
+    killer.join().unwrap();
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    let k = kinds(&run);
+    assert!(k.iter().filter(|k| *k == "ok").count() >= 10, "{k:?}");
+    assert!(k[k.len() - 10..].iter().all(|k| k == "connect"), "{k:?}");
+    assert!(k.len() < 300);
+}
+
+#[test]
+fn flags_from_vllm_and_aiperf_are_understood() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..5)
+        .map(|_| json!({"input_length": 4, "output_length": 1}))
+        .collect();
+    for args in [
+        ["--request-rate", "200", "--num-prompts", "2"],
+        ["--request-rate", "200", "--request-count", "2"],
+    ] {
+        let out = tool("mc-replay")
+            .args(["--base-url", &mock.url, "--model", "m"])
+            .args(args)
+            .write_stdin(lines(&rows))
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    }
+    let timed = lines(&[json!({"timestamp": 0, "input_length": 4, "output_length": 1})]);
+    let run = replay(&mock.url, &["--model", "m", "--fixed-schedule"], &timed);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("timestamps are followed by default"));
+    let help = tool("mc-replay").arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("--request-rate is --rate"), "{help}");
+    assert!(help.contains("69"), "{help}");
+}
+
+#[test]
+fn the_summary_describes_the_run() {
+    let mock = Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("t.jsonl");
+    std::fs::write(&input, two_rows()).unwrap();
+    let summary = dir.path().join("s.json");
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as f64;
+    let out = tool("mc-replay")
+        .args(["--url", &mock.url, "--speedup", "2", "--seed", "7"])
+        .args(["--block-size", "16", "--summary", summary.to_str().unwrap()])
+        .args(["-i", input.to_str().unwrap()])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let r = &s.run;
+    assert_eq!(
+        (r.tool.as_str(), r.version.as_str()),
+        ("mc-replay", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(r.target, "http");
+    assert_eq!(r.url.as_deref(), Some(mock.url.as_str()));
+    assert_eq!(r.endpoint, "chat");
+    // Found at /v1/models.
+    assert_eq!(r.model.as_deref(), Some("mock-model"));
+    assert_eq!(r.input, input.display().to_string());
+    assert_eq!(r.rows, 2);
+    assert_eq!((r.speedup, r.seed, r.block_size), (2.0, 7, 16));
+    assert_eq!(
+        (r.arrival.as_str(), r.rate, r.concurrency),
+        ("timestamps", None, None)
+    );
+    assert_eq!(r.turns, "cumulative");
+    assert!(r.start_unix_ms >= before_ms && r.start_unix_ms < before_ms + 20_000.0);
+    assert!(
+        r.start_time.ends_with('Z') && r.start_time.len() == 20,
+        "{}",
+        r.start_time
+    );
+    assert!(r.host.as_ref().is_some_and(|h| !h.is_empty()));
+    assert!(s.engine.is_none());
+
+    // Standard input is `-`; --rate and --concurrency are recorded.
+    let run = replay(
+        &mock.url,
+        &[
+            "--model",
+            "m",
+            "--rate",
+            "50",
+            "--arrival",
+            "constant",
+            "--concurrency",
+            "3",
+            "--summary",
+            summary.to_str().unwrap(),
+        ],
+        &two_rows(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(s.run.input, "-");
+    assert_eq!(
+        (s.run.arrival.as_str(), s.run.rate, s.run.concurrency),
+        ("constant", Some(50.0), Some(3))
+    );
+    assert_eq!(s.trace_rate, Some(50.0));
+}
+
+#[test]
+fn the_trace_rate_is_over_the_rows_replayed() {
+    let mock = Mock::start(&[]);
+    // Five rows 10 ms apart (100 per second), then five an hour later.
+    let mut rows: Vec<Value> = (0..5)
+        .map(|i| json!({"timestamp": i * 10, "input_length": 4, "output_length": 1}))
+        .collect();
+    rows.extend((0..5).map(|i| json!({"timestamp": 3_600_000 + i, "input_length": 4})));
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let args = [
+        "--model",
+        "m",
+        "--max-requests",
+        "5",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    let run = replay(&mock.url, &args, &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 5);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    // 4 gaps over 40 ms; over the whole trace it would be 9 / 3600 s.
+    let rate = s.trace_rate.unwrap();
+    assert!((rate - 100.0).abs() < 1e-9, "{rate}");
+    assert!(
+        run.stderr.contains("the trace asks for 100.00 req/s"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_plain_status_line_when_stderr_is_not_a_terminal() {
+    let mock = Mock::start(&["--itl-ms", "50"]);
+    let rows: Vec<Value> = (0..4)
+        .map(|i| json!({"timestamp": i * 100, "input_length": 4, "output_length": 6}))
+        .collect();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--status-every", "0.1"],
+        &lines(&rows),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let status: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("mc-replay: sent "))
+        .collect();
+    assert!(!status.is_empty(), "{}", run.stderr);
+    // Plain lines (no terminal control codes), with every count.
+    for l in &status {
+        assert!(!l.contains('\x1b'), "{l}");
+        for word in ["done ", "failed ", "in flight ", "lag p99 "] {
+            assert!(l.contains(word), "{l}");
+        }
+    }
+    // At the default (10 s) a 1-second run prints none.
+    let run = replay(&mock.url, &["--model", "m"], &lines(&rows));
+    assert!(!run.stderr.contains("mc-replay: sent "), "{}", run.stderr);
+}
+
+#[test]
+fn the_tokenizer_check_is_announced_and_its_failure_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-tokenizer.json");
+    let out = tool("mc-replay")
+        .args(["--url", "http://127.0.0.1:9", "--model", "m"])
+        .args(["--tokenizer", missing.to_str().unwrap()])
+        .env("HF_HUB_OFFLINE", "1")
+        .write_stdin(two_rows())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let announce = err.find("loading it and checking").expect("announced");
+    let failure = err.find("cannot use the tokenizer").expect("explained");
+    assert!(announce < failure, "{err}");
+}
+
+#[test]
+fn absurd_times_are_usage_errors_naming_the_limit() {
+    for (flag, value) in [
+        ("--timeout", "1e20"),
+        ("--drain-timeout", "1e300"),
+        ("--duration", "1e20"),
+        ("--rate", "1e-300"),
+    ] {
+        let out = tool("mc-replay")
+            .args(["--url", "http://127.0.0.1:9", "--model", "m", flag, value])
+            .write_stdin(two_rows())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(err.contains("limit") && err.contains(flag), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn absurd_rows_are_refused_before_anything_is_sent() {
+    let mock = Mock::start(&[]);
+    for (row, want) in [
+        (
+            json!({"timestamp": 1, "input_length": 1_000_000_000_000u64}),
+            "line 2: field `input_length`: more than the limit of 10000000 tokens",
+        ),
+        (
+            json!({"timestamp": 1e308, "input_length": 4}),
+            "line 2: field `timestamp`",
+        ),
+        (
+            json!({"session_id": "a", "delay": 1e15, "input_length": 4}),
+            "line 2: field `delay`",
+        ),
+        (
+            json!({"session_id": "a", "delay": 1e17, "input_length": 4}),
+            "line 2: field `delay`",
+        ),
+        // Within the per-field limits, but a schedule of 31 years.
+        (
+            json!({"timestamp": 1e12, "input_length": 4}),
+            "line 2: field `timestamp`",
+        ),
+        // 30,000 ids of 512 tokens: 15 M tokens.
+        (
+            json!({"timestamp": 1, "hash_ids": (0..30_000).collect::<Vec<u64>>()}),
+            "line 2: field `hash_ids`",
+        ),
+    ] {
+        let first =
+            json!({"session_id": "a", "timestamp": 0, "input_length": 4, "output_length": 1});
+        let run = replay(&mock.url, &["--model", "m"], &lines(&[first, row.clone()]));
+        assert_eq!(run.code, 65, "{row}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{row}: {}", run.stderr);
+        assert!(run.stderr.contains("limit"), "{row}: {}", run.stderr);
+        assert!(run.results.is_empty());
+    }
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn limits_end_the_run_when_reached() {
+    let mock = Mock::start(&[]);
+    // 20 rows 1 s apart.
+    let rows: Vec<Value> = (0..20)
+        .map(|i| json!({"timestamp": i * 1000, "input_length": 4, "output_length": 1}))
+        .collect();
+    let started = std::time::Instant::now();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--max-requests", "2"],
+        &lines(&rows),
+    );
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 2);
+    // The second request is due at 1 s; nothing waits for the 18 others.
+    assert!(took < Duration::from_millis(1900), "{took:?}");
+    assert!(run.stderr.contains("18 rows not sent"), "{}", run.stderr);
+
+    // --duration 2 with the next row due at 30 s: ends at 2 s.
+    let rows = [
+        json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
+        json!({"timestamp": 30_000, "input_length": 4, "output_length": 1}),
+    ];
+    let started = std::time::Instant::now();
+    let run = replay(
+        &mock.url,
+        &["--model", "m", "--duration", "2"],
+        &lines(&rows),
+    );
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 1);
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_millis(2900),
+        "{took:?}"
+    );
+    assert!(run.stderr.contains("1 rows not sent"), "{}", run.stderr);
+}
+
+#[test]
+fn line_buffered_results_arrive_as_they_complete() {
+    let mock = Mock::start(&[]);
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 4, "output_length": 1}),
+        json!({"timestamp": 1500, "input_length": 4, "output_length": 1}),
+    ]);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-replay"))
+        .args(["--url", &mock.url, "--model", "m", "--line-buffered"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(trace.as_bytes())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    // The first result is out long before the second row is due (1.5 s),
+    // and before the periodic flush (1 s) of block-buffered output.
+    assert!(
+        started.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+    let r: RequestResult = serde_json::from_str(&first).unwrap();
+    assert_eq!(r.line, 1);
+    assert!(child.try_wait().unwrap().is_none());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest.lines().count(), 1);
+    assert!(child.wait().unwrap().success());
 }

@@ -178,3 +178,97 @@ fn broken_row_names_line_and_field() {
         .stdout("{\"input_length\": 8, \"hash_ids\": [1, 2]}\n")
         .stderr("mc-scale: line 2: field `input_length`: 4 tokens cannot fill 3 hash ids at block size 4 (check --block-size)\n");
 }
+
+/// Issue 9's minimal case: an id first met far above the others (kept in the
+/// sparse map) must keep its count when the dense table later grows over it.
+#[test]
+fn a_large_id_keeps_its_count_when_the_id_table_grows() {
+    let first = "{\"input_length\": 1024, \"hash_ids\": [2000000, 2000001]}\n";
+    let mut input = String::from(first);
+    for row in 0..6000u64 {
+        let ids: Vec<String> = (row * 100..row * 100 + 100)
+            .map(|i| i.to_string())
+            .collect();
+        input.push_str(&format!(
+            "{{\"input_length\": 51200, \"hash_ids\": [{}]}}\n",
+            ids.join(", ")
+        ));
+    }
+    input.push_str(first);
+    let out = crate::util::run_ok("mc-scale", &["--prefix-len-multiplier", "2"], &input);
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    // Both ids occur twice: the shared prefix is both blocks, doubled.
+    assert_eq!(last["input_length"], 2048, "{last}");
+    assert_eq!(last["hash_ids"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn sizes_and_values_from_options_are_bounded_never_clamped() {
+    // Id 1 is shared; each row's unique prompt is 1000 - 512 = 488 tokens.
+    let input = "{\"timestamp\": 10, \"input_length\": 1000, \"output_length\": 9007199254740992, \"hash_ids\": [1, 2]}\n\
+                 {\"timestamp\": 10, \"input_length\": 1000, \"output_length\": 9007199254740992, \"hash_ids\": [1, 3]}\n";
+    // A multiplier that would make a row of 1e13 tokens: a bad line naming
+    // the limit, before any allocation.
+    tool("mc-scale")
+        .args(["--prompt-len-multiplier", "1e10"])
+        .write_stdin(input)
+        .assert()
+        .code(65)
+        .stdout("")
+        .stderr(predicates::str::starts_with(
+            // 1000 tokens in 2 ids allow block sizes 500..=999: only 512.
+            "mc-scale: block size 512 (detected from 2 rows with hash_ids)\n\
+             mc-scale: line 1: field `input_length`: 1000 tokens would become about 4.880e12, above the limit of 10000000 tokens a row",
+        ));
+    // A timestamp or an answer length that no longer fits is an error, not i64::MAX.
+    tool("mc-scale")
+        .args(["--speedup", "1e-300"])
+        .write_stdin(input)
+        .assert()
+        .code(65)
+        .stderr("mc-scale: line 1: field `timestamp`: scaled to 1.000e301, too large to write exactly (above 2^53); check --speedup\n");
+    tool("mc-scale")
+        .args(["--output-len-multiplier", "2"])
+        .write_stdin(input)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::starts_with(
+            "mc-scale: line 1: field `output_length`: scaled to 1.801e16",
+        ));
+    // An id that cannot be stretched by the option: a usage error naming it.
+    let big = "{\"input_length\": 512, \"hash_ids\": [4611686018427387904]}\n".repeat(2);
+    tool("mc-scale")
+        .args(["--prefix-len-multiplier", "8", "--block-size", "512"])
+        .write_stdin(big.clone())
+        .assert()
+        .code(2)
+        .stderr("mc-scale: --prefix-len-multiplier 8: the largest shared hash id (4611686018427387904) times 8 does not fit 64 bits; use a smaller multiplier\n");
+    // Without --block-size, one-block rows of 512 tokens allow any size from
+    // 512 up: auto cannot decide, and says so.
+    tool("mc-scale")
+        .args(["--prefix-len-multiplier", "8"])
+        .write_stdin(big)
+        .assert()
+        .code(65)
+        .stderr("mc-scale: --block-size auto: the rows allow block sizes from 512 to any size, more than one power of two; pass --block-size B\n");
+}
+
+#[test]
+fn whole_input_modes_write_the_good_rows_before_a_bad_line() {
+    let good = "{\"input_length\": 1000, \"output_length\": 4, \"hash_ids\": [1, 2]}\n";
+    let input = format!("{good}{good}{{\"input_length\": \n{good}");
+    // Ids 1 and 2 are shared by the two good rows read before the bad line;
+    // doubling stretches them to [2, 3] and [4, 5]; the last block stays
+    // partial: 3 full blocks of 512 and the 1000 - 512 = 488 tail = 2024.
+    let want = "{\"input_length\": 2024, \"output_length\": 4, \"hash_ids\": [2, 3, 4, 5]}\n";
+    tool("mc-scale")
+        .args(["--prefix-len-multiplier", "2"])
+        .write_stdin(input)
+        .assert()
+        .code(65)
+        .stdout(want.repeat(2))
+        .stderr(
+            "mc-scale: block size 512 (detected from 2 rows with hash_ids)\n\
+             mc-scale: line 3: invalid JSON: expected a value, found end of line\n",
+        );
+}

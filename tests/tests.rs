@@ -3,10 +3,13 @@
 mod analyze;
 mod cap;
 mod docs;
+mod engine;
+mod gen;
 mod import;
 mod mock;
 mod nat;
 mod pipe;
+mod plot;
 mod props;
 mod real_data;
 mod replay;

@@ -3,15 +3,16 @@
 
 use serde::Serialize;
 
-use super::findings::Finding;
 use super::idtable::IdTable;
 use super::rows::RowStore;
+use crate::blocks::{is_consistent, FeasibleSizes};
+use crate::finding::Finding;
 
 /// Block sizes tried when no single size fits every row.
 const MAX_POW2: u32 = 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct BlockCheck {
+pub struct BlockReport {
     /// The block size the report uses.
     pub block_size: u64,
     /// The power of two the data points to, if any row has ids.
@@ -28,49 +29,28 @@ pub struct BlockCheck {
     pub conflicting_ids: Finding,
 }
 
-/// The range of block sizes every row allows: (n-1)B < L <= nB.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Feasible {
-    pub min: u64,
-    /// `u64::MAX`: no upper bound (only single-block rows).
-    pub max: u64,
-}
-
-impl Feasible {
-    fn contains(&self, b: u64) -> bool {
-        self.min <= b && b <= self.max
-    }
-}
-
+/// The range of block sizes every row allows (`blocks::FeasibleSizes`);
 /// `None` when no block size fits every row (or no row has ids).
-pub fn feasible(rows: &RowStore) -> Option<Feasible> {
-    let mut f = Feasible {
-        min: 1,
-        max: u64::MAX,
-    };
-    let mut any = false;
+pub fn feasible(rows: &RowStore) -> Option<FeasibleSizes> {
+    let mut f = FeasibleSizes::default();
     for r in rows.rows.iter().filter(|r| r.has_ids()) {
-        any = true;
         if r.isl < 1.0 || r.isl.fract() != 0.0 {
             return None;
         }
-        let (n, len) = (u64::from(r.n_ids), r.isl as u64);
-        f.min = f.min.max(len.div_ceil(n));
-        if n >= 2 {
-            f.max = f.max.min((len - 1) / (n - 1));
-        }
+        f.add(u64::from(r.n_ids), r.isl as u64);
     }
-    (any && f.min <= f.max).then_some(f)
+    (f.rows > 0 && !f.is_empty()).then_some(f)
 }
 
+/// `blocks::is_consistent` for a length read as a number (a fractional
+/// length fits no block size).
 fn consistent(n: u32, len: f64, b: u64) -> bool {
-    let (n, b) = (f64::from(n), b as f64);
-    (n - 1.0) * b < len && len <= n * b
+    len >= 0.0 && len.fract() == 0.0 && is_consistent(n as usize, len as u64, b)
 }
 
 /// The power of two the data points to: the smallest one every row allows,
 /// else the one the most rows allow (the smaller on a tie).
-pub fn detect(rows: &RowStore, feasible: Option<Feasible>) -> Option<u64> {
+pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
     if !rows.rows.iter().any(|r| r.has_ids()) {
         return None;
     }
@@ -136,16 +116,16 @@ pub fn check(
     rows: &RowStore,
     block_size: u64,
     detected: Option<u64>,
-    feasible: Option<Feasible>,
+    feasible: Option<FeasibleSizes>,
     conflicts: Finding,
-) -> BlockCheck {
+) -> BlockReport {
     let mut inconsistent = Finding::default();
     for r in rows.rows.iter().filter(|r| r.has_ids()) {
         if !consistent(r.n_ids, r.isl, block_size) {
             inconsistent.add(r.line);
         }
     }
-    BlockCheck {
+    BlockReport {
         block_size,
         detected,
         feasible_min: feasible.map(|f| f.min),

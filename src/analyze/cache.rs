@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::idtable::IdTable;
-use super::rows::{Row, RowStore};
+use super::rows::{RowStore, StoredRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -143,7 +143,7 @@ impl BlockCache for Lru {
 }
 
 /// Row indices in replay order.
-fn replay_order(rows: &[Row], order: Order) -> Vec<usize> {
+fn replay_order(rows: &[StoredRow], order: Order) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..rows.len()).collect();
     if order == Order::Timestamp {
         let mut key = f64::NEG_INFINITY;
@@ -170,17 +170,61 @@ fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) 
     for &i in order {
         let row = &rows.rows[i];
         rows.ids_into(row, &mut ids);
-        let mut hitting = true;
-        for (k, &id) in ids.iter().enumerate() {
-            if hitting && cache.hit(id) {
-                hit_tokens += block_tokens(k, row.isl, b as f64);
-            } else {
-                hitting = false;
-                cache.insert(id);
-            }
+        hit_tokens += replay_row(&ids, row.isl, b, cache);
+    }
+    hit_tokens
+}
+
+/// One row through the cache: the tokens of its leading blocks that hit.
+fn replay_row(ids: &[u64], isl: f64, b: u64, cache: &mut dyn BlockCache) -> f64 {
+    let mut hit_tokens = 0.0;
+    let mut hitting = true;
+    for (k, &id) in ids.iter().enumerate() {
+        if hitting && cache.hit(id) {
+            hit_tokens += block_tokens(k, isl, b as f64);
+        } else {
+            hitting = false;
+            cache.insert(id);
         }
     }
     hit_tokens
+}
+
+/// An infinite cache of the ids seen so far, for callers without an
+/// [`IdTable`].
+#[derive(Default)]
+struct Seen(std::collections::HashSet<u64>);
+
+impl BlockCache for Seen {
+    fn hit(&mut self, id: u64) -> bool {
+        self.0.contains(&id)
+    }
+    fn insert(&mut self, id: u64) {
+        self.0.insert(id);
+    }
+}
+
+/// The same causal model fed one row at a time (in the caller's order), so
+/// hits can be charted per time window: an infinite cache, or an LRU of
+/// `cache_blocks` blocks.
+pub struct RowByRow {
+    cache: Box<dyn BlockCache>,
+    block_size: u64,
+}
+
+impl RowByRow {
+    pub fn new(block_size: u64, cache_blocks: Option<u64>) -> RowByRow {
+        let cache: Box<dyn BlockCache> = match cache_blocks {
+            None => Box::new(Seen::default()),
+            Some(c) => Box::new(Lru::new(c as usize)),
+        };
+        RowByRow { cache, block_size }
+    }
+
+    /// The hit tokens of a row of `isl` tokens with these block ids.
+    pub fn row(&mut self, ids: &[u64], isl: f64) -> f64 {
+        replay_row(ids, isl, self.block_size, self.cache.as_mut())
+    }
 }
 
 pub fn model(
@@ -248,6 +292,12 @@ mod tests {
         assert!(!c.hit(2));
         assert!(c.hit(1));
         assert!(c.hit(3));
+        let mut r = RowByRow::new(2, None);
+        // Blocks of 2 tokens; the second row shares the first block only.
+        assert_eq!(r.row(&[1, 2], 4.0), 0.0);
+        assert_eq!(r.row(&[1, 3, 2], 5.0), 2.0);
+        // Block 2 is cached but follows a miss: prefix semantics.
+        assert_eq!(r.row(&[9, 2], 3.0), 0.0);
         let mut z = Lru::new(0);
         z.insert(1);
         assert!(!z.hit(1));

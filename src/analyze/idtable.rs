@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use crate::idmap::{IdMap, Slot};
+
 /// Parent key of a first block.
 const ROOT: u64 = u64::MAX;
 /// Overflow nodes are keyed from here up; ids must stay below it.
@@ -34,7 +36,7 @@ fn parent_tag(key: u64) -> u32 {
 }
 
 /// 16 bytes per distinct id: the table is the analysis's largest structure.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     /// Tag of the parent key of this id's primary trie node.
     parent: u32,
@@ -49,14 +51,6 @@ struct Entry {
     pairs: u8,
 }
 
-const EMPTY: Entry = Entry {
-    parent: 0,
-    visits: 0,
-    aux: 0,
-    pos: 0,
-    pairs: 0,
-};
-
 /// What walking one row through the table found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RowVisit {
@@ -68,71 +62,16 @@ pub struct RowVisit {
     pub not_prefix_shaped: bool,
 }
 
-/// Entries by id: a table indexed by id while ids are dense, a map beyond.
-#[derive(Default)]
-struct Entries {
-    dense: Vec<Entry>,
-    sparse: HashMap<u64, Entry>,
-    distinct: u64,
-}
-
-impl Entries {
-    fn get(&self, id: u64) -> Option<&Entry> {
-        match self.dense.get(id as usize) {
-            Some(e) if e.visits > 0 => Some(e),
-            Some(_) => None,
-            None => self.sparse.get(&id),
-        }
-    }
-
-    fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
-        match self.dense.get_mut(id as usize) {
-            Some(e) if e.visits > 0 => Some(e),
-            Some(_) => None,
-            None => self.sparse.get_mut(&id),
-        }
-    }
-
-    /// The entry of `id`, and whether it was just created.
-    fn get_or_insert(&mut self, id: u64) -> (&mut Entry, bool) {
-        // Ids are conventionally dense (0, 1, 2, …): keep a table indexed by
-        // id while that stays within a small multiple of the ids seen.
-        let limit = (self.distinct * 4).max(1 << 20);
-        if (id as usize) >= self.dense.len()
-            && id < limit
-            && (self.sparse.is_empty() || !self.sparse.contains_key(&id))
-        {
-            self.dense.resize(id as usize + 1, EMPTY);
-        }
-        let e = match self.dense.get_mut(id as usize) {
-            Some(e) => e,
-            None => self.sparse.entry(id).or_insert(EMPTY),
-        };
-        let new = e.visits == 0;
-        if new {
-            self.distinct += 1;
-        }
-        (e, new)
-    }
-
-    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
-        self.dense
-            .iter_mut()
-            .chain(self.sparse.values_mut())
-            .filter(|e| e.visits > 0)
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.dense
-            .iter()
-            .chain(self.sparse.values())
-            .filter(|e| e.visits > 0)
+impl Slot for Entry {
+    fn is_vacant(&self) -> bool {
+        self.visits == 0
     }
 }
 
 #[derive(Default)]
 pub struct IdTable {
-    entries: Entries,
+    entries: IdMap<Entry>,
+    distinct: u64,
     /// Real parent keys of primary nodes whose tag is `FAR`.
     far_parents: HashMap<u64, u64>,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
@@ -147,7 +86,7 @@ pub struct IdTable {
 
 impl IdTable {
     pub fn distinct_ids(&self) -> u64 {
-        self.entries.distinct
+        self.distinct
     }
 
     /// Walks row number `row` (1-based, in file order) through the trie and
@@ -161,7 +100,11 @@ impl IdTable {
         for (pos, &id) in ids.iter().enumerate() {
             self.blocks += 1;
             let short_pos = u16::try_from(pos).unwrap_or(FAR_POS);
-            let (e, new) = self.entries.get_or_insert(id);
+            let e = self.entries.slot(id);
+            let new = e.is_vacant();
+            if new {
+                self.distinct += 1;
+            }
             if new {
                 let tag = parent_tag(parent);
                 *e = Entry {
@@ -268,7 +211,7 @@ impl IdTable {
 
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes).
     pub fn reused_visits(&self) -> u64 {
-        let primary = self.entries.iter().filter(|e| e.visits > 1);
+        let primary = self.entries.iter().map(|(_, e)| e).filter(|e| e.visits > 1);
         let extra = self
             .extra_nodes
             .values()
@@ -279,7 +222,7 @@ impl IdTable {
 
     /// Switches `aux` from row stamps to block sizes (pass 2).
     pub fn start_size_check(&mut self) {
-        for e in self.entries.iter_mut() {
+        for e in self.entries.values_mut() {
             e.aux = 0;
         }
     }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::findings::Finding;
+use crate::finding::Finding;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Lint {

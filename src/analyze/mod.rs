@@ -5,7 +5,6 @@
 pub mod aiperf;
 pub mod blocksize;
 pub mod cache;
-pub mod findings;
 pub mod idtable;
 pub mod lint;
 pub mod report;
@@ -17,53 +16,72 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::cli::{self, IoArgs};
 use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, IoArgs};
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
-use blocksize::BlockCheck;
+use blocksize::BlockReport;
 use cache::{CacheModel, Order};
 use idtable::IdTable;
 use lint::Lint;
 use rows::{RowFacts, RowStore};
 use sessions::{SessionTracker, Sessions};
-use timing::Timing;
+use timing::TimingStats;
 
-/// `--block-size`: a number, or `auto` to use the size the data points to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockSize {
-    Fixed(u64),
-    Auto,
-}
+pub use crate::blocks::BlockSize;
+use crate::blocks::DEFAULT_BLOCK_SIZE;
 
-impl std::str::FromStr for BlockSize {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(BlockSize::Auto);
-        }
-        match s.parse::<u64>() {
-            // Sizes are kept in 32 bits per id; real block sizes are far smaller.
-            Ok(b) if b > 0 && b <= 1 << 30 => Ok(BlockSize::Fixed(b)),
-            _ => Err(format!(
-                "expected an integer from 1 to 2^30, or `auto`, got `{s}`"
-            )),
-        }
-    }
-}
-
-/// Used when `--block-size auto` finds no row with ids.
-const DEFAULT_BLOCK_SIZE: u64 = 512;
-
-#[derive(Debug, Clone)]
+/// Report what is in a Mooncake trace: AIPerf's `analyze-trace` statistics
+/// (exactly), the block size check, a causal prefix-cache model, arrival
+/// timing, sessions and lint.
+///
+/// Reads JSONL records on stdin (or --input) and writes a readable report on
+/// stdout (or --output); --json writes it as one JSON object on one line.
+/// With --pass the records go to stdout unchanged and the report to stderr,
+/// so mc-analyze can sit in the middle of a pipeline. Memory grows with the
+/// number of rows and distinct ids (a fraction of the input size), not with
+/// the number of prefixes.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-analyze < conversation_trace.jsonl
+  mc-analyze --json < trace.jsonl | jq .aiperf.cache_hit_rate
+  mc-analyze --block-size auto --cache-blocks 1000,10000,100000 < trace.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-analyze --pass --output-file stats.json | mc-replay ..."
+)]
 pub struct AnalyzeOptions {
+    /// Tokens per hash id, or `auto` (the default): the one power of two every
+    /// row allows, else the one most rows allow, else 512; the size used is
+    /// in the report, and named on stderr when rows break it.
+    #[arg(long, default_value = "auto", value_name = "B|auto")]
     pub block_size: BlockSize,
+
+    /// Also model an LRU prefix cache of this many blocks (comma-separated
+    /// for several sizes).
+    #[arg(long, value_delimiter = ',', value_name = "C")]
     pub cache_blocks: Vec<u64>,
+
+    /// Order in which the cache model replays the rows.
+    #[arg(long, value_enum, default_value_t = Order::File)]
     pub order: Order,
+
+    /// Write the whole report as one JSON object on one line.
+    #[arg(long)]
     pub json: bool,
+
+    /// Also write AIPerf's `analyze-trace` JSON (same keys, same order) to FILE.
+    #[arg(long, value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+
+    /// Tee mode: copy the records to stdout (or --output) byte for byte and
+    /// write the report to stderr.
+    #[arg(long)]
     pub pass: bool,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
 /// Everything `mc-analyze` reports; `--json` writes it on one line.
@@ -71,9 +89,9 @@ pub struct AnalyzeOptions {
 pub struct Report {
     pub aiperf: AiperfStats,
     pub input: InputSummary,
-    pub blocks: BlockCheck,
+    pub blocks: BlockReport,
     pub cache: CacheModel,
-    pub timing: Timing,
+    pub timing: TimingStats,
     pub sessions: Sessions,
     pub lint: Lint,
 }
@@ -183,8 +201,8 @@ impl Analyzer {
             rows_with_ids: self.rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
             blocks: self.table.blocks,
             distinct_ids: self.table.distinct_ids(),
-            skipped_lines: policy.skipped(),
-            first_skipped_lines: policy.first_skipped().to_vec(),
+            skipped_lines: policy.skipped().count,
+            first_skipped_lines: policy.skipped().first_lines.clone(),
         };
         let sessions = self.sessions.finish(&self.rows, b);
         Report {
@@ -201,28 +219,55 @@ impl Analyzer {
 
 /// Runs `mc-analyze`: reads `io`, writes the report (and, with `--pass`,
 /// the records).
-pub fn run(tool: &str, io: &IoArgs, opts: &AnalyzeOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
+    let io = &opts.io;
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();
     let mut records = if opts.pass { Some(io.writer()?) } else { None };
-    let read = cli::for_each_line(
-        &mut reader,
-        &mut policy,
-        |no, bytes, policy| match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+    let mut last_line = 0;
+    let read = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+        last_line = no;
+        match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
             Ok(()) => match records.as_mut() {
                 Some(out) => out.write_line(bytes),
                 None => Ok(()),
             },
             Err(e) => policy.record(no, e),
-        },
-    );
+        }
+    });
     let flushed = records.as_mut().map_or(Ok(()), Output::flush);
     if let Err(e) = read.and(flushed) {
-        cli::report_skipped(tool, &policy);
+        filter::report_skipped(tool, &policy);
+        // With --pass, a reader that leaves early (`| head`) is a normal end
+        // for the records, but the report would be of a part of the trace:
+        // say so instead of ending without a word.
+        if opts.pass && e.is_broken_pipe() {
+            eprintln!(
+                "{tool}: stdout was closed after line {last_line}: stopped early, no report \
+                 (the report needs the whole trace)"
+            );
+            return Ok(());
+        }
         return Err(e);
     }
     let report = analyzer.finish(opts, &policy);
+    // The block size decides half the report: never let a wrong one pass
+    // without a word on stderr, where a script sees it even when the report
+    // goes to a file or a pipe (with --pass the report is on stderr itself).
+    let blocks = &report.blocks;
+    if blocks.inconsistent_rows.count > 0 && !opts.pass {
+        eprintln!(
+            "{tool}: warning: {} rows are inconsistent with block size {}{} (first: {}); check --block-size",
+            blocks.inconsistent_rows.count,
+            blocks.block_size,
+            match blocks.detected {
+                Some(d) if d != blocks.block_size => format!(", the rows point to {d}"),
+                _ => String::new(),
+            },
+            blocks.inconsistent_rows.first_lines_text(),
+        );
+    }
     if let Some(path) = &opts.output_file {
         let text = serde_json::to_string_pretty(&report.aiperf).map_err(anyhow::Error::from)?;
         // Byte for byte what AIPerf writes (pydantic, indent 2, no final newline).

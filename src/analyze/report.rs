@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::findings::Finding;
 use super::Report;
+use crate::finding::Finding;
 use crate::stats::Summary;
 
 /// `1234567` -> `1,234,567`.
@@ -55,13 +55,7 @@ fn lines(f: &Finding) -> String {
     if f.count == 0 {
         return String::new();
     }
-    let shown: Vec<String> = f.first_lines.iter().map(u64::to_string).collect();
-    let more = if f.count > f.first_lines.len() as u64 {
-        ", …"
-    } else {
-        ""
-    };
-    format!("  (line {}{more})", shown.join(", "))
+    format!("  ({})", f.first_lines_text())
 }
 
 /// Label/value rows with the values right-aligned in one column.

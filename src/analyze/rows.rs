@@ -19,21 +19,21 @@ pub struct RowFacts {
 /// One row of the trace, as the analysis remembers it: its facts (reachable
 /// as `row.isl` and so on) and where its ids are.
 #[derive(Debug, Clone, Copy)]
-pub struct Row {
+pub struct StoredRow {
     pub facts: RowFacts,
     pub n_ids: u32,
     runs: u32,
     n_runs: u32,
 }
 
-impl std::ops::Deref for Row {
+impl std::ops::Deref for StoredRow {
     type Target = RowFacts;
     fn deref(&self) -> &RowFacts {
         &self.facts
     }
 }
 
-impl Row {
+impl StoredRow {
     pub fn has_ids(&self) -> bool {
         self.n_ids > 0
     }
@@ -41,7 +41,7 @@ impl Row {
 
 #[derive(Default)]
 pub struct RowStore {
-    pub rows: Vec<Row>,
+    pub rows: Vec<StoredRow>,
     /// (first id, length) of each run of consecutive ids.
     runs: Vec<(u64, u32)>,
 }
@@ -62,7 +62,7 @@ impl RowStore {
                 _ => self.runs.push((id, 1)),
             }
         }
-        self.rows.push(Row {
+        self.rows.push(StoredRow {
             facts,
             n_ids: ids.len() as u32,
             runs: start as u32,
@@ -72,7 +72,7 @@ impl RowStore {
     }
 
     /// The ids of `row`, decoded into `out` (cleared first).
-    pub fn ids_into(&self, row: &Row, out: &mut Vec<u64>) {
+    pub fn ids_into(&self, row: &StoredRow, out: &mut Vec<u64>) {
         out.clear();
         let runs = &self.runs[row.runs as usize..(row.runs + row.n_runs) as usize];
         for &(first, len) in runs {

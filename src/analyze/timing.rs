@@ -4,12 +4,12 @@
 
 use serde::Serialize;
 
-use super::findings::Finding;
 use super::rows::RowStore;
-use crate::stats::percentile_sorted;
+use crate::finding::Finding;
+use crate::stats::percentile_linear;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Timing {
+pub struct TimingStats {
     pub rows_with_timestamp: u64,
     /// Timestamps never decrease in file order.
     pub sorted: bool,
@@ -40,7 +40,7 @@ fn peak_in_window(ts: &[f64], w: f64) -> usize {
     best
 }
 
-pub fn compute(rows: &RowStore) -> Timing {
+pub fn compute(rows: &RowStore) -> TimingStats {
     let mut out_of_order = Finding::default();
     let mut ts = Vec::new();
     let mut prev = f64::NEG_INFINITY;
@@ -61,7 +61,7 @@ pub fn compute(rows: &RowStore) -> Timing {
     };
     let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
     let rate = |w: f64| (!ts.is_empty()).then(|| peak_in_window(&ts, w) as f64 / (w / 1000.0));
-    Timing {
+    TimingStats {
         rows_with_timestamp: ts.len() as u64,
         sorted: out_of_order.count == 0,
         out_of_order,
@@ -71,8 +71,8 @@ pub fn compute(rows: &RowStore) -> Timing {
             .map(|s| ts.len() as f64 / (s / 1000.0)),
         peak_rate_1s: rate(1000.0),
         peak_rate_10s: rate(10_000.0),
-        inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.5)),
-        inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_sorted(&gaps, 0.99)),
+        inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.5)),
+        inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.99)),
     }
 }
 

@@ -267,12 +267,13 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
             output: Some(args.output.clone().unwrap_or_else(|| "-".into())),
             tokenizer: args.tokenizer.clone(),
             block_size: args.block_size.unwrap_or(128) as usize,
-            timing: nat::Timing::Auto,
+            timing: nat::TimingMode::Auto,
             delay: None,
             input_length: nat::InputLength::Tokens,
             messages: false,
             num_requests: None,
             skip_requests: 0,
+            force: false,
         };
         let src = first.take().unwrap_or_else(|| Box::new(std::io::empty()));
         return nat::run_from(src, opts);

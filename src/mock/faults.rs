@@ -4,25 +4,41 @@
 use crate::hash::{splitmix64, unit, GOLDEN_GAMMA};
 
 /// The faults to inject; all off by default.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct Faults {
-    /// Answer with this HTTP status and an error body instead of a completion.
+    /// Answer with this HTTP status (400-599) and a vLLM error body instead
+    /// of a completion.
+    #[arg(long, value_name = "CODE")]
     pub status: Option<u16>,
-    /// `Retry-After` seconds sent with a 429.
+    /// Seconds sent in Retry-After with --status 429.
+    #[arg(long, default_value_t = 1, value_name = "S")]
     pub retry_after: u64,
-    /// The fraction of requests that get the faults; `None` is all of them.
+    /// Fraction (0 to 1) of requests that get the faults [default: 1].
+    #[arg(long, value_name = "F")]
     pub fail_rate: Option<f64>,
-    /// Seeds the fail-rate choice.
+    /// Seeds the --fail-rate choice, which depends only on the seed and the
+    /// request's sequence number (the log's `seq`, which counts every request).
+    #[arg(long, default_value_t = 0, value_name = "N")]
     pub seed: u64,
-    /// Streams: cut the connection after this many content tokens.
+    /// Cut the connection after the role chunk and N content tokens: no
+    /// end of the chunked body, no `[DONE]`. A non-streaming request (with N
+    /// at most its length) gets no answer, the connection closed when token
+    /// N would be due.
+    #[arg(long, value_name = "N")]
     pub drop_after: Option<u64>,
-    /// Streams: send an error event after this many content tokens.
+    /// Streams: after N content tokens send an error event, then `[DONE]`.
+    #[arg(long, value_name = "N")]
     pub error_after: Option<u64>,
-    /// Streams: send an event that is not JSON after this many content tokens.
+    /// Streams: after N content tokens send an event that is not JSON, then
+    /// go on normally.
+    #[arg(long, value_name = "N")]
     pub malformed_after: Option<u64>,
-    /// Read the request and never answer.
+    /// Read the request and never answer (until the client goes away).
+    #[arg(long)]
     pub hang: bool,
-    /// Never send usage (a server personality, so not subject to the rate).
+    /// Never send usage (no usage chunk, no usage in whole responses), as
+    /// some servers do. A server personality, so not subject to the rate.
+    #[arg(long)]
     pub no_usage: bool,
 }
 

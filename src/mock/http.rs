@@ -28,7 +28,7 @@ const LINGER_BYTES: u64 = 4 * 1024 * 1024;
 
 /// One request, body read in full.
 #[derive(Debug)]
-pub struct Request {
+pub struct HttpRequest {
     pub method: String,
     /// The request target as sent (path and query).
     pub target: String,
@@ -39,7 +39,7 @@ pub struct Request {
     pub arrival_wall: SystemTime,
 }
 
-impl Request {
+impl HttpRequest {
     /// The value of header `name` (case-insensitive), the first if repeated.
     pub fn header(&self, name: &str) -> Option<&str> {
         header(&self.headers, name)
@@ -81,7 +81,7 @@ fn reject(status: u16, message: &'static str) -> ReadError {
 /// What the server does with requests; one instance serves every connection.
 pub trait Handler: Send + Sync + 'static {
     /// Answers `req` through `conn`. An error ends the connection.
-    fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()>;
+    fn request(&self, conn: &mut Conn, req: HttpRequest) -> io::Result<()>;
     /// Answers a request that could not be read (see [`ReadError::Reject`]).
     fn reject(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()>;
 }
@@ -157,7 +157,7 @@ impl Conn {
     }
 
     /// Reads the next request: head, then exactly `Content-Length` body bytes.
-    pub fn read_request(&mut self) -> Result<Request, ReadError> {
+    pub fn read_request(&mut self) -> Result<HttpRequest, ReadError> {
         let head_len = self.read_head()?;
         let head = std::str::from_utf8(&self.buf[..head_len])
             .map_err(|_| reject(400, "the request head is not UTF-8"))?;
@@ -197,7 +197,7 @@ impl Conn {
             self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
         let body = self.read_body(len)?;
-        Ok(Request {
+        Ok(HttpRequest {
             method: head.method,
             target: head.target,
             headers: head.headers,

@@ -11,13 +11,16 @@ use std::time::{Duration, Instant};
 /// clock (about 11.5 days: far beyond any test).
 const MAX_DELAY: Duration = Duration::from_secs(1_000_000);
 
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, clap::Args)]
 pub struct Latency {
-    /// Time to first token, fixed part.
+    /// Time to first token, fixed part, in ms.
+    #[arg(long, default_value_t = 0.0, value_name = "X")]
     pub ttft_ms: f64,
-    /// Time to first token added per 1000 prompt tokens (prefill).
+    /// Time to first token added per 1000 prompt tokens (prefill), in ms.
+    #[arg(long, default_value_t = 0.0, value_name = "Y")]
     pub ttft_per_1k_tokens_ms: f64,
-    /// Time between tokens.
+    /// Time between tokens, in ms.
+    #[arg(long, default_value_t = 0.0, value_name = "Z")]
     pub itl_ms: f64,
 }
 

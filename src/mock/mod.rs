@@ -10,6 +10,7 @@
 //! answers and the log.
 
 pub mod cache;
+pub mod engine;
 pub mod faults;
 pub mod http;
 pub mod latency;
@@ -24,41 +25,129 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use faults::Faults;
-use http::{Conn, Handler, Request};
+use http::{Conn, Handler, HttpRequest};
 use latency::{sleep_until, Latency};
 use request::{Answer, Ask, Kind};
-use wire::{Reply, Usage};
+use wire::{Reply, WireUsage};
 
-#[derive(Debug, Clone)]
+/// A vLLM-like OpenAI-compatible test server with made-up answers.
+///
+/// Serves POST /v1/chat/completions and /v1/completions (streaming or not,
+/// in vLLM's exact format), GET /v1/models and GET /health. Answers are
+/// tokens " the", " of", " and", ... timed on absolute deadlines from the
+/// request's arrival: token i is due at TTFT + i*ITL, with TTFT =
+/// --ttft-ms + --ttft-per-1k-tokens-ms * prompt_tokens / 1000; a non-streaming
+/// answer is sent when its last token is due. There is no tokenizer: prompt
+/// tokens are whitespace-separated words of every message's content (text
+/// parts of list contents too) or of the completions prompt (a prompt of
+/// token ids counts its ids).
+///
+/// Answer length: with `ignore_eos: true`, exactly max_tokens (chat:
+/// max_completion_tokens wins; 16 when neither is given), finish_reason
+/// "length"; otherwise --eos-after kept within min_tokens..=max_tokens,
+/// finish_reason "stop" when that is below max_tokens. A max_tokens above
+/// 1048576 (the max_model_len in /v1/models), a min_tokens above max_tokens,
+/// or a body that is not JSON gets a 400.
+///
+/// Writes JSON lines on stdout, each flushed: first
+/// {"event":"listening","addr":"HOST:PORT"}, then one line per request as it
+/// arrives: {"event":"request","seq","unix_us","t_us","method","path",
+/// "x_trace_line","x_request_id","x_session_id","prompt_tokens","max_tokens"}
+/// (headers X-Trace-Line, X-Request-Id, X-Session-Id; null when absent).
+/// Send stdout to a file or /dev/null when nothing reads it: a full pipe
+/// would hold up the requests being logged.
+///
+/// Faults apply to completion requests only. --fail-rate picks which
+/// requests get the faults (--status, --hang, --drop-after, --error-after,
+/// --malformed-after); --no-usage applies to every request. Runs until killed.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-mock --port 8000 --ttft-ms 200 --ttft-per-1k-tokens-ms 50 --itl-ms 20
+  mc-mock --port 0 --status 429 --retry-after 2 --fail-rate 0.1 --seed 3
+  mc-mock --itl-ms 20 | jq -c 'select(.event == \"request\") | {seq, t_us, x_trace_line}'
+  curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":4}'"
+)]
 pub struct MockOptions {
+    /// Simulate an infinite prefix cache: usage reports as
+    /// `prompt_tokens_details.cached_tokens` the prompt's leading blocks of
+    /// --cache-block-size words that earlier requests already sent.
+    #[arg(long)]
+    pub prefix_cache: bool,
+
+    /// Words per block of the simulated prefix cache.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub cache_block_size: u64,
+
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "H")]
     pub host: String,
-    /// 0 picks a free port (the log's first line says which).
+
+    /// Port to listen on; 0 picks a free one (see the first stdout line).
+    #[arg(long, default_value_t = 8000, value_name = "P")]
     pub port: u16,
+
+    /// Model name served (in /v1/models and in every response).
+    #[arg(long, default_value = "mock-model", value_name = "NAME")]
     pub model: String,
+
+    #[command(flatten)]
     pub latency: Latency,
-    /// Answer length when the request does not set `ignore_eos`.
+
+    /// Answer length when the request does not set ignore_eos.
+    #[arg(long, default_value_t = 64, value_name = "N")]
     pub eos_after: u64,
+
+    #[command(flatten)]
     pub faults: Faults,
-    /// Simulate an infinite prefix cache with blocks of this many words
-    /// (0 = none): `cached_tokens` then says how much of each prompt an
-    /// earlier request already brought.
-    pub cache_block: u64,
+
+    /// Time answers with the engine model in real time instead of the
+    /// latency flags: requests queue into one simulated vLLM-style engine
+    /// (batching, prefix cache, preemption; see --engine-profile), tokens
+    /// stream when their step ends, usage reports cached_tokens.
+    #[arg(long, conflicts_with = "prefix_cache")]
+    pub engine: bool,
+
+    #[command(flatten)]
+    pub engine_model: crate::engine::EngineArgs,
+}
+
+impl MockOptions {
+    /// Words per simulated cache block; 0 without --prefix-cache.
+    pub fn cache_block(&self) -> u64 {
+        if self.prefix_cache {
+            self.cache_block_size
+        } else {
+            0
+        }
+    }
 }
 
 /// Serves until the process is killed; returns only if it cannot start.
 pub fn run(opts: MockOptions) -> Result<()> {
-    opts.latency.validate().map_err(cli::usage)?;
-    opts.faults.validate().map_err(cli::usage)?;
+    opts.latency.validate().map_err(Error::usage)?;
+    opts.faults.validate().map_err(Error::usage)?;
     let listener = TcpListener::bind((opts.host.as_str(), opts.port))
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
     let log = Log::new(Box::new(io::stdout()));
     log.listening(addr);
     eprintln!("mc-mock: serving {} on http://{addr}", opts.model);
-    let server = Server::new(opts, log);
+    let mut server = Server::new(opts, log);
+    if server.opts.engine {
+        let params = server.opts.engine_model.params()?;
+        eprintln!(
+            "mc-mock: answers timed by the engine model {} in real time",
+            params.profile.name
+        );
+        server.engine_block = params.block_size;
+        server.engine = Some(engine::LiveEngine::start(params, server.start)?);
+    }
     http::serve(listener, server)?;
     Ok(())
 }
@@ -112,7 +201,7 @@ impl Log {
     }
 
     /// Logs a request that has arrived; returns its sequence number.
-    fn request(&self, req: &Request, start: Instant, ask: Option<&Ask>) -> u64 {
+    fn request(&self, req: &HttpRequest, start: Instant, ask: Option<&Ask>) -> u64 {
         let unix_us = req
             .arrival_wall
             .duration_since(UNIX_EPOCH)
@@ -171,7 +260,7 @@ enum Route {
     WrongMethod(&'static str),
 }
 
-fn route(req: &Request, cache_block: u64) -> Route {
+fn route(req: &HttpRequest, cache_block: u64) -> Route {
     let (allowed, kind) = match req.path() {
         "/v1/models" => ("GET", None),
         "/health" => ("GET", None),
@@ -197,11 +286,14 @@ struct Server {
     nonce: u64,
     log: Log,
     cache: cache::PrefixCache,
+    /// `--engine`: the shared engine model, and its block size in words.
+    engine: Option<std::sync::Arc<engine::LiveEngine>>,
+    engine_block: u64,
 }
 
 impl Server {
     fn new(opts: MockOptions, log: Log) -> Self {
-        let opts_cache_block = opts.cache_block;
+        let opts_cache_block = opts.cache_block();
         let started = SystemTime::now();
         let nonce = started
             .duration_since(UNIX_EPOCH)
@@ -213,6 +305,18 @@ impl Server {
             nonce,
             log,
             cache: cache::PrefixCache::new(opts_cache_block),
+            engine: None,
+            engine_block: 0,
+        }
+    }
+
+    /// Words per hashed prompt block: the engine's block, the simulated
+    /// cache's, or 0 (no hashing).
+    fn hash_block(&self) -> u64 {
+        if self.engine.is_some() {
+            self.engine_block
+        } else {
+            self.opts.cache_block()
         }
     }
 
@@ -234,7 +338,7 @@ impl Server {
     fn complete(
         &self,
         conn: &mut Conn,
-        req: &Request,
+        req: &HttpRequest,
         kind: Kind,
         ask: &Ask,
         seq: u64,
@@ -262,6 +366,20 @@ impl Server {
         }
         // Looked up (and the prompt's blocks stored) as the request arrives.
         let cached = self.cache.cached_tokens(&ask.prefix_hashes);
+        let ticket = match &self.engine {
+            None => None,
+            Some(e) => {
+                match e.submit(
+                    req.arrival,
+                    ask.prefix_hashes.clone(),
+                    ask.prompt_tokens,
+                    answer.tokens,
+                ) {
+                    Ok(t) => Some(std::cell::RefCell::new(t)),
+                    Err(msg) => return self.error(conn, 400, &msg),
+                }
+            }
+        };
         let reply = Reply::new(
             kind,
             self.nonce ^ seq,
@@ -277,6 +395,7 @@ impl Server {
             faults: if faulty { Some(faults) } else { None },
             usage: !faults.no_usage,
             cached,
+            ticket,
         };
         if ask.stream {
             job.stream(conn)
@@ -287,8 +406,8 @@ impl Server {
 }
 
 impl Handler for Server {
-    fn request(&self, conn: &mut Conn, req: Request) -> io::Result<()> {
-        let route = route(&req, self.opts.cache_block);
+    fn request(&self, conn: &mut Conn, req: HttpRequest) -> io::Result<()> {
+        let route = route(&req, self.hash_block());
         let ask = match &route {
             Route::Complete(_, Ok(ask)) => Some(ask),
             _ => None,
@@ -326,6 +445,8 @@ struct Job<'a> {
     usage: bool,
     /// Prompt tokens the prefix cache already held.
     cached: u64,
+    /// `--engine`: the request's place in the engine, which times it.
+    ticket: Option<std::cell::RefCell<engine::Ticket>>,
 }
 
 /// What a stream does after its faults had their say.
@@ -343,9 +464,22 @@ impl Job<'_> {
             .deadline(self.arrival, self.ask.prompt_tokens, i)
     }
 
-    fn usage(&self) -> Option<Usage> {
+    /// Waits until output event `i` is due: its latency-model deadline,
+    /// or (`--engine`) the end of the step that made the token.
+    fn pace(&self, i: u64) {
+        match &self.ticket {
+            Some(t) => t.borrow_mut().wait_token(i),
+            None => sleep_until(self.deadline(i)),
+        }
+    }
+
+    fn usage(&self) -> Option<WireUsage> {
+        let cached = match &self.ticket {
+            Some(t) => t.borrow_mut().cached(),
+            None => self.cached,
+        };
         self.usage
-            .then(|| Usage::new(self.ask.prompt_tokens, self.answer.tokens, self.cached))
+            .then(|| WireUsage::new(self.ask.prompt_tokens, self.answer.tokens, cached))
     }
 
     /// The SSE stream: role chunk at once (chat), one event per token on its
@@ -360,7 +494,7 @@ impl Job<'_> {
         // A 0-token answer still needs an event to carry its finish reason.
         let events = n.max(1);
         for i in 0..events {
-            sleep_until(self.deadline(i));
+            self.pace(i);
             match self.inject(&mut out, i)? {
                 Flow::Go => {}
                 Flow::Done => return end(out),
@@ -412,12 +546,12 @@ impl Job<'_> {
         let last = n.max(1) - 1;
         if let Some(drop_after) = self.faults.and_then(|f| f.drop_after) {
             if drop_after <= n {
-                sleep_until(self.deadline(drop_after.min(last)));
+                self.pace(drop_after.min(last));
                 conn.abort();
                 return Ok(());
             }
         }
-        sleep_until(self.deadline(last));
+        self.pace(last);
         let body = self.reply.full(
             &wire::answer_text(n),
             self.answer.finish.as_str(),
@@ -437,8 +571,8 @@ fn end(mut out: http::Stream<'_>) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn req(method: &str, target: &str, body: &str) -> Request {
-        Request {
+    fn req(method: &str, target: &str, body: &str) -> HttpRequest {
+        HttpRequest {
             method: method.into(),
             target: target.into(),
             headers: vec![],

@@ -81,6 +81,9 @@ pub fn parse(kind: Kind, body: &[u8], cache_block: u64) -> Result<Ask, String> {
         None | Some(Value::Null) => false,
         Some(_) => return Err("`stream_options` must be an object".into()),
     };
+    if kind == Kind::Chat {
+        check_messages(obj.get("messages"))?;
+    }
     let mut words = Words::new(cache_block);
     match kind {
         Kind::Chat => obj
@@ -190,6 +193,60 @@ impl Words {
     }
 }
 
+/// The roles vLLM's chat template accepts.
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// As strict as vLLM's request validation: `messages` is a non-empty list
+/// of objects, each with a known `role` and a `content` that is a string, a
+/// list of parts (objects with a `type`), or null. A mock that accepts what
+/// real servers refuse would hide client bugs.
+fn check_messages(messages: Option<&Value>) -> Result<(), String> {
+    let list = match messages {
+        None | Some(Value::Null) => return Err("`messages` is required".into()),
+        Some(Value::Array(l)) => l,
+        Some(_) => return Err("`messages` must be a list".into()),
+    };
+    if list.is_empty() {
+        return Err("`messages` must hold at least one message".into());
+    }
+    for (i, m) in list.iter().enumerate() {
+        let Value::Object(m) = m else {
+            return Err(format!("messages[{i}]: expected an object, not {m}"));
+        };
+        match m.get("role") {
+            Some(Value::String(r)) if ROLES.contains(&r.as_str()) => {}
+            Some(r) => return Err(format!("messages[{i}].role: unknown role {r}")),
+            None => return Err(format!("messages[{i}]: `role` is required")),
+        }
+        match m.get("content") {
+            None | Some(Value::Null) | Some(Value::String(_)) => {}
+            Some(Value::Array(parts)) => {
+                if let Some(j) = parts
+                    .iter()
+                    .position(|p| !p.get("type").is_some_and(Value::is_string))
+                {
+                    return Err(format!(
+                        "messages[{i}].content[{j}]: expected an object with a `type`"
+                    ));
+                }
+            }
+            Some(c) => {
+                return Err(format!(
+                    "messages[{i}].content: expected a string or a list of parts, not {c}"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Words in every message's `content`: a string, or a list of parts whose
 /// `text` strings count (images and the like count nothing).
 fn chat_words(messages: &Value, words: &mut Words) {
@@ -226,6 +283,45 @@ fn prompt_words(prompt: &Value, words: &mut Words) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn messages_are_checked_as_vllm_does() {
+        let err = |body: &str| parse(Kind::Chat, body.as_bytes(), 0).unwrap_err();
+        assert_eq!(
+            err(r#"{"messages":[]}"#),
+            "`messages` must hold at least one message"
+        );
+        assert_eq!(
+            err(r#"{"messages":[1,"x",null]}"#),
+            "messages[0]: expected an object, not 1"
+        );
+        assert_eq!(err(r#"{}"#), "`messages` is required");
+        assert_eq!(err(r#"{"messages":{}}"#), "`messages` must be a list");
+        assert_eq!(
+            err(r#"{"messages":[{"content":"x"}]}"#),
+            "messages[0]: `role` is required"
+        );
+        assert_eq!(
+            err(r#"{"messages":[{"role":"robot","content":"x"}]}"#),
+            "messages[0].role: unknown role \"robot\""
+        );
+        assert_eq!(
+            err(r#"{"messages":[{"role":"user","content":5}]}"#),
+            "messages[0].content: expected a string or a list of parts, not 5"
+        );
+        assert_eq!(
+            err(r#"{"messages":[{"role":"user","content":[{"text":"a"}]}]}"#),
+            "messages[0].content[0]: expected an object with a `type`"
+        );
+        // Completions take a prompt, not messages.
+        assert!(parse(Kind::Completion, br#"{"prompt":"a"}"#, 0).is_ok());
+        assert!(parse(
+            Kind::Chat,
+            br#"{"messages":[{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":[{"type":"text","text":"a"}]}]}"#,
+            0
+        )
+        .is_ok());
+    }
+
     fn chat(body: &str) -> Ask {
         parse(Kind::Chat, body.as_bytes(), 0).unwrap()
     }
@@ -260,7 +356,7 @@ mod tests {
 
     #[test]
     fn max_completion_tokens_wins_in_chat_only() {
-        let body = r#"{"max_tokens":5,"max_completion_tokens":7}"#;
+        let body = r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":7}"#;
         assert_eq!(chat(body).max_tokens, Some(7));
         let c = parse(Kind::Completion, body.as_bytes(), 0).unwrap();
         assert_eq!(c.max_tokens, Some(5));

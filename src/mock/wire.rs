@@ -41,7 +41,7 @@ pub fn sse(json: &[u8]) -> Vec<u8> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Usage {
+pub struct WireUsage {
     pub prompt_tokens: u64,
     pub total_tokens: u64,
     pub completion_tokens: u64,
@@ -53,9 +53,9 @@ pub struct PromptDetails {
     pub cached_tokens: u64,
 }
 
-impl Usage {
+impl WireUsage {
     pub fn new(prompt: u64, completion: u64, cached: u64) -> Self {
-        Usage {
+        WireUsage {
             prompt_tokens: prompt,
             total_tokens: prompt.saturating_add(completion),
             completion_tokens: completion,
@@ -75,7 +75,7 @@ struct Envelope<'a, C> {
     model: &'a str,
     choices: C,
     #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<Usage>,
+    usage: Option<WireUsage>,
 }
 
 #[derive(Serialize)]
@@ -146,7 +146,7 @@ impl<'a> Reply<'a> {
         &self,
         object: &'static str,
         choices: C,
-        usage: Option<Usage>,
+        usage: Option<WireUsage>,
     ) -> Envelope<'_, C> {
         Envelope {
             id: &self.id,
@@ -208,13 +208,13 @@ impl<'a> Reply<'a> {
     }
 
     /// The usage event: no choices.
-    pub fn usage_chunk(&self, usage: Usage) -> io::Result<Vec<u8>> {
+    pub fn usage_chunk(&self, usage: WireUsage) -> io::Result<Vec<u8>> {
         let none: [(); 0] = [];
         json(&self.envelope(self.chunk_object(), none, Some(usage)))
     }
 
     /// A whole non-streaming response.
-    pub fn full(&self, text: &str, finish: &str, usage: Option<Usage>) -> io::Result<Vec<u8>> {
+    pub fn full(&self, text: &str, finish: &str, usage: Option<WireUsage>) -> io::Result<Vec<u8>> {
         match self.kind {
             Kind::Chat => {
                 let choice = MessageChoice {
@@ -332,7 +332,7 @@ mod tests {
             r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":" the"},"logprobs":null,"finish_reason":"length"}]}"#
         );
         assert_eq!(
-            s(r.usage_chunk(Usage::new(3, 4, 0))),
+            s(r.usage_chunk(WireUsage::new(3, 4, 0))),
             r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":5,"model":"m","choices":[],"usage":{"prompt_tokens":3,"total_tokens":7,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":0}}}"#
         );
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::reader::{Content, Message, Part, Payload, Request};
+use super::reader::{Content, Message, NatRequest, Part, Payload};
 
 /// One LLM call of a request.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +115,7 @@ struct Start<'a> {
     used: bool,
 }
 
-pub fn extract(req: &Request) -> Extracted {
+pub fn extract(req: &NatRequest) -> Extracted {
     let mut out = Extracted::default();
     let steps: Vec<&Payload> = req
         .intermediate_steps

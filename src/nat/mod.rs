@@ -20,7 +20,7 @@ use hasher::BlockHasher;
 use reader::End;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Timing {
+pub enum TimingMode {
     /// First call of a session: `timestamp` (ms since the earliest LLM_START
     /// of the file); later calls: `delay` = own LLM_START minus the previous
     /// call's LLM_END (the agent's tool and think time).
@@ -37,19 +37,101 @@ pub enum InputLength {
     Usage,
 }
 
-#[derive(Debug, Clone)]
+/// Convert a NeMo Agent Toolkit profiler trace (all_requests_profiler_traces.json)
+/// into a Mooncake trace: one row per LLM call, one session per request.
+///
+/// Reads the JSON array from stdin or --input-file, one request at a time
+/// (memory bounded by the largest request), tokenizes each call's prompt (in
+/// parallel) and names its blocks of --block-size tokens by their token
+/// prefix, so calls that repeat a prefix repeat its hash_ids, across sessions
+/// too. Writes JSONL to --output-file, else beside --input-file as
+/// `<stem>_mooncake.jsonl`, else to stdout; a one-line summary goes to stderr.
+/// Timestamps and delays are whole milliseconds. A file cut off mid-write
+/// yields every complete request and exit code 0.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  nat2mc --tokenizer tokenizer.json < all_requests_profiler_traces.json > agent.jsonl
+  nat2mc --input-file traces.json --tokenizer meta-llama/Llama-3.3-70B-Instruct   # writes traces_mooncake.jsonl
+  nat2mc --tokenizer tok/ < traces.json | mc-scale --speedup 2 | mc-analyze --block-size 128"
+)]
 pub struct NatOptions {
+    /// The profiler trace (default: stdin).
+    #[arg(
+        long = "input-file",
+        visible_alias = "input",
+        short = 'i',
+        value_name = "FILE"
+    )]
     pub input: Option<PathBuf>,
+
+    /// Where to write the rows (`-` for stdout). Without it, rows go beside
+    /// --input-file as `<stem>_mooncake.jsonl` (as the upstream converter
+    /// does; unlike every other mctrace tool, which writes to stdout), or to
+    /// stdout when reading stdin.
+    #[arg(
+        long = "output-file",
+        visible_alias = "output",
+        short = 'o',
+        value_name = "FILE"
+    )]
     pub output: Option<PathBuf>,
+
+    /// A tokenizer.json, a folder holding one, or a HuggingFace model id
+    /// (looked up in $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub,
+    /// downloaded from $HF_ENDPOINT only if not cached). Default: inferred
+    /// from the model name in the trace.
+    #[arg(long, value_name = "X")]
     pub tokenizer: Option<String>,
+
+    /// Tokens per hash id.
+    #[arg(long, default_value_t = 128, value_name = "B")]
     pub block_size: usize,
-    pub timing: Timing,
-    /// Constant delay (ms) for later calls instead of the measured one.
+
+    /// Timing of the rows: `auto` gives each session's first row a
+    /// timestamp (ms since the earliest LLM_START) and later rows the
+    /// measured delay (own LLM_START minus the previous call's LLM_END).
+    #[arg(long, value_enum, default_value_t = TimingMode::Auto)]
+    pub timing: TimingMode,
+
+    /// A constant delay (ms) for later rows instead of the measured one.
+    #[arg(long, value_name = "MS", value_parser = delay_ms)]
     pub delay: Option<f64>,
+
+    /// input_length from the hashed text's tokens, or the server's prompt_tokens.
+    #[arg(long, value_enum, default_value_t = InputLength::Tokens)]
     pub input_length: InputLength,
+
+    /// Also write each call's chat messages as OpenAI `messages`. Note that
+    /// AIPerf 0.13.0 refuses rows holding both `messages` and `input_length`;
+    /// for AIPerf keep one: `jq -c 'del(.input_length, .hash_ids)'`.
+    #[arg(long)]
     pub messages: bool,
+
+    /// Convert at most N requests (after --skip-requests).
+    #[arg(long, value_name = "N")]
     pub num_requests: Option<usize>,
+
+    /// Skip the first N requests of the file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
     pub skip_requests: usize,
+
+    /// Overwrite `<stem>_mooncake.jsonl` beside --input-file when it exists
+    /// (without it, an existing file is refused with exit code 73).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `--delay`: a finite number of ms, at least 0 and at most a year (a
+/// larger one is a typo, and `inf` would be written as 2^64 - 1).
+fn delay_ms(s: &str) -> std::result::Result<f64, String> {
+    const YEAR_MS: f64 = 365.0 * 24.0 * 3600.0 * 1000.0;
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=YEAR_MS).contains(&v) => Ok(v),
+        Ok(v) => Err(format!("{v} ms is not a delay: expected 0 to {YEAR_MS} ms")),
+        Err(_) => Err(format!("expected a number of ms, got {s:?}")),
+    }
 }
 
 /// Requests parsed (and their calls tokenized) together, in parallel: at most
@@ -59,7 +141,7 @@ const BATCH_BYTES: usize = 16 << 20;
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
-struct Row {
+struct OutRow {
     session: String,
     first_in_session: bool,
     start: Option<f64>,
@@ -102,7 +184,7 @@ pub struct Converter {
     tokenizer: Option<Resolved>,
     hasher: BlockHasher,
     pending: Vec<Pending>,
-    rows: Vec<Row>,
+    rows: Vec<OutRow>,
     earliest_start: f64,
     counts: Counts,
 }
@@ -131,11 +213,15 @@ impl Converter {
     /// Takes a batch of requests (position in the file, raw bytes): parses
     /// them and pulls out their calls in parallel, then queues the calls in
     /// file order and tokenizes them.
-    fn add_batch(&mut self, batch: Vec<(usize, Vec<u8>)>) -> Result<()> {
+    fn add_batch(&mut self, batch: Vec<(usize, reader::Element)>) -> Result<()> {
         let parsed: Vec<ParsedRequest> = batch
             .par_iter()
-            .map(|(index, bytes)| {
-                let extracted = reader::parse_request(bytes).map(|req| {
+            .map(|(index, element)| {
+                let extracted = reader::parse_request(&element.bytes).map_err(|e| {
+                    let at = element.start.of_error_within(&e);
+                    format!("{} ({at})", reader::error_text(&e))
+                });
+                let extracted = extracted.map(|req| {
                     let number = match &req.request_number {
                         Some(serde_json::Value::Number(n)) => n.to_string(),
                         Some(serde_json::Value::String(s)) => s.clone(),
@@ -260,7 +346,7 @@ impl Converter {
                     .collect();
                 serde_json::Value::Array(list).to_string()
             });
-            self.rows.push(Row {
+            self.rows.push(OutRow {
                 session: p.session,
                 first_in_session: p.first_in_session,
                 start: p.call.start,
@@ -285,13 +371,13 @@ impl Converter {
                     .as_bytes(),
             );
             match (self.opts.timing, r.first_in_session) {
-                (Timing::None, _) => {}
-                (Timing::Auto, true) => {
+                (TimingMode::None, _) => {}
+                (TimingMode::Auto, true) => {
                     let ms = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
                     buf.extend_from_slice(b", \"timestamp\": ");
                     buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
                 }
-                (Timing::Auto, false) => {
+                (TimingMode::Auto, false) => {
                     let ms = self
                         .opts
                         .delay
@@ -378,6 +464,14 @@ pub fn run(opts: NatOptions) -> Result<()> {
 /// default output file): `mc-import --from nat` hands in what it sniffed.
 pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
     let out_path = output_path(&opts);
+    // The path beside the input is chosen for the user: never overwrite a
+    // file there without being told to (an explicit --output-file is the
+    // user's own choice, as with any tool's --output).
+    if let Some(p) = out_path.as_ref().filter(|_| opts.output.is_none()) {
+        if !opts.force && p.exists() {
+            return Err(Error::Exists { path: p.clone() });
+        }
+    }
     let (skip, limit) = (
         opts.skip_requests,
         opts.num_requests
@@ -391,17 +485,17 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
         if limit.is_some_and(|l| index >= l) {
             break End::Complete;
         }
-        let bytes = match split.next_element()? {
+        let element = match split.next_element()? {
             None => break End::Complete,
             Some(Err(end)) => break end,
-            Some(Ok(bytes)) => bytes,
+            Some(Ok(element)) => element,
         };
         index += 1;
         if index <= skip {
             continue;
         }
-        batch_bytes += bytes.len();
-        batch.push((index - 1, bytes));
+        batch_bytes += element.bytes.len();
+        batch.push((index - 1, element));
         if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
             conv.add_batch(std::mem::take(&mut batch))?;
             batch_bytes = 0;
@@ -416,6 +510,10 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
     }
     let mut out = Output::open(out_path.as_deref(), false)?;
     conv.write_rows(&mut out)?;
-    eprintln!("{}", conv.summary(&end));
+    let mut summary = conv.summary(&end);
+    if let Some(p) = out_path.as_ref().filter(|p| p.as_path() != Path::new("-")) {
+        summary.push_str(&format!("; rows written to {}", p.display()));
+    }
+    eprintln!("{summary}");
     Ok(())
 }

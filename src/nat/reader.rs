@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Deserialize)]
-pub struct Request {
+pub struct NatRequest {
     #[serde(default)]
     pub request_number: Option<serde_json::Value>,
     #[serde(default)]
@@ -117,6 +117,66 @@ pub struct ArraySplitter<R> {
     done: bool,
     /// The input ended right after an element, before `,` or `]`.
     cut: bool,
+    /// Where `buf[0]` sits in the file, for messages that name a place.
+    base: Place,
+    /// Elements returned so far.
+    elements: u64,
+}
+
+/// A place in the input: byte offset, and 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub offset: u64,
+    pub line: u64,
+    pub column: u64,
+}
+
+impl Place {
+    const START: Place = Place {
+        offset: 0,
+        line: 1,
+        column: 1,
+    };
+
+    /// The place after `bytes` that start here.
+    fn after(mut self, bytes: &[u8]) -> Place {
+        self.offset += bytes.len() as u64;
+        match memchr::memrchr(b'\n', bytes) {
+            Some(last) => {
+                self.line += memchr::memchr_iter(b'\n', bytes).count() as u64;
+                self.column = (bytes.len() - last) as u64;
+            }
+            None => self.column += bytes.len() as u64,
+        }
+        self
+    }
+
+    /// The place of a serde_json error (line and column counted from the
+    /// element's first byte) in the file.
+    pub fn of_error_within(self, e: &serde_json::Error) -> Place {
+        let (line, column) = (e.line() as u64, e.column() as u64);
+        Place {
+            offset: self.offset,
+            line: self.line + line.saturating_sub(1),
+            column: if line <= 1 {
+                self.column + column.saturating_sub(1)
+            } else {
+                column
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+/// One request's raw bytes and where they start in the file.
+pub struct Element {
+    pub bytes: Vec<u8>,
+    pub start: Place,
 }
 
 const CHUNK: usize = 1 << 20;
@@ -131,7 +191,14 @@ impl<R: Read> ArraySplitter<R> {
             started: false,
             done: false,
             cut: false,
+            base: Place::START,
+            elements: 0,
         }
+    }
+
+    /// The place of `buf[at]` in the file.
+    fn place(&self, at: usize) -> Place {
+        self.base.after(&self.buf[..at])
     }
 
     /// Reads more input; false at the end of the input.
@@ -140,6 +207,7 @@ impl<R: Read> ArraySplitter<R> {
             return Ok(false);
         }
         if self.pos > 0 {
+            self.base = self.base.after(&self.buf[..self.pos]);
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
@@ -175,7 +243,7 @@ impl<R: Read> ArraySplitter<R> {
 
     /// The next element's bytes; `Ok(None)` after the closing `]`;
     /// `Ok(Some(Err(End::Truncated)))` when the input stops inside the array.
-    pub fn next_element(&mut self) -> Result<Option<std::result::Result<Vec<u8>, End>>> {
+    pub fn next_element(&mut self) -> Result<Option<std::result::Result<Element, End>>> {
         if self.done {
             return Ok(None);
         }
@@ -183,15 +251,29 @@ impl<R: Read> ArraySplitter<R> {
             self.done = true;
             return Ok(Some(Err(End::Truncated)));
         }
-        let bad = |what: &str| Error::Input(format!("invalid profiler trace: expected {what}"));
+        // Names the place: the byte offset, line and column in the file.
+        let bad = |this: &Self, what: &str| {
+            let at = this.place(this.pos);
+            Error::Input(format!(
+                "invalid profiler trace: expected {what}, at byte {} ({at})",
+                at.offset
+            ))
+        };
         if !self.started {
             match self.peek_token()? {
                 Some(b'[') => {
                     self.pos += 1;
                     self.started = true;
                 }
-                None => return Ok(Some(Err(End::Truncated))),
-                Some(_) => return Err(bad("a JSON array of requests ([...])")),
+                // Nothing at all is not a file cut off mid-write.
+                None => {
+                    return Err(Error::Input(
+                        "the input is empty: expected the profiler's JSON array of requests \
+                         (all_requests_profiler_traces.json)"
+                            .into(),
+                    ))
+                }
+                Some(_) => return Err(bad(self, "a JSON array of requests ([...])")),
             }
             if self.peek_token()? == Some(b']') {
                 self.pos += 1;
@@ -202,7 +284,10 @@ impl<R: Read> ArraySplitter<R> {
         match self.peek_token()? {
             None => return Ok(Some(Err(End::Truncated))),
             Some(b'{') => {}
-            Some(_) => return Err(bad("a request object ({...})")),
+            Some(_) => {
+                let what = format!("request {} to be an object ({{...}})", self.elements + 1);
+                return Err(bad(self, &what));
+            }
         }
         // Scan to the end of the object, across reads. `self.pos` stays at
         // the element's start (a read moves it to the front of the buffer).
@@ -227,7 +312,11 @@ impl<R: Read> ArraySplitter<R> {
                     b'}' | b']' => {
                         depth -= 1;
                         if depth == 0 {
-                            let element = self.buf[self.pos..i].to_vec();
+                            let element = Element {
+                                bytes: self.buf[self.pos..i].to_vec(),
+                                start: self.place(self.pos),
+                            };
+                            self.elements += 1;
                             self.pos = i;
                             match self.peek_token()? {
                                 Some(b',') => self.pos += 1,
@@ -237,7 +326,11 @@ impl<R: Read> ArraySplitter<R> {
                                 }
                                 // Cut right after a complete request.
                                 None => self.cut = true,
-                                Some(_) => return Err(bad("`,` or `]` after a request")),
+                                Some(_) => {
+                                    let what =
+                                        format!("`,` or `]` after request {}", self.elements);
+                                    return Err(bad(self, &what));
+                                }
                             }
                             return Ok(Some(Ok(element)));
                         }
@@ -255,8 +348,18 @@ impl<R: Read> ArraySplitter<R> {
 }
 
 /// Parses one request's bytes.
-pub fn parse_request(bytes: &[u8]) -> std::result::Result<Request, String> {
-    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+pub fn parse_request(bytes: &[u8]) -> std::result::Result<NatRequest, serde_json::Error> {
+    serde_json::from_slice(bytes)
+}
+
+/// serde_json's message without its own `at line L column C` (counted from
+/// the request's start, not the file's).
+pub fn error_text(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
 }
 
 #[cfg(test)]
@@ -281,9 +384,9 @@ mod tests {
             match split.next_element() {
                 Ok(None) => return (seen, Ok(End::Complete)),
                 Ok(Some(Err(end))) => return (seen, Ok(end)),
-                Ok(Some(Ok(bytes))) => match parse_request(&bytes) {
+                Ok(Some(Ok(el))) => match parse_request(&el.bytes) {
                     Ok(r) => seen.push(r.request_number.and_then(|v| v.as_i64()).unwrap_or(-1)),
-                    Err(e) => return (seen, Err(Error::Input(e))),
+                    Err(e) => return (seen, Err(Error::Input(e.to_string()))),
                 },
                 Err(e) => return (seen, Err(e)),
             }
@@ -318,9 +421,15 @@ mod tests {
             assert_eq!(seen, vec![0, 1]);
             assert_eq!(end.unwrap(), End::Truncated);
         }
-        let (seen, end) = numbers("");
-        assert!(seen.is_empty());
-        assert_eq!(end.unwrap(), End::Truncated);
+        // Nothing at all (or only blanks) is not a cut file: it is an error.
+        for text in ["", " \n\t"] {
+            let (seen, end) = numbers(text);
+            assert!(seen.is_empty());
+            match end {
+                Err(Error::Input(msg)) => assert!(msg.starts_with("the input is empty"), "{msg}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

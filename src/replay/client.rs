@@ -1,110 +1,18 @@
 //! One request: send it, read the stream as it arrives, and note when each
-//! part came. Every failure becomes an [`Outcome`] with an error kind, never
-//! a panic or an early return without a result.
+//! part came (µs on the run's [`Clock`]). Every failure becomes an
+//! [`Outcome`] with an error kind, never a panic or an early return without
+//! a result.
 
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::sse::{self, Event, EventSplitter, Usage};
-
-/// Why a request failed, as written in its result line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The server refused or reset the connection before answering.
-    Connect,
-    /// The host name did not resolve.
-    Dns,
-    /// `--timeout` passed before the answer was complete.
-    Timeout,
-    /// HTTP 429.
-    RateLimited,
-    /// Any other 4xx.
-    Http4xx,
-    /// 5xx (and any other non-2xx).
-    Http5xx,
-    /// `data: {"error": ...}` after the stream began.
-    StreamError,
-    /// An event that is not JSON.
-    BadSse,
-    /// The stream ended (or broke) before `[DONE]`.
-    Incomplete,
-    /// Any other transport or protocol failure.
-    Transport,
-    /// Still in flight when the run was stopped and the drain time ran out.
-    Cancelled,
-}
-
-impl ErrorKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ErrorKind::Connect => "connect",
-            ErrorKind::Dns => "dns",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::RateLimited => "rate_limited",
-            ErrorKind::Http4xx => "http_4xx",
-            ErrorKind::Http5xx => "http_5xx",
-            ErrorKind::StreamError => "stream_error",
-            ErrorKind::BadSse => "bad_sse",
-            ErrorKind::Incomplete => "incomplete",
-            ErrorKind::Transport => "transport",
-            ErrorKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Failure {
-    pub kind: ErrorKind,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_after_s: Option<f64>,
-}
-
-impl Failure {
-    fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Failure {
-            kind,
-            message: message.into(),
-            retry_after_s: None,
-        }
-    }
-}
-
-/// What happened to one request.
-#[derive(Debug)]
-pub struct Outcome {
-    pub http_status: Option<u16>,
-    pub t_send: Instant,
-    /// The first event that carried generated output.
-    pub t_first: Option<Instant>,
-    /// The last such event.
-    pub t_last: Option<Instant>,
-    /// When the response was read to its end (or failed).
-    pub t_end: Instant,
-    /// Events that carried generated output.
-    pub chunks: u64,
-    /// Gaps between consecutive output events, in µs.
-    pub itl_us: Vec<u64>,
-    pub usage: Option<Usage>,
-    pub finish_reason: Option<String>,
-    /// The answer's content (kept only when asked, for `--turns delta`).
-    pub text: String,
-    pub error: Option<Failure>,
-}
-
-/// Live facts about a request in flight, so a run stopped before it ends
-/// can still report what was measured.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// µs since run start of the first output event, plus one (0 = none yet).
-    pub first_us_plus1: AtomicU64,
-    pub chunks: AtomicU64,
-}
+use super::inflight::Live;
+pub use super::outcome::{ErrorKind, Failure, Outcome};
+use super::sse::{self, Event, EventSplitter};
 
 /// One prepared request.
-pub struct Request<'a> {
+pub struct Outgoing<'a> {
     pub url: &'a str,
     pub headers: &'a [(String, String)],
     pub body: &'a [u8],
@@ -121,38 +29,33 @@ impl Clock {
     pub fn us(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.start).as_micros() as u64
     }
+    pub fn now_us(&self) -> u64 {
+        self.us(Instant::now())
+    }
     pub fn at(&self, us: u64) -> Instant {
         self.start + Duration::from_micros(us)
     }
 }
 
 /// Sends `req` and reads its answer to the end.
-pub fn execute(agent: &ureq::Agent, req: &Request<'_>, clock: Clock, live: &Live) -> Outcome {
+pub fn execute(agent: &ureq::Agent, req: &Outgoing<'_>, clock: Clock, live: &Live) -> Outcome {
     let mut builder = agent
         .post(req.url)
         .header("content-type", "application/json");
     for (k, v) in req.headers {
         builder = builder.header(k.as_str(), v.as_str());
     }
-    let t_send = Instant::now();
+    let t_send_us = clock.now_us();
     let mut out = Outcome {
-        http_status: None,
-        t_send,
-        t_first: None,
-        t_last: None,
-        t_end: t_send,
-        chunks: 0,
-        itl_us: Vec::new(),
-        usage: None,
-        finish_reason: None,
-        text: String::new(),
-        error: None,
+        t_send_us,
+        t_end_us: t_send_us,
+        ..Outcome::default()
     };
     let response = builder.send(req.body);
     let mut response = match response {
         Ok(r) => r,
         Err(e) => {
-            out.t_end = Instant::now();
+            out.t_end_us = clock.now_us();
             out.error = Some(transport_failure(e));
             return out;
         }
@@ -161,7 +64,7 @@ pub fn execute(agent: &ureq::Agent, req: &Request<'_>, clock: Clock, live: &Live
     out.http_status = Some(status);
     if !(200..300).contains(&status) {
         out.error = Some(status_failure(&mut response));
-        out.t_end = Instant::now();
+        out.t_end_us = clock.now_us();
         return out;
     }
     let is_sse = response
@@ -210,22 +113,21 @@ fn read_stream(
                 break;
             }
         };
-        let now = Instant::now();
+        let now = clock.now_us();
         let mut on_event = |data: &[u8]| match sse::classify(data, &mut usage) {
             Event::Done => done = true,
             Event::Token {
                 text,
                 finish_reason,
             } => {
-                match out.t_last {
+                match out.t_last_us {
                     None => {
-                        out.t_first = Some(now);
-                        live.first_us_plus1
-                            .store(clock.us(now) + 1, Ordering::Relaxed);
+                        out.t_first_us = Some(now);
+                        live.first_us_plus1.store(now + 1, Ordering::Relaxed);
                     }
-                    Some(prev) => out.itl_us.push(now.duration_since(prev).as_micros() as u64),
+                    Some(prev) => out.itl_us.push(now.saturating_sub(prev)),
                 }
-                out.t_last = Some(now);
+                out.t_last_us = Some(now);
                 out.chunks += 1;
                 live.chunks.store(out.chunks, Ordering::Relaxed);
                 if keep_text {
@@ -240,7 +142,7 @@ fn read_stream(
                     out.finish_reason = finish_reason;
                 }
             }
-            Event::Usage(_) => {}
+            Event::StreamUsage(_) => {}
             Event::Error(msg) => {
                 first_problem.get_or_insert(Failure::new(ErrorKind::StreamError, msg));
             }
@@ -258,7 +160,7 @@ fn read_stream(
             done = true;
         }
     });
-    out.t_end = Instant::now();
+    out.t_end_us = clock.now_us();
     out.usage = usage;
     out.error = first_problem.or_else(|| {
         (!done).then(|| {
@@ -277,8 +179,8 @@ fn read_stream(
 fn read_whole(body: &mut impl Read, live: &Live, clock: Clock, out: &mut Outcome) {
     let mut bytes = Vec::new();
     let read = body.take(256 << 20).read_to_end(&mut bytes);
-    let now = Instant::now();
-    out.t_end = now;
+    let now = clock.now_us();
+    out.t_end_us = now;
     if let Err(e) = read {
         let e = ureq::Error::from(e);
         let kind = match e {
@@ -294,11 +196,10 @@ fn read_whole(body: &mut impl Read, live: &Live, clock: Clock, out: &mut Outcome
             text,
             finish_reason,
         } => {
-            out.t_first = Some(now);
-            out.t_last = Some(now);
+            out.t_first_us = Some(now);
+            out.t_last_us = Some(now);
             out.chunks = 1;
-            live.first_us_plus1
-                .store(clock.us(now) + 1, Ordering::Relaxed);
+            live.first_us_plus1.store(now + 1, Ordering::Relaxed);
             out.text = text;
             out.finish_reason = finish_reason;
         }
@@ -310,7 +211,7 @@ fn read_whole(body: &mut impl Read, live: &Live, clock: Clock, out: &mut Outcome
                 format!("answer is not a completion: {msg}"),
             ))
         }
-        Event::Usage(_) | Event::Done => {}
+        Event::StreamUsage(_) | Event::Done => {}
     }
     out.usage = usage;
 }
@@ -324,19 +225,18 @@ fn status_failure(response: &mut ureq::http::Response<ureq::Body>) -> Failure {
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok());
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = response
         .body_mut()
         .with_config()
         .limit(64 * 1024)
         .read_to_string()
         .unwrap_or_default();
-    let detail = match serde_json::from_str::<serde_json::Value>(&body) {
-        Ok(v) => match v.get("error").or_else(|| v.get("message")) {
-            Some(e) => sse::error_message(e),
-            None => sse::shorten(body.as_bytes()),
-        },
-        Err(_) => sse::shorten(body.as_bytes()),
-    };
+    let message = status_message(status, content_type.as_deref(), &body);
     let kind = match status {
         429 => ErrorKind::RateLimited,
         400..=499 => ErrorKind::Http4xx,
@@ -344,8 +244,37 @@ fn status_failure(response: &mut ureq::http::Response<ureq::Body>) -> Failure {
     };
     Failure {
         kind,
-        message: format!("HTTP {status}: {detail}"),
+        message,
         retry_after_s,
+    }
+}
+
+/// `HTTP 400 Bad Request: the server's message`; an empty body says so,
+/// and a body that is not JSON names its content type.
+fn status_message(status: u16, content_type: Option<&str>, body: &str) -> String {
+    let reason = ureq::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map_or(String::new(), |r| format!(" {r}"));
+    let head = format!("HTTP {status}{reason}");
+    if body.trim().is_empty() {
+        return match content_type {
+            Some(ct) if !ct.is_empty() => format!("{head} (empty body, content-type {ct})"),
+            _ => format!("{head} (empty body)"),
+        };
+    }
+    let is_json = content_type.is_some_and(|ct| ct.contains("json"));
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(v) => match v.get("error").or_else(|| v.get("message")) {
+            Some(e) => format!("{head}: {}", sse::error_message(e)),
+            None => format!("{head}: {}", sse::shorten(body.as_bytes())),
+        },
+        Err(_) if !is_json => format!(
+            "{head} ({}): {}",
+            content_type.unwrap_or("no content-type"),
+            sse::shorten(body.as_bytes())
+        ),
+        Err(_) => format!("{head}: {}", sse::shorten(body.as_bytes())),
     }
 }
 
@@ -371,4 +300,37 @@ fn transport_failure(e: ureq::Error) -> Failure {
         _ => ErrorKind::Transport,
     };
     Failure::new(kind, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_message;
+
+    #[test]
+    fn status_messages_say_what_is_known() {
+        assert_eq!(
+            status_message(400, None, ""),
+            "HTTP 400 Bad Request (empty body)"
+        );
+        assert_eq!(
+            status_message(400, Some("text/plain"), " "),
+            "HTTP 400 Bad Request (empty body, content-type text/plain)"
+        );
+        assert_eq!(
+            status_message(503, Some("text/html"), "<h1>down</h1>"),
+            "HTTP 503 Service Unavailable (text/html): <h1>down</h1>"
+        );
+        assert_eq!(
+            status_message(
+                400,
+                Some("application/json"),
+                r#"{"error":{"message":"bad messages","type":"BadRequestError"}}"#
+            ),
+            "HTTP 400 Bad Request: bad messages"
+        );
+        assert_eq!(
+            status_message(599, None, "x"),
+            "HTTP 599 (no content-type): x"
+        );
+    }
 }

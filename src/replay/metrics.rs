@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::client::{Clock, ErrorKind, Failure, Outcome};
+use super::outcome::{ErrorKind, Failure, Outcome};
 
-/// One request's result line (stdout, JSONL). Times are ms from run start.
+/// One request's result line (stdout, JSONL). Times are ms from run start
+/// (µs resolution).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestResult {
@@ -17,11 +18,15 @@ pub struct RequestResult {
     pub session_id: Option<String>,
     /// 0-based turn within the session.
     pub turn: u32,
+    /// Readable id: run id and sequence number.
     pub request_id: String,
+    /// The `x-request-id` header sent (a UUID made of the same two parts).
+    pub x_request_id: String,
+    /// Where the request went: `http` (a server) or `engine` (the model).
+    pub target: String,
     /// Sent to warm up; left out of the summary.
     pub warmup: bool,
-    /// `ok` or `error`.
-    pub status: String,
+    pub status: Status,
     pub http_status: Option<u16>,
     pub error: Option<ErrorOut>,
     pub t_sched_ms: f64,
@@ -58,10 +63,18 @@ pub struct RequestResult {
     pub finish_reason: Option<String>,
 }
 
+/// A request's status in its result line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Error,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorOut {
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<f64>,
@@ -70,7 +83,7 @@ pub struct ErrorOut {
 impl From<&Failure> for ErrorOut {
     fn from(f: &Failure) -> Self {
         ErrorOut {
-            kind: f.kind.name().to_string(),
+            kind: f.kind,
             message: f.message.clone(),
             retry_after_s: f.retry_after_s,
         }
@@ -93,6 +106,8 @@ pub struct Identity {
     pub session_id: Option<String>,
     pub turn: u32,
     pub request_id: String,
+    pub x_request_id: String,
+    pub target: &'static str,
     pub warmup: bool,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
@@ -107,95 +122,95 @@ fn round_us(x_ms: f64) -> f64 {
     (x_ms * 1000.0).round() / 1000.0
 }
 
-impl RequestResult {
-    pub fn new(id: Identity, t_sched_us: u64, o: &Outcome, clock: Clock) -> RequestResult {
-        let send = clock.us(o.t_send);
-        let first = o.t_first.map(|t| clock.us(t));
-        let last = o.t_last.map(|t| clock.us(t));
-        let end = clock.us(o.t_end);
+/// A request's latencies in µs, derived once from its outcome: the result
+/// line shows them in ms, the summary's distributions take them as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Latencies {
+    pub t_sched_us: u64,
+    pub lag_us: u64,
+    pub ttft_us: Option<u64>,
+    /// When the answer was complete: the last output event, or the end of
+    /// a successful answer without output.
+    pub answered_us: Option<u64>,
+    pub e2e_us: Option<u64>,
+    pub sched_latency_us: Option<u64>,
+    /// Rounded to whole µs (the result line's resolution).
+    pub tpot_us: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub tokens_estimated: bool,
+}
+
+impl Latencies {
+    pub fn of(t_sched_us: u64, o: &Outcome) -> Latencies {
+        let send = o.t_send_us;
         let usage = o.usage.unwrap_or_default();
+        let cancelled = o
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Cancelled);
         let (completion_tokens, tokens_estimated) = match usage.completion_tokens {
             Some(n) => (Some(n), false),
-            None if o.error.is_none() || o.chunks > 0 => (Some(o.chunks), true),
+            None if !cancelled && (o.error.is_none() || o.chunks > 0) => (Some(o.chunks), true),
             None => (None, false),
         };
-        let answered = last.or((o.error.is_none()).then_some(end));
-        let tpot = match (first, last, completion_tokens) {
-            (Some(f), Some(l), Some(n)) if n >= 2 => Some(round_us(ms(l - f) / (n - 1) as f64)),
+        let answered_us = o.t_last_us.or(o.error.is_none().then_some(o.t_end_us));
+        let tpot_us = match (o.t_first_us, o.t_last_us, completion_tokens) {
+            (Some(f), Some(l), Some(n)) if n >= 2 => {
+                Some((l.saturating_sub(f) as f64 / (n - 1) as f64).round() as u64)
+            }
             _ => None,
         };
+        Latencies {
+            t_sched_us,
+            lag_us: send.saturating_sub(t_sched_us),
+            ttft_us: o.t_first_us.map(|f| f.saturating_sub(send)),
+            answered_us,
+            e2e_us: answered_us.map(|a| a.saturating_sub(send)),
+            sched_latency_us: answered_us.map(|a| a.saturating_sub(t_sched_us)),
+            tpot_us,
+            completion_tokens,
+            tokens_estimated,
+        }
+    }
+}
+
+impl RequestResult {
+    pub fn new(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult {
+        let usage = o.usage.unwrap_or_default();
         RequestResult {
             line: id.line,
             session_id: id.session_id,
             turn: id.turn,
             request_id: id.request_id,
+            x_request_id: id.x_request_id,
+            target: id.target.to_string(),
             warmup: id.warmup,
-            status: if o.error.is_none() { "ok" } else { "error" }.to_string(),
+            status: if o.error.is_none() {
+                Status::Ok
+            } else {
+                Status::Error
+            },
             http_status: o.http_status,
             error: o.error.as_ref().map(ErrorOut::from),
-            t_sched_ms: ms(t_sched_us),
-            t_send_ms: ms(send),
-            t_first_ms: first.map(ms),
-            t_last_ms: last.map(ms),
-            t_end_ms: ms(end),
-            lag_ms: ms(send.saturating_sub(t_sched_us)),
-            ttft_ms: first.map(|f| ms(f - send)),
-            e2e_ms: answered.map(|a| ms(a - send)),
-            tpot_ms: tpot,
-            sched_latency_ms: answered.map(|a| ms(a.saturating_sub(t_sched_us))),
+            t_sched_ms: ms(lat.t_sched_us),
+            t_send_ms: ms(o.t_send_us),
+            t_first_ms: o.t_first_us.map(ms),
+            t_last_ms: o.t_last_us.map(ms),
+            t_end_ms: ms(o.t_end_us),
+            lag_ms: ms(lat.lag_us),
+            ttft_ms: lat.ttft_us.map(ms),
+            e2e_ms: lat.e2e_us.map(ms),
+            tpot_ms: lat.tpot_us.map(ms),
+            sched_latency_ms: lat.sched_latency_us.map(ms),
             chunks: o.chunks,
             itl_ms: itl_summary(&o.itl_us),
             input_tokens: id.input_tokens,
             prompt_tokens: usage.prompt_tokens,
             cached_tokens: usage.cached_tokens,
             output_tokens: id.output_tokens,
-            completion_tokens,
-            tokens_estimated,
+            completion_tokens: lat.completion_tokens,
+            tokens_estimated: lat.tokens_estimated,
             finish_reason: o.finish_reason.clone(),
-        }
-    }
-
-    /// A request still in flight when the run was stopped for good.
-    pub fn cancelled(
-        id: Identity,
-        t_sched_us: u64,
-        t_send_us: u64,
-        first_us: Option<u64>,
-        chunks: u64,
-        now_us: u64,
-    ) -> RequestResult {
-        RequestResult {
-            line: id.line,
-            session_id: id.session_id,
-            turn: id.turn,
-            request_id: id.request_id,
-            warmup: id.warmup,
-            status: "error".to_string(),
-            http_status: None,
-            error: Some(ErrorOut {
-                kind: ErrorKind::Cancelled.name().to_string(),
-                message: format!("still in flight after the drain time ({chunks} output events)"),
-                retry_after_s: None,
-            }),
-            t_sched_ms: ms(t_sched_us),
-            t_send_ms: ms(t_send_us),
-            t_first_ms: first_us.map(ms),
-            t_last_ms: None,
-            t_end_ms: ms(now_us),
-            lag_ms: ms(t_send_us.saturating_sub(t_sched_us)),
-            ttft_ms: first_us.map(|f| ms(f.saturating_sub(t_send_us))),
-            e2e_ms: None,
-            tpot_ms: None,
-            sched_latency_ms: None,
-            chunks,
-            itl_ms: None,
-            input_tokens: id.input_tokens,
-            prompt_tokens: None,
-            cached_tokens: None,
-            output_tokens: id.output_tokens,
-            completion_tokens: None,
-            tokens_estimated: false,
-            finish_reason: None,
         }
     }
 
@@ -353,14 +368,17 @@ pub struct Tally {
     pub ok: u64,
     pub failed: u64,
     pub warmup: u64,
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<ErrorKind, u64>,
     pub first_send_us: Option<u64>,
-    /// Sends of rows that start something (turn 0): count, first, last (µs).
-    pub start_sends: (u64, u64, u64),
+    /// Sends of rows that start something (turn 0).
+    pub start_sends: SendSpan,
+    /// The scheduled times of those rows.
+    pub start_scheds: SendSpan,
     pub last_end_us: u64,
     pub input_tokens: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Successful requests whose output count is estimated from events.
     pub estimated_tokens: u64,
     pub goodput: u64,
     pub ttft: Dist,
@@ -371,52 +389,72 @@ pub struct Tally {
     pub lag: Dist,
 }
 
-fn to_us(ms: f64) -> u64 {
-    (ms * 1000.0).round().max(0.0) as u64
+/// How many sends, and the first and last send time (µs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendSpan {
+    pub count: u64,
+    pub first_us: u64,
+    pub last_us: u64,
+}
+
+impl SendSpan {
+    /// Arrivals per second over the span: (count − 1) / span.
+    pub fn rate(&self) -> Option<f64> {
+        let span_s = ms(self.last_us.saturating_sub(self.first_us)) / 1000.0;
+        (self.count > 1 && span_s > 0.0).then(|| (self.count - 1) as f64 / span_s)
+    }
+
+    fn add(&mut self, us: u64) {
+        self.first_us = if self.count == 0 {
+            us
+        } else {
+            self.first_us.min(us)
+        };
+        self.last_us = self.last_us.max(us);
+        self.count += 1;
+    }
 }
 
 impl Tally {
-    pub fn add(&mut self, r: &RequestResult, itl_us: &[u64], slo: Option<&Slo>) {
+    /// Adds one request: its result line, its µs latencies and the gaps
+    /// between its output events.
+    pub fn add(&mut self, r: &RequestResult, lat: &Latencies, o: &Outcome, slo: Option<&Slo>) {
         if r.warmup {
             self.warmup += 1;
             return;
         }
         self.sent += 1;
-        let send = to_us(r.t_send_ms);
+        let send = o.t_send_us;
         self.first_send_us = Some(self.first_send_us.map_or(send, |f| f.min(send)));
         if r.turn == 0 {
-            let (n, first, last) = &mut self.start_sends;
-            *first = if *n == 0 { send } else { (*first).min(send) };
-            *last = (*last).max(send);
-            *n += 1;
+            self.start_sends.add(send);
+            self.start_scheds.add(lat.t_sched_us);
         }
-        self.last_end_us = self.last_end_us.max(to_us(r.t_end_ms));
-        self.lag.add(to_us(r.lag_ms));
-        match &r.error {
-            Some(e) => {
-                self.failed += 1;
-                *self.errors.entry(e.kind.clone()).or_default() += 1;
-                return;
-            }
-            None => self.ok += 1,
+        self.last_end_us = self.last_end_us.max(o.t_end_us);
+        self.lag.add(lat.lag_us);
+        if let Some(e) = &o.error {
+            self.failed += 1;
+            *self.errors.entry(e.kind).or_default() += 1;
+            return;
         }
+        self.ok += 1;
         self.input_tokens += r.input_tokens.unwrap_or(0);
         self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
-        self.completion_tokens += r.completion_tokens.unwrap_or(0);
-        if r.tokens_estimated {
+        self.completion_tokens += lat.completion_tokens.unwrap_or(0);
+        if lat.tokens_estimated {
             self.estimated_tokens += 1;
         }
         for (dist, v) in [
-            (&mut self.ttft, r.ttft_ms),
-            (&mut self.tpot, r.tpot_ms),
-            (&mut self.e2e, r.e2e_ms),
-            (&mut self.sched_latency, r.sched_latency_ms),
+            (&mut self.ttft, lat.ttft_us),
+            (&mut self.tpot, lat.tpot_us),
+            (&mut self.e2e, lat.e2e_us),
+            (&mut self.sched_latency, lat.sched_latency_us),
         ] {
             if let Some(v) = v {
-                dist.add(to_us(v));
+                dist.add(v);
             }
         }
-        for &g in itl_us {
+        for &g in &o.itl_us {
             self.itl.add(g);
         }
         if slo.is_some_and(|s| s.met(r)) {
@@ -466,6 +504,7 @@ mod tests {
         let error = (!ok).then(|| serde_json::json!({"kind": "http_5xx", "message": "x"}));
         serde_json::from_value(serde_json::json!({
             "line": 1, "session_id": null, "turn": 0, "request_id": "r", "warmup": false,
+            "x_request_id": "u", "target": "http",
             "status": if ok { "ok" } else { "error" }, "http_status": 200, "error": error,
             "t_sched_ms": 0.0, "t_send_ms": 0.0, "t_first_ms": ttft, "t_last_ms": e2e,
             "t_end_ms": e2e, "lag_ms": 0.0, "ttft_ms": ttft, "e2e_ms": e2e, "tpot_ms": tpot,

@@ -1,40 +1,51 @@
 //! `mc-replay`: sends a trace's requests to an OpenAI-compatible server on
 //! the trace's schedule and measures what the server did.
 //!
-//! The pieces: [`trace`] loads and checks every row before the run;
-//! [`prompt`] and [`body`] build each request; [`schedule`] decides when it
-//! is sent; [`worker`] sends it with [`client`], which reads the stream
-//! ([`sse`]); [`metrics`] and [`report`] turn the results into a summary.
+//! The pieces: [`options`] is the command line; [`trace`] loads and checks
+//! every row before the run; [`request`] (with [`prompt`] and [`body`])
+//! builds each request; [`schedule`] decides when it is sent and drives a
+//! [`target::Target`]: [`http`] sends to a server with [`client`], which
+//! reads the stream ([`sse`]); [`recorder`] writes each result and feeds
+//! [`metrics`]; [`report`] turns them into the summary.
 
 pub mod body;
 pub mod client;
+pub mod engine_target;
+pub mod error;
+pub mod http;
+pub mod inflight;
 pub mod metrics;
+pub mod options;
+pub mod outcome;
+pub mod progress;
 pub mod prompt;
+pub mod recorder;
 pub mod report;
+pub mod request;
 pub mod schedule;
 pub mod sse;
+pub mod target;
 pub mod trace;
-pub mod worker;
 
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, Context as _};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::cli::{report_skipped, usage, IoArgs};
 use crate::error::{Error, Result};
+use crate::filter::{report_skipped, IoArgs};
 use crate::jsonl::{ErrorPolicy, SendOutput};
 use body::{BodyOptions, Endpoint};
 use client::Clock;
-use metrics::Slo;
+use error::{ModelsError, ReplayError};
+pub use options::ReplayArgs;
 use prompt::{Synth, Vocab};
+use recorder::{Recorder, RecorderOptions};
+use request::{RequestBuilder, RunId};
 use schedule::{Arrivals, Limits, Scheduler};
+use target::Target;
 use trace::{Content, Trace};
-use worker::{Context, Sink};
 
 /// How session rows relate to each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,100 +64,190 @@ pub enum ArrivalKind {
     Constant,
 }
 
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub url: String,
-    pub endpoint: Endpoint,
-    pub model: Option<String>,
-    pub api_key: Option<String>,
-    pub headers: Vec<(String, String)>,
-    pub extra_body: Option<Map<String, Value>>,
-    pub exact_output: bool,
-    pub turns: Turns,
-    pub speedup: f64,
-    pub rate: Option<f64>,
-    pub arrival: ArrivalKind,
-    pub concurrency: Option<usize>,
-    pub max_requests: Option<u64>,
-    pub duration: Option<Duration>,
-    pub warmup: u64,
-    pub drain_timeout: Duration,
-    pub timeout: Duration,
-    pub seed: u64,
-    pub block_size: u64,
-    pub tokenizer: Option<String>,
-    pub slo: Option<Slo>,
-    pub summary_json: Option<PathBuf>,
-    pub summary_csv: Option<PathBuf>,
+/// The whole tool: signals, the run, and the run's verdict (every request
+/// failing, or a server that went away, is a failed run).
+pub fn main(args: &ReplayArgs) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    install_signals(stop.clone())?;
+    let summary = if args.engine || args.url.is_none() {
+        engine_target::run(args, stop)?
+    } else {
+        run(args, stop)?
+    };
+    verdict(&summary)
 }
 
-/// Runs the replay. Returns the summary; the caller decides the exit code
-/// (every request failing is a failed run).
-pub fn run(io: &IoArgs, opts: &Options, stop: Arc<AtomicBool>) -> Result<report::Summary> {
-    let trace = load(io)?;
-    let arrivals = arrivals(&trace, opts)?;
-    check_rows(&trace, opts)?;
-    let synth = synthesizer(&trace, opts)?;
-    let agent = agent(opts);
-    let base = base_url(&opts.url);
-    let mut headers = opts.headers.clone();
-    if let Some(key) = &opts.api_key {
+/// The exit policy: a run in which the server stopped answering, or in
+/// which every request failed, is a failure.
+pub fn verdict(summary: &report::Summary) -> Result<()> {
+    let r = &summary.requests;
+    if let Some(gone) = &summary.stopped_early {
+        return Err(ReplayError::ServerGone {
+            failures: gone.consecutive_failures,
+            sent: r.sent + r.warmup,
+            last: gone.last_error.clone(),
+        }
+        .into());
+    }
+    if r.sent > 0 && r.ok == 0 {
+        return Err(ReplayError::AllFailed { sent: r.sent }.into());
+    }
+    Ok(())
+}
+
+/// A loaded and checked trace and its arrival schedule: what any target
+/// replays.
+pub struct Loaded {
+    pub trace: Arc<Trace>,
+    pub arrivals: Arrivals,
+    /// `--block-size`, or the size the rows decide under `auto`.
+    pub block_size: u64,
+}
+
+impl ReplayArgs {
+    /// These options with the block size the trace decided.
+    pub fn with_block_size(&self, block_size: u64) -> ReplayArgs {
+        ReplayArgs {
+            block_size,
+            ..self.clone()
+        }
+    }
+}
+
+/// `--block-size`, or under `auto` the one power of two every row that
+/// builds its prompt from hash ids allows.
+fn decide_block_size(trace: &Trace, size: crate::blocks::BlockSize) -> Result<u64> {
+    use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
+    let BlockSize::Fixed(b) = size else {
+        let mut sizes = FeasibleSizes::default();
+        for t in &trace.turns {
+            if let (trace::Content::Synth, Some(len)) = (&t.content, t.input_length) {
+                sizes.add(t.hash_ids.len() as u64, len);
+            }
+        }
+        return match sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "mc-replay: block size {b} (detected from {} rows with hash_ids)",
+                    sizes.rows
+                );
+                Ok(b)
+            }
+            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+            Err(e) => Err(Error::Input(format!("--block-size auto: {e}"))),
+        };
+    };
+    Ok(b)
+}
+
+/// Reads the whole trace and checks it against the options (before any
+/// request is sent, on any target).
+pub fn load_checked(args: &ReplayArgs) -> Result<Loaded> {
+    if args.fixed_schedule {
+        eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
+    }
+    let trace = load(&args.io)?;
+    let block_size = decide_block_size(&trace, args.block)?;
+    let args = &args.with_block_size(block_size);
+    let arrivals = arrivals(&trace, args)?;
+    check_rows(&trace, args)?;
+    Ok(Loaded {
+        trace: Arc::new(trace),
+        arrivals,
+        block_size,
+    })
+}
+
+/// Runs the replay on a real server. Returns the summary; [`verdict`]
+/// decides the exit code.
+pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
+    let loaded = load_checked(args)?;
+    let args = &args.with_block_size(loaded.block_size);
+    let synth = synthesizer(&loaded.trace, args)?;
+    let agent = agent(Duration::from_secs_f64(args.timeout));
+    let Some(url) = args.url.as_deref() else {
+        return Err(Error::usage("a real server needs --url"));
+    };
+    let base = base_url(url);
+    let mut headers = args.headers.clone();
+    if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("authorization".into(), format!("Bearer {key}")));
     }
-    let model = match &opts.model {
+    let model = match &args.model {
         Some(m) => m.clone(),
         None => discover_model(&agent, &base, &headers)?,
     };
-    let out = SendOutput::open_send(io.output.as_deref(), true)?;
-    let trace_rate = trace_rate(&trace, arrivals);
-    let delta = opts.turns == Turns::Delta;
-    let clock = Clock {
-        start: Instant::now(),
-    };
-    let run_start_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_micros() as f64 / 1000.0);
-    let ctx = Arc::new(Context::new(
-        trace,
+    let run_id = RunId::from_clock();
+    let builder = RequestBuilder {
         synth,
-        BodyOptions {
-            endpoint: opts.endpoint,
-            model,
-            exact_output: opts.exact_output,
-            extra_body: opts.extra_body.clone(),
+        body: BodyOptions {
+            endpoint: args.endpoint,
+            model: model.clone(),
+            exact_output: !args.no_exact_output,
+            extra_body: args.extra_body.clone(),
         },
-        format!("{base}{}", opts.endpoint.path()),
         headers,
-        delta,
-        agent,
-        clock,
-        Sink::new(out, opts.slo),
-        stop,
-    ));
-    let limits = Limits {
-        concurrency: opts.concurrency,
-        max_requests: opts.max_requests,
-        duration: opts.duration,
-        warmup: opts.warmup,
-        drain: opts.drain_timeout,
+        run_id,
     };
-    let progress = std::io::stderr()
-        .is_terminal()
-        .then(|| progress::start(ctx.clone()));
-    let end = Scheduler::new(ctx.clone(), arrivals, limits, delta).run();
-    if let Some(p) = progress {
-        p.finish();
-    }
-    let mut sink = ctx.sink();
-    let summary = report::summarize(&sink.tally, &end, trace_rate, opts.slo, run_start_unix_ms);
-    let flushed = sink.flush();
-    drop(sink);
+    let mut target = http::HttpTarget::new(
+        loaded.trace.clone(),
+        builder,
+        format!("{base}{}", args.endpoint.path()),
+        agent,
+        Clock {
+            start: Instant::now(),
+        },
+        stop.clone(),
+    );
+    drive(args, &loaded, &mut target, Some(model), run_id, &stop)
+}
+
+/// Replays `loaded` on `target` (its clock started just before): the
+/// schedule, the result lines, the summary on stderr and in the files
+/// asked for. Any target: a real server, or the engine model.
+pub fn drive<T: Target>(
+    args: &ReplayArgs,
+    loaded: &Loaded,
+    target: &mut T,
+    model: Option<String>,
+    run_id: RunId,
+    stop: &AtomicBool,
+) -> Result<report::Summary> {
+    let run = run_info(args, &loaded.trace, loaded.arrivals, target.name(), model);
+    let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
+    let rec = Recorder::new(
+        out,
+        RecorderOptions {
+            slo: args.slo,
+            run_id,
+            target: target.name(),
+            block_size: args.block_size,
+            max_consecutive_failures: args.max_consecutive_failures,
+        },
+    );
+    let progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
+    let (mut end, mut rec) =
+        recorder::record_on_thread(&loaded.trace, rec, progress, stop, |sink| {
+            Scheduler::new(
+                &loaded.trace,
+                loaded.arrivals,
+                limits(args),
+                args.turns == Turns::Delta,
+                stop,
+            )
+            .run(target, sink)
+        });
+    end.stopped_early = rec.stopped_early.take();
+    let mut summary =
+        report::summarize(&rec.tally, &end, trace_rate(loaded.arrivals), args.slo, run);
+    summary.engine = target.report();
+    let flushed = rec.finish();
     eprint!("{}", summary.table());
-    if let Some(p) = &opts.summary_json {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| anyhow!(e))?;
+    if let Some(p) = &args.summary_json {
+        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
         write_file(p, &json)?;
     }
-    if let Some(p) = &opts.summary_csv {
+    if let Some(p) = &args.summary_csv {
         write_file(p, summary.csv().as_bytes())?;
     }
     match flushed {
@@ -154,6 +255,18 @@ pub fn run(io: &IoArgs, opts: &Options, stop: Arc<AtomicBool>) -> Result<report:
         Err(e) if e.is_broken_pipe() => Ok(summary),
         Err(e) => Err(e),
         Ok(()) => Ok(summary),
+    }
+}
+
+/// The schedule's limits, in µs (the options are bounded, so these fit).
+fn limits(args: &ReplayArgs) -> Limits {
+    let us = |s: f64| (s * 1e6).round() as u64;
+    Limits {
+        concurrency: args.concurrency.map(|c| c as usize),
+        max_requests: args.max_requests,
+        duration_us: args.duration.map(us),
+        warmup: args.warmup,
+        drain_us: us(args.drain_timeout),
     }
 }
 
@@ -178,7 +291,7 @@ fn load(io: &IoArgs) -> Result<Trace> {
 }
 
 /// Picks the schedule from the trace and the options.
-fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
+fn arrivals(trace: &Trace, opts: &ReplayArgs) -> Result<Arrivals> {
     if let Some(rate) = opts.rate {
         if trace.turns.iter().any(|t| t.timestamp_ms.is_some()) {
             eprintln!("mc-replay: note: --rate {rate}: the trace's timestamps are ignored");
@@ -189,6 +302,7 @@ fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
             seed: opts.seed,
         });
     }
+    check_span(trace, opts.speedup)?;
     let untimed = trace
         .starts()
         .map(|i| &trace.turns[i])
@@ -209,16 +323,71 @@ fn arrivals(trace: &Trace, opts: &Options) -> Result<Arrivals> {
             ),
         }),
         (Some(_), false) if opts.concurrency.is_some() => Ok(Arrivals::Closed),
-        (Some(_), false) => Err(usage(
+        (Some(_), false) => Err(Error::usage(
             "the trace has no timestamps: give --rate R (open loop) or --concurrency C (closed loop)",
         )),
     }
 }
 
-fn check_rows(trace: &Trace, opts: &Options) -> Result<()> {
+/// The schedule must end within [`trace::MAX_SPAN_MS`]: the latest
+/// timestamp after the earliest, and every delay, divided by --speedup.
+fn check_span(trace: &Trace, speedup: f64) -> Result<()> {
+    let limit = |line: u64, field: &str, what: String| Error::Data {
+        line,
+        err: crate::error::RecordError::field(
+            field,
+            format!(
+                "{what} is more than the limit of {:e} ms (about 3 years); \
+                 is the field in ms, and --speedup right?",
+                trace::MAX_SPAN_MS
+            ),
+        ),
+    };
+    if let Some(t0) = schedule::first_timestamp(trace) {
+        for t in &trace.turns {
+            let Some(ts) = t.timestamp_ms else { continue };
+            let span = (ts - t0) / speedup;
+            if span > trace::MAX_SPAN_MS {
+                return Err(limit(
+                    t.line,
+                    "timestamp",
+                    format!("{span:.0} ms after the first row (after --speedup)"),
+                ));
+            }
+        }
+    }
+    for t in &trace.turns {
+        if let Some(d) = t.delay_ms.map(|d| d / speedup) {
+            if d > trace::MAX_SPAN_MS {
+                return Err(limit(t.line, "delay", format!("{d:.0} ms after --speedup")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_rows(trace: &Trace, opts: &ReplayArgs) -> Result<()> {
+    if let Some(t) = trace
+        .turns
+        .iter()
+        .find(|t| t.intended_input(opts.block_size).unwrap_or(0) > trace::MAX_INPUT_TOKENS)
+    {
+        return Err(Error::Data {
+            line: t.line,
+            err: crate::error::RecordError::field(
+                "hash_ids",
+                format!(
+                    "{} ids of {} tokens is more than the limit of {} prompt tokens",
+                    t.hash_ids.len(),
+                    opts.block_size,
+                    trace::MAX_INPUT_TOKENS
+                ),
+            ),
+        });
+    }
     if opts.endpoint == Endpoint::Completions {
         if opts.turns == Turns::Delta {
-            return Err(usage(
+            return Err(Error::usage(
                 "--turns delta needs --endpoint chat (it sends the conversation as messages)",
             ));
         }
@@ -233,42 +402,50 @@ fn check_rows(trace: &Trace, opts: &Options) -> Result<()> {
         }
     }
     let c = trace::check_blocks(trace, opts.block_size);
-    if c.broken > 0 {
-        eprintln!(
-            "mc-replay: warning: {} rows have fewer tokens than their hash ids need at \
-             --block-size {} (first lines: {}); is the block size right? Their prompts \
-             keep input_length and use the first blocks",
-            c.broken,
-            opts.block_size,
-            join(&c.first_lines)
-        );
-    } else if c.tail > 0 {
+    if let Some(&line) = c.broken.first_lines.first() {
+        // A wrong block size would send other prompts than the trace means:
+        // a bad line, before anything is sent (the rule is in blocks.rs).
+        let t = trace.turns.iter().find(|t| t.line == line);
+        return Err(Error::Data {
+            line,
+            err: crate::error::RecordError::field(
+                "input_length",
+                format!(
+                    "{} tokens do not fill {} hash ids at block size {} ({} such rows; check --block-size)",
+                    t.and_then(|t| t.input_length).unwrap_or(0),
+                    t.map_or(0, |t| t.hash_ids.len()),
+                    opts.block_size,
+                    c.broken.count
+                ),
+            ),
+        });
+    }
+    if c.tail.count > 0 {
         eprintln!(
             "mc-replay: note: {} rows have more tokens than their hash ids cover at \
-             --block-size {} (first lines: {}); the rest is text unique to the row",
-            c.tail,
+             --block-size {} ({}); the rest is text unique to the row",
+            c.tail.count,
             opts.block_size,
-            join(&c.first_lines)
+            c.tail.first_lines_text()
         );
     }
     Ok(())
 }
 
-fn join(lines: &[u64]) -> String {
-    lines
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The prompt builder; with a tokenizer, its words are checked to be one
 /// token each and sample prompts are re-encoded to the intended length.
-fn synthesizer(trace: &Trace, opts: &Options) -> Result<Synth> {
+fn synthesizer(trace: &Trace, opts: &ReplayArgs) -> Result<Synth> {
     let Some(spec) = &opts.tokenizer else {
         return Ok(Synth::new(Vocab::builtin(), opts.seed, opts.block_size));
     };
-    let resolved = crate::tokenizer::resolve(spec)?;
+    eprintln!(
+        "mc-replay: tokenizer {spec}: loading it and checking that prompts built for it \
+         have their exact lengths (this may take a while)"
+    );
+    let resolved = crate::tokenizer::resolve(spec).map_err(|e| ReplayError::Tokenizer {
+        spec: spec.clone(),
+        source: e.into(),
+    })?;
     let vocab = Vocab::for_tokenizer(&resolved.tokenizer)?;
     let synth = Synth::new(vocab, opts.seed, opts.block_size);
     let check = prompt_check(trace, &synth, &resolved.tokenizer)?;
@@ -277,12 +454,11 @@ fn synthesizer(trace: &Trace, opts: &Options) -> Result<Synth> {
         resolved.source, check.prompts, check.max_abs, check.max_pct
     );
     if check.max_pct > 1.0 {
-        return Err(Error::Other(anyhow!(
-            "prompts built for this tokenizer are off by up to {:.2}% (line {}); \
-             it cannot be used for exact prompt lengths",
-            check.max_pct,
-            check.worst_line
-        )));
+        return Err(ReplayError::TokenizerMismatch {
+            pct: check.max_pct,
+            line: check.worst_line,
+        }
+        .into());
     }
     Ok(synth)
 }
@@ -329,7 +505,10 @@ fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Re
         synth.prompt(t.line, want, &t.hash_ids, &mut text);
         let got = tok
             .encode(text.as_str(), false)
-            .map_err(|e| anyhow!("tokenizer failed on line {}: {e}", t.line))?
+            .map_err(|source| ReplayError::Tokenize {
+                line: t.line,
+                source,
+            })?
             .get_ids()
             .len() as u64;
         let abs = got.abs_diff(want);
@@ -346,10 +525,10 @@ fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Re
     Ok(c)
 }
 
-fn agent(opts: &Options) -> ureq::Agent {
+fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(opts.timeout))
+        .timeout_global(Some(timeout))
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
@@ -379,11 +558,11 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
     }
-    let found = (|| -> anyhow::Result<String> {
+    let found = (|| -> Result<String, ModelsError> {
         let mut resp = req.call()?;
         let status = resp.status().as_u16();
         if status != 200 {
-            anyhow::bail!("HTTP {status}");
+            return Err(ModelsError::Status(format!("HTTP {status}")));
         }
         let v: Value = serde_json::from_str(&resp.body_mut().read_to_string()?)?;
         v.get("data")
@@ -392,29 +571,101 @@ fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)])
             .and_then(|m| m.get("id"))
             .and_then(|id| id.as_str())
             .map(str::to_string)
-            .ok_or_else(|| anyhow!("no model listed"))
+            .ok_or(ModelsError::NoModel)
     })();
-    found
-        .with_context(|| format!("cannot list models at {url} (pass --model NAME)"))
-        .map_err(Error::Other)
+    found.map_err(|source| ReplayError::ListModels { url, source }.into())
 }
 
-/// The arrival rate the trace asks for: first turns over their time span.
-fn trace_rate(trace: &Trace, arrivals: Arrivals) -> Option<f64> {
+/// How the summary finds the rate the trace asks for.
+fn trace_rate(arrivals: Arrivals) -> report::TraceRate {
     match arrivals {
-        Arrivals::Rate { rate, .. } => Some(rate),
-        Arrivals::Closed => None,
-        Arrivals::Timed { speedup } => {
-            let ts: Vec<f64> = trace
-                .starts()
-                .filter_map(|i| trace.turns[i].timestamp_ms)
-                .collect();
-            let lo = ts.iter().copied().min_by(f64::total_cmp)?;
-            let hi = ts.iter().copied().max_by(f64::total_cmp)?;
-            let span_s = (hi - lo) / speedup / 1000.0;
-            (ts.len() > 1 && span_s > 0.0).then(|| (ts.len() - 1) as f64 / span_s)
-        }
+        Arrivals::Rate { rate, .. } => report::TraceRate::Fixed(rate),
+        Arrivals::Closed => report::TraceRate::None,
+        Arrivals::Timed { .. } => report::TraceRate::Timed,
     }
+}
+
+/// The summary's description of the run. Called just before the first
+/// request, so `start_unix_ms` is the run's zero (within microseconds).
+pub fn run_info(
+    args: &ReplayArgs,
+    trace: &Trace,
+    arrivals: Arrivals,
+    target: &str,
+    model: Option<String>,
+) -> report::RunInfo {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let arrival = match arrivals {
+        Arrivals::Timed { .. } => "timestamps",
+        Arrivals::Rate { poisson: true, .. } => "poisson",
+        Arrivals::Rate { poisson: false, .. } => "constant",
+        Arrivals::Closed => "closed",
+    };
+    report::RunInfo {
+        tool: "mc-replay".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        target: target.into(),
+        url: args.url.clone().filter(|_| target == "http"),
+        endpoint: match args.endpoint {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+        .into(),
+        model,
+        input: args
+            .io
+            .input
+            .as_ref()
+            .map_or("-".into(), |p| p.display().to_string()),
+        rows: trace.turns.len() as u64,
+        speedup: args.speedup,
+        arrival: arrival.into(),
+        rate: args.rate,
+        concurrency: args.concurrency,
+        turns: match args.turns {
+            Turns::Cumulative => "cumulative",
+            Turns::Delta => "delta",
+        }
+        .into(),
+        seed: args.seed,
+        block_size: args.block_size,
+        start_unix_ms: now.as_micros() as f64 / 1000.0,
+        start_time: utc_iso8601(now.as_secs()),
+        host: host_name(),
+    }
+}
+
+/// `2026-11-23T12:41:28Z` from seconds since the Unix epoch (proleptic
+/// Gregorian calendar; Howard Hinnant's days-to-civil algorithm).
+pub fn utc_iso8601(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The machine's name (Linux: the kernel's; elsewhere `$HOSTNAME`).
+fn host_name() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }
 
 /// Installs Ctrl-C / SIGTERM handling: the first signal stops sending, the
@@ -426,57 +677,20 @@ pub fn install_signals(stop: Arc<AtomicBool>) -> Result<()> {
         }
         eprintln!("\nmc-replay: stopping: no new requests; waiting for those in flight");
     })
-    .map_err(|e| Error::Other(anyhow!("cannot install the signal handler: {e}")))
-}
-
-mod progress {
-    //! The progress line on a terminal.
-    use std::io::Write;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::thread::JoinHandle;
-    use std::time::Duration;
-
-    use super::worker::Context;
-
-    pub struct Progress {
-        done: Arc<AtomicBool>,
-        handle: JoinHandle<()>,
-    }
-
-    pub fn start(ctx: Arc<Context>) -> Progress {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        let handle = std::thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(250));
-                let c = &ctx.counters;
-                let sent = c.sent.load(Ordering::Relaxed);
-                let fin = c.done.load(Ordering::Relaxed);
-                let _ = write!(
-                    std::io::stderr(),
-                    "\r\x1b[Ksent {sent}  done {fin}  errors {}  in flight {}  lag {:.1} ms",
-                    c.errors.load(Ordering::Relaxed),
-                    sent.saturating_sub(fin),
-                    c.last_lag_us.load(Ordering::Relaxed) as f64 / 1000.0
-                );
-            }
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        });
-        Progress { done, handle }
-    }
-
-    impl Progress {
-        pub fn finish(self) {
-            self.done.store(true, Ordering::Relaxed);
-            let _ = self.handle.join();
-        }
-    }
+    .map_err(|e| ReplayError::Signals(e).into())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::base_url;
+    use super::{base_url, utc_iso8601};
+
+    #[test]
+    fn iso8601_dates() {
+        // Checked with `date -u -d @SECS +%FT%TZ`.
+        assert_eq!(utc_iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_iso8601(1_795_437_688), "2026-11-23T12:41:28Z");
+    }
 
     #[test]
     fn base_url_forms() {

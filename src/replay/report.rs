@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::{ms, Slo, Stats, Tally};
+use super::outcome::ErrorKind;
 use super::schedule::RunEnd;
 
 /// Schedule lag p99 above this means the client could not keep the schedule.
@@ -15,12 +16,11 @@ pub const DEGRADED_LAG_P99_MS: f64 = 50.0;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Summary {
-    /// Wall-clock time of the run's zero (ms since the Unix epoch), so
-    /// result times can be lined up with server logs.
-    pub run_start_unix_ms: f64,
+    /// What was run, so two runs can be compared.
+    pub run: RunInfo,
     pub requests: Counts,
     /// Failed requests by error kind.
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<ErrorKind, u64>,
     /// Last end − first send of the measured requests, in seconds.
     pub duration_s: f64,
     pub request_throughput: f64,
@@ -31,8 +31,9 @@ pub struct Summary {
     /// first turn, or a row without a session), whose times the schedule
     /// sets; later turns follow their session instead.
     pub send_rate: f64,
-    /// The arrival rate the trace asks for (timed: first turns over their
-    /// timestamp span ÷ speedup; `--rate`: the rate; closed loop: null).
+    /// The arrival rate the trace asks for, over the rows actually sent
+    /// (timed: first turns over their scheduled span, which is the timestamp
+    /// span ÷ speedup; `--rate`: the rate; closed loop: null).
     pub trace_rate: Option<f64>,
     pub metrics: Metrics,
     pub slo: Option<Slo>,
@@ -41,6 +42,61 @@ pub struct Summary {
     /// Schedule lag p99 over 50 ms: latencies include client backlog.
     pub degraded: bool,
     pub workers: usize,
+    /// Set when `--max-consecutive-failures` ended the run.
+    pub stopped_early: Option<StoppedEarly>,
+    /// The engine model's parameters and statistics (engine target only).
+    pub engine: Option<serde_json::Value>,
+}
+
+/// The run's description.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunInfo {
+    pub tool: String,
+    pub version: String,
+    /// `http` (a server) or `engine` (the model).
+    pub target: String,
+    pub url: Option<String>,
+    pub endpoint: String,
+    pub model: Option<String>,
+    /// The input file, or `-` for stdin.
+    pub input: String,
+    /// Rows loaded (skipped bad lines not included).
+    pub rows: u64,
+    pub speedup: f64,
+    /// How arrivals were timed: `timestamps`, `poisson`, `constant` or `closed`.
+    pub arrival: String,
+    pub rate: Option<f64>,
+    pub concurrency: Option<u64>,
+    pub turns: String,
+    pub seed: u64,
+    pub block_size: u64,
+    /// Wall-clock time of the run's zero (ms since the Unix epoch), so
+    /// result times can be lined up with server logs.
+    pub start_unix_ms: f64,
+    /// The same, as UTC ISO 8601.
+    pub start_time: String,
+    pub host: Option<String>,
+}
+
+/// How the trace's own arrival rate is known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TraceRate {
+    /// Timestamps: from the scheduled times of the arrivals sent.
+    Timed,
+    /// `--rate`.
+    Fixed(f64),
+    /// Closed loop: none.
+    None,
+}
+
+/// Why a run ended before its trace did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StoppedEarly {
+    /// Requests in a row that could not reach the server.
+    pub consecutive_failures: u64,
+    pub last_error: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -91,9 +147,9 @@ pub struct Goodput {
 pub fn summarize(
     t: &Tally,
     end: &RunEnd,
-    trace_rate: Option<f64>,
+    trace_rate: TraceRate,
     slo: Option<Slo>,
-    run_start_unix_ms: f64,
+    run: RunInfo,
 ) -> Summary {
     let first = t.first_send_us.unwrap_or(0);
     let duration_s = ms(t.last_end_us.saturating_sub(first)) / 1000.0;
@@ -104,17 +160,16 @@ pub fn summarize(
             0.0
         }
     };
-    let (starts, first_start, last_start) = t.start_sends;
-    let send_span_s = ms(last_start.saturating_sub(first_start)) / 1000.0;
-    let send_rate = if starts > 1 && send_span_s > 0.0 {
-        (starts - 1) as f64 / send_span_s
-    } else {
-        0.0
+    let send_rate = t.start_sends.rate().unwrap_or(0.0);
+    let trace_rate = match trace_rate {
+        TraceRate::Timed => t.start_scheds.rate(),
+        TraceRate::Fixed(r) => Some(r),
+        TraceRate::None => None,
     };
     let lag = t.lag.stats();
     let degraded = lag.as_ref().is_some_and(|l| l.p99 > DEGRADED_LAG_P99_MS);
     Summary {
-        run_start_unix_ms,
+        run,
         requests: Counts {
             sent: t.sent,
             ok: t.ok,
@@ -151,25 +206,44 @@ pub fn summarize(
         }),
         degraded,
         workers: end.workers,
+        stopped_early: end.stopped_early.clone(),
+        engine: None,
     }
 }
 
+/// The distributions, in the order the table and the CSV show them.
+const METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2e", "sched_latency", "lag"];
+
 impl Summary {
-    fn rows(&self) -> [(&'static str, Option<&Stats>); 6] {
+    fn rows(&self) -> impl Iterator<Item = (&'static str, &Stats)> {
         let m = &self.metrics;
         [
-            ("ttft", m.ttft.as_ref()),
-            ("tpot", m.tpot.as_ref()),
-            ("itl", m.itl.as_ref()),
-            ("e2e", m.e2e.as_ref()),
-            ("sched_latency", m.sched_latency.as_ref()),
-            ("lag", m.lag.as_ref()),
+            m.ttft.as_ref(),
+            m.tpot.as_ref(),
+            m.itl.as_ref(),
+            m.e2e.as_ref(),
+            m.sched_latency.as_ref(),
+            m.lag.as_ref(),
         ]
+        .into_iter()
+        .zip(METRICS)
+        .filter_map(|(st, name)| st.map(|st| (name, st)))
     }
 
-    /// The readable table for stderr.
+    /// The readable table for stderr, section by section.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        self.table_requests(&mut s);
+        self.table_rates(&mut s);
+        self.table_tokens(&mut s);
+        self.table_goodput(&mut s);
+        self.table_metrics(&mut s);
+        self.table_warnings(&mut s);
+        s
+    }
+
+    /// `mc-replay: 10 requests: 9 ok, 1 failed (http_5xx 1); …`
+    fn table_requests(&self, s: &mut String) {
         let r = &self.requests;
         let _ = write!(
             s,
@@ -194,6 +268,9 @@ impl Summary {
             s.push_str("; interrupted");
         }
         s.push('\n');
+    }
+
+    fn table_rates(&self, s: &mut String) {
         let _ = writeln!(
             s,
             "duration {:.3} s; {:.2} req/s; output {:.1} tok/s; input {:.1} tok/s",
@@ -209,6 +286,9 @@ impl Summary {
             }
             None => s.push('\n'),
         }
+    }
+
+    fn table_tokens(&self, s: &mut String) {
         let tk = &self.tokens;
         if tk.input_reported > 0 {
             let _ = writeln!(
@@ -226,6 +306,9 @@ impl Summary {
                 tk.output_estimated_requests
             );
         }
+    }
+
+    fn table_goodput(&self, s: &mut String) {
         if let (Some(slo), Some(g)) = (&self.slo, &self.goodput) {
             let _ = writeln!(
                 s,
@@ -237,29 +320,30 @@ impl Summary {
                 bound(slo.e2e_ms)
             );
         }
-        let _ = writeln!(
-            s,
-            "{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
-            "ms", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99.9", "max", "count"
-        );
-        for (name, st) in self.rows() {
-            let Some(st) = st else { continue };
-            let _ = writeln!(
-                s,
-                "{:<14}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
-                name,
-                num(st.mean),
-                num(st.std),
-                num(st.min),
-                num(st.p50),
-                num(st.p90),
-                num(st.p95),
-                num(st.p99),
-                num(st.p99_9),
-                num(st.max),
-                st.count
-            );
+    }
+
+    /// One line per distribution, columns right-aligned.
+    fn table_metrics(&self, s: &mut String) {
+        const HEAD: [&str; 10] = [
+            "mean", "std", "min", "p50", "p90", "p95", "p99", "p99.9", "max", "count",
+        ];
+        let _ = write!(s, "{:<14}", "ms");
+        for h in HEAD {
+            let _ = write!(s, "{h:>9}");
         }
+        s.push('\n');
+        for (name, st) in self.rows() {
+            let _ = write!(s, "{name:<14}");
+            for v in [
+                st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max,
+            ] {
+                let _ = write!(s, "{:>9}", Ms(v));
+            }
+            let _ = writeln!(s, "{:>9}", st.count);
+        }
+    }
+
+    fn table_warnings(&self, s: &mut String) {
         if self.degraded {
             let p99 = self.metrics.lag.as_ref().map_or(0.0, |l| l.p99);
             let _ = writeln!(
@@ -269,52 +353,57 @@ impl Summary {
                  (see sched_latency)"
             );
         }
-        s
-    }
-
-    /// `metric,count,mean,...` rows, then the scalar figures as `name,value`.
-    pub fn csv(&self) -> String {
-        let mut s = String::from(
-            "metric,count,mean_ms,std_ms,min_ms,p50_ms,p90_ms,p95_ms,p99_ms,p99_9_ms,max_ms\n",
-        );
-        for (name, st) in self.rows() {
-            let Some(st) = st else { continue };
+        if let Some(g) = &self.stopped_early {
             let _ = writeln!(
                 s,
-                "{name},{},{},{},{},{},{},{},{},{},{}",
+                "STOPPED EARLY: {} requests in a row could not reach the server",
+                g.consecutive_failures
+            );
+        }
+    }
+
+    /// One table, one row per metric: scalars fill `value`, distributions
+    /// the statistics columns (ms).
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "metric,value,count,mean_ms,std_ms,min_ms,p50_ms,p90_ms,p95_ms,p99_ms,p99_9_ms,max_ms\n",
+        );
+        let mut scalar = |name: &str, v: &dyn std::fmt::Display| {
+            let _ = writeln!(s, "{name},{v},,,,,,,,,,");
+        };
+        let r = &self.requests;
+        scalar("requests_sent", &r.sent);
+        scalar("requests_ok", &r.ok);
+        scalar("requests_failed", &r.failed);
+        scalar("requests_warmup", &r.warmup);
+        scalar("rows_not_sent", &r.not_sent);
+        scalar("duration_s", &self.duration_s);
+        scalar("request_throughput", &self.request_throughput);
+        scalar("output_token_throughput", &self.output_token_throughput);
+        scalar("input_token_throughput", &self.input_token_throughput);
+        scalar("arrival_rate", &self.send_rate);
+        if let Some(t) = self.trace_rate {
+            scalar("trace_arrival_rate", &t);
+        }
+        scalar(
+            "output_estimated_requests",
+            &self.tokens.output_estimated_requests,
+        );
+        if let Some(g) = &self.goodput {
+            scalar("goodput_requests", &g.requests);
+            scalar("goodput_rate", &g.rate);
+        }
+        for (k, n) in &self.errors {
+            scalar(&format!("errors_{k}"), n);
+        }
+        scalar("degraded", &self.degraded);
+        for (name, st) in self.rows() {
+            let _ = writeln!(
+                s,
+                "{name},,{},{},{},{},{},{},{},{},{},{}",
                 st.count, st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max
             );
         }
-        s.push_str("\nfigure,value\n");
-        let r = &self.requests;
-        for (k, v) in [
-            ("requests_sent", r.sent as f64),
-            ("requests_ok", r.ok as f64),
-            ("requests_failed", r.failed as f64),
-            ("requests_warmup", r.warmup as f64),
-            ("rows_not_sent", r.not_sent as f64),
-            ("duration_s", self.duration_s),
-            ("request_throughput", self.request_throughput),
-            ("output_token_throughput", self.output_token_throughput),
-            ("input_token_throughput", self.input_token_throughput),
-            ("arrival_rate", self.send_rate),
-        ] {
-            let _ = writeln!(s, "{k},{v}");
-        }
-        if let Some(t) = self.trace_rate {
-            let _ = writeln!(s, "trace_arrival_rate,{t}");
-        }
-        if let Some(g) = &self.goodput {
-            let _ = writeln!(
-                s,
-                "goodput_requests,{}\ngoodput_rate,{}",
-                g.requests, g.rate
-            );
-        }
-        for (k, n) in &self.errors {
-            let _ = writeln!(s, "errors_{k},{n}");
-        }
-        let _ = writeln!(s, "degraded,{}", self.degraded);
         s
     }
 }
@@ -331,12 +420,140 @@ fn bound(b: Option<f64>) -> String {
     b.map_or("-".into(), |v| format!("{v}ms"))
 }
 
-fn num(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
+/// A time in ms with as many decimals as its size deserves: 3 below
+/// 10 ms, 1 below 1 s, none above. Padding applies to the whole number.
+struct Ms(f64);
+
+impl std::fmt::Display for Ms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        let decimals = if v >= 1000.0 {
+            0
+        } else if v >= 10.0 {
+            1
+        } else {
+            3
+        };
+        f.pad(&format!("{v:.decimals$}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: u64, base: f64) -> Stats {
+        Stats {
+            count,
+            mean: base * 1.5,
+            std: base / 4.0,
+            min: base,
+            p50: base * 1.25,
+            p90: base * 2.0,
+            p95: base * 2.5,
+            p99: base * 3.0,
+            p99_9: base * 3.5,
+            max: base * 4.0,
+        }
+    }
+
+    /// A run with a bit of everything: failures of two kinds, warm-up,
+    /// rows not sent, estimated tokens, an SLO, and times on both sides of
+    /// the 10 ms and 1 s column formats.
+    fn summary() -> Summary {
+        Summary {
+            run: RunInfo {
+                tool: "mc-replay".into(),
+                version: "0.1.0".into(),
+                target: "http".into(),
+                url: Some("http://127.0.0.1:8000".into()),
+                endpoint: "chat".into(),
+                model: Some("m".into()),
+                input: "-".into(),
+                rows: 14,
+                speedup: 1.0,
+                arrival: "timestamps".into(),
+                rate: None,
+                concurrency: None,
+                turns: "cumulative".into(),
+                seed: 0,
+                block_size: 512,
+                start_unix_ms: 1_795_437_688_000.0,
+                start_time: "2026-11-23T12:41:28Z".into(),
+                host: Some("h".into()),
+            },
+            requests: Counts {
+                sent: 10,
+                ok: 8,
+                failed: 2,
+                warmup: 1,
+                not_sent: 3,
+                interrupted: false,
+            },
+            errors: [(ErrorKind::Http5xx, 1), (ErrorKind::Timeout, 1)].into(),
+            duration_s: 12.5,
+            request_throughput: 0.64,
+            output_token_throughput: 51.2,
+            input_token_throughput: 1638.4,
+            tokens: Tokens {
+                input_intended: 20480,
+                input_reported: 20500,
+                output: 640,
+                output_estimated_requests: 2,
+            },
+            send_rate: 0.8,
+            trace_rate: Some(0.75),
+            metrics: Metrics {
+                ttft: Some(stats(8, 120.0)),
+                tpot: Some(stats(8, 2.0)),
+                itl: None,
+                e2e: Some(stats(8, 1600.0)),
+                sched_latency: Some(stats(8, 1601.0)),
+                lag: Some(stats(9, 0.004)),
+            },
+            slo: Some(Slo {
+                ttft_ms: Some(500.0),
+                tpot_ms: None,
+                e2e_ms: Some(10000.0),
+            }),
+            goodput: Some(Goodput {
+                requests: 6,
+                rate: 0.48,
+            }),
+            degraded: false,
+            workers: 4,
+            stopped_early: None,
+            engine: None,
+        }
+    }
+
+    #[test]
+    fn table_snapshot() {
+        insta::assert_snapshot!(summary().table());
+    }
+
+    #[test]
+    fn csv_snapshot() {
+        insta::assert_snapshot!(summary().csv());
+    }
+
+    #[test]
+    fn warnings_close_the_table() {
+        let mut s = summary();
+        s.degraded = true;
+        s.stopped_early = Some(StoppedEarly {
+            consecutive_failures: 100,
+            last_error: "io: Connection refused".into(),
+        });
+        let t = s.table();
+        let tail: Vec<&str> = t.lines().rev().take(2).collect();
+        assert!(
+            tail[1].starts_with("WARNING: degraded run: schedule lag p99 is 0.0 ms"),
+            "{t}"
+        );
+        assert_eq!(
+            tail[0],
+            "STOPPED EARLY: 100 requests in a row could not reach the server"
+        );
     }
 }

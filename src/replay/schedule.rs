@@ -1,18 +1,18 @@
-//! When each request is sent. One thread owns the schedule: it sleeps to
-//! absolute deadlines (so it never drifts), serialises the turns of each
-//! session, honours the concurrency cap, and hands jobs to the workers.
+//! When each request is sent. One thread owns the schedule: it waits on the
+//! target's clock to absolute deadlines (so it never drifts), serialises the
+//! turns of each session, honours the concurrency cap and the limits, hands
+//! jobs to the [`Target`] and records what ends.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
+use super::recorder::ResultSink;
+use super::report::StoppedEarly;
+use super::target::{Done, Job, Target};
 use super::trace::Trace;
-use super::worker::{self, Context, Done, Job};
 use crate::hash::SplitMix64;
 
 /// How session starts (first turns, rows without a session) arrive.
@@ -26,16 +26,17 @@ pub enum Arrivals {
     Closed,
 }
 
+/// Times are µs on the target's clock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
     pub concurrency: Option<usize>,
     /// Measured requests to send (warm-up ones not counted).
     pub max_requests: Option<u64>,
     /// Stop sending after this long.
-    pub duration: Option<Duration>,
+    pub duration_us: Option<u64>,
     pub warmup: u64,
     /// After a stop signal, how long in-flight requests may finish.
-    pub drain: Duration,
+    pub drain_us: u64,
 }
 
 /// How the run ended, for the summary.
@@ -49,11 +50,21 @@ pub struct RunEnd {
     pub interrupted: bool,
     /// In flight when the drain time ran out.
     pub cancelled: u64,
+    /// Stopped by `--max-consecutive-failures`.
+    pub stopped_early: Option<StoppedEarly>,
     pub workers: usize,
 }
 
+/// A row and when it is due, µs on the target's clock. Ordered by time,
+/// then by row (file order breaks ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Due {
+    pub at_us: u64,
+    pub row: usize,
+}
+
 /// The deadline of each session start, µs after run start, in file order.
-pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
+pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<Due> {
     let starts: Vec<usize> = trace.starts().collect();
     match arrivals {
         Arrivals::Timed { speedup } => {
@@ -62,7 +73,10 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
                 .into_iter()
                 .map(|i| {
                     let ts = trace.turns[i].timestamp_ms.unwrap_or(t0);
-                    (to_us((ts - t0) / speedup), i)
+                    Due {
+                        at_us: to_us((ts - t0) / speedup),
+                        row: i,
+                    }
                 })
                 .collect()
         }
@@ -84,11 +98,17 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<(u64, usize)> {
                             1.0 / rate
                         };
                     }
-                    (to_us(t * 1000.0), i)
+                    Due {
+                        at_us: to_us(t * 1000.0),
+                        row: i,
+                    }
                 })
                 .collect()
         }
-        Arrivals::Closed => starts.into_iter().map(|i| (0, i)).collect(),
+        Arrivals::Closed => starts
+            .into_iter()
+            .map(|row| Due { at_us: 0, row })
+            .collect(),
     }
 }
 
@@ -111,37 +131,42 @@ struct SessionState {
     history: Option<Vec<Value>>,
 }
 
-pub struct Scheduler {
-    ctx: Arc<Context>,
+/// How often the loop wakes with nothing to do, to notice a stop signal
+/// (µs on the target's clock).
+const POLL_US: u64 = 50_000;
+
+pub struct Scheduler<'a> {
+    trace: &'a Trace,
     arrivals: Arrivals,
     limits: Limits,
+    /// A signal (or a closed output, or a gone server): stop sending.
+    stop: &'a AtomicBool,
     /// Rows waiting for their deadline: (deadline µs, row).
-    due: BinaryHeap<Reverse<(u64, usize)>>,
+    due: BinaryHeap<Reverse<Due>>,
     /// Rows past their deadline, waiting for a concurrency slot.
-    waiting: VecDeque<(u64, usize)>,
+    waiting: VecDeque<Due>,
     sessions: Vec<SessionState>,
-    /// Jobs go to whichever worker is idle (a multi-consumer channel: no
-    /// lock convoy between idle workers).
-    jobs: Option<crossbeam_channel::Sender<Job>>,
-    job_rx: crossbeam_channel::Receiver<Job>,
-    done_tx: Sender<Done>,
-    done_rx: Receiver<Done>,
     in_flight: usize,
-    workers: usize,
     /// When a slot was last freed (closed loop: the schedule time of the
     /// next request is when its slot came free).
     slot_freed_us: u64,
     end: RunEnd,
     measured: u64,
+    /// A limit was reached: nothing more is sent, what is in flight ends.
+    closed: bool,
     t0_ms: f64,
+    ended: Vec<Done>,
 }
 
-impl Scheduler {
-    pub fn new(ctx: Arc<Context>, arrivals: Arrivals, limits: Limits, delta: bool) -> Scheduler {
-        let (jobs, job_rx) = crossbeam_channel::unbounded();
-        let (done_tx, done_rx) = mpsc::channel();
-        let sessions = ctx
-            .trace
+impl<'a> Scheduler<'a> {
+    pub fn new(
+        trace: &'a Trace,
+        arrivals: Arrivals,
+        limits: Limits,
+        delta: bool,
+        stop: &'a AtomicBool,
+    ) -> Scheduler<'a> {
+        let sessions = trace
             .sessions
             .iter()
             .map(|_| SessionState {
@@ -149,165 +174,172 @@ impl Scheduler {
                 history: delta.then(Vec::new),
             })
             .collect();
-        let due = start_deadlines(&ctx.trace, arrivals)
+        let due = start_deadlines(trace, arrivals)
             .into_iter()
             .map(Reverse)
             .collect();
-        let t0_ms = first_timestamp(&ctx.trace).unwrap_or(0.0);
         Scheduler {
-            ctx,
+            trace,
             arrivals,
             limits,
+            stop,
             due,
             waiting: VecDeque::new(),
             sessions,
-            jobs: Some(jobs),
-            job_rx,
-            done_tx,
-            done_rx,
             in_flight: 0,
-            workers: 0,
             slot_freed_us: 0,
             end: RunEnd::default(),
             measured: 0,
-            t0_ms,
+            closed: false,
+            t0_ms: first_timestamp(trace).unwrap_or(0.0),
+            ended: Vec::new(),
         }
     }
 
-    fn now_us(&self) -> u64 {
-        self.ctx.clock.us(Instant::now())
-    }
-
     fn stopped(&self) -> bool {
-        self.ctx.stop.load(Ordering::Relaxed)
+        self.stop.load(Ordering::Relaxed)
     }
 
     fn limit_reached(&self, deadline_us: u64) -> bool {
+        self.max_requests_reached() || self.limits.duration_us.is_some_and(|d| deadline_us > d)
+    }
+
+    fn max_requests_reached(&self) -> bool {
         self.limits.max_requests.is_some_and(|n| self.measured >= n)
-            || self
-                .limits
-                .duration
-                .is_some_and(|d| deadline_us > d.as_micros() as u64)
     }
 
     fn has_slot(&self) -> bool {
         self.limits.concurrency.is_none_or(|c| self.in_flight < c)
     }
 
-    /// Runs the whole schedule, then waits for the requests in flight.
-    pub fn run(mut self) -> RunEnd {
-        self.dispatch_loop();
-        self.drain();
-        self.end.workers = self.workers;
-        // Closing the job channel ends the idle workers.
-        self.jobs = None;
+    /// Runs the whole schedule on `target`, recording every end, then waits
+    /// for the requests in flight.
+    pub fn run<T: Target>(mut self, target: &mut T, sink: &ResultSink) -> RunEnd {
+        self.dispatch_loop(target, sink);
+        self.drain(target, sink);
+        self.end.workers = target.workers();
         self.end
     }
 
-    fn dispatch_loop(&mut self) {
+    fn dispatch_loop<T: Target>(&mut self, target: &mut T, sink: &ResultSink) {
         loop {
             if self.stopped() {
                 self.end.interrupted = true;
                 return;
             }
-            let now = self.now_us();
+            let now = target.now_us();
+            if !self.closed
+                && (self.max_requests_reached()
+                    || self.limits.duration_us.is_some_and(|d| now >= d))
+            {
+                self.close();
+            }
             // Everything due goes out now, in deadline order, or waits for a slot.
-            while let Some(&Reverse((deadline, row))) = self.due.peek() {
-                if deadline > now {
+            while let Some(&Reverse(due)) = self.due.peek() {
+                if due.at_us > now {
                     break;
                 }
                 self.due.pop();
-                if self.limit_reached(deadline) {
+                if self.limit_reached(due.at_us) {
                     self.skip();
                     continue;
                 }
-                self.waiting.push_back((deadline, row));
+                self.waiting.push_back(due);
             }
             while self.has_slot() {
-                let Some((deadline, row)) = self.waiting.pop_front() else {
+                let Some(Due { at_us, row }) = self.waiting.pop_front() else {
                     break;
                 };
                 let t_sched = match self.arrivals {
-                    Arrivals::Closed => deadline.max(self.slot_freed_us),
-                    _ => deadline,
+                    Arrivals::Closed => at_us.max(self.slot_freed_us),
+                    _ => at_us,
                 };
                 if self.limit_reached(t_sched) {
                     self.skip();
                     continue;
                 }
-                self.dispatch(row, t_sched);
+                self.dispatch(row, t_sched, target, sink);
             }
             if self.due.is_empty() && self.waiting.is_empty() && self.in_flight == 0 {
                 return;
             }
-            // Sleep until the next deadline, or until a request ends (which
-            // may free a slot or release a session's next turn); wake at
-            // least every 50 ms to notice a stop.
-            let mut wait = Duration::from_millis(50);
-            if let Some(&Reverse((deadline, _))) = self.due.peek() {
+            // Wait until the next deadline (or the end of --duration), or
+            // until a request ends (which may free a slot or release a
+            // session's next turn); wake at least every POLL_US to notice a stop.
+            let mut wake = now.saturating_add(POLL_US);
+            if let Some(&Reverse(due)) = self.due.peek() {
                 if self.has_slot() || self.waiting.is_empty() {
-                    let to_deadline = self
-                        .ctx
-                        .clock
-                        .at(deadline)
-                        .saturating_duration_since(Instant::now());
-                    wait = wait.min(to_deadline);
+                    wake = wake.min(due.at_us);
                 }
             }
-            match self.done_rx.recv_timeout(wait) {
-                Ok(d) => {
-                    self.finished(d);
-                    while let Ok(d) = self.done_rx.try_recv() {
-                        self.finished(d);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            if let Some(d) = self.limits.duration_us.filter(|_| !self.closed) {
+                wake = wake.min(d);
             }
+            target.wait(Some(wake), &mut self.ended);
+            let mut ended = std::mem::take(&mut self.ended);
+            for d in ended.drain(..) {
+                self.finished(d, sink);
+            }
+            self.ended = ended;
         }
     }
 
-    /// After the schedule: requests in flight finish (bounded by the
-    /// request timeout); after a stop, only for the drain time.
-    fn drain(&mut self) {
-        let mut give_up: Option<Instant> = None;
+    /// A limit was reached: every row not yet sent stays unsent.
+    fn close(&mut self) {
+        self.closed = true;
+        self.end.not_sent += self.due.len() as u64 + self.waiting.len() as u64;
+        self.due.clear();
+        self.waiting.clear();
+    }
+
+    /// After a stop: requests in flight finish (bounded by the request
+    /// timeout), but only for the drain time.
+    fn drain<T: Target>(&mut self, target: &mut T, sink: &ResultSink) {
+        let mut give_up: Option<u64> = None;
         while self.in_flight > 0 {
+            let now = target.now_us();
             if self.stopped() && give_up.is_none() {
                 self.end.interrupted = true;
-                give_up = Some(Instant::now() + self.limits.drain);
+                give_up = Some(now.saturating_add(self.limits.drain_us));
             }
-            let mut wait = Duration::from_millis(50);
+            let mut wake = now.saturating_add(POLL_US);
             if let Some(g) = give_up {
-                let left = g.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    self.end.cancelled = self.ctx.cancel_in_flight() as u64;
+                if now >= g {
+                    let mut cancelled = Vec::new();
+                    self.end.cancelled = target.cancel_in_flight(&mut cancelled) as u64;
+                    // Real ends that raced the cancellation come first;
+                    // each is written as it is.
+                    for d in cancelled {
+                        self.finished_draining(d, sink);
+                    }
                     break;
                 }
-                wait = wait.min(left);
+                wake = wake.min(g);
             }
-            match self.done_rx.recv_timeout(wait) {
-                Ok(d) => self.finished_draining(d),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+            target.wait(Some(wake), &mut self.ended);
+            let mut ended = std::mem::take(&mut self.ended);
+            for d in ended.drain(..) {
+                self.finished_draining(d, sink);
             }
+            self.ended = ended;
         }
         // Whatever was never sent.
-        let left: u64 = self.due.len() as u64 + self.waiting.len() as u64;
-        self.end.not_sent += left;
+        self.end.not_sent += self.due.len() as u64 + self.waiting.len() as u64;
         let later: u64 = self
             .sessions
             .iter()
-            .zip(&self.ctx.trace.sessions)
+            .zip(&self.trace.sessions)
             .map(|(s, t)| t.turns.len().saturating_sub(s.next) as u64)
             .sum();
         self.end.not_sent += later;
     }
 
-    fn finished_draining(&mut self, d: Done) {
-        self.in_flight -= 1;
-        if !d.sent {
+    fn finished_draining(&mut self, d: Done, sink: &ResultSink) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if d.outcome.is_none() {
             self.end.not_sent += 1;
         }
+        sink.record(d);
         // A session's later turns are not sent once the run is stopping.
     }
 
@@ -317,92 +349,223 @@ impl Scheduler {
         self.end.not_sent += 1;
     }
 
-    fn dispatch(&mut self, row: usize, t_sched: u64) {
+    fn dispatch<T: Target>(&mut self, row: usize, t_sched: u64, target: &mut T, sink: &ResultSink) {
         let warmup = self.end.dispatched < self.limits.warmup;
         if !warmup {
             self.measured += 1;
         }
-        let turn = &self.ctx.trace.turns[row];
+        let turn = &self.trace.turns[row];
         let history = turn.session.and_then(|s| self.sessions[s].history.take());
         let job = Job {
             seq: self.end.dispatched,
-            turn: row,
+            row,
             t_sched_us: t_sched,
             warmup,
             history,
         };
         self.end.dispatched += 1;
         self.in_flight += 1;
-        // Claim an idle worker for this job; if none is idle, start one. A
-        // count of jobs in flight would over-count here (their ends reach the
-        // scheduler late when it is busy) and start threads nobody needs.
-        let claimed = self
-            .ctx
-            .idle_workers
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
-        if !claimed {
-            self.spawn_worker();
-        }
-        if let Some(tx) = &self.jobs {
-            // The receiver lives as long as the scheduler.
-            let _ = tx.send(job);
-        }
+        sink.sent();
+        target.submit(job);
     }
 
-    fn spawn_worker(&mut self) {
-        let ctx = self.ctx.clone();
-        let rx = self.job_rx.clone();
-        let tx = self.done_tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mc-replay-worker".into())
-            .stack_size(512 * 1024)
-            .spawn(move || worker::work(ctx, rx, tx));
-        match spawned {
-            Ok(_) => self.workers += 1,
-            // Out of threads: the job waits for a busy worker, and the wait
-            // shows as schedule lag.
-            Err(e) if self.workers > 0 => {
-                if self.workers.is_power_of_two() {
-                    eprintln!("mc-replay: cannot start more workers ({e}); requests will queue");
-                }
-            }
-            Err(e) => {
-                eprintln!("mc-replay: cannot start a worker thread: {e}");
-                self.ctx.stop.store(true, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// A request ended: free its slot and release its session's next turn.
-    fn finished(&mut self, d: Done) {
-        self.in_flight -= 1;
+    /// A request ended: record it, free its slot and release its session's
+    /// next turn.
+    fn finished(&mut self, mut d: Done, sink: &ResultSink) {
+        self.in_flight = self.in_flight.saturating_sub(1);
         self.slot_freed_us = self.slot_freed_us.max(d.t_end_us);
-        let turn = &self.ctx.trace.turns[d.turn];
-        if !d.sent {
+        let (row, t_end_us, sent) = (d.job.row, d.t_end_us, d.outcome.is_some());
+        let history = d.job.history.take();
+        sink.record(d);
+        if !sent {
             self.end.not_sent += 1;
             return;
         }
-        let Some(s) = turn.session else {
+        let Some(s) = self.trace.turns[row].session else {
             return;
         };
         let state = &mut self.sessions[s];
-        state.history = d.history;
-        let list = &self.ctx.trace.sessions[s].turns;
+        state.history = history;
+        if self.closed {
+            return;
+        }
+        let list = &self.trace.sessions[s].turns;
         let Some(&next) = list.get(state.next) else {
             return;
         };
         state.next += 1;
-        let next_turn = &self.ctx.trace.turns[next];
+        let next_turn = &self.trace.turns[next];
         let speedup = match self.arrivals {
             Arrivals::Timed { speedup } => speedup,
             _ => 1.0,
         };
-        let after_prev = d.t_end_us + to_us(next_turn.delay_ms.unwrap_or(0.0) / speedup);
+        let after_prev =
+            t_end_us.saturating_add(to_us(next_turn.delay_ms.unwrap_or(0.0) / speedup));
         let own = match (self.arrivals, next_turn.timestamp_ms) {
             (Arrivals::Timed { speedup }, Some(ts)) => to_us((ts - self.t0_ms) / speedup),
             _ => 0,
         };
-        self.due.push(Reverse((after_prev.max(own), next)));
+        self.due.push(Reverse(Due {
+            at_us: after_prev.max(own),
+            row: next,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler on a virtual-clock target: the same rules as on a real
+    //! server, checked exactly and without sleeping.
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::jsonl::{ErrorPolicy, LineReader, OnError, SendOutput};
+    use crate::replay::outcome::Outcome;
+    use crate::replay::progress::{Mode, Progress};
+    use crate::replay::recorder::{record_on_thread, Recorder, RecorderOptions};
+    use crate::replay::request::RunId;
+
+    /// Every request takes `service_us`; time moves only in `wait`.
+    struct Virtual {
+        now: u64,
+        service_us: u64,
+        running: Vec<(u64, Job)>,
+        sent: Vec<(u64, usize)>,
+    }
+
+    impl Target for Virtual {
+        fn name(&self) -> &'static str {
+            "virtual"
+        }
+        fn now_us(&self) -> u64 {
+            self.now
+        }
+        fn submit(&mut self, job: Job) {
+            self.sent.push((self.now, job.row));
+            self.running.push((self.now + self.service_us, job));
+        }
+        fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
+            let first_end = self.running.iter().map(|(end, _)| *end).min();
+            let until = match (deadline_us, first_end) {
+                (Some(d), Some(e)) => d.min(e),
+                (Some(d), None) => d,
+                (None, Some(e)) => e,
+                (None, None) => return,
+            };
+            self.now = self.now.max(until);
+            let now = self.now;
+            let (ended, running): (Vec<_>, Vec<_>) =
+                self.running.drain(..).partition(|(end, _)| *end <= now);
+            self.running = running;
+            for (end, job) in ended {
+                let outcome = Outcome {
+                    t_send_us: job.t_sched_us,
+                    t_first_us: Some(end),
+                    t_last_us: Some(end),
+                    t_end_us: end,
+                    chunks: 1,
+                    ..Outcome::default()
+                };
+                done.push(Done {
+                    job,
+                    t_end_us: end,
+                    outcome: Some(outcome),
+                });
+            }
+        }
+        fn cancel_in_flight(&mut self, _done: &mut Vec<Done>) -> usize {
+            0
+        }
+    }
+
+    fn trace(jsonl: &str) -> Trace {
+        let mut r = LineReader::new(jsonl.as_bytes(), 1 << 20);
+        crate::replay::trace::load(&mut r, &mut ErrorPolicy::new(OnError::Fail)).unwrap()
+    }
+
+    /// Runs `t` and returns (send time µs, row) of every request, and the end.
+    fn run(
+        t: &Trace,
+        arrivals: Arrivals,
+        limits: Limits,
+        service_us: u64,
+    ) -> (Vec<(u64, usize)>, RunEnd) {
+        let dir = tempfile::tempdir().unwrap();
+        let out = SendOutput::open_send(Some(&dir.path().join("r.jsonl")), false).unwrap();
+        let rec = Recorder::new(
+            out,
+            RecorderOptions {
+                slo: None,
+                run_id: RunId(1),
+                target: "virtual",
+                block_size: 4,
+                max_consecutive_failures: 0,
+            },
+        );
+        let mut target = Virtual {
+            now: 0,
+            service_us,
+            running: Vec::new(),
+            sent: Vec::new(),
+        };
+        let stop = AtomicBool::new(false);
+        let progress = Progress::new(Mode::Off, std::time::Duration::from_secs(10));
+        let (end, rec) = record_on_thread(t, rec, progress, &stop, |sink| {
+            Scheduler::new(t, arrivals, limits, false, &stop).run(&mut target, sink)
+        });
+        assert_eq!(rec.tally.sent, end.dispatched);
+        (target.sent, end)
+    }
+
+    const TIMED: Arrivals = Arrivals::Timed { speedup: 2.0 };
+
+    #[test]
+    fn sessions_wait_for_their_previous_turn_and_delay() {
+        let t = trace(
+            "{\"session_id\":\"a\",\"timestamp\":1000,\"input_length\":1}\n\
+             {\"timestamp\":1100,\"input_length\":1}\n\
+             {\"session_id\":\"a\",\"delay\":500,\"input_length\":1}\n\
+             {\"session_id\":\"a\",\"timestamp\":1200,\"input_length\":1}\n",
+        );
+        let (sent, end) = run(&t, TIMED, Limits::default(), 30_000);
+        // Row 0 at 0; row 1 at (1100-1000)/2 ms; row 2 after row 0 ends
+        // (30 ms) plus 500/2 ms; row 3 at the later of its own time (100 ms)
+        // and row 2's end (280 + 30 ms).
+        assert_eq!(sent, [(0, 0), (50_000, 1), (280_000, 2), (310_000, 3)]);
+        assert_eq!((end.dispatched, end.not_sent), (4, 0));
+    }
+
+    #[test]
+    fn limits_close_the_run_at_once() {
+        let rows: String = (0..20)
+            .map(|i| format!("{{\"timestamp\":{},\"input_length\":1}}\n", i * 1000))
+            .collect();
+        let t = trace(&rows);
+        let limits = Limits {
+            max_requests: Some(2),
+            ..Limits::default()
+        };
+        let (sent, end) = run(&t, Arrivals::Timed { speedup: 1.0 }, limits, 10_000);
+        assert_eq!(sent, [(0, 0), (1_000_000, 1)]);
+        assert_eq!(end.not_sent, 18);
+        let limits = Limits {
+            duration_us: Some(2_500_000),
+            ..Limits::default()
+        };
+        let (sent, end) = run(&t, Arrivals::Timed { speedup: 1.0 }, limits, 10_000);
+        assert_eq!(sent.len(), 3);
+        assert_eq!(end.not_sent, 17);
+    }
+
+    #[test]
+    fn a_closed_loop_keeps_its_concurrency() {
+        let rows = "{\"input_length\":1}\n".repeat(5);
+        let t = trace(&rows);
+        let limits = Limits {
+            concurrency: Some(2),
+            ..Limits::default()
+        };
+        let (sent, _) = run(&t, Arrivals::Closed, limits, 100);
+        assert_eq!(sent, [(0, 0), (0, 1), (100, 2), (100, 3), (200, 4)]);
     }
 }

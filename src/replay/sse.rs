@@ -79,7 +79,7 @@ pub enum Event {
         finish_reason: Option<String>,
     },
     /// An event with usage numbers (usually the last, with `choices: []`).
-    Usage(Usage),
+    StreamUsage(StreamUsage),
     /// An event with nothing generated: the role-only first chunk, an empty
     /// delta, a bare finish reason.
     Empty { finish_reason: Option<String> },
@@ -90,7 +90,7 @@ pub enum Event {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Usage {
+pub struct StreamUsage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
@@ -98,7 +98,7 @@ pub struct Usage {
 
 /// Reads one event's data. A chunk can carry both a token and usage (some
 /// servers put usage on every chunk): then it is a token and `usage` is set.
-pub fn classify(data: &[u8], usage: &mut Option<Usage>) -> Event {
+pub fn classify(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
     if data == b"[DONE]" {
         return Event::Done;
     }
@@ -121,7 +121,7 @@ pub fn classify(data: &[u8], usage: &mut Option<Usage>) -> Event {
         .and_then(|c| c.first());
     let Some(choice) = choice else {
         return match usage {
-            Some(u) if obj.contains_key("usage") => Event::Usage(*u),
+            Some(u) if obj.contains_key("usage") => Event::StreamUsage(*u),
             _ => Event::Empty {
                 finish_reason: None,
             },
@@ -171,8 +171,8 @@ pub fn classify(data: &[u8], usage: &mut Option<Usage>) -> Event {
 }
 
 /// `usage` as OpenAI and vLLM write it.
-pub fn read_usage(u: &serde_json::Value) -> Usage {
-    Usage {
+pub fn read_usage(u: &serde_json::Value) -> StreamUsage {
+    StreamUsage {
         prompt_tokens: u.get("prompt_tokens").and_then(|v| v.as_u64()),
         completion_tokens: u.get("completion_tokens").and_then(|v| v.as_u64()),
         cached_tokens: u
@@ -279,12 +279,12 @@ mod tests {
     fn usage_error_and_malformed() {
         let mut u = None;
         let usage = br#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":4}}}"#;
-        let want = Usage {
+        let want = StreamUsage {
             prompt_tokens: Some(7),
             completion_tokens: Some(3),
             cached_tokens: Some(4),
         };
-        assert_eq!(classify(usage, &mut u), Event::Usage(want));
+        assert_eq!(classify(usage, &mut u), Event::StreamUsage(want));
         assert_eq!(u, Some(want));
         let err = br#"{"error":{"message":"boom","type":"x","code":500}}"#;
         assert_eq!(classify(err, &mut u), Event::Error("boom".into()));

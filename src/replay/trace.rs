@@ -5,10 +5,24 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::cli::for_each_line;
 use crate::error::{RecordError, Result};
+use crate::filter::for_each_line;
+use crate::finding::Finding;
 use crate::jsonl::{ErrorPolicy, LineReader};
 use crate::record::{Field, Record};
+
+/// The longest prompt a row may ask for, in tokens: prompts are built in
+/// memory, so a larger `input_length` (or hash-id count × block size) is a
+/// bad line rather than an out-of-memory halfway through a run.
+pub const MAX_INPUT_TOKENS: u64 = 10_000_000;
+
+/// The latest `timestamp` accepted, in ms (about 31,700 years: Unix-epoch
+/// milliseconds fit with room to spare).
+pub const MAX_TIMESTAMP_MS: f64 = 1e15;
+
+/// The longest `delay` accepted, and the longest span of a schedule, in ms
+/// (about 3.2 years): times beyond it would never arrive.
+pub const MAX_SPAN_MS: f64 = 1e11;
 
 /// Where a turn's prompt comes from.
 #[derive(Debug, Clone)]
@@ -132,8 +146,26 @@ fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordEr
         }
     };
     let timestamp_ms = number(Field::Timestamp)?;
+    if timestamp_ms.is_some_and(|t| t > MAX_TIMESTAMP_MS) {
+        return Err(RecordError::field(
+            "timestamp",
+            format!("more than the limit of {MAX_TIMESTAMP_MS:e} ms"),
+        ));
+    }
     let delay_ms = number(Field::Delay)?;
+    if delay_ms.is_some_and(|d| d > MAX_SPAN_MS) {
+        return Err(RecordError::field(
+            "delay",
+            format!("more than the limit of {MAX_SPAN_MS:e} ms (about 3 years)"),
+        ));
+    }
     let input_length = rec.uint(Field::InputLength)?;
+    if input_length.is_some_and(|n| n > MAX_INPUT_TOKENS) {
+        return Err(RecordError::field(
+            "input_length",
+            format!("more than the limit of {MAX_INPUT_TOKENS} tokens"),
+        ));
+    }
     let output_length = rec.uint(Field::OutputLength)?;
     let mut ids = Vec::new();
     rec.hash_ids_into(&mut ids)?;
@@ -198,33 +230,28 @@ fn session_text(raw: &[u8]) -> String {
 
 /// Rows whose `input_length` and hash-id count disagree with the block size.
 #[derive(Debug, Default)]
-pub struct BlockCheck {
+pub struct BlockFit {
     /// `input_length <= (n-1)*B`: the ids say more blocks than the length holds.
-    pub broken: u64,
+    pub broken: Finding,
     /// `input_length > n*B`: an unhashed tail (accepted; built as row text).
-    pub tail: u64,
-    pub first_lines: Vec<u64>,
+    pub tail: Finding,
 }
 
-pub fn check_blocks(trace: &Trace, b: u64) -> BlockCheck {
-    let mut c = BlockCheck::default();
+pub fn check_blocks(trace: &Trace, b: u64) -> BlockFit {
+    let mut c = BlockFit::default();
     for t in &trace.turns {
         let (Content::Synth, Some(len)) = (&t.content, t.input_length) else {
             continue;
         };
-        let n = t.hash_ids.len() as u64;
-        if n == 0 {
+        let n = t.hash_ids.len();
+        // The rule lives in blocks.rs; here only which way a row breaks it.
+        if n == 0 || crate::blocks::is_consistent(n, len, b) {
             continue;
         }
-        if len <= (n - 1) * b {
-            c.broken += 1;
-        } else if len > n * b {
-            c.tail += 1;
+        if crate::blocks::blocks_for(len, b) > n as u64 {
+            c.tail.add(t.line);
         } else {
-            continue;
-        }
-        if c.first_lines.len() < 5 {
-            c.first_lines.push(t.line);
+            c.broken.add(t.line);
         }
     }
     c
@@ -284,6 +311,34 @@ mod tests {
     }
 
     #[test]
+    fn absurd_sizes_and_times_are_bad_lines() {
+        let cases = [
+            (
+                "{\"input_length\":1000000000000}",
+                "line 1: field `input_length`: more than the limit of 10000000 tokens",
+            ),
+            (
+                "{\"input_length\":1,\"timestamp\":1e308}",
+                "line 1: field `timestamp`: more than the limit",
+            ),
+            (
+                "{\"input_length\":1,\"delay\":1e15}",
+                "line 1: field `delay`: more than the limit",
+            ),
+            (
+                "{\"input_length\":1,\"delay\":1e17}",
+                "line 1: field `delay`: more than the limit",
+            ),
+        ];
+        for (line, want) in cases {
+            let err = load_str(line).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{line}: {err}");
+        }
+        // At the limits: accepted.
+        assert!(load_str("{\"input_length\":10000000,\"timestamp\":1e15,\"delay\":1e11}").is_ok());
+    }
+
+    #[test]
     fn block_check_counts_broken_rows_and_tails() {
         let t = load_str(
             "{\"input_length\":8,\"hash_ids\":[1,2]}\n\
@@ -293,7 +348,11 @@ mod tests {
         )
         .unwrap();
         let c = check_blocks(&t, 4);
-        assert_eq!((c.broken, c.tail), (1, 1));
-        assert_eq!(c.first_lines, vec![2, 3]);
+        // At B = 4: 4 tokens cannot fill 2 ids (line 2); 9 overflow them (line 3).
+        assert_eq!((c.broken.count, c.tail.count), (1, 1));
+        assert_eq!(
+            (c.broken.first_lines, c.tail.first_lines),
+            (vec![2], vec![3])
+        );
     }
 }

@@ -10,41 +10,98 @@
 
 use std::collections::HashMap;
 
-use crate::blocks;
-use crate::cli::{self, Emit, IoArgs};
-use crate::error::{RecordError, Result};
+use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
+use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, Emit, IoArgs};
 use crate::record::{self, Edit, Field, Number, Record};
+
+/// Largest cap, and largest fresh id: 2^63 - 1, the largest integer every
+/// tool of the toolkit (and AIPerf) reads as a non-negative number.
+const MAX_INT: u64 = i64::MAX as u64;
 
 /// Default first fresh id: far above real traces' ids, and below 2^53 so
 /// every JSON reader (including JavaScript and float-based ones) keeps it exact.
 pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
 
-#[derive(Debug, Clone)]
+/// Cap prompt and answer lengths in a Mooncake trace.
+///
+/// Rows with input_length above --max-isl are truncated to that many tokens,
+/// keeping the hash ids of the blocks that still hold tokens, so every row
+/// stays consistent; a block the cap cuts short gets a fresh id (the same for
+/// every row cut at the same place). With --drop such rows are removed
+/// instead (AIPerf profile's rule) and the count is printed on stderr.
+/// output_length above --max-osl becomes --max-osl. Streams; rows that need
+/// no change are copied byte for byte, and with no caps the output equals
+/// the input.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-cap --max-isl 8192 --max-osl 1024 < trace.jsonl > capped.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-cap --max-isl 32768 --drop | mc-analyze"
+)]
 pub struct CapOptions {
+    /// Longest prompt, in tokens (also accepted under AIPerf's and vLLM's
+    /// names: --synthesis-max-isl, --max-input-length).
+    #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"],
+          value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_isl: Option<u64>,
+
+    /// Drop rows longer than --max-isl instead of truncating them.
+    #[arg(long)]
     pub drop: bool,
+
+    /// Longest answer, in tokens (also accepted as --synthesis-max-osl,
+    /// --max-output-length).
+    #[arg(long, value_name = "M", aliases = ["synthesis-max-osl", "max-output-length"],
+          value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_osl: Option<u64>,
+
+    /// Tokens per hash id, or `auto` (the default): the one power of two the
+    /// first rows allow (named on stderr; an error when they allow several
+    /// or none). Every row truncated is checked against it.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected.
+    #[arg(skip = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
+
+    /// First id given to a block the cap cuts short. Input ids must be below
+    /// it; fresh ids count up from it and must stay below 2^63.
+    #[arg(long, default_value_t = DEFAULT_FRESH_ID_BASE, value_name = "ID",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_INT))]
     pub fresh_id_base: u64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
-pub fn run(tool: &str, io: &IoArgs, opts: &CapOptions) -> Result<()> {
-    if opts.block_size == 0 {
-        return Err(cli::usage("--block-size must be at least 1"));
-    }
+pub fn run(tool: &str, opts: &CapOptions) -> Result<()> {
+    let io = &opts.io;
     if opts.drop && opts.max_isl.is_none() {
-        return Err(cli::usage("--drop needs --max-isl"));
+        return Err(Error::usage("--drop needs --max-isl"));
     }
-    let mut cap = Capper::new(opts.clone());
-    cli::run_filter(tool, io, |rec, out| cap.apply(rec, out))?;
-    if opts.drop {
-        if let Some(n) = opts.max_isl {
-            eprintln!(
-                "{tool}: dropped {} row{} longer than {n} tokens",
-                cap.dropped,
-                if cap.dropped == 1 { "" } else { "s" }
-            );
-        }
+    let mut caps = None;
+    let counts = if opts.max_isl.is_some() && !opts.drop {
+        let (counts, _) = filter::run_filter_sized(tool, io, opts.block, |b| {
+            let cap = caps.insert(Capper::new(CapOptions {
+                block_size: b,
+                ..opts.clone()
+            }));
+            |rec: &Record<'_>, out: &mut Vec<u8>| cap.apply(rec, out)
+        })?;
+        counts
+    } else {
+        // Dropping or capping answers: the block size plays no part.
+        let cap = caps.insert(Capper::new(opts.clone()));
+        filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?
+    };
+    let Some(cap) = caps else {
+        return Ok(());
+    };
+    if counts.any_change() || opts.drop {
+        eprintln!("{tool}: {}", cap.summary(counts.rows));
     }
     Ok(())
 }
@@ -54,11 +111,41 @@ pub struct Capper {
     cuts: Cuts,
     pub dropped: u64,
     pub truncated: u64,
+    /// Rows whose output_length was lowered to --max-osl.
+    pub capped_osl: u64,
     ids: Vec<u64>,
     values: [Vec<u8>; 3],
 }
 
 impl Capper {
+    /// What was done to `rows` rows, for the stderr summary line, e.g.
+    /// `26 of 40 rows truncated to 16384 tokens, 3 answers capped to 512 tokens`.
+    pub fn summary(&self, rows: u64) -> String {
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        let mut parts = Vec::new();
+        if let Some(max) = self.opts.max_isl {
+            if self.opts.drop {
+                parts.push(format!(
+                    "dropped {} row{} longer than {max} tokens",
+                    self.dropped,
+                    plural(self.dropped)
+                ));
+            } else if self.truncated > 0 {
+                parts.push(format!("truncated {} to {max} tokens", self.truncated));
+            }
+        }
+        if let Some(max) = self.opts.max_osl {
+            if self.capped_osl > 0 {
+                parts.push(format!(
+                    "capped {} answer{} to {max} tokens",
+                    self.capped_osl,
+                    plural(self.capped_osl)
+                ));
+            }
+        }
+        format!("{rows} row{}: {}", plural(rows), parts.join(", "))
+    }
+
     pub fn new(opts: CapOptions) -> Self {
         Capper {
             cuts: Cuts {
@@ -68,6 +155,7 @@ impl Capper {
             opts,
             dropped: 0,
             truncated: 0,
+            capped_osl: 0,
             ids: Vec::new(),
             values: Default::default(),
         }
@@ -103,6 +191,13 @@ impl Capper {
                         ));
                     }
                 }
+                // Truncation depends on the block size: a row that does not
+                // fit it would be cut wrongly, so it is a bad line instead.
+                if let (Some(shape), Some(len)) = (shape, len) {
+                    if shape.count > 0 {
+                        filter::check_consistent(shape.count, len, self.opts.block_size)?;
+                    }
+                }
                 if let Some(len) = len.filter(|&l| l > max) {
                     self.truncated += 1;
                     isl_text.clear();
@@ -130,6 +225,7 @@ impl Capper {
         }
         if let Some(max) = self.opts.max_osl {
             if rec.uint(Field::OutputLength)?.is_some_and(|o| o > max) {
+                self.capped_osl += 1;
                 osl_text.clear();
                 record::write_number(Number::Int(max as i64), osl_text);
                 edits.push(Edit {
@@ -142,7 +238,6 @@ impl Capper {
             return Ok(Emit::Unchanged);
         }
         rec.write_edited(&mut edits, out);
-        out.push(b'\n');
         Ok(Emit::Written)
     }
 }
@@ -183,13 +278,21 @@ impl Cut {
 
 impl Cuts {
     /// The fresh id of block `id` cut down to `left` tokens.
-    fn fresh_id(&mut self, id: u64, left: u64) -> u64 {
-        let next = &mut self.next;
-        *self.fresh.entry((id, left)).or_insert_with(|| {
-            let f = *next;
-            *next += 1;
-            f
-        })
+    fn fresh_id(&mut self, id: u64, left: u64) -> std::result::Result<u64, RecordError> {
+        if let Some(&f) = self.fresh.get(&(id, left)) {
+            return Ok(f);
+        }
+        // Never wrap around into the input's ids.
+        if self.next > MAX_INT {
+            return Err(RecordError::field(
+                "hash_ids",
+                format!("fresh ids are used up (the next would pass {MAX_INT}); pass a lower --fresh-id-base"),
+            ));
+        }
+        let f = self.next;
+        self.next += 1;
+        self.fresh.insert((id, left), f);
+        Ok(f)
     }
 
     /// Writes the raw id array `raw` cut as `cut` says, copying the kept ids
@@ -230,7 +333,7 @@ impl Cuts {
             Some(left) => {
                 let id = record::parse_uint(last)
                     .ok_or_else(|| RecordError::field("hash_ids", "bad id"))?;
-                let fresh = self.fresh_id(id, left);
+                let fresh = self.fresh_id(id, left)?;
                 out.extend_from_slice(itoa::Buffer::new().format(fresh).as_bytes());
             }
             None => out.extend_from_slice(last),

@@ -7,22 +7,53 @@
 //! of the session id, so the tool streams in constant memory and the same
 //! seed gives the same bytes everywhere.
 
-use crate::cli::{self, Emit, IoArgs};
-use crate::error::{RecordError, Result};
+use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, Emit, IoArgs};
 use crate::hash::{stable_hash, GOLDEN_GAMMA};
 use crate::record::{self, Edit, Field, Record};
 
+/// Multiply the prefix roots of a trace: spread sessions over K disjoint
+/// prefix trees (AIPerf's prefix-root multiplier, keeping sessions whole).
+///
+/// Each session (rows with the same session_id; a row without one is its own
+/// unit) is assigned one of K trees by a seeded hash of its id, and each of
+/// its hash ids h becomes h*K + t. Rows in different trees share no block;
+/// rows in the same tree keep their sharing. Streams in constant memory;
+/// --roots 1 is the identity.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-roots --roots 4 < trace.jsonl > wide.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-roots --roots 8 --seed 7 | mc-analyze"
+)]
 pub struct RootsOptions {
+    /// Number of disjoint prefix trees.
+    #[arg(long, default_value_t = 1, value_name = "K")]
     pub roots: u64,
+
+    /// Seed of the session-to-tree assignment.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
-pub fn run(tool: &str, io: &IoArgs, opts: &RootsOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &RootsOptions) -> Result<()> {
+    let io = &opts.io;
     if opts.roots == 0 {
-        return Err(cli::usage("--roots must be at least 1"));
+        return Err(Error::usage("--roots must be at least 1"));
     }
     let mut roots = Roots::new(opts.roots, opts.seed);
-    cli::run_filter(tool, io, |rec, out| roots.apply(rec, out))
+    let counts = filter::run_filter(tool, io, |rec, out| roots.apply(rec, out))?;
+    if counts.any_change() {
+        eprintln!(
+            "{tool}: {} of {} rows renumbered into {} trees",
+            counts.changed, counts.rows, opts.roots
+        );
+    }
+    Ok(())
 }
 
 /// The id-namespacing rule: id `h` of namespace `t` (of `k`) becomes
@@ -96,7 +127,6 @@ impl Roots {
             }],
             out,
         );
-        out.push(b'\n');
         Ok(Emit::Written)
     }
 }

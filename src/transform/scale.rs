@@ -5,24 +5,90 @@
 //! the trace, so they read the whole input first (kept as one byte arena, the
 //! ids counted in one table) and emit in a second pass over the arena.
 
-use std::collections::HashMap;
-
-use crate::blocks;
-use crate::cli::{self, Emit, IoArgs};
+use crate::blocks::{self, BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
+use crate::filter::{self, Emit, IoArgs};
+use crate::idmap::IdMap;
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::record::{self, Edit, Field, Number, Record};
 
-#[derive(Debug, Clone)]
+/// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
+/// length and answer length (AIPerf's trace synthesis, as a filter).
+///
+/// Reads JSONL records on stdin (or --input) and writes them on stdout (or
+/// --output). Only the changed values are rewritten; everything else in a line
+/// is kept byte for byte, and with no options the output equals the input.
+///
+/// Shared ids are ids that occur at least twice in the whole input; a row's
+/// core prefix is its leading run of shared ids, the rest is its unique
+/// prompt. --speedup and --output-len-multiplier stream in constant memory.
+/// --prefix-len-multiplier and --prompt-len-multiplier need the id counts of
+/// the whole trace: the input is read into memory once (about its own size),
+/// then written out.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-scale --speedup 2 < trace.jsonl > fast.jsonl
+  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze"
+)]
 pub struct ScaleOptions {
-    /// Timestamps become `trunc(t / speedup)`.
+    /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
+    /// delays are divided by R (integer delays truncated) unless --keep-delays.
+    /// (AIPerf's name, --synthesis-speedup-ratio, is accepted too.)
+    #[arg(
+        long,
+        default_value_t = 1.0,
+        value_name = "R",
+        alias = "synthesis-speedup-ratio"
+    )]
     pub speedup: f64,
-    /// Leave `delay` alone (by default it is divided by `speedup` too).
+
+    /// Leave `delay` values unchanged under --speedup.
+    #[arg(long)]
     pub keep_delays: bool,
+
+    /// Scale each row's shared prefix: P > 1 turns each prefix id h into
+    /// h*k … h*k+k-1 (k = floor(P)) and adds private blocks for the fraction;
+    /// P < 1 keeps the first max(1, floor(n*P)) prefix blocks.
+    #[arg(
+        long = "prefix-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "P",
+        alias = "synthesis-prefix-len-multiplier"
+    )]
     pub prefix_mult: f64,
+
+    /// Scale each row's unique prompt to floor(len * Q) tokens, on fresh ids.
+    #[arg(
+        long = "prompt-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "Q",
+        alias = "synthesis-prompt-len-multiplier"
+    )]
     pub prompt_mult: f64,
+
+    /// output_length becomes max(1, round_half_even(osl * O)).
+    #[arg(
+        long = "output-len-multiplier",
+        default_value_t = 1.0,
+        value_name = "O"
+    )]
     pub output_mult: f64,
+
+    /// Tokens per hash id, or `auto` (the default): the one power of two
+    /// every row allows (named on stderr; an error when the rows allow
+    /// several or none). Used only by the prefix and prompt multipliers,
+    /// which check every row against it.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected.
+    #[arg(skip = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
 impl Default for ScaleOptions {
@@ -33,7 +99,9 @@ impl Default for ScaleOptions {
             prefix_mult: 1.0,
             prompt_mult: 1.0,
             output_mult: 1.0,
-            block_size: 512,
+            block: BlockSize::Auto,
+            block_size: DEFAULT_BLOCK_SIZE,
+            io: IoArgs::default(),
         }
     }
 }
@@ -44,23 +112,24 @@ impl ScaleOptions {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(cli::usage(format!("{name} must be a number > 0, got {v}")))
+                Err(Error::usage(format!(
+                    "{name} must be a number > 0, got {v}"
+                )))
             }
         };
         let non_negative = |name: &str, v: f64| {
             if v.is_finite() && v >= 0.0 {
                 Ok(())
             } else {
-                Err(cli::usage(format!("{name} must be a number >= 0, got {v}")))
+                Err(Error::usage(format!(
+                    "{name} must be a number >= 0, got {v}"
+                )))
             }
         };
         positive("--speedup", self.speedup)?;
         positive("--prefix-len-multiplier", self.prefix_mult)?;
         non_negative("--prompt-len-multiplier", self.prompt_mult)?;
         non_negative("--output-len-multiplier", self.output_mult)?;
-        if self.block_size == 0 {
-            return Err(cli::usage("--block-size must be at least 1"));
-        }
         Ok(())
     }
 
@@ -71,30 +140,64 @@ impl ScaleOptions {
 }
 
 /// Runs `mc-scale` from `io` with `opts`.
-pub fn run(tool: &str, io: &IoArgs, opts: &ScaleOptions) -> Result<()> {
+pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
+    let io = &opts.io;
     opts.validate()?;
-    let mut scaler = RowScaler::new(opts.clone());
     if !opts.needs_whole_input() {
-        return cli::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out));
+        let mut scaler = RowScaler::new(opts.clone());
+        let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
+        report_changes(tool, &counts);
+        return Ok(());
     }
 
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut trace = LoadedTrace::default();
-    let loaded = cli::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+    let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
     });
-    if let Err(e) = loaded {
-        cli::report_skipped(tool, &policy);
-        return Err(e);
-    }
-
-    let prefix = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)?;
+    // The whole trace is here: every row with ids decides the block size.
+    let b = match opts.block {
+        BlockSize::Fixed(b) => b,
+        BlockSize::Auto => match trace.sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "{tool}: block size {b} (detected from {} rows with hash_ids)",
+                    trace.sizes.rows
+                );
+                b
+            }
+            Ok(None) => DEFAULT_BLOCK_SIZE,
+            Err(e) => {
+                loaded?;
+                return Err(Error::Input(format!("--block-size auto: {e}")));
+            }
+        },
+    };
+    let mut scaler = RowScaler::new(ScaleOptions {
+        block_size: b,
+        ..opts.clone()
+    });
+    // A bad line stops the run, but the good rows before it are still
+    // written, as the streaming modes write them (their ids counted over
+    // those rows).
     let mut out = io.writer()?;
-    let emitted = trace.emit(&mut scaler, prefix, &mut out, &mut policy);
+    let mut counts = filter::RowCounts::default();
+    let emitted = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)
+        .and_then(|plan| trace.emit(&mut scaler, plan, &mut out, &mut policy, &mut counts));
     let flushed = out.flush();
-    cli::report_skipped(tool, &policy);
-    emitted.and(flushed)
+    filter::report_skipped(tool, &policy);
+    loaded?;
+    emitted.and(flushed)?;
+    report_changes(tool, &counts);
+    Ok(())
+}
+
+/// The one-line summary, when anything changed.
+fn report_changes(tool: &str, counts: &filter::RowCounts) {
+    if counts.any_change() {
+        eprintln!("{tool}: {} of {} rows changed", counts.changed, counts.rows);
+    }
 }
 
 /// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
@@ -131,15 +234,21 @@ impl RowScaler {
             if let Some(t) = rec.number(Field::Timestamp)? {
                 ts.clear();
                 // AIPerf's rule: int(t / R), truncating toward zero.
-                record::write_number(Number::Int((t.as_f64() / o.speedup).trunc() as i64), ts);
+                let scaled = whole("timestamp", t.as_f64() / o.speedup, "--speedup")?;
+                record::write_number(Number::Int(scaled), ts);
                 edits[0] = Some((Field::Timestamp, ts));
             }
             if !o.keep_delays {
                 if let Some(d) = rec.number(Field::Delay)? {
                     delay.clear();
                     let scaled = match d {
-                        Number::Int(i) => Number::Int((i as f64 / o.speedup).trunc() as i64),
-                        Number::Float(f) => Number::Float(f / o.speedup),
+                        Number::Int(i) => {
+                            Number::Int(whole("delay", i as f64 / o.speedup, "--speedup")?)
+                        }
+                        Number::Float(f) => match f / o.speedup {
+                            v if v.is_finite() => Number::Float(v),
+                            _ => return Err(too_big("delay", f / o.speedup, "--speedup")),
+                        },
                     };
                     record::write_number(scaled, delay);
                     edits[1] = Some((Field::Delay, delay));
@@ -150,7 +259,8 @@ impl RowScaler {
             if let Some(n) = rec.uint(Field::OutputLength)? {
                 osl.clear();
                 let scaled = (n as f64 * o.output_mult).round_ties_even().max(1.0);
-                record::write_number(Number::Int(scaled as i64), osl);
+                let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
+                record::write_number(Number::Int(scaled), osl);
                 edits[2] = Some((Field::OutputLength, osl));
             }
         }
@@ -178,55 +288,59 @@ impl RowScaler {
             return Ok(Emit::Unchanged);
         }
         rec.write_edited(&mut list, out);
-        out.push(b'\n');
         Ok(Emit::Written)
     }
 }
 
-/// How often each id occurs, saturating at 2 (only "shared or not" matters).
-/// Ids are conventionally dense (0, 1, 2, …), so a byte table indexed by id
-/// is used while that stays small; sparse outliers go to a map.
-#[derive(Default)]
-pub struct IdCounts {
-    dense: Vec<u8>,
-    sparse: HashMap<u64, u8>,
-    seen: u64,
+/// Most tokens a rescaled row may hold: far beyond any model's context
+/// (and mc-replay's own limit), and small enough that its ids fit in memory.
+pub const MAX_ROW_TOKENS: u64 = 10_000_000;
+
+/// Largest integer a scaled value may become: JSON readers that parse
+/// numbers as doubles (jq, Python's json for floats, JavaScript) keep
+/// integers exact up to 2^53.
+const MAX_EXACT_INT: f64 = 9_007_199_254_740_992.0;
+
+/// `v` truncated to an integer, or an error naming the field and the option
+/// when it is too large to write exactly (never a silent clamp).
+fn whole(field: &str, v: f64, option: &str) -> std::result::Result<i64, RecordError> {
+    let t = v.trunc();
+    if t.is_finite() && t.abs() <= MAX_EXACT_INT {
+        Ok(t as i64)
+    } else {
+        Err(too_big(field, v, option))
+    }
 }
+
+fn too_big(field: &str, v: f64, option: &str) -> RecordError {
+    RecordError::field(
+        field,
+        format!("scaled to {v:.3e}, too large to write exactly (above 2^53); check {option}"),
+    )
+}
+
+/// How often each id occurs, saturating at 2 (only "shared or not" matters).
+/// How often each id occurs, saturating at 2 (only "shared or not" matters).
+#[derive(Default)]
+pub struct IdCounts(IdMap<u8>);
 
 impl IdCounts {
     pub fn add(&mut self, id: u64) {
-        self.seen += 1;
-        let limit = (self.seen * 4).max(1 << 20);
-        if (id as usize) < self.dense.len() {
-            let c = &mut self.dense[id as usize];
-            *c = (*c + 1).min(2);
-        } else if id < limit {
-            self.dense.resize(id as usize + 1, 0);
-            self.dense[id as usize] = 1;
-        } else {
-            let c = self.sparse.entry(id).or_insert(0);
-            *c = (*c + 1).min(2);
-        }
+        let c = self.0.slot(id);
+        *c = (*c + 1).min(2);
     }
 
     pub fn is_shared(&self, id: u64) -> bool {
-        let c = match self.dense.get(id as usize) {
-            Some(&c) if c > 0 => c,
-            _ => self.sparse.get(&id).copied().unwrap_or(0),
-        };
-        c >= 2
+        self.0.get(id).is_some_and(|&c| c >= 2)
     }
 
     /// Largest id that occurs at least twice.
     fn max_shared(&self) -> Option<u64> {
-        let dense = self.dense.iter().rposition(|&c| c >= 2).map(|i| i as u64);
-        let sparse = self
-            .sparse
+        self.0
             .iter()
-            .filter(|(_, &c)| c >= 2)
-            .map(|(&id, _)| id)
-            .max();
-        dense.max(sparse)
+            .filter(|&(_, &c)| c >= 2)
+            .map(|(id, _)| id)
+            .max()
     }
 }
 
@@ -239,6 +353,8 @@ struct LoadedTrace {
     counts: IdCounts,
     max_id: Option<u64>,
     scratch: Vec<u64>,
+    /// The block sizes the rows allow, for `--block-size auto`.
+    sizes: FeasibleSizes,
 }
 
 impl LoadedTrace {
@@ -250,6 +366,9 @@ impl LoadedTrace {
         rec.uint(Field::OutputLength)?;
         rec.uint(Field::InputLength)?;
         rec.hash_ids_into(&mut self.scratch)?;
+        if let Some(len) = rec.uint(Field::InputLength)? {
+            self.sizes.add(self.scratch.len() as u64, len);
+        }
         for &id in &self.scratch {
             self.counts.add(id);
             self.max_id = self.max_id.max(Some(id));
@@ -266,11 +385,12 @@ impl LoadedTrace {
         mut plan: PrefixPlan<'_>,
         out: &mut Output,
         policy: &mut ErrorPolicy,
+        counts: &mut filter::RowCounts,
     ) -> Result<()> {
         let mut step =
             |rec: &Record<'_>, buf: &mut Vec<u8>| scaler.apply(rec, Some(&mut plan), buf);
         for &(no, start, end) in &self.rows {
-            cli::write_record(out, policy, no, &self.arena[start..end], &mut step)?;
+            filter::write_record(out, policy, no, &self.arena[start..end], &mut step, counts)?;
         }
         Ok(())
     }
@@ -300,7 +420,14 @@ impl<'c> PrefixPlan<'c> {
         let next_fresh = above_input
             .zip(above_stretched)
             .map(|(a, b)| a.max(b))
-            .ok_or_else(|| Error::Input("hash ids too large to stretch without overflow".into()))?;
+            .ok_or_else(|| {
+                // The option makes it overflow: the same ids stretch fine by less.
+                Error::usage(format!(
+                    "--prefix-len-multiplier {prefix_mult}: the largest shared hash id ({}) times {k} \
+                     does not fit 64 bits; use a smaller multiplier",
+                    counts.max_shared().unwrap_or(0)
+                ))
+            })?;
         Ok(PrefixPlan {
             counts,
             k,
@@ -349,6 +476,22 @@ impl<'c> PrefixPlan<'c> {
         let partial_tail = core > 0 && prefix_tokens < core * b;
         let prompt_tokens = len - prefix_tokens;
 
+        // Bound the row before allocating its ids: a multiplier (or a
+        // length) from input must not grow memory without limit.
+        let new_prompt_tokens = (prompt_tokens as f64 * o.prompt_mult).floor();
+        let stretched = (core as f64 * o.prefix_mult.max(1.0)).ceil() * b as f64;
+        if new_prompt_tokens + stretched > MAX_ROW_TOKENS as f64 {
+            return Err(RecordError::field(
+                "input_length",
+                format!(
+                    "{len} tokens would become about {:.3e}, above the limit of {MAX_ROW_TOKENS} \
+                     tokens a row (check --prefix-len-multiplier and --prompt-len-multiplier)",
+                    new_prompt_tokens + stretched
+                ),
+            ));
+        }
+        let new_prompt_tokens = new_prompt_tokens as u64;
+
         new_ids.clear();
         let core_ids = &ids[..core as usize];
         let p = o.prefix_mult;
@@ -391,7 +534,6 @@ impl<'c> PrefixPlan<'c> {
         };
 
         // AIPerf's int(prompt_len * Q), then fresh ids private to the row.
-        let new_prompt_tokens = (prompt_tokens as f64 * o.prompt_mult).floor() as u64;
         self.fresh(blocks::blocks_for(new_prompt_tokens, b), new_ids)?;
         Ok(new_prefix_tokens + new_prompt_tokens)
     }

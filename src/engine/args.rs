@@ -1,0 +1,239 @@
+//! The engine's command-line options, shared by mc-replay and mc-mock.
+
+use super::profile::{Profile, StepModel};
+use super::{
+    EngineParams, DEFAULT_BLOCK_SIZE, DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS,
+    DEFAULT_MAX_SEQS,
+};
+use crate::error::{Error, Result};
+
+/// A paragraph for `--help`: what the engine model is and what it leaves out.
+pub const MODEL_HELP: &str = "\
+Step-time profile: `h100-llama3-8b` (default), `dynamo-polynomial`, or a JSON file.
+
+The engine model: a vLLM-V1-style server in discrete steps, no GPU (mc-replay runs it \
+in virtual time, without sleeping; mc-mock --engine in real time). KV cache of --kv-tokens in blocks of --engine-block-size tokens \
+with chained block hashes; only full blocks are reused, a hit covers at most the prompt \
+minus one token, blocks of finished requests stay cached on an LRU list until their space \
+is needed. Each step runs the running requests first (one decode token, or the next \
+prefill chunk), then admits waiting requests in arrival order, within --max-batched-tokens \
+and --max-seqs; out of blocks, the most recently admitted request is preempted and later \
+recomputes what was evicted. Step time (h100-llama3-8b, model `roofline`): t_fix + c_seq*B \
++ sqrt(t_w^2 + (c_lin*T)^2) + k*sum n_i(p_i + n_i/2) + c_kv*sum L_j; `dynamo-polynomial` \
+is Dynamo's mocker timing. --engine-profile FILE reads a JSON object: {\"model\": \
+\"roofline\", \"t_fix_ms\", \"c_seq_ms\", \"t_w_ms\", \"c_lin_ms\", \"k_ms\", \"c_kv_ms\"} or \
+{\"model\": \"dynamo-polynomial\", \"prefill_ms\": [a,b,c], \"decode_ms\": [a,b,c], \
+\"decode_min_ms\"}, optionally with \"name\", \"kv_tokens\", \"block_size\", \
+\"max_batched_tokens\", \"max_seqs\". Left out: speculative decoding, tensor/pipeline \
+parallelism, CPU offload of KV, prefill/decode disaggregation, sampling stops (every \
+request generates exactly output_length tokens) and network time.";
+
+/// Engine model options (`--engine-profile` and friends).
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Engine model")]
+pub struct EngineArgs {
+    /// Step-time profile: `h100-llama3-8b` (default), `dynamo-polynomial`,
+    /// or a JSON file.
+    #[arg(long, value_name = "NAME|FILE", long_help = MODEL_HELP)]
+    pub engine_profile: Option<String>,
+
+    /// KV cache capacity in tokens [default: 467000, or the profile's].
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_tokens: Option<u64>,
+
+    /// Tokens per KV block [default: 16, or the profile's].
+    #[arg(long, value_name = "TOKENS")]
+    pub engine_block_size: Option<u64>,
+
+    /// Token budget of one engine step [default: 2048, or the profile's].
+    #[arg(long, value_name = "TOKENS")]
+    pub max_batched_tokens: Option<u64>,
+
+    /// Requests running at once [default: 256, or the profile's].
+    #[arg(long, value_name = "N")]
+    pub max_seqs: Option<u64>,
+
+    /// roofline: fixed cost of a step, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub t_fix_ms: Option<f64>,
+    /// roofline: cost per request in a step, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub c_seq_ms: Option<f64>,
+    /// roofline: weight-read floor of a forward pass, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub t_w_ms: Option<f64>,
+    /// roofline: cost per scheduled token, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub c_lin_ms: Option<f64>,
+    /// roofline: cost per prefill query-key pair, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub k_ms: Option<f64>,
+    /// roofline: cost per context token of a decode, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub c_kv_ms: Option<f64>,
+    /// dynamo-polynomial: prefill ms = a·X² + b·X + c in new prefill tokens X.
+    #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
+    pub prefill_ms: Option<Coefficients>,
+    /// dynamo-polynomial: decode ms = a·u² + b·u + c in KV fraction used u.
+    #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
+    pub decode_ms: Option<Coefficients>,
+    /// dynamo-polynomial: floor of the decode time, ms.
+    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    pub decode_min_ms: Option<f64>,
+}
+
+/// Three polynomial coefficients, highest power first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Coefficients(pub [f64; 3]);
+
+fn non_negative(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("`{s}` is not a finite number >= 0")),
+    }
+}
+
+fn coefficients(s: &str) -> std::result::Result<Coefficients, String> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| format!("`{s}`: expected three numbers A,B,C"))?;
+    match v[..] {
+        [a, b, c] if v.iter().all(|x| x.is_finite()) => Ok(Coefficients([a, b, c])),
+        _ => Err(format!("`{s}`: expected three finite numbers A,B,C")),
+    }
+}
+
+impl EngineArgs {
+    /// The profile with every flag applied; flags beat the profile file.
+    pub fn params(&self) -> Result<EngineParams> {
+        let mut profile =
+            Profile::load(self.engine_profile.as_deref().unwrap_or("h100-llama3-8b"))?;
+        let usage = |flag: &str, model: &str| {
+            Error::Usage(format!(
+                "--{flag} belongs to the `{model}` step model; profile `{}` uses the other one",
+                profile.name
+            ))
+        };
+        match &mut profile.model {
+            StepModel::Roofline(r) => {
+                for (v, slot) in [
+                    (self.t_fix_ms, &mut r.t_fix_ms),
+                    (self.c_seq_ms, &mut r.c_seq_ms),
+                    (self.t_w_ms, &mut r.t_w_ms),
+                    (self.c_lin_ms, &mut r.c_lin_ms),
+                    (self.k_ms, &mut r.k_ms),
+                    (self.c_kv_ms, &mut r.c_kv_ms),
+                ] {
+                    if let Some(v) = v {
+                        *slot = v;
+                    }
+                }
+                if self.prefill_ms.is_some() {
+                    return Err(usage("prefill-ms", "dynamo-polynomial"));
+                }
+                if self.decode_ms.is_some() {
+                    return Err(usage("decode-ms", "dynamo-polynomial"));
+                }
+                if self.decode_min_ms.is_some() {
+                    return Err(usage("decode-min-ms", "dynamo-polynomial"));
+                }
+            }
+            StepModel::Polynomial(p) => {
+                let roofline = [
+                    (self.t_fix_ms, "t-fix-ms"),
+                    (self.c_seq_ms, "c-seq-ms"),
+                    (self.t_w_ms, "t-w-ms"),
+                    (self.c_lin_ms, "c-lin-ms"),
+                    (self.k_ms, "k-ms"),
+                    (self.c_kv_ms, "c-kv-ms"),
+                ];
+                if let Some((_, flag)) = roofline.iter().find(|(v, _)| v.is_some()) {
+                    return Err(usage(flag, "roofline"));
+                }
+                if let Some(c) = self.prefill_ms {
+                    p.prefill_ms = c.0;
+                }
+                if let Some(c) = self.decode_ms {
+                    p.decode_ms = c.0;
+                }
+                if let Some(v) = self.decode_min_ms {
+                    p.decode_min_ms = v;
+                }
+            }
+        }
+        let params = EngineParams {
+            kv_tokens: self
+                .kv_tokens
+                .or(profile.kv_tokens)
+                .unwrap_or(DEFAULT_KV_TOKENS),
+            block_size: self
+                .engine_block_size
+                .or(profile.block_size)
+                .unwrap_or(DEFAULT_BLOCK_SIZE),
+            max_batched_tokens: self
+                .max_batched_tokens
+                .or(profile.max_batched_tokens)
+                .unwrap_or(DEFAULT_MAX_BATCHED_TOKENS),
+            max_seqs: self
+                .max_seqs
+                .or(profile.max_seqs)
+                .unwrap_or(DEFAULT_MAX_SEQS),
+            profile,
+        };
+        if params.block_size == 0 || params.max_batched_tokens == 0 || params.max_seqs == 0 {
+            return Err(Error::Usage(
+                "--engine-block-size, --max-batched-tokens and --max-seqs must be at least 1"
+                    .into(),
+            ));
+        }
+        if params.kv_tokens < params.block_size {
+            return Err(Error::Usage(format!(
+                "--kv-tokens {} holds no block of {} tokens; give at least --engine-block-size",
+                params.kv_tokens, params.block_size
+            )));
+        }
+        if params.kv_tokens / params.block_size > u64::from(u32::MAX - 1) {
+            return Err(Error::Usage(format!(
+                "--kv-tokens {}: at most {} blocks are supported",
+                params.kv_tokens,
+                u32::MAX - 1
+            )));
+        }
+        Ok(params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_profile_and_must_match_its_model() {
+        let a = EngineArgs {
+            t_fix_ms: Some(1.0),
+            kv_tokens: Some(1600),
+            ..Default::default()
+        };
+        let p = a.params().unwrap();
+        assert_eq!(p.kv_tokens, 1600);
+        assert!(
+            matches!(p.profile.model, StepModel::Roofline(r) if r.t_fix_ms == 1.0 && r.t_w_ms == 6.5)
+        );
+        let bad = EngineArgs {
+            engine_profile: Some("dynamo-polynomial".into()),
+            k_ms: Some(1.0),
+            ..Default::default()
+        };
+        let err = bad.params().unwrap_err().to_string();
+        assert!(err.contains("--k-ms belongs to the `roofline`"), "{err}");
+        assert!(coefficients("1,2").is_err());
+        assert_eq!(coefficients("1, 2,3e-1"), Ok(Coefficients([1.0, 2.0, 0.3])));
+        let tiny = EngineArgs {
+            kv_tokens: Some(8),
+            ..Default::default()
+        };
+        assert!(tiny.params().is_err());
+    }
+}

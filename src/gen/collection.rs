@@ -1,0 +1,98 @@
+//! `mc-gen prompts`: a synthetic prompt collection in AIBrix's formats, for
+//! users without one: groups of prompts sharing a prefix (as AIBrix's
+//! synthetic prefix-sharing dataset) and, with --turns > 1, multi-turn
+//! sessions (as its multi-turn dataset). Lengths are in words, drawn from a
+//! fixed vocabulary, so no tokenizer is needed.
+
+use super::dist::LengthDist;
+use super::rng::Rng;
+use super::Common;
+use crate::error::{Error, Result};
+use crate::jsonl::Output;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PromptsArgs {
+    /// Number of shared prefixes.
+    #[arg(long, default_value_t = 4, value_name = "G")]
+    pub prefix_groups: u64,
+
+    /// Prompts (or sessions, with --turns > 1) per prefix group.
+    #[arg(long, default_value_t = 25, value_name = "N")]
+    pub per_group: u64,
+
+    /// Words of each shared prefix.
+    #[arg(long, default_value = "200", value_name = "DIST")]
+    pub prefix_words: LengthDist,
+
+    /// Words after the prefix (each prompt's own text).
+    #[arg(long, default_value = "lognormal:300:0.6", value_name = "DIST")]
+    pub suffix_words: LengthDist,
+
+    /// Turns per session; 1 writes a plain collection.
+    #[arg(long, default_value = "1", value_name = "DIST")]
+    pub turns: LengthDist,
+}
+
+const VOCAB: [&str; 32] = [
+    "system", "model", "cache", "token", "request", "server", "latency", "batch", "prefix",
+    "answer", "question", "context", "memory", "kernel", "queue", "stream", "engine", "trace",
+    "window", "block", "session", "prompt", "output", "input", "rate", "load", "tool", "plan",
+    "agent", "result", "value", "data",
+];
+
+fn words(rng: &mut Rng, n: u64, out: &mut String) {
+    for _ in 0..n {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(VOCAB[rng.below(VOCAB.len() as u64) as usize]);
+    }
+}
+
+pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
+    if common.prompt_file.is_some() {
+        return Err(Error::Usage(
+            "`prompts` writes a prompt file; it takes no --prompt-file".into(),
+        ));
+    }
+    let mut rng = Rng::new(common.seed, 40);
+    let mut out = Output::open(common.output.as_deref(), common.line_buffered)?;
+    let mut n = 0u64;
+    for g in 0..a.prefix_groups {
+        let mut prefix = format!("[group {g}]");
+        let pw = a.prefix_words.sample(&mut rng, 0);
+        words(&mut rng, pw, &mut prefix);
+        for k in 0..a.per_group {
+            let turns = a.turns.sample(&mut rng, 1);
+            let mut prompts = Vec::with_capacity(turns as usize);
+            for t in 0..turns {
+                // Only a session's first turn carries the shared prefix; later
+                // turns are the user's new text.
+                let mut p = if t == 0 {
+                    prefix.clone()
+                } else {
+                    String::new()
+                };
+                let sw = a.suffix_words.sample(&mut rng, 1);
+                words(&mut rng, sw, &mut p);
+                prompts.push(p);
+            }
+            let line = if a.turns == LengthDist::Const(1) {
+                serde_json::json!({ "prompt": prompts[0] })
+            } else {
+                serde_json::json!({ "session_id": format!("g{g}-s{k}"), "prompts": prompts })
+            };
+            let buf = out.buffer();
+            let _ = serde_json::to_writer(&mut *buf, &line);
+            buf.push(b'\n');
+            out.end_line()?;
+            n += turns;
+        }
+    }
+    out.flush()?;
+    eprintln!(
+        "{tool}: {n} prompts in {} lines",
+        a.prefix_groups * a.per_group
+    );
+    Ok(())
+}

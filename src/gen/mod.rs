@@ -1,0 +1,232 @@
+//! `mc-gen`: workloads from nothing, from statistics and from prompt
+//! collections (AIBrix's workload generator, seeded and streaming). Each
+//! mode is a generator that hands requests to a [`sink::Sink`], which writes
+//! Mooncake rows or AIBrix's format and attaches real prompts when asked.
+
+pub mod agent;
+pub mod arrival;
+pub mod collection;
+pub mod dist;
+pub mod from_trace;
+pub mod pattern;
+pub mod prefix;
+pub mod prompts;
+pub mod rate;
+pub mod rng;
+pub mod sessions;
+pub mod sink;
+pub mod stat;
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::jsonl::Output;
+use sink::{Format, Sink};
+
+/// Options every mode takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// Seed of every random choice: the same arguments and seed give the
+    /// same bytes on every machine.
+    #[arg(long, global = true, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
+
+    /// Output format: Mooncake rows, or AIBrix's workload lines.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Mooncake)]
+    pub format: Format,
+
+    /// Tokens per hash id.
+    #[arg(long, global = true, default_value_t = 512, value_name = "B")]
+    pub block_size: u64,
+
+    /// Attach a real prompt to each request from an AIBrix prompt collection
+    /// (plain `{"prompt", "completion"?}` or sessioned `{"session_id",
+    /// "prompts", "completions"?}` lines), matched by token length. Rows then
+    /// carry `text_input` instead of input_length and hash_ids.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+
+    /// Tokenizer for --prompt-file: a tokenizer.json, a folder holding one,
+    /// or a HuggingFace model id (resolved as nat2mc does).
+    #[arg(long, global = true, value_name = "X")]
+    pub tokenizer: Option<String>,
+
+    /// Where prompt token counts are cached (default $MCTRACE_CACHE_DIR,
+    /// $XDG_CACHE_HOME/mctrace or ~/.cache/mctrace).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, global = true, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Also draw the generated workload as SVG into FILE: the figure mc-plot
+    /// draws of the same rows with its defaults (rates, lengths, sessions,
+    /// prefix-cache hit rate per window).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+
+    /// Flush after every line.
+    #[arg(long, global = true)]
+    pub line_buffered: bool,
+}
+
+/// The modes.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Mode {
+    /// Requests at a fixed rate (Poisson, constant or gamma gaps), optionally
+    /// ramping from --qps-start as `vllm bench serve` does.
+    #[command(
+        after_help = "Example:\n  mc-gen constant --qps 2.5 --duration-ms 60000 --isl lognormal:1024:0.6 | mc-analyze"
+    )]
+    Constant(rate::ConstantArgs),
+    /// Rate and lengths following sine patterns (AIBrix's presets or configs).
+    #[command(
+        after_help = "Example:\n  mc-gen synthetic --traffic-pattern quick_rising --prompt-len-pattern severe_fluctuation --duration-ms 600000 --interval-ms 10000"
+    )]
+    Synthetic(rate::SyntheticArgs),
+    /// Rates and length percentiles from Grafana CSV exports.
+    #[command(
+        after_help = "Example:\n  mc-gen stat --traffic-file qps.csv --prompt-len-file in.csv --completion-len-file out.csv --qps-scale 2"
+    )]
+    Stat(rate::StatArgs),
+    /// Shared system prompts: groups of requests with a common prefix, so a
+    /// prefix cache reaches a chosen hit rate.
+    #[command(
+        after_help = "Example:\n  mc-gen prefix --prefix-groups 16 --prefix-tokens 4096 --share-ratio 0.7 --num-requests 10000 | mc-analyze"
+    )]
+    Prefix(prefix::PrefixArgs),
+    /// Multi-turn conversations with think time and cumulative prompts.
+    #[command(
+        after_help = "Example:\n  mc-gen sessions --sessions 200 --turns uniform:2:8 --think-time-ms lognormal:5000:0.5 > chat.jsonl"
+    )]
+    Sessions(sessions::SessionArgs),
+    /// AIBrix's agent sessions: plan, parallel tool calls, follow-up.
+    #[command(
+        after_help = "Example:\n  mc-gen agent --config agent.json --format aibrix > workload.jsonl"
+    )]
+    Agent(agent::AgentArgs),
+    /// Arrivals and lengths of an existing Mooncake trace, with prompts from
+    /// a prompt file.
+    #[command(
+        after_help = "Example:\n  mc-import --from azure < AzureLLMInferenceTrace_conv.csv | mc-gen from-trace --prompt-file prompts.jsonl --tokenizer tok.json"
+    )]
+    FromTrace(from_trace::FromTraceArgs),
+    /// Write a synthetic prompt collection (prefix-sharing, multi-turn).
+    #[command(
+        after_help = "Example:\n  mc-gen prompts --prefix-groups 8 --per-group 50 --turns uniform:2:5 > sessions.jsonl"
+    )]
+    Prompts(collection::PromptsArgs),
+}
+
+/// Fresh hash ids, numbered in first-use order.
+#[derive(Debug, Default, Clone)]
+pub struct Ids {
+    next: u64,
+}
+
+impl Ids {
+    /// Appends `n` new ids to `out`.
+    pub fn push_fresh(&mut self, n: u64, out: &mut Vec<u64>) {
+        out.extend(self.next..self.next + n);
+        self.next += n;
+    }
+}
+
+/// Blocks covering `tokens` at block size `b`.
+pub fn blocks(tokens: u64, b: u64) -> u64 {
+    tokens.div_ceil(b)
+}
+
+/// Opens the sink: the output, the format and, with --prompt-file, the
+/// matcher (tolerance from `initial_tolerance`).
+pub fn open_sink(tool: &str, common: &Common, initial_tolerance: f64) -> Result<Sink> {
+    let matcher = match &common.prompt_file {
+        None => None,
+        Some(path) => {
+            let spec = common.tokenizer.as_deref().ok_or_else(|| {
+                Error::Usage(
+                    "--prompt-file needs --tokenizer (a tokenizer.json, a folder or a model id) \
+                     to count prompt tokens"
+                        .into(),
+                )
+            })?;
+            let tok = crate::tokenizer::resolve(spec)?;
+            let cache = common.cache_dir.clone().or_else(prompts::default_cache_dir);
+            let started = std::time::Instant::now();
+            let (coll, cached) = prompts::Collection::load(path, &tok.tokenizer, cache.as_deref())?;
+            eprintln!(
+                "{tool}: {} prompts from {} ({}, {:.1} s, tokenizer {})",
+                coll.len(),
+                path.display(),
+                if cached {
+                    "lengths cached"
+                } else {
+                    "tokenized"
+                },
+                started.elapsed().as_secs_f64(),
+                tok.source
+            );
+            Some(prompts::Matcher::new(coll, initial_tolerance, common.seed))
+        }
+    };
+    let out = Output::open(common.output.as_deref(), common.line_buffered)?;
+    Ok(Sink::new(out, common.format, matcher))
+}
+
+/// Runs one mode.
+pub fn run(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
+    if common.block_size == 0 {
+        return Err(Error::Usage("--block-size must be at least 1".into()));
+    }
+    if let Mode::Prompts(a) = mode {
+        return collection::run(tool, common, a);
+    }
+    let tolerance = if matches!(mode, Mode::FromTrace(_)) {
+        0.1
+    } else {
+        0.5
+    };
+    let mut sink = open_sink(tool, common, tolerance)?;
+    if common.plot.is_some() {
+        if common.format != Format::Mooncake {
+            return Err(Error::usage(
+                "--plot draws Mooncake rows: leave --format at mooncake",
+            ));
+        }
+        sink.plot = Some(crate::plot::trace::Collector::new(common.block_size, None));
+    }
+    let result = match mode {
+        Mode::Constant(a) => rate::constant(common, a, &mut sink),
+        Mode::Synthetic(a) => rate::synthetic(common, a, &mut sink),
+        Mode::Stat(a) => rate::stat(common, a, &mut sink),
+        Mode::Prefix(a) => prefix::run(common, a, &mut sink),
+        Mode::Sessions(a) => sessions::run(common, a, &mut sink),
+        Mode::Agent(a) => agent::run(common, a, &mut sink),
+        Mode::FromTrace(a) => from_trace::run(tool, common, a, &mut sink),
+        Mode::Prompts(_) => Ok(()),
+    };
+    // What was generated is written even when a later step fails.
+    let finished = sink.finish();
+    result?;
+    let c = finished?;
+    if let (Some(path), Some(plot)) = (&common.plot, &sink.plot) {
+        if !plot.data().t_ms.is_empty() {
+            use crate::plot::trace::{figure, BINS, MAX_SESSIONS, WINDOW_MS};
+            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS)?;
+            std::fs::write(path, svg).map_err(|source| Error::Output {
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
+    eprintln!(
+        "{tool}: {} requests over {:.1} s, {} input and {} output tokens{}",
+        c.requests,
+        c.last_ms as f64 / 1000.0,
+        c.input_tokens,
+        c.output_tokens,
+        sink.matcher_summary()
+    );
+    Ok(())
+}

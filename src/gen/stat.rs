@@ -1,0 +1,370 @@
+//! Grafana statistics exports (AIBrix's `stat` workload): per window a
+//! request rate and prompt/completion length percentiles. Each window's
+//! lengths follow a lognormal fitted to its percentiles; arrivals are
+//! Poisson at its rate.
+
+use std::path::Path;
+
+use super::rng::normal_quantile;
+use crate::error::{Error, Result};
+
+/// `--stat-type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatType {
+    /// Traffic `Time,Total,Success,4xx Error[,5xx Error]`; prompt lengths
+    /// `Time,P50,P70,P90,P99`; completion lengths `Time,P50,P70,P95,P99`.
+    Maas,
+    /// `Time` in epoch ms; traffic has one rate column, the byte file
+    /// `recv_bytes…` and `sent_bytes…` columns (summed).
+    Cloudide,
+}
+
+/// A lognormal: ln X ~ N(mu, sigma²).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogNormal {
+    pub mu: f64,
+    pub sigma: f64,
+}
+
+/// Least squares on the log-quantiles: minimises Σ (mu + sigma·z_p − ln x_p)²,
+/// which is a linear regression of ln x on z (AIBrix minimises the same
+/// objective numerically). Lengths below 1 count as 1; a negative slope
+/// (decreasing percentiles) gives sigma 0.
+pub fn fit_lognormal(quantiles: &[(f64, f64)]) -> LogNormal {
+    let pts: Vec<(f64, f64)> = quantiles
+        .iter()
+        .map(|&(p, x)| (normal_quantile(p), libm::log(x.max(1.0))))
+        .collect();
+    let n = pts.len() as f64;
+    let mz = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let szz: f64 = pts.iter().map(|p| (p.0 - mz) * (p.0 - mz)).sum();
+    let szy: f64 = pts.iter().map(|p| (p.0 - mz) * (p.1 - my)).sum();
+    let sigma = if szz > 0.0 { (szy / szz).max(0.0) } else { 0.0 };
+    LogNormal {
+        mu: my - sigma * mz,
+        sigma,
+    }
+}
+
+/// One window of the statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// Start, ms since the first window.
+    pub start_ms: f64,
+    /// Requests per second (already divided by --qps-scale).
+    pub rate: f64,
+    pub input: LogNormal,
+    pub output: LogNormal,
+}
+
+/// A CSV file: its header and rows, each with its line number.
+struct Csv {
+    path: String,
+    header: Vec<String>,
+    rows: Vec<(usize, Vec<String>)>,
+}
+
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().map(|s| s.trim().to_string()).collect()
+}
+
+impl Csv {
+    fn read(path: &Path) -> Result<Csv> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::NoInput {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
+        let name = path.display().to_string();
+        let Some((_, h)) = lines.next() else {
+            return Err(Error::Input(format!(
+                "{name}: empty file (expected a header line)"
+            )));
+        };
+        let header = split_csv(h.trim_start_matches('\u{feff}'));
+        let rows = lines.map(|(i, l)| (i + 1, split_csv(l))).collect();
+        Ok(Csv {
+            path: name,
+            header,
+            rows,
+        })
+    }
+
+    fn col(&self, name: &str) -> Result<usize> {
+        self.header.iter().position(|h| h == name).ok_or_else(|| {
+            Error::Input(format!(
+                "{}: line 1: no column `{name}` (the header has {})",
+                self.path,
+                self.header.join(", ")
+            ))
+        })
+    }
+
+    fn cell<'a>(&self, row: &'a (usize, Vec<String>), col: usize) -> Result<&'a str> {
+        row.1.get(col).map(String::as_str).ok_or_else(|| {
+            Error::Input(format!(
+                "{}: line {}: column {} (`{}`) is missing",
+                self.path,
+                row.0,
+                col + 1,
+                self.header[col]
+            ))
+        })
+    }
+
+    /// A number; empty, `undefined` and `null` read as 0 (as AIBrix does).
+    fn num(&self, row: &(usize, Vec<String>), col: usize) -> Result<f64> {
+        let s = self.cell(row, col)?;
+        if s.is_empty() || s == "undefined" || s == "null" {
+            return Ok(0.0);
+        }
+        s.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| {
+                Error::Input(format!(
+                    "{}: line {}: column {} (`{}`): `{s}` is not a number",
+                    self.path,
+                    row.0,
+                    col + 1,
+                    self.header[col]
+                ))
+            })
+    }
+
+    fn time(&self, row: &(usize, Vec<String>), col: usize) -> Result<f64> {
+        let s = self.cell(row, col)?;
+        parse_time_ms(s).ok_or_else(|| {
+            Error::Input(format!(
+                "{}: line {}: column {} (`Time`): `{s}` is not `YYYY-MM-DD HH:MM:SS` or epoch ms",
+                self.path,
+                row.0,
+                col + 1
+            ))
+        })
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (Grafana's export, UTC) or a number of epoch ms.
+pub fn parse_time_ms(s: &str) -> Option<f64> {
+    if let Ok(v) = s.parse::<f64>() {
+        return Some(v);
+    }
+    let (date, time) = s.split_once([' ', 'T'])?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<f64> = time
+        .trim_end_matches('Z')
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || t.len() != 3 {
+        return None;
+    }
+    // Days from 1970-01-01 of a proleptic Gregorian date (Hinnant's algorithm).
+    let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400) as f64 + t[0] * 3600.0 + t[1] * 60.0 + t[2]) * 1000.0)
+}
+
+/// The scales of `--qps-scale`, `--input-scale`, `--output-scale`.
+#[derive(Debug, Clone, Copy)]
+pub struct Scales {
+    pub qps: f64,
+    pub input: f64,
+    pub output: f64,
+}
+
+/// Reads the exports into windows, in time order. The window length is the
+/// mean spacing of the rows (AIBrix's rule).
+pub fn read(
+    kind: StatType,
+    traffic: &Path,
+    input: &Path,
+    output: Option<&Path>,
+    scales: Scales,
+) -> Result<(Vec<Window>, f64)> {
+    let mut rows: Vec<(f64, f64, [f64; 4], [f64; 4])> = Vec::new();
+    let traffic = Csv::read(traffic)?;
+    let lens = Csv::read(input)?;
+    let tt = traffic.col("Time")?;
+    let lt = lens.col("Time")?;
+    match kind {
+        StatType::Maas => {
+            let out_path = output.ok_or_else(|| {
+                Error::Usage("--stat-type maas needs --completion-len-file".into())
+            })?;
+            let outs = Csv::read(out_path)?;
+            let ot = outs.col("Time")?;
+            let rate_col = traffic.col("Success")?;
+            let icols = ["P50", "P70", "P90", "P99"]
+                .map(|c| lens.col(c))
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
+            let ocols = ["P50", "P70", "P95", "P99"]
+                .map(|c| outs.col(c))
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
+            // Inner join on Time, as AIBrix's merge.
+            let mut ins = std::collections::HashMap::new();
+            for r in &lens.rows {
+                let mut q = [0.0; 4];
+                for (k, &c) in icols.iter().enumerate() {
+                    q[k] = lens.num(r, c)?;
+                }
+                ins.insert(lens.time(r, lt)?.to_bits(), q);
+            }
+            let mut ous = std::collections::HashMap::new();
+            for r in &outs.rows {
+                let mut q = [0.0; 4];
+                for (k, &c) in ocols.iter().enumerate() {
+                    q[k] = outs.num(r, c)?;
+                }
+                ous.insert(outs.time(r, ot)?.to_bits(), q);
+            }
+            for r in &traffic.rows {
+                let t = traffic.time(r, tt)?;
+                let rate = traffic.num(r, rate_col)?;
+                if let (Some(i), Some(o)) = (ins.get(&t.to_bits()), ous.get(&t.to_bits())) {
+                    rows.push((t, rate, *i, *o));
+                }
+            }
+        }
+        StatType::Cloudide => {
+            if traffic.header.len() < 2 {
+                return Err(Error::Input(format!(
+                    "{}: line 1: expected `Time` and a rate column",
+                    traffic.path
+                )));
+            }
+            let rate_col = usize::from(tt == 0);
+            let recv: Vec<usize> = (0..lens.header.len())
+                .filter(|&c| lens.header[c].starts_with("recv_bytes"))
+                .collect();
+            let sent: Vec<usize> = (0..lens.header.len())
+                .filter(|&c| lens.header[c].starts_with("sent_bytes"))
+                .collect();
+            if recv.is_empty() || sent.is_empty() {
+                return Err(Error::Input(format!(
+                    "{}: line 1: expected `recv_bytes…` and `sent_bytes…` columns",
+                    lens.path
+                )));
+            }
+            let mut bytes = std::collections::HashMap::new();
+            for r in &lens.rows {
+                let mut rs = 0.0;
+                for &c in &recv {
+                    rs += lens.num(r, c)?;
+                }
+                let mut ss = 0.0;
+                for &c in &sent {
+                    ss += lens.num(r, c)?;
+                }
+                bytes.insert(lens.time(r, lt)?.to_bits(), (rs, ss));
+            }
+            for r in &traffic.rows {
+                let t = traffic.time(r, tt)?;
+                let rate = traffic.num(r, rate_col)?;
+                let (rs, ss) = bytes.get(&t.to_bits()).copied().unwrap_or((0.0, 0.0));
+                // Bytes per second over requests per second: per-request
+                // sizes; the output from the sent bytes (AIBrix reuses recv).
+                let per = |b: f64| if rate > 0.0 { b / rate } else { 0.0 };
+                rows.push((t, rate, [per(rs); 4], [per(ss); 4]));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err(Error::Input(format!(
+            "{}: no rows (or no Time shared by all the files)",
+            traffic.path
+        )));
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let t0 = rows[0].0;
+    let window_ms = if rows.len() > 1 {
+        (rows[rows.len() - 1].0 - t0) / (rows.len() - 1) as f64
+    } else {
+        1000.0
+    };
+    let ip = [0.5, 0.7, 0.9, 0.99];
+    let op = [0.5, 0.7, 0.95, 0.99];
+    let fit = |ps: [f64; 4], xs: [f64; 4], scale: f64| {
+        let q: Vec<(f64, f64)> = ps.iter().zip(xs).map(|(&p, x)| (p, x / scale)).collect();
+        fit_lognormal(&q)
+    };
+    let windows = rows
+        .iter()
+        .map(|&(t, rate, i, o)| Window {
+            start_ms: t - t0,
+            rate: rate / scales.qps,
+            input: fit(ip, i, scales.input),
+            output: fit(op, o, scales.output),
+        })
+        .collect();
+    Ok((windows, window_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fit_recovers_known_parameters_from_exact_percentiles() {
+        let (mu, sigma) = (6.5_f64, 0.7_f64);
+        for ps in [[0.5, 0.7, 0.9, 0.99], [0.5, 0.7, 0.95, 0.99]] {
+            let q: Vec<(f64, f64)> = ps
+                .iter()
+                .map(|&p| (p, libm::exp(mu + sigma * normal_quantile(p))))
+                .collect();
+            let f = fit_lognormal(&q);
+            assert!((f.mu - mu).abs() < 1e-9, "{f:?}");
+            assert!((f.sigma - sigma).abs() < 1e-9, "{f:?}");
+        }
+        // Equal percentiles: a point mass.
+        let f = fit_lognormal(&[(0.5, 100.0), (0.9, 100.0)]);
+        assert_eq!(f.sigma, 0.0);
+        assert!((libm::exp(f.mu) - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn grafana_times_parse() {
+        assert_eq!(parse_time_ms("1970-01-01 00:00:01"), Some(1000.0));
+        assert_eq!(
+            parse_time_ms("2024-03-01 00:00:00"),
+            Some(1_709_251_200_000.0)
+        );
+        assert_eq!(parse_time_ms("1700000000000"), Some(1.7e12));
+        assert_eq!(parse_time_ms("yesterday"), None);
+    }
+
+    #[test]
+    fn csv_fields_may_be_quoted() {
+        assert_eq!(split_csv("a,\"b,c\",d"), vec!["a", "b,c", "d"]);
+    }
+}

@@ -1,0 +1,414 @@
+//! `mc-plot`: the figure of a workload. Per `--window-ms` window: requests
+//! per second, input and output tokens per second, the per-request means of
+//! both, and the prefix-cache hit rate of mc-analyze's causal model; ISL and
+//! OSL histograms; a session timeline (one lane per session, a mark per
+//! turn).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::analyze::cache::RowByRow;
+use crate::cli::usage;
+use crate::error::{Error, RecordError, Result};
+use crate::filter::{for_each_line, report_skipped, IoArgs};
+use crate::jsonl::ErrorPolicy;
+use crate::record::{Field, Record};
+
+use super::{figure_svg, histogram, Body, Panel, Series};
+
+/// The figure's defaults, shared by mc-plot and `mc-gen --plot` so both
+/// draw the same rows the same way.
+pub const WINDOW_MS: f64 = 10_000.0;
+pub const BINS: usize = 40;
+pub const MAX_SESSIONS: usize = 60;
+
+/// `mc-plot`'s options (besides input/output).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlotArgs {
+    /// Width of a time window, in ms (rates are per second within it).
+    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS")]
+    pub window_ms: f64,
+
+    /// Tokens per hash id, for the prefix-cache hit rate.
+    #[arg(long, default_value_t = 512, value_name = "B")]
+    pub block_size: u64,
+
+    /// Model an LRU cache of this many blocks instead of an infinite one.
+    #[arg(long, value_name = "C")]
+    pub cache_blocks: Option<u64>,
+
+    /// Bins of the ISL/OSL histograms.
+    #[arg(long, default_value_t = BINS, value_name = "N")]
+    pub bins: usize,
+
+    /// At most this many session lanes in the timeline (the first ones).
+    #[arg(long, default_value_t = MAX_SESSIONS, value_name = "N")]
+    pub max_sessions: usize,
+
+    /// Write the SVG here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// What the figure is drawn from: one entry per row, in file order.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TraceData {
+    /// Arrival time (ms): the timestamp, or for a later session turn the
+    /// previous turn's time plus its delay (service time unknown).
+    pub t_ms: Vec<f64>,
+    pub isl: Vec<f64>,
+    pub osl: Vec<f64>,
+    pub hit_tokens: Vec<f64>,
+    /// Turn times per session, sessions in order of first appearance.
+    pub sessions: Vec<Vec<f64>>,
+}
+
+/// Per-window figures, windows `[k·w, (k+1)·w)` from the first arrival.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// Window start, seconds from the first arrival.
+    pub start_s: f64,
+    pub requests: u64,
+    pub input_tokens: f64,
+    pub output_tokens: f64,
+    pub hit_tokens: f64,
+}
+
+impl TraceData {
+    fn push(
+        &mut self,
+        rec: &Record<'_>,
+        sessions: &mut HashMap<Vec<u8>, usize>,
+        ids: &mut Vec<u64>,
+        cache: &mut RowByRow,
+    ) -> std::result::Result<(), RecordError> {
+        let isl = rec.uint(Field::InputLength)?.unwrap_or(0) as f64;
+        let osl = rec.uint(Field::OutputLength)?.unwrap_or(0) as f64;
+        let ts = rec.number(Field::Timestamp)?.map(|n| n.as_f64());
+        let delay = rec.number(Field::Delay)?.map(|n| n.as_f64()).unwrap_or(0.0);
+        let sid = rec.session_id()?;
+        let prev = self.t_ms.last().copied().unwrap_or(0.0);
+        let t = match sid {
+            Some(s) => {
+                let n = sessions.len();
+                let lane = *sessions.entry(s.to_vec()).or_insert(n);
+                if lane == self.sessions.len() {
+                    self.sessions.push(Vec::new());
+                }
+                let last = self.sessions[lane].last().copied();
+                let t = match (ts, last) {
+                    (Some(t), _) => t,
+                    (None, Some(l)) => l + delay,
+                    (None, None) => prev,
+                };
+                self.sessions[lane].push(t);
+                t
+            }
+            None => ts.unwrap_or(prev),
+        };
+        if !t.is_finite() {
+            return Err(RecordError::field("timestamp", "not a finite time"));
+        }
+        ids.clear();
+        rec.hash_ids_into(ids)?;
+        self.hit_tokens.push(cache.row(ids, isl));
+        self.t_ms.push(t);
+        self.isl.push(isl);
+        self.osl.push(osl);
+        Ok(())
+    }
+
+    /// The rows grouped into windows of `window_ms`.
+    pub fn windows(&self, window_ms: f64) -> Vec<Window> {
+        let Some(t0) = self.t_ms.iter().copied().reduce(f64::min) else {
+            return Vec::new();
+        };
+        let t1 = self.t_ms.iter().copied().fold(t0, f64::max);
+        let n = ((t1 - t0) / window_ms).floor() as usize + 1;
+        let mut w: Vec<Window> = (0..n)
+            .map(|k| Window {
+                start_s: k as f64 * window_ms / 1000.0,
+                requests: 0,
+                input_tokens: 0.0,
+                output_tokens: 0.0,
+                hit_tokens: 0.0,
+            })
+            .collect();
+        for i in 0..self.t_ms.len() {
+            let k = (((self.t_ms[i] - t0) / window_ms) as usize).min(n - 1);
+            w[k].requests += 1;
+            w[k].input_tokens += self.isl[i];
+            w[k].output_tokens += self.osl[i];
+            w[k].hit_tokens += self.hit_tokens[i];
+        }
+        w
+    }
+}
+
+/// Gathers a figure's data row by row, for a tool that plots what it
+/// writes (`mc-gen --plot`).
+pub struct Collector {
+    data: TraceData,
+    sessions: HashMap<Vec<u8>, usize>,
+    ids: Vec<u64>,
+    cache: RowByRow,
+}
+
+impl Collector {
+    pub fn new(block_size: u64, cache_blocks: Option<u64>) -> Collector {
+        Collector {
+            data: TraceData::default(),
+            sessions: HashMap::new(),
+            ids: Vec::new(),
+            cache: RowByRow::new(block_size, cache_blocks),
+        }
+    }
+
+    /// Adds one record (a JSON line without its `\n`).
+    pub fn add(&mut self, line: &[u8]) -> std::result::Result<(), RecordError> {
+        let rec = Record::parse(line)?;
+        self.data
+            .push(&rec, &mut self.sessions, &mut self.ids, &mut self.cache)
+    }
+
+    pub fn data(&self) -> &TraceData {
+        &self.data
+    }
+}
+
+/// Draws `data` with the default layout: two panels a row.
+pub fn figure(
+    data: &TraceData,
+    window_ms: f64,
+    bins: usize,
+    max_sessions: usize,
+) -> Result<String> {
+    let panels = panels(data, window_ms, bins, max_sessions);
+    figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))
+}
+
+/// Reads a trace into what the figure needs.
+pub fn read(io: &IoArgs, block_size: u64, cache_blocks: Option<u64>) -> Result<TraceData> {
+    let mut reader = io.reader()?;
+    let mut policy = ErrorPolicy::new(io.on_error);
+    let mut data = TraceData::default();
+    let mut sessions = HashMap::new();
+    let mut ids = Vec::new();
+    let mut cache = RowByRow::new(block_size, cache_blocks);
+    for_each_line(
+        &mut reader,
+        &mut policy,
+        |no, bytes, policy| match Record::parse(bytes)
+            .and_then(|r| data.push(&r, &mut sessions, &mut ids, &mut cache))
+        {
+            Ok(()) => Ok(()),
+            Err(e) => policy.record(no, e),
+        },
+    )?;
+    report_skipped("mc-plot", &policy);
+    Ok(data)
+}
+
+fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series {
+        name: name.into(),
+        points,
+        dots: false,
+    }
+}
+
+/// The panels of a trace's figure.
+pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize) -> Vec<Panel> {
+    let w = data.windows(window_ms);
+    let per_s = 1000.0 / window_ms;
+    let each = |f: &dyn Fn(&Window) -> f64| -> Vec<(f64, f64)> {
+        w.iter().map(|x| (x.start_s, f(x))).collect()
+    };
+    let mean = |a: f64, n: u64| if n > 0 { a / n as f64 } else { 0.0 };
+    let secs = format!("time (s), {} ms windows", window_ms);
+    let panel = |title: &str, y: &str, body: Body| Panel {
+        title: title.into(),
+        x_label: secs.clone(),
+        y_label: y.into(),
+        body,
+    };
+    let mut out = vec![
+        panel(
+            "Requests per second",
+            "req/s",
+            Body::Lines(vec![line("req/s", each(&|x| x.requests as f64 * per_s))]),
+        ),
+        panel(
+            "Tokens per second",
+            "tok/s",
+            Body::Lines(vec![
+                line("input", each(&|x| x.input_tokens * per_s)),
+                line("output", each(&|x| x.output_tokens * per_s)),
+            ]),
+        ),
+        panel(
+            "Mean tokens per request",
+            "tokens",
+            Body::Lines(vec![
+                line("input", each(&|x| mean(x.input_tokens, x.requests))),
+                line("output", each(&|x| mean(x.output_tokens, x.requests))),
+            ]),
+        ),
+        panel(
+            "Prefix-cache hit rate (causal model)",
+            "hit tokens / input tokens",
+            Body::Lines(vec![line(
+                "hit rate",
+                each(&|x| {
+                    if x.input_tokens > 0.0 {
+                        x.hit_tokens / x.input_tokens
+                    } else {
+                        0.0
+                    }
+                }),
+            )]),
+        ),
+        Panel {
+            title: "Input length histogram".into(),
+            x_label: "input tokens".into(),
+            y_label: "requests".into(),
+            body: histogram(&data.isl, bins),
+        },
+        Panel {
+            title: "Output length histogram".into(),
+            x_label: "output tokens".into(),
+            y_label: "requests".into(),
+            body: histogram(&data.osl, bins),
+        },
+    ];
+    if !data.sessions.is_empty() {
+        let t0 = data.t_ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let lanes = data
+            .sessions
+            .iter()
+            .take(max_sessions)
+            .map(|s| s.iter().map(|t| (t - t0) / 1000.0).collect())
+            .collect();
+        out.push(Panel {
+            title: format!(
+                "Sessions (first {} of {}; later turns at delay after the previous arrival)",
+                data.sessions.len().min(max_sessions),
+                data.sessions.len()
+            ),
+            x_label: "time (s)".into(),
+            y_label: "session".into(),
+            body: Body::Timeline(lanes),
+        });
+    }
+    out
+}
+
+/// Runs `mc-plot`: the trace on `io`, the SVG to `--svg` or stdout.
+pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
+    if !(args.window_ms.is_finite() && args.window_ms > 0.0) {
+        return Err(usage("--window-ms: expected a positive number of ms"));
+    }
+    if args.block_size == 0 {
+        return Err(usage("--block-size: expected at least 1 token"));
+    }
+    let data = read(io, args.block_size, args.cache_blocks)?;
+    if data.t_ms.is_empty() {
+        return Err(Error::Input(
+            "no records in the input: nothing to plot".into(),
+        ));
+    }
+    let panels = panels(&data, args.window_ms, args.bins, args.max_sessions);
+    let svg = figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))?;
+    match &args.svg {
+        Some(p) => std::fs::write(p, svg).map_err(|source| Error::Output {
+            path: p.clone(),
+            source,
+        })?,
+        None => {
+            let mut out = io.writer()?;
+            out.write_line(svg.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    eprintln!(
+        "mc-plot: {} rows, {} sessions, {} panels",
+        data.t_ms.len(),
+        data.sessions.len(),
+        panels.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(rows: &[&str]) -> TraceData {
+        let mut d = TraceData::default();
+        let mut s = HashMap::new();
+        let mut ids = Vec::new();
+        let mut c = RowByRow::new(2, None);
+        for r in rows {
+            d.push(
+                &Record::parse(r.as_bytes()).unwrap(),
+                &mut s,
+                &mut ids,
+                &mut c,
+            )
+            .unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn windows_counted_by_hand() {
+        let d = data(&[
+            r#"{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [1, 2]}"#,
+            r#"{"timestamp": 999, "input_length": 3, "output_length": 3, "hash_ids": [1, 3]}"#,
+            r#"{"timestamp": 1000, "input_length": 2, "output_length": 5, "hash_ids": [1]}"#,
+            r#"{"timestamp": 2500, "input_length": 6, "output_length": 7, "hash_ids": [1, 2, 4]}"#,
+        ]);
+        // Hits with blocks of 2: row 2 reuses block 1 (2 tokens), row 3
+        // block 1 (2), row 4 blocks 1 and 2 (4).
+        assert_eq!(d.hit_tokens, vec![0.0, 2.0, 2.0, 4.0]);
+        let w = d.windows(1000.0);
+        assert_eq!(w.len(), 3);
+        assert_eq!(
+            w.iter().map(|x| x.requests).collect::<Vec<_>>(),
+            vec![2, 1, 1]
+        );
+        assert_eq!(w[0].input_tokens, 7.0);
+        assert_eq!(w[0].output_tokens, 4.0);
+        assert_eq!(w[0].hit_tokens, 2.0);
+        assert_eq!((w[2].start_s, w[2].input_tokens), (2.0, 6.0));
+        // Requests per second at 1 s windows is the count itself; the hit
+        // rate of window 0 is 2 / 7.
+        let p = panels(&d, 1000.0, 4, 10);
+        let Body::Lines(rps) = &p[0].body else {
+            panic!()
+        };
+        assert_eq!(rps[0].points, vec![(0.0, 2.0), (1.0, 1.0), (2.0, 1.0)]);
+        let Body::Lines(hit) = &p[3].body else {
+            panic!()
+        };
+        assert_eq!(hit[0].points[0], (0.0, 2.0 / 7.0));
+        // No sessions, no timeline.
+        assert_eq!(p.len(), 6);
+    }
+
+    #[test]
+    fn session_turns_follow_their_delays() {
+        let d = data(&[
+            r#"{"session_id": "a", "timestamp": 100, "input_length": 1}"#,
+            r#"{"session_id": "b", "timestamp": 200, "input_length": 1}"#,
+            r#"{"session_id": "a", "delay": 50, "input_length": 1}"#,
+            r#"{"session_id": "a", "delay": 25, "input_length": 1}"#,
+        ]);
+        assert_eq!(d.sessions, vec![vec![100.0, 150.0, 175.0], vec![200.0]]);
+        let p = panels(&d, 100.0, 4, 10);
+        let Body::Timeline(lanes) = &p[6].body else {
+            panic!()
+        };
+        assert_eq!(lanes[0], vec![0.0, 0.05, 0.075]);
+    }
+}

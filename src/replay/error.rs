@@ -1,0 +1,68 @@
+//! mc-replay's own failures, typed; printed with their whole cause chain
+//! (`{:#}`), so "connection refused" is never hidden behind a summary.
+
+use crate::error::Error;
+
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("cannot list models at {url} (pass --model NAME)")]
+    ListModels {
+        url: String,
+        #[source]
+        source: ModelsError,
+    },
+    #[error("cannot use the tokenizer `{spec}`")]
+    Tokenizer {
+        spec: String,
+        #[source]
+        source: Source,
+    },
+    #[error("the tokenizer failed on line {line}")]
+    Tokenize {
+        line: u64,
+        #[source]
+        source: Source,
+    },
+    #[error(
+        "prompts built for this tokenizer are off by up to {pct:.2}% (line {line}); \
+         it cannot be used for exact prompt lengths"
+    )]
+    TokenizerMismatch { pct: f64, line: u64 },
+    #[error("every request failed ({sent} sent)")]
+    AllFailed { sent: u64 },
+    #[error(
+        "stopped early: {failures} requests in a row could not reach the server \
+         (last: {last}); {sent} requests sent, all written \
+         (--max-consecutive-failures 0 never stops)"
+    )]
+    ServerGone {
+        failures: u64,
+        sent: u64,
+        last: String,
+    },
+    #[error("cannot install the signal handler")]
+    Signals(#[source] ctrlc::Error),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelsError {
+    #[error(transparent)]
+    Http(#[from] ureq::Error),
+    #[error("{0}")]
+    Status(String),
+    #[error("the answer is not JSON")]
+    Json(#[from] serde_json::Error),
+    #[error("the answer lists no model")]
+    NoModel,
+}
+
+impl From<ReplayError> for Error {
+    fn from(e: ReplayError) -> Error {
+        match e {
+            ReplayError::ServerGone { .. } => Error::Unavailable(anyhow::Error::new(e)),
+            e => Error::Other(anyhow::Error::new(e)),
+        }
+    }
+}

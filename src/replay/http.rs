@@ -1,0 +1,235 @@
+//! The real-server target: a pool of worker threads, each sending one
+//! request at a time with blocking I/O. The pool grows to the peak number
+//! of requests in flight; jobs and ends travel on crossbeam channels.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde_json::json;
+
+use super::client::{self, Clock};
+use super::inflight::Registry;
+use super::outcome::Outcome;
+use super::request::RequestBuilder;
+use super::target::{Done, Job, Target};
+use super::trace::Trace;
+
+/// What every worker reads.
+struct Shared {
+    trace: Arc<Trace>,
+    builder: RequestBuilder,
+    /// The endpoint's full URL.
+    url: String,
+    agent: ureq::Agent,
+    clock: Clock,
+    registry: Registry,
+    /// Workers waiting for a job and not yet claimed by a submit.
+    idle_workers: AtomicUsize,
+    /// Set when the run stops: a job not yet sent is handed back unsent.
+    stop: Arc<AtomicBool>,
+}
+
+pub struct HttpTarget {
+    shared: Arc<Shared>,
+    /// Jobs go to whichever worker is idle (a multi-consumer channel: no
+    /// lock convoy between idle workers). Dropped to end the idle workers.
+    jobs: Option<Sender<Job>>,
+    job_rx: Receiver<Job>,
+    done_tx: Sender<Done>,
+    done_rx: Receiver<Done>,
+    workers: usize,
+}
+
+impl HttpTarget {
+    pub fn new(
+        trace: Arc<Trace>,
+        builder: RequestBuilder,
+        url: String,
+        agent: ureq::Agent,
+        clock: Clock,
+        stop: Arc<AtomicBool>,
+    ) -> HttpTarget {
+        let (jobs, job_rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        HttpTarget {
+            shared: Arc::new(Shared {
+                trace,
+                builder,
+                url,
+                agent,
+                clock,
+                registry: Registry::default(),
+                idle_workers: AtomicUsize::new(0),
+                stop,
+            }),
+            jobs: Some(jobs),
+            job_rx,
+            done_tx,
+            done_rx,
+            workers: 0,
+        }
+    }
+
+    fn spawn_worker(&mut self) {
+        let shared = self.shared.clone();
+        let rx = self.job_rx.clone();
+        let tx = self.done_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mc-replay-worker".into())
+            .stack_size(512 * 1024)
+            .spawn(move || work(&shared, &rx, &tx));
+        match spawned {
+            Ok(_) => self.workers += 1,
+            // Out of threads: the job waits for a busy worker, and the wait
+            // shows as schedule lag.
+            Err(e) if self.workers > 0 => {
+                if self.workers.is_power_of_two() {
+                    eprintln!("mc-replay: cannot start more workers ({e}); requests will queue");
+                }
+            }
+            Err(e) => {
+                eprintln!("mc-replay: cannot start a worker thread: {e}");
+                self.shared.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn take_ready(&self, done: &mut Vec<Done>) {
+        done.extend(self.done_rx.try_iter());
+    }
+}
+
+impl Drop for HttpTarget {
+    fn drop(&mut self) {
+        // Closing the job channel ends the idle workers.
+        self.jobs = None;
+    }
+}
+
+impl Target for HttpTarget {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    fn now_us(&self) -> u64 {
+        self.shared.clock.now_us()
+    }
+
+    fn submit(&mut self, job: Job) {
+        // Claim an idle worker for this job; if none is idle, start one. A
+        // count of jobs in flight would over-count here (their ends reach the
+        // scheduler late when it is busy) and start threads nobody needs.
+        let claimed = self
+            .shared
+            .idle_workers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !claimed {
+            self.spawn_worker();
+        }
+        if let Some(tx) = &self.jobs {
+            // The receiver lives as long as the target.
+            let _ = tx.send(job);
+        }
+    }
+
+    fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
+        let first = match deadline_us {
+            Some(d) => self
+                .done_rx
+                .recv_deadline(self.shared.clock.at(d))
+                .map_err(|e| matches!(e, RecvTimeoutError::Disconnected)),
+            None => self.done_rx.recv().map_err(|_| true),
+        };
+        if let Ok(d) = first {
+            done.push(d);
+            self.take_ready(done);
+        }
+    }
+
+    fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
+        // Ends that arrived meanwhile are real results, not cancellations.
+        self.take_ready(done);
+        let now = self.now_us();
+        let entries = self.shared.registry.claim_all();
+        for e in &entries {
+            done.push(Done {
+                job: e.job.clone(),
+                t_end_us: now,
+                outcome: Some(Outcome::cancelled(
+                    e.t_send_us,
+                    e.live.first_us(),
+                    e.live.chunks.load(Ordering::Relaxed),
+                    now,
+                )),
+            });
+        }
+        entries.len()
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+}
+
+/// A worker's life: take jobs until the channel closes.
+fn work(shared: &Shared, jobs: &Receiver<Job>, done: &Sender<Done>) {
+    while let Ok(job) = jobs.recv() {
+        let end = if shared.stop.load(Ordering::Relaxed) {
+            Some(Done {
+                t_end_us: shared.clock.now_us(),
+                job,
+                outcome: None,
+            })
+        } else {
+            send(shared, job)
+        };
+        // Idle again before the scheduler hears of it, so a job it submits
+        // on receiving `end` finds this worker.
+        shared.idle_workers.fetch_add(1, Ordering::AcqRel);
+        if let Some(end) = end {
+            if done.send(end).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Sends one job; `None` when the drain's end already reported it.
+fn send(shared: &Shared, mut job: Job) -> Option<Done> {
+    let turn = &shared.trace.turns[job.row];
+    let mut history = job.history.take();
+    let req = shared.builder.build(
+        turn,
+        shared.trace.session_id(turn),
+        job.seq,
+        history.as_mut(),
+    );
+    let entry = shared.registry.insert(job, shared.clock.now_us());
+    let outcome = client::execute(
+        &shared.agent,
+        &client::Outgoing {
+            url: &shared.url,
+            headers: &req.headers,
+            body: &req.body,
+            keep_text: history.is_some(),
+        },
+        shared.clock,
+        &entry.live,
+    );
+    shared.registry.remove(entry.job.seq);
+    if !entry.claim() {
+        return None;
+    }
+    if let Some(h) = &mut history {
+        h.push(json!({"role": "assistant", "content": outcome.text}));
+    }
+    let mut job = entry.job.clone();
+    job.history = history;
+    Some(Done {
+        job,
+        t_end_us: outcome.t_end_us,
+        outcome: Some(outcome),
+    })
+}

@@ -1,0 +1,329 @@
+//! mc-replay's command line: the clap-derived options and their value
+//! parsers, next to the code that uses them (the binary only parses).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde_json::{Map, Value};
+
+use super::body::Endpoint;
+use super::metrics::Slo;
+use super::{ArrivalKind, Turns};
+use crate::filter::IoArgs;
+
+/// The longest time any option accepts, in seconds (about 11.6 days):
+/// larger values are a usage error rather than an overflow.
+pub const MAX_SECONDS: f64 = 1e6;
+
+/// Replay a Mooncake trace against an OpenAI-compatible server and measure it.
+///
+/// Without --url, the trace is replayed against a built-in engine model (a
+/// vLLM-style server with a prefix cache, batching and preemption; see
+/// --engine-profile) in virtual time: no server, no GPU, no waiting, and the
+/// same schedule, result lines and summary as a real run, plus the model's
+/// statistics.
+///
+/// Reads the whole trace first (a bad line stops the run before any request
+/// is sent), then sends each row on the trace's schedule: rows with
+/// timestamps at start + (timestamp - first) / --speedup; the turns of a
+/// session one after another (a later turn waits for the previous one to end,
+/// plus its `delay`). Rows without timestamps need --rate or --concurrency.
+///
+/// Prompts: `messages` (and `tools`) are sent verbatim, `text_input` as one
+/// user message; otherwise the prompt is built from input_length and
+/// hash_ids so that equal ids give equal text (the server's prefix cache sees
+/// the trace's sharing). Each request asks for exactly output_length tokens
+/// (max_tokens, min_tokens, ignore_eos) and streams. Each request carries
+/// `x-request-id` (a UUID made of the run id and the request's number; the
+/// result line has both forms), `x-session-id` and `x-trace-line`.
+///
+/// Writes one JSON result per request to stdout as it completes (failures
+/// included), and a summary table to stderr. TTFT, TPOT, ITL and E2E are
+/// measured from the moment the request is sent; schedule lag (send - due)
+/// and scheduled latency (last token - due) show when the client itself fell
+/// behind.
+///
+/// Exit codes: 0 the run completed (some requests may have failed); 1 every
+/// request failed; 2 usage error; 65 bad trace; 69 stopped early because
+/// the server could not be reached (--max-consecutive-failures), with every
+/// sent request written.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-replay < trace.jsonl > results.jsonl      # no server: the engine model, in virtual time
+  mc-replay --url http://127.0.0.1:8000 < trace.jsonl > results.jsonl
+  mc-scale --speedup 2 < trace.jsonl | mc-replay --url http://gpu:8000 --summary s.json > r.jsonl
+  mc-replay --url http://127.0.0.1:8000 --concurrency 16 --max-requests 500 -i untimed.jsonl
+  jq -s 'map(.ttft_ms) | add / length' results.jsonl
+
+Coming from vLLM's benchmark or AIPerf: --base-url is --url, --request-rate
+is --rate, --num-prompts and --request-count are --max-requests, and
+timestamps are followed by default (AIPerf's --fixed-schedule)."
+)]
+pub struct ReplayArgs {
+    /// Server base URL (`http://host:port`, with or without `/v1`). Without
+    /// it, the trace is replayed against the engine model in virtual time.
+    #[arg(long, visible_alias = "base-url", value_name = "URL", value_parser = parse_url)]
+    pub url: Option<String>,
+
+    /// Replay against the engine model even with --url (side-by-side runs).
+    #[arg(long)]
+    pub engine: bool,
+
+    /// Which API to call.
+    #[arg(long, value_enum, default_value_t = Endpoint::Chat)]
+    pub endpoint: Endpoint,
+
+    /// Model name; default: the first model the server lists at /v1/models.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// API key, sent as a bearer token; never printed or written.
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+
+    /// Extra request header, `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "K:V", value_parser = parse_header)]
+    pub headers: Vec<(String, String)>,
+
+    /// JSON object merged into every request body (a row's `extra` wins).
+    #[arg(long, value_name = "JSON", value_parser = parse_object)]
+    pub extra_body: Option<Map<String, Value>>,
+
+    /// Do not ask for exact answer lengths (no min_tokens / ignore_eos).
+    #[arg(long)]
+    pub no_exact_output: bool,
+
+    /// How session rows relate: each is the whole prompt (cumulative), or
+    /// is appended to the conversation so far with the live answers (delta).
+    #[arg(long, value_enum, default_value_t = Turns::Cumulative)]
+    pub turns: Turns,
+
+    /// Divide timestamps and delays by this (the schedule must still end
+    /// within about 3 years).
+    #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = positive)]
+    pub speedup: f64,
+
+    /// Open loop at R requests/s (ignores timestamps).
+    #[arg(long, visible_alias = "request-rate", value_name = "R", value_parser = rate)]
+    pub rate: Option<f64>,
+
+    /// Gaps between arrivals under --rate.
+    #[arg(long, value_enum, default_value_t = ArrivalKind::Poisson)]
+    pub arrival: ArrivalKind,
+
+    /// At most C requests in flight; alone (no timestamps, no --rate) it is
+    /// a closed loop. Waiting for a slot counts as schedule lag.
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub concurrency: Option<u64>,
+
+    /// Send at most N measured requests; the run ends when they have.
+    #[arg(long, visible_aliases = ["num-prompts", "request-count"], value_name = "N")]
+    pub max_requests: Option<u64>,
+
+    /// Stop sending after S seconds; the run ends when the requests in
+    /// flight have.
+    #[arg(long, value_name = "S", value_parser = positive_seconds)]
+    pub duration: Option<f64>,
+
+    /// The first N requests are sent but left out of the summary.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub warmup: u64,
+
+    /// After Ctrl-C / SIGTERM, how long requests in flight may finish.
+    #[arg(long, default_value_t = 30.0, value_name = "S", value_parser = non_negative_seconds)]
+    pub drain_timeout: f64,
+
+    /// Per-request timeout, in seconds.
+    #[arg(long, default_value_t = 600.0, value_name = "S", value_parser = positive_seconds)]
+    pub timeout: f64,
+
+    /// Stop the run (exit code 69) after N requests in a row could not
+    /// reach the server (connection refused, host not found); every request
+    /// sent is still written. 0 never stops.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_consecutive_failures: u64,
+
+    /// Seed for prompt text and --rate arrivals.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
+
+    /// Tokens per hash id, or `auto` (the default): the one power of two
+    /// every row with hash_ids allows (named on stderr; an error when the
+    /// rows allow several or none). Rows with fewer tokens than their ids
+    /// need at this size are bad lines.
+    #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
+    pub block: crate::blocks::BlockSize,
+
+    /// The block size in use: `--block-size`, or the one detected from the
+    /// trace (set when the trace is loaded).
+    #[arg(skip = crate::blocks::DEFAULT_BLOCK_SIZE)]
+    pub block_size: u64,
+
+    /// A tokenizer.json, a folder holding one, or a HuggingFace model id:
+    /// prompts are then exactly input_length tokens of it (checked).
+    #[arg(long, value_name = "TOKENIZER")]
+    pub tokenizer: Option<String>,
+
+    /// Goodput bounds, e.g. `ttft=500,tpot=50,e2e=10000` (ms).
+    #[arg(long, value_name = "BOUNDS", value_parser = Slo::parse)]
+    pub slo: Option<Slo>,
+
+    /// Write the summary as JSON to FILE.
+    #[arg(long = "summary", value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
+
+    /// Write the summary as CSV to FILE (one row per metric).
+    #[arg(long, value_name = "FILE")]
+    pub summary_csv: Option<PathBuf>,
+
+    /// AIPerf's option: timestamps are followed by default (accepted, no effect).
+    #[arg(long, hide = true)]
+    pub fixed_schedule: bool,
+
+    /// Seconds between status lines when stderr is not a terminal (tests
+    /// shorten it).
+    #[arg(long, hide = true, default_value_t = 10.0, value_name = "S",
+          value_parser = positive_seconds)]
+    pub status_every: f64,
+
+    #[command(flatten)]
+    pub io: IoArgs,
+
+    // Last: its help heading applies to every option after it.
+    #[command(flatten)]
+    pub engine_model: crate::engine::EngineArgs,
+}
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("`{s}` is not a number"))
+}
+
+pub fn positive(s: &str) -> Result<f64, String> {
+    match number(s)? {
+        v if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a positive number")),
+    }
+}
+
+/// A request rate of at least one per MAX_SECONDS, so the schedule ends.
+pub fn rate(s: &str) -> Result<f64, String> {
+    let v = positive(s)?;
+    if v < 1.0 / MAX_SECONDS {
+        return Err(format!(
+            "`{s}` requests/s is below the limit of {:e}",
+            1.0 / MAX_SECONDS
+        ));
+    }
+    Ok(v)
+}
+
+/// Seconds in (0, MAX_SECONDS].
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v = positive(s)?;
+    within_limit(s, v)
+}
+
+/// Seconds in [0, MAX_SECONDS].
+pub fn non_negative_seconds(s: &str) -> Result<f64, String> {
+    match number(s)? {
+        v if v.is_finite() && v >= 0.0 => within_limit(s, v),
+        _ => Err(format!("`{s}` is not a non-negative number")),
+    }
+}
+
+fn within_limit(s: &str, v: f64) -> Result<f64, String> {
+    if v > MAX_SECONDS {
+        Err(format!(
+            "`{s}` seconds is more than the limit of {MAX_SECONDS:.0} s (about 11.6 days)"
+        ))
+    } else {
+        Ok(v)
+    }
+}
+
+/// `http://host:port[/v1]` or `https://…`: a URL without a scheme would
+/// fail every request as a transport error, so it is a usage error here.
+pub fn parse_url(s: &str) -> Result<String, String> {
+    let lower = s.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') => Ok(s.to_string()),
+        Some(_) => Err(format!("`{s}` has no host: expected http://HOST:PORT")),
+        None => Err(format!(
+            "`{s}` has no scheme: expected http://HOST:PORT (e.g. http://{s})"
+        )),
+    }
+}
+
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("`{s}`: expected NAME:VALUE"))?;
+    let k = k.trim();
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("`{k}` is not a header name"));
+    }
+    let v = v.trim();
+    if !v.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+        return Err(format!("the value of `{k}` must be printable ASCII"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+pub fn parse_object(s: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str(s) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err("expected a JSON object".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_need_a_scheme_and_a_host() {
+        assert!(parse_url("http://127.0.0.1:8000").is_ok());
+        assert!(parse_url("HTTPS://h/v1").is_ok());
+        let e = parse_url("localhost:8123").unwrap_err();
+        assert!(
+            e.contains("no scheme") && e.contains("http://localhost:8123"),
+            "{e}"
+        );
+        assert!(parse_url("http://").unwrap_err().contains("no host"));
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(positive_seconds("2.5"), Ok(2.5));
+        for bad in ["1e20", "1e300", "inf", "nan", "0", "-1"] {
+            assert!(positive_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(positive_seconds("1e20").unwrap_err().contains("limit"));
+        assert_eq!(non_negative_seconds("0"), Ok(0.0));
+        assert!(non_negative_seconds("1e300").unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn headers_and_objects() {
+        assert_eq!(
+            parse_header("X-A: b c"),
+            Ok(("X-A".to_string(), "b c".to_string()))
+        );
+        assert!(parse_header("nocolon").is_err());
+        assert!(parse_object("[1]").is_err());
+        assert!(parse_object("{\"a\":1}").is_ok());
+    }
+}

@@ -1,0 +1,255 @@
+//! Where a run's ends go: one result line per request, the tally behind
+//! the summary, the progress line, and the watch for a server that is gone.
+//! All on one recorder thread, the only writer, so the scheduler's thread
+//! only keeps time (formatting results there showed as schedule lag).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::metrics::{Identity, Latencies, RequestResult, Slo, Tally};
+use super::outcome::Outcome;
+use super::progress::Progress;
+use super::report::StoppedEarly;
+use super::request::RunId;
+use super::target::Done;
+use super::trace::Trace;
+use crate::error::Error;
+use crate::jsonl::SendOutput;
+
+/// What the scheduler must do after a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    /// Results can no longer be written (a closed stdout): stop sending.
+    OutputClosed,
+    /// `--max-consecutive-failures` connection failures in a row.
+    ServerGone,
+}
+
+/// Counts for the progress line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub sent: u64,
+    pub done: u64,
+    pub failed: u64,
+}
+
+pub struct Recorder {
+    out: SendOutput,
+    pub tally: Tally,
+    slo: Option<Slo>,
+    run_id: RunId,
+    target: &'static str,
+    block_size: u64,
+    /// 0: never stop on failures.
+    max_consecutive_failures: u64,
+    consecutive_unreachable: u64,
+    /// The message of the last failure (for a run stopped early).
+    pub last_failure: Option<String>,
+    pub counts: Counts,
+    /// The first error writing results.
+    pub write_error: Option<Error>,
+    /// Set when `--max-consecutive-failures` was reached.
+    pub stopped_early: Option<StoppedEarly>,
+    line: Vec<u8>,
+    last_flush: Instant,
+}
+
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+pub struct RecorderOptions {
+    pub slo: Option<Slo>,
+    pub run_id: RunId,
+    pub target: &'static str,
+    pub block_size: u64,
+    pub max_consecutive_failures: u64,
+}
+
+impl Recorder {
+    pub fn new(out: SendOutput, o: RecorderOptions) -> Recorder {
+        Recorder {
+            out,
+            tally: Tally::default(),
+            slo: o.slo,
+            run_id: o.run_id,
+            target: o.target,
+            block_size: o.block_size,
+            max_consecutive_failures: o.max_consecutive_failures,
+            consecutive_unreachable: 0,
+            last_failure: None,
+            counts: Counts::default(),
+            write_error: None,
+            stopped_early: None,
+            line: Vec::new(),
+            last_flush: Instant::now(),
+        }
+    }
+
+    /// Writes the result of a job that ended (a job never sent has none).
+    pub fn record(&mut self, trace: &Trace, done: &Done) -> Verdict {
+        let Some(o) = &done.outcome else {
+            return Verdict::Continue;
+        };
+        self.counts.done += 1;
+        let turn = &trace.turns[done.job.row];
+        let id = Identity {
+            line: turn.line,
+            session_id: trace.session_id(turn).map(str::to_string),
+            turn: turn.turn,
+            request_id: self.run_id.request_id(done.job.seq),
+            x_request_id: self.run_id.request_uuid(done.job.seq),
+            target: self.target,
+            warmup: done.job.warmup,
+            input_tokens: turn.intended_input(self.block_size),
+            output_tokens: turn.output_length,
+        };
+        let lat = Latencies::of(done.job.t_sched_us, o);
+        let r = RequestResult::new(id, &lat, o);
+        self.tally.add(&r, &lat, o, self.slo.as_ref());
+        self.write(&r);
+        if self.write_error.is_some() {
+            return Verdict::OutputClosed;
+        }
+        self.watch(o)
+    }
+
+    fn write(&mut self, r: &RequestResult) {
+        if self.write_error.is_some() {
+            return;
+        }
+        self.line.clear();
+        // Serialising plain structs into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.line, r);
+        if let Err(e) = self.out.write_line(&self.line) {
+            self.write_error = Some(e);
+        }
+    }
+
+    fn watch(&mut self, o: &Outcome) -> Verdict {
+        if let Some(e) = &o.error {
+            self.last_failure = Some(e.message.clone());
+        }
+        match &o.error {
+            Some(e) if e.kind.is_unreachable() => {
+                self.counts.failed += 1;
+                self.consecutive_unreachable += 1;
+            }
+            Some(_) => {
+                self.counts.failed += 1;
+                self.consecutive_unreachable = 0;
+            }
+            None => self.consecutive_unreachable = 0,
+        }
+        if self.max_consecutive_failures > 0
+            && self.consecutive_unreachable >= self.max_consecutive_failures
+        {
+            Verdict::ServerGone
+        } else {
+            Verdict::Continue
+        }
+    }
+
+    /// Block-buffered output (no `--line-buffered`, not a terminal) is
+    /// still pushed out at least every second, so results written to a file
+    /// are never far behind the run.
+    pub fn tick(&mut self) {
+        if self.last_flush.elapsed() < FLUSH_EVERY || self.write_error.is_some() {
+            return;
+        }
+        self.last_flush = Instant::now();
+        if let Err(e) = self.out.flush() {
+            self.write_error = Some(e);
+        }
+    }
+
+    /// Flushes the results; the first write error, if any.
+    pub fn finish(&mut self) -> crate::error::Result<()> {
+        match self.write_error.take() {
+            Some(e) => Err(e),
+            None => self.out.flush(),
+        }
+    }
+}
+
+/// The scheduler's end of the recorder thread.
+pub struct ResultSink<'a> {
+    tx: Sender<Done>,
+    sent: &'a AtomicU64,
+}
+
+impl ResultSink<'_> {
+    /// A job was handed to the target.
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A job ended: its result is written on the recorder thread.
+    pub fn record(&self, done: Done) {
+        // The receiver lives until the scheduler is done.
+        let _ = self.tx.send(done);
+    }
+}
+
+/// How often the recorder thread wakes without results (progress, flush).
+const TICK: Duration = Duration::from_millis(100);
+
+/// Runs `schedule` on this thread with a [`ResultSink`] whose results
+/// `rec` records on a thread of its own; returns what `schedule` returned
+/// and the recorder. A gone server or a closed output sets `stop`.
+pub fn record_on_thread<R>(
+    trace: &Trace,
+    rec: Recorder,
+    progress: Progress,
+    stop: &AtomicBool,
+    schedule: impl FnOnce(&ResultSink) -> R,
+) -> (R, Recorder) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let sent = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| recorder_loop(trace, rec, progress, stop, &sent, rx));
+        let out = schedule(&ResultSink { tx, sent: &sent });
+        // The sink is gone: the recorder ends once it has written the rest.
+        let rec = match handle.join() {
+            Ok(rec) => rec,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (out, rec)
+    })
+}
+
+fn recorder_loop(
+    trace: &Trace,
+    mut rec: Recorder,
+    mut progress: Progress,
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+    rx: Receiver<Done>,
+) -> Recorder {
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(d) => match rec.record(trace, &d) {
+                Verdict::Continue => {}
+                Verdict::OutputClosed => stop.store(true, Ordering::Relaxed),
+                Verdict::ServerGone => {
+                    if rec.stopped_early.is_none() {
+                        rec.stopped_early = Some(StoppedEarly {
+                            consecutive_failures: rec.consecutive_unreachable,
+                            last_error: rec.last_failure.clone().unwrap_or_default(),
+                        });
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        rec.counts.sent = sent.load(Ordering::Relaxed);
+        let in_flight = rec.counts.sent.saturating_sub(rec.counts.done) as usize;
+        progress.tick(&rec.counts, in_flight, &rec.tally);
+        rec.tick();
+    }
+    progress.finish();
+    rec
+}
