@@ -81,7 +81,7 @@ impl Azure {
 
 impl Importer for Azure {
     fn file(&mut self, src: Box<dyn Read>, _file_no: usize, sink: &mut Sink) -> Result<()> {
-        let mut rd = LineReader::new(src, self.max_line);
+        let mut rd = LineReader::new_text(src, self.max_line);
         let Some(first) = rd.next_line()? else {
             return Ok(());
         };

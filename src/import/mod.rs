@@ -77,8 +77,8 @@ impl Format {
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl"
 )]
 pub struct ImportArgs {
-    /// The input format.
-    #[arg(long, value_enum, value_name = "FORMAT")]
+    /// The input format (`auto` detects it and says which on stderr).
+    #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
     pub from: Format,
 
     /// Input files, read in turn (default: stdin; `-` is stdin).
