@@ -35,6 +35,8 @@ pub struct LineReader<R> {
     /// Before the first non-blank line: strip a UTF-8 BOM and recognise
     /// inputs that are not JSONL at all (see [`sniff_first_line`]).
     first: bool,
+    /// False for readers of other line formats (mc-import's CSV): no JSONL sniff.
+    sniff: bool,
 }
 
 impl<R: Read> LineReader<R> {
@@ -48,6 +50,16 @@ impl<R: Read> LineReader<R> {
             line_no: 0,
             max_line: max_line.max(1),
             first: true,
+            sniff: true,
+        }
+    }
+
+    /// A reader for line formats that are not JSONL (CSV): a BOM is still
+    /// stripped, but the first line is not checked for being JSON.
+    pub fn new_text(src: R, max_line: usize) -> Self {
+        LineReader {
+            sniff: false,
+            ..LineReader::new(src, max_line)
         }
     }
 
@@ -75,7 +87,7 @@ impl<R: Read> LineReader<R> {
             }
             if self.first {
                 self.first = false;
-                if let Some(hint) = sniff_first_line(line) {
+                if let Some(hint) = sniff_first_line(line).filter(|_| self.sniff) {
                     return Err(Error::Input(format!("line {}: {hint}", self.line_no)));
                 }
             }

@@ -12,6 +12,7 @@ pub mod finding;
 pub mod gen;
 pub mod hash;
 pub mod idmap;
+pub mod import;
 pub mod jsonl;
 pub mod mock;
 pub mod nat;

@@ -2,7 +2,8 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 10] = [
+    "mc-import",
     "mc-scale",
     "mc-roots",
     "mc-cap",

@@ -5,6 +5,7 @@ mod cap;
 mod docs;
 mod engine;
 mod gen;
+mod import;
 mod mock;
 mod nat;
 mod pipe;

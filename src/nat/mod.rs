@@ -457,6 +457,12 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
 
 pub fn run(opts: NatOptions) -> Result<()> {
     let src = jsonl::open_input(opts.input.as_deref())?;
+    run_from(src, opts)
+}
+
+/// [`run`] on an already opened input (`opts.input` then only names the
+/// default output file): `mc-import --from nat` hands in what it sniffed.
+pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
     let out_path = output_path(&opts);
     // The path beside the input is chosen for the user: never overwrite a
     // file there without being told to (an explicit --output-file is the

@@ -56,6 +56,15 @@ pub fn run(tool: &str, opts: &RootsOptions) -> Result<()> {
     Ok(())
 }
 
+/// The id-namespacing rule: id `h` of namespace `t` (of `k`) becomes
+/// `h*k + t`. One-to-one within a namespace, disjoint between namespaces,
+/// and the identity for `k = 1`. mc-roots, mc-merge and the WEKA importer
+/// all use it, so ids namespaced by one tool read the same in another.
+/// `None` when the result does not fit 64 bits.
+pub fn namespace_id(h: u64, k: u64, t: u64) -> Option<u64> {
+    h.checked_mul(k).and_then(|v| v.checked_add(t))
+}
+
 pub struct Roots {
     k: u64,
     seed: u64,
@@ -102,15 +111,12 @@ impl Roots {
         }
         let t = self.tree(session, row);
         for id in &mut self.ids {
-            *id = id
-                .checked_mul(self.k)
-                .and_then(|v| v.checked_add(t))
-                .ok_or_else(|| {
-                    RecordError::field(
-                        "hash_ids",
-                        format!("id {id} times --roots {} overflows 64 bits", self.k),
-                    )
-                })?;
+            *id = namespace_id(*id, self.k, t).ok_or_else(|| {
+                RecordError::field(
+                    "hash_ids",
+                    format!("id {id} times --roots {} overflows 64 bits", self.k),
+                )
+            })?;
         }
         self.text.clear();
         record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.text);
@@ -140,6 +146,16 @@ mod tests {
         assert!(seen.iter().all(|&c| (800..1200).contains(&c)), "{seen:?}");
         assert_eq!(r.tree(Some(b"\"a\""), 0), r.tree(Some(b"\"a\""), 99));
         assert!(Roots::new(1, 7).tree(Some(b"\"x\""), 0) == 0);
+    }
+
+    #[test]
+    fn namespaces_are_disjoint_and_one_to_one() {
+        // 3 namespaces: 0 -> 0, 1, 2; 1 -> 3, 4, 5 (h*3 + t by hand).
+        assert_eq!(namespace_id(0, 3, 2), Some(2));
+        assert_eq!(namespace_id(1, 3, 0), Some(3));
+        assert_eq!(namespace_id(1, 3, 2), Some(5));
+        assert_eq!(namespace_id(7, 1, 0), Some(7));
+        assert_eq!(namespace_id(u64::MAX, 2, 0), None);
     }
 
     #[test]

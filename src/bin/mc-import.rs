@@ -1,0 +1,9 @@
+use mctrace::cli;
+use mctrace::import::{self, ImportArgs};
+
+const TOOL: &str = "mc-import";
+
+fn main() -> std::process::ExitCode {
+    let args: ImportArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, import::run(TOOL, &args))
+}

@@ -1,0 +1,334 @@
+//! `mc-import`: public LLM trace formats into Mooncake rows.
+//!
+//! One module per format; each reads its input streaming where the format
+//! allows and writes rows through one [`Sink`], which also keeps the counts
+//! for the one-line summary. `--from auto` sniffs the first bytes
+//! ([`detect`]).
+
+pub mod azure;
+pub mod csv;
+pub mod detect;
+pub mod row;
+pub mod time;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use crate::error::{Error, RecordError, Result};
+use crate::jsonl::{self, ErrorPolicy, OnError, Output};
+use crate::nat;
+use row::ObjWriter;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Detect the format from the first bytes (and say which on stderr).
+    Auto,
+    /// Azure LLM inference traces, 2023 and 2024 (`TIMESTAMP,ContextTokens,GeneratedTokens`).
+    Azure,
+    /// BurstGPT v1/v2/v3 CSV.
+    Burstgpt,
+    /// AIBrix workload files (JSONL or a JSON array).
+    Aibrix,
+    /// RAGPulse traces (needs the component length files, see --components).
+    Ragpulse,
+    /// kv-cache-tester (WEKA) agent session files, one session per file.
+    Weka,
+    /// NeMo Agent Toolkit profiler traces (as nat2mc).
+    Nat,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Azure => "azure",
+            Format::Burstgpt => "burstgpt",
+            Format::Aibrix => "aibrix",
+            Format::Ragpulse => "ragpulse",
+            Format::Weka => "weka",
+            Format::Nat => "nat",
+        }
+    }
+}
+
+/// Convert a public LLM trace into Mooncake rows.
+///
+/// Reads the FILEs in turn (default: stdin) and writes Mooncake JSONL to
+/// stdout or --output; a one-line summary (rows in, rows out, dropped by
+/// reason) goes to stderr. A bad record stops the import naming its line
+/// (and column, for CSV) with exit code 65, or is skipped with
+/// `--on-error skip`. BOM, CRLF and a missing final newline are accepted.
+///
+/// Formats: azure (timestamps in ms from the first row), burstgpt (seconds
+/// to ms; rows with 0 response tokens are failures and dropped), aibrix (one
+/// row per request), ragpulse (exact prefix block ids at --block-size from
+/// the component lengths), weka (one session per file, sub-agents as their
+/// own sessions linked by `parent_session_id`), nat (as nat2mc). Only
+/// ragpulse, weka and nat carry prefix information; azure and burstgpt rows
+/// get hash_ids only with --synth-hash-ids.
+#[derive(Debug, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-import --from azure AzureLLMInferenceTrace_conv.csv > conv.jsonl
+  mc-import --from auto < BurstGPT_1.csv | mc-analyze
+  mc-import --from burstgpt --model GPT-4 --synth-hash-ids BurstGPT_2.csv > gpt4.jsonl
+  mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
+  mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl"
+)]
+pub struct ImportArgs {
+    /// The input format (`auto` detects it and says which on stderr).
+    #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
+    pub from: Format,
+
+    /// Input files, read in turn (default: stdin; `-` is stdin).
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Write rows to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// What to do with a bad record: stop with exit code 65, or skip it and
+    /// report the count at the end.
+    #[arg(long, value_enum, default_value_t = OnError::Fail, value_name = "POLICY")]
+    pub on_error: OnError,
+
+    /// Longest accepted line (line-based formats).
+    #[arg(long, default_value_t = jsonl::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
+    pub max_line_bytes: usize,
+
+    /// Keep sub-millisecond precision as float timestamps (azure, burstgpt,
+    /// ragpulse); the default is whole milliseconds, floored.
+    #[arg(long)]
+    pub float_timestamps: bool,
+
+    /// Give azure and burstgpt rows made-up hash_ids: fresh ids for every
+    /// row (ceil(input_length / B)), so no prefix is shared. Never by default.
+    #[arg(long)]
+    pub synth_hash_ids: bool,
+
+    /// Tokens per block: for --synth-hash-ids and ragpulse (default 512), and
+    /// nat (default 128). weka uses the file's own block_size.
+    #[arg(long, value_name = "B")]
+    pub block_size: Option<u64>,
+
+    /// burstgpt: keep only rows of this model (repeatable; e.g. ChatGPT, GPT-4).
+    #[arg(long, value_name = "NAME")]
+    pub model: Vec<String>,
+
+    /// burstgpt: keep only rows of this log type (repeatable; e.g. "Conversation log").
+    #[arg(long, value_name = "TYPE")]
+    pub log_type: Vec<String>,
+
+    /// burstgpt: keep failed requests (0 response tokens) instead of dropping them.
+    #[arg(long)]
+    pub keep_failed: bool,
+
+    /// ragpulse: the folder with the component files (`*sys_prompt.jsonl`,
+    /// `*passages.jsonl`, `*history.jsonl`, `*web_search.jsonl`,
+    /// `*user_input.jsonl`). Default: the input file's folder.
+    #[arg(long, value_name = "DIR")]
+    pub components: Option<PathBuf>,
+
+    /// ragpulse: sort rows by timestamp (stable). Default: file order (the
+    /// real file has two segments; this buffers the whole trace).
+    #[arg(long)]
+    pub sort: bool,
+
+    /// aibrix: leave out the prompt text (`text_input`).
+    #[arg(long)]
+    pub no_text: bool,
+
+    /// weka: session k (in file order) starts k*MS ms after the first.
+    #[arg(long, value_name = "MS", conflicts_with = "session_rate")]
+    pub session_gap: Option<f64>,
+
+    /// weka: start sessions at RATE per second (evenly spaced).
+    #[arg(long, value_name = "RATE")]
+    pub session_rate: Option<f64>,
+
+    /// nat: the tokenizer (as nat2mc --tokenizer).
+    #[arg(long, value_name = "X")]
+    pub tokenizer: Option<String>,
+}
+
+/// Rows in, rows out, and why rows were left out.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub rows_in: u64,
+    pub rows_out: u64,
+    dropped: Vec<(&'static str, u64)>,
+}
+
+impl Counts {
+    pub fn drop(&mut self, reason: &'static str) {
+        match self.dropped.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.dropped.push((reason, 1)),
+        }
+    }
+
+    pub fn dropped(&self, reason: &str) -> u64 {
+        self.dropped
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    pub fn summary(&self, format: &str) -> String {
+        let mut s = format!(
+            "{format}: {} rows in, {} rows out",
+            self.rows_in, self.rows_out
+        );
+        for (reason, n) in &self.dropped {
+            s.push_str(&format!(", {n} dropped ({reason})"));
+        }
+        s
+    }
+}
+
+/// Where every importer writes: the output, the error policy and the counts.
+pub struct Sink {
+    pub out: Output,
+    pub policy: ErrorPolicy,
+    pub counts: Counts,
+}
+
+impl Sink {
+    /// Writes one row built by `f`.
+    pub fn row(&mut self, f: impl FnOnce(&mut ObjWriter<'_>)) -> Result<()> {
+        let mut w = ObjWriter::new(self.out.buffer());
+        f(&mut w);
+        w.finish();
+        self.counts.rows_out += 1;
+        self.out.end_line()
+    }
+
+    /// Writes a finished row (with its `\n`).
+    pub fn raw_row(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.buffer().extend_from_slice(bytes);
+        self.counts.rows_out += 1;
+        self.out.end_line()
+    }
+
+    /// A bad record on `line`: stops or is counted, per `--on-error`.
+    pub fn bad(&mut self, line: u64, err: RecordError) -> Result<()> {
+        self.policy.record(line, err)
+    }
+}
+
+/// One format's converter. `file` is called for each input in turn,
+/// `finish` once at the end (for what must see the whole input).
+pub trait Importer {
+    fn file(&mut self, src: Box<dyn Read>, file_no: usize, sink: &mut Sink) -> Result<()>;
+    fn finish(&mut self, _sink: &mut Sink) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// How many bytes `--from auto` looks at.
+const SNIFF: usize = 64 << 10;
+
+/// Reads up to [`SNIFF`] bytes and gives them back in front of the rest.
+fn sniff(mut src: Box<dyn Read>) -> Result<(Vec<u8>, Box<dyn Read>)> {
+    let mut head = Vec::with_capacity(SNIFF);
+    (&mut src).take(SNIFF as u64).read_to_end(&mut head)?;
+    let again = std::io::Cursor::new(head.clone()).chain(src);
+    Ok((head, Box::new(again)))
+}
+
+pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
+    if args.block_size == Some(0) {
+        return Err(Error::Usage("--block-size must be at least 1".into()));
+    }
+    let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
+        vec![None]
+    } else {
+        args.files.iter().cloned().map(Some).collect()
+    };
+    let mut first = Some(jsonl::open_input(inputs[0].as_deref())?);
+    let mut format = args.from;
+    if format == Format::Auto {
+        let (head, src) = sniff(first.take().unwrap_or_else(|| Box::new(std::io::empty())))?;
+        let (found, why) = detect::detect(&head)?;
+        eprintln!("{tool}: --from auto: reading {} ({why})", found.name());
+        format = found;
+        first = Some(src);
+    }
+    if format == Format::Nat {
+        if inputs.len() > 1 {
+            return Err(Error::Usage(
+                "--from nat reads one profiler file at a time".into(),
+            ));
+        }
+        let opts = nat::NatOptions {
+            input: inputs[0].clone(),
+            output: Some(args.output.clone().unwrap_or_else(|| "-".into())),
+            tokenizer: args.tokenizer.clone(),
+            block_size: args.block_size.unwrap_or(128) as usize,
+            timing: nat::TimingMode::Auto,
+            delay: None,
+            input_length: nat::InputLength::Tokens,
+            messages: false,
+            num_requests: None,
+            skip_requests: 0,
+            force: false,
+        };
+        let src = first.take().unwrap_or_else(|| Box::new(std::io::empty()));
+        return nat::run_from(src, opts);
+    }
+    let mut importer: Box<dyn Importer> = match format {
+        Format::Azure => Box::new(azure::Azure::new(args)),
+        Format::Burstgpt | Format::Aibrix | Format::Ragpulse | Format::Weka => {
+            return Err(Error::Usage(format!(
+                "--from {} is not implemented yet (only azure and nat are)",
+                format.name()
+            )))
+        }
+        Format::Auto | Format::Nat => unreachable!("handled above"),
+    };
+    let mut sink = Sink {
+        out: Output::open(args.output.as_deref(), false)?,
+        policy: ErrorPolicy::new(args.on_error),
+        counts: Counts::default(),
+    };
+    let many = inputs.len() > 1;
+    let mut result = Ok(());
+    for (k, path) in inputs.iter().enumerate() {
+        let src = match first.take() {
+            Some(s) => s,
+            None => match jsonl::open_input(path.as_deref()) {
+                Ok(s) => s,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            },
+        };
+        result = importer
+            .file(src, k, &mut sink)
+            .map_err(|e| match (many, path, e) {
+                // Name the file when there are several.
+                (true, Some(p), e @ (Error::Data { .. } | Error::Input(_))) => {
+                    Error::Input(format!("{}: {e}", p.display()))
+                }
+                (_, _, e) => e,
+            });
+        if result.is_err() {
+            break;
+        }
+    }
+    if result.is_ok() {
+        result = importer.finish(&mut sink);
+    }
+    // Rows already converted are flushed even when a bad one stops us.
+    let flushed = sink.out.flush();
+    if let Some(s) = sink.policy.summary() {
+        eprintln!("{tool}: {s}");
+    }
+    if result.is_ok() && flushed.is_ok() {
+        eprintln!("{tool}: {}", sink.counts.summary(format.name()));
+    }
+    result.and(flushed)
+}

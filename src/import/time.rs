@@ -1,0 +1,183 @@
+//! Timestamps as the public traces write them: wall-clock datetimes (Azure)
+//! and decimal seconds (BurstGPT, RAGPulse), read exactly into integer
+//! nanoseconds so no float rounding creeps into millisecond arithmetic.
+
+use crate::record::{self, Number};
+
+/// `YYYY-MM-DD[ T]HH:MM:SS[.f{1,9}][Z|±HH:MM]` as nanoseconds since the Unix
+/// epoch. Without an offset the time is taken as UTC (Azure 2023 writes none;
+/// its 2024 files write `+00:00`).
+pub fn parse_datetime(s: &[u8]) -> Option<i64> {
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let b = s.get(r)?;
+        let mut v = 0i64;
+        for &c in b {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + i64::from(c - b'0');
+        }
+        Some(v)
+    };
+    if s.len() < 19 || s[4] != b'-' || s[7] != b'-' || !matches!(s[10], b' ' | b'T') {
+        return None;
+    }
+    if s[13] != b':' || s[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0i64;
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < s.len() && s[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + i64::from(s[i] - b'0');
+            }
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 {
+            return None;
+        }
+        for _ in digits..9 {
+            nanos *= 10;
+        }
+    }
+    let offset_s = match s.get(i) {
+        None => 0,
+        Some(b'Z') if i + 1 == s.len() => 0,
+        Some(&sign @ (b'+' | b'-')) if s.len() == i + 6 && s[i + 3] == b':' => {
+            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            if sign == b'+' {
+                o
+            } else {
+                -o
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Decimal seconds (`82`, `5.25`, `-0.5`) as nanoseconds; digits past the
+/// ninth decimal are dropped.
+pub fn parse_seconds(s: &[u8]) -> Option<i64> {
+    let (neg, s) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = match memchr::memchr(b'.', s) {
+        Some(p) => (&s[..p], &s[p + 1..]),
+        None => (s, &s[..0]),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut secs = 0i64;
+    for &c in int {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        secs = secs.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+    }
+    let mut nanos = 0i64;
+    for (k, &c) in frac.iter().enumerate() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        if k < 9 {
+            nanos += i64::from(c - b'0') * 10i64.pow(8 - k as u32);
+        }
+    }
+    let v = secs.checked_mul(1_000_000_000)?.checked_add(nanos)?;
+    Some(if neg { -v } else { v })
+}
+
+/// Writes nanoseconds as milliseconds: whole ms (floored) by default, or a
+/// float keeping the sub-ms part with `--float-timestamps`.
+pub fn write_ms(nanos: i64, float: bool, out: &mut Vec<u8>) {
+    let n = if float {
+        Number::Float(nanos as f64 / 1e6)
+    } else {
+        Number::Int(nanos.div_euclid(1_000_000))
+    };
+    record::write_number(n, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetimes_of_both_azure_shapes() {
+        // 2023-11-16 is 19677 days after 1970-01-01 (date -d 2023-11-16 +%s = 1700092800).
+        let t = parse_datetime(b"2023-11-16 18:17:03.9799600").unwrap();
+        assert_eq!(
+            t,
+            (1_700_092_800 + 18 * 3600 + 17 * 60 + 3) * 1_000_000_000 + 979_960_000
+        );
+        // 2024 shape: with an offset, with and without a fraction.
+        let a = parse_datetime(b"2024-05-10 00:00:00+00:00").unwrap();
+        let b = parse_datetime(b"2024-05-10 00:00:00.5+00:00").unwrap();
+        assert_eq!(b - a, 500_000_000);
+        // date -d 2024-05-10Z +%s = 1715299200
+        assert_eq!(a, 1_715_299_200 * 1_000_000_000);
+        let c = parse_datetime(b"2024-05-10T02:00:00+02:00").unwrap();
+        assert_eq!(c, a);
+        assert_eq!(parse_datetime(b"2024-05-10 00:00:00Z"), Some(a));
+        for bad in [
+            &b"2024-05-10"[..],
+            b"2024-13-10 00:00:00",
+            b"2024-05-10 00:00:00.",
+            b"2024-05-10 00:00:00+0",
+        ] {
+            assert_eq!(
+                parse_datetime(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn decimal_seconds_are_exact() {
+        assert_eq!(parse_seconds(b"82"), Some(82_000_000_000));
+        assert_eq!(parse_seconds(b"0.001"), Some(1_000_000));
+        assert_eq!(parse_seconds(b"5.25"), Some(5_250_000_000));
+        assert_eq!(parse_seconds(b"-1.5"), Some(-1_500_000_000));
+        assert_eq!(parse_seconds(b""), None);
+        assert_eq!(parse_seconds(b"1e3"), None);
+    }
+
+    #[test]
+    fn milliseconds_floor_or_float() {
+        let mut o = Vec::new();
+        write_ms(52_000_000, false, &mut o);
+        o.push(b' ');
+        write_ms(3_435_948_056_000, true, &mut o);
+        o.push(b' ');
+        write_ms(-1, false, &mut o);
+        assert_eq!(o, b"52 3435948.056 -1");
+    }
+}
