@@ -203,7 +203,7 @@ pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
         ),
         _ if text.contains(&b',') => Some(
             "this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
-             convert it to Mooncake rows (one JSON object per line) first",
+             convert it with `mc-import --from auto`",
         ),
         _ => None,
     }

@@ -298,7 +298,7 @@ fn a_csv_file_is_named_with_the_importer() {
             .code(65)
             .stderr(format!(
                 "{t}: line 1: this looks like CSV (an Azure or BurstGPT trace?), not JSONL; \
-                 convert it to Mooncake rows (one JSON object per line) first\n"
+                 convert it with `mc-import --from auto`\n"
             ));
     }
 }
