@@ -13,8 +13,11 @@ data="${1:-${MCTRACE_DATA:-../shared/data}}"
 size="${2:-1G}"
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
-cargo build --release --quiet --bins --examples
-bin=target/release
+# PROFILE=release for the everyday build; the figures in the docs use `dist` (fat LTO).
+profile="${PROFILE:-dist}"
+cargo build --profile "$profile" --quiet --bins --examples
+echo "profile: $profile (target/$profile)" >&2
+bin=target/$profile
 aiperf="${AIPERF:-$(command -v aiperf || true)}"
 conv="$data/mooncake/conversation_trace.jsonl"
 big="$dir/trace-$size.jsonl"

@@ -11,8 +11,11 @@ cd "$(dirname "$0")/.."
 size="${1:-1G}"
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
-cargo build --release --quiet --bins --examples
-bin=target/release
+# PROFILE=release for the everyday build; the figures in the docs use `dist` (fat LTO).
+profile="${PROFILE:-dist}"
+cargo build --profile "$profile" --quiet --bins --examples
+echo "profile: $profile (target/$profile)" >&2
+bin=target/$profile
 trace="$dir/trace-$size.jsonl"
 slice="$dir/slice-64M.jsonl"
 [ -s "$trace" ] || $bin/examples/gen_trace --bytes "$size" --seed 1 > "$trace"
@@ -38,8 +41,8 @@ mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s < 0.005) s = 0.005; printf "%.0f
 measure "$trace" cat; cat_mbps=$(mbps "$bytes" "$best_s")
 measure "$trace" sh -c 'cat | cat'; pipe_mbps=$(mbps "$bytes" "$best_s")
 
-printf '\ninput: %s (%d MB, %d lines); cat: %s MB/s; cat | cat: %s MB/s\n\n' \
-  "$trace" $((bytes / 1048576)) "$(wc -l < "$trace")" "$cat_mbps" "$pipe_mbps"
+printf '\nprofile: %s; input: %s (%d MB, %d lines); cat: %s MB/s; cat | cat: %s MB/s\n\n' \
+  "$profile" "$trace" $((bytes / 1048576)) "$(wc -l < "$trace")" "$cat_mbps" "$pipe_mbps"
 printf '| command | MB/s | x cat | jq -c MB/s | x jq | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
 
 row() { # LABEL JQ-PROGRAM|- CMD...

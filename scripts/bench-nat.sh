@@ -12,12 +12,15 @@ size="${1:-512M}"
 tok="${2:-${MCTRACE_DATA:-../shared/data}/tokenizers/deepseek-v4/tokenizer.json}"
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
-cargo build --release --quiet --bins --examples
+# PROFILE=release for the everyday build; the figures in the docs use `dist` (fat LTO).
+profile="${PROFILE:-dist}"
+cargo build --profile "$profile" --quiet --bins --examples
+echo "profile: $profile (target/$profile)" >&2
 file="$dir/nat-$size.json"
-[ -s "$file" ] || target/release/examples/gen_nat --bytes "$size" > "$file"
+[ -s "$file" ] || target/$profile/examples/gen_nat --bytes "$size" > "$file"
 bytes=$(stat -c %s "$file")
 cat "$file" > /dev/null
-/usr/bin/time -f "%e %U %S %M" -o "$dir/time" target/release/nat2mc --tokenizer "$tok" < "$file" > "$dir/nat.jsonl" 2> "$dir/nat.err"
+/usr/bin/time -f "%e %U %S %M" -o "$dir/time" target/$profile/nat2mc --tokenizer "$tok" < "$file" > "$dir/nat.jsonl" 2> "$dir/nat.err"
 read -r wall user sys kb < "$dir/time"
 calls=$(wc -l < "$dir/nat.jsonl")
 tail -1 "$dir/nat.err"
