@@ -324,22 +324,13 @@ fn a_directory_as_input_is_named() {
 fn aiperf_and_vllm_option_names_are_accepted() {
     let input = "{\"timestamp\": 1000, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n";
     let capped = crate::util::run_ok("mc-cap", &["--max-isl", "300", "--max-osl", "5"], input);
-    assert_eq!(
-        capped,
-        crate::util::run_ok(
-            "mc-cap",
-            &["--max-input-length", "300", "--max-output-length", "5"],
-            input
-        )
-    );
-    assert_eq!(
-        capped,
-        crate::util::run_ok(
-            "mc-cap",
-            &["--synthesis-max-isl", "300", "--synthesis-max-osl", "5"],
-            input
-        )
-    );
+    for (isl, osl) in [
+        ("--max-input-length", "--max-output-length"),
+        ("--synthesis-max-isl", "--synthesis-max-osl"),
+    ] {
+        let aliased = crate::util::run_ok("mc-cap", &[isl, "300", osl, "5"], input);
+        assert_eq!(capped, aliased, "{isl} {osl}");
+    }
     assert_eq!(
         crate::util::run_ok("mc-scale", &["--synthesis-speedup-ratio", "2"], input),
         "{\"timestamp\": 500, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n"
