@@ -201,7 +201,7 @@ impl Capper {
                 if let Some(len) = len.filter(|&l| l > max) {
                     self.truncated += 1;
                     isl_text.clear();
-                    record::write_number(Number::Int(max as i64), isl_text);
+                    record::write_number(Number::UInt(max), isl_text);
                     edits.push(Edit {
                         field: Field::InputLength,
                         value: isl_text,
@@ -227,7 +227,7 @@ impl Capper {
             if rec.uint(Field::OutputLength)?.is_some_and(|o| o > max) {
                 self.capped_osl += 1;
                 osl_text.clear();
-                record::write_number(Number::Int(max as i64), osl_text);
+                record::write_number(Number::UInt(max), osl_text);
                 edits.push(Edit {
                     field: Field::OutputLength,
                     value: osl_text,

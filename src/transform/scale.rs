@@ -242,8 +242,8 @@ impl RowScaler {
                 if let Some(d) = rec.number(Field::Delay)? {
                     delay.clear();
                     let scaled = match d {
-                        Number::Int(i) => {
-                            Number::Int(whole("delay", i as f64 / o.speedup, "--speedup")?)
+                        Number::Int(_) | Number::UInt(_) => {
+                            Number::Int(whole("delay", d.as_f64() / o.speedup, "--speedup")?)
                         }
                         Number::Float(f) => match f / o.speedup {
                             v if v.is_finite() => Number::Float(v),
@@ -274,7 +274,7 @@ impl RowScaler {
                 record::write_id_array_like(&self.new_ids, rec.raw(Field::HashIds), ids_text);
                 edits[3] = Some((Field::HashIds, ids_text));
                 isl.clear();
-                record::write_number(Number::Int(new_len as i64), isl);
+                record::write_number(Number::UInt(new_len), isl);
                 edits[4] = Some((Field::InputLength, isl));
             }
         }

@@ -1,0 +1,200 @@
+//! Arrays of block ids (`hash_ids`). One walker over `[1, 2, 3]` serves the
+//! scanner's fast path (find the end, count), the shape of an array the
+//! scanner did not classify, and decoding: the rule of what an id array is
+//! lives here once.
+
+use super::shorten;
+
+/// What a single pass over an id array tells without decoding it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdArrayShape {
+    pub count: usize,
+    /// Digits of the longest id, to rule out large ids without decoding.
+    pub longest_digits: usize,
+}
+
+#[inline]
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Walks a JSON array of plain non-negative integers from `i`, just after
+/// its `[`, calling `each` with every id's digits. Returns the index just
+/// after the `]` and the array's shape, or `Err` with the index of the first
+/// byte that does not belong to such an array. What that byte means is the
+/// caller's to judge: the scanner falls back to its general path (the array
+/// may be valid JSON of another kind), the decoder names the element.
+///
+/// This is the hot loop of every tool (`hash_ids` is most of a Mooncake
+/// line), so it is one tight pass with the visitor inlined.
+#[inline]
+pub(crate) fn walk(
+    b: &[u8],
+    i: usize,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(usize, IdArrayShape), usize> {
+    let mut shape = IdArrayShape::default();
+    let mut i = skip_ws(b, i);
+    if b.get(i) == Some(&b']') {
+        return Ok((i + 1, shape));
+    }
+    loop {
+        i = skip_ws(b, i);
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        // No digits, or a leading zero (`01` is not JSON).
+        if i == start || (b[start] == b'0' && i - start > 1) {
+            return Err(start);
+        }
+        each(&b[start..i]);
+        shape.count += 1;
+        shape.longest_digits = shape.longest_digits.max(i - start);
+        i = skip_ws(b, i);
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => return Ok((i + 1, shape)),
+            _ => return Err(i),
+        }
+    }
+}
+
+/// The element of the array `raw` around byte `at`, for messages.
+fn element_at(raw: &[u8], at: usize) -> &[u8] {
+    let at = at.min(raw.len());
+    let start = raw[..at]
+        .iter()
+        .rposition(|&c| c == b',' || c == b'[')
+        .map_or(0, |p| p + 1);
+    let end = raw[at..]
+        .iter()
+        .position(|&c| c == b',')
+        .map_or(raw.len().saturating_sub(1), |p| at + p);
+    raw[start..end.max(start)].trim_ascii()
+}
+
+fn not_ids(raw: &[u8], at: usize) -> String {
+    match element_at(raw, at) {
+        [] => "expected an array of non-negative integers".to_string(),
+        e => format!("expected non-negative integer ids, found {}", shorten(e)),
+    }
+}
+
+fn expect_array(raw: &[u8]) -> Result<(), String> {
+    if raw.first() == Some(&b'[') {
+        Ok(())
+    } else {
+        Err(format!("expected an array, found {}", shorten(raw)))
+    }
+}
+
+/// The shape of an id array (validated as JSON by the scanner), rejecting
+/// anything but non-negative integers.
+pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
+    expect_array(raw)?;
+    walk(raw, 1, |_| {})
+        .map(|(_, shape)| shape)
+        .map_err(|at| not_ids(raw, at))
+}
+
+/// Decodes an id array into `out` (appending). `shape` is what the scanner
+/// already knows: with every id at most 19 digits, no id can overflow u64,
+/// so digits accumulate unchecked.
+pub(crate) fn decode(
+    raw: &[u8],
+    shape: Option<IdArrayShape>,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    expect_array(raw)?;
+    if let Some(s) = shape {
+        out.reserve(s.count);
+    }
+    let mut too_big = false;
+    let walked = walk(raw, 1, |digits| {
+        let v = if digits.len() <= 19 {
+            digits
+                .iter()
+                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'))
+        } else {
+            super::parse_uint(digits).unwrap_or_else(|| {
+                too_big = true;
+                0
+            })
+        };
+        out.push(v);
+    });
+    match walked {
+        Err(at) => Err(not_ids(raw, at)),
+        Ok(_) if too_big => Err("an id does not fit in 64 bits".to_string()),
+        Ok(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(s: &str) -> Result<IdArrayShape, String> {
+        id_array_shape(s.as_bytes())
+    }
+
+    fn ids(s: &str) -> Result<Vec<u64>, String> {
+        let mut out = Vec::new();
+        decode(s.as_bytes(), None, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn walks_plain_integer_arrays_in_any_json_spacing() {
+        assert_eq!(ids("[1, 22,333]").unwrap(), vec![1, 22, 333]);
+        assert_eq!(ids("[ 0 ,\t7\n]").unwrap(), vec![0, 7]);
+        assert_eq!(ids("[ ]").unwrap(), Vec::<u64>::new());
+        assert_eq!(
+            shape("[7, 123456, 0]").unwrap(),
+            IdArrayShape {
+                count: 3,
+                longest_digits: 6
+            }
+        );
+        assert_eq!(shape("[]").unwrap().count, 0);
+        // The end index is just after `]`, so the scanner can go on from it.
+        assert_eq!(walk(b"[1, 2], 3", 1, |_| {}).unwrap().0, 6);
+    }
+
+    #[test]
+    fn names_the_element_that_is_not_an_id() {
+        assert_eq!(
+            ids("[1, -2]").unwrap_err(),
+            "expected non-negative integer ids, found -2"
+        );
+        assert_eq!(
+            ids("[1, 2.5, 3]").unwrap_err(),
+            "expected non-negative integer ids, found 2.5"
+        );
+        assert_eq!(
+            ids(r#"["1"]"#).unwrap_err(),
+            r#"expected non-negative integer ids, found "1""#
+        );
+        assert_eq!(
+            ids("[[1, 2]]").unwrap_err(),
+            "expected non-negative integer ids, found [1"
+        );
+        assert_eq!(
+            ids(r#"{"0": 1}"#).unwrap_err(),
+            r#"expected an array, found {"0": 1}"#
+        );
+        assert!(ids("[01]").is_err());
+    }
+
+    #[test]
+    fn ids_beyond_u64_are_an_error_and_u64_max_is_not() {
+        assert_eq!(ids("[18446744073709551615]").unwrap(), vec![u64::MAX]);
+        assert_eq!(
+            ids("[18446744073709551616]").unwrap_err(),
+            "an id does not fit in 64 bits"
+        );
+    }
+}

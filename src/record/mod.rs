@@ -1,0 +1,398 @@
+//! A borrowed view of one trace record (DESIGN.md §2).
+//!
+//! The scanner walks the top-level object once, validating it as JSON, and
+//! remembers where the value of each known field lies in the line. Nothing is
+//! decoded until asked for, and everything else stays raw bytes, so a tool can
+//! rewrite one value and copy the rest of the line untouched. A hand-written
+//! scanner is used rather than a DOM parser because a Mooncake line is mostly
+//! the `hash_ids` array, which most tools need only to skip (see
+//! `benches/parse.rs` and docs/ARCHITECTURE.md for the comparison with
+//! simd-json and serde_json).
+//!
+//! [`scan`] validates a line and finds the fields, [`ids`] is the one walker
+//! over id arrays, [`write`] writes edited records and values.
+
+mod ids;
+mod scan;
+mod write;
+
+pub use ids::{id_array_shape, IdArrayShape};
+pub use write::{write_id_array, write_id_array_like, write_number, Edit};
+
+use crate::error::RecordError;
+
+/// A byte range in the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A JSON number as written: integers stay integers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    /// An integer that fits i64 (what parsing gives for every integer up to
+    /// 2^63 − 1).
+    Int(i64),
+    /// A non-negative integer: what counts are written as, and what parsing
+    /// gives for integers above i64::MAX, so no u64 is cast to i64.
+    UInt(u64),
+    Float(f64),
+}
+
+impl Number {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(i) => i as f64,
+            Number::UInt(u) => u as f64,
+            Number::Float(f) => f,
+        }
+    }
+}
+
+/// The fields every tool knows; all others are left as raw bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Timestamp,
+    SessionId,
+    Delay,
+    InputLength,
+    OutputLength,
+    HashIds,
+    TextInput,
+    Messages,
+    Tools,
+    Extra,
+}
+
+const FIELDS: usize = 10;
+
+impl Field {
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Timestamp => "timestamp",
+            Field::SessionId => "session_id",
+            Field::Delay => "delay",
+            Field::InputLength => "input_length",
+            Field::OutputLength => "output_length",
+            Field::HashIds => "hash_ids",
+            Field::TextInput => "text_input",
+            Field::Messages => "messages",
+            Field::Tools => "tools",
+            Field::Extra => "extra",
+        }
+    }
+
+    fn from_key(key: &[u8]) -> Option<Field> {
+        Some(match key {
+            b"timestamp" => Field::Timestamp,
+            b"session_id" => Field::SessionId,
+            b"delay" => Field::Delay,
+            b"input_length" => Field::InputLength,
+            b"output_length" => Field::OutputLength,
+            b"hash_ids" => Field::HashIds,
+            b"text_input" => Field::TextInput,
+            b"messages" => Field::Messages,
+            b"tools" => Field::Tools,
+            b"extra" => Field::Extra,
+            _ => return None,
+        })
+    }
+}
+
+/// One record: the line and where its known fields' values are.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    line: &'a [u8],
+    spans: [Option<Span>; FIELDS],
+    /// Position of the closing `}` of the object.
+    close: usize,
+    /// True when the object has at least one member.
+    has_members: bool,
+    /// Known from the scan when `hash_ids` is an array of plain integers.
+    hash_ids_shape: Option<IdArrayShape>,
+}
+
+impl<'a> Record<'a> {
+    pub fn line(&self) -> &'a [u8] {
+        self.line
+    }
+
+    /// The raw bytes of a known field's value, if present.
+    pub fn raw(&self, f: Field) -> Option<&'a [u8]> {
+        self.span(f).map(|s| &self.line[s.start..s.end])
+    }
+
+    pub fn span(&self, f: Field) -> Option<Span> {
+        self.spans[f as usize]
+    }
+
+    pub fn has(&self, f: Field) -> bool {
+        self.spans[f as usize].is_some()
+    }
+
+    /// A field that is absent or `null` reads as `None`.
+    fn present(&self, f: Field) -> Option<&'a [u8]> {
+        self.raw(f).filter(|v| *v != b"null")
+    }
+
+    /// A non-negative integer field (`input_length`, `output_length`).
+    pub fn uint(&self, f: Field) -> Result<Option<u64>, RecordError> {
+        let Some(raw) = self.present(f) else {
+            return Ok(None);
+        };
+        parse_uint(raw).map(Some).ok_or_else(|| {
+            RecordError::field(
+                f.name(),
+                format!("expected a non-negative integer, found {}", shorten(raw)),
+            )
+        })
+    }
+
+    /// A numeric field (`timestamp`, `delay`).
+    pub fn number(&self, f: Field) -> Result<Option<Number>, RecordError> {
+        let Some(raw) = self.present(f) else {
+            return Ok(None);
+        };
+        parse_number(raw).map(Some).ok_or_else(|| {
+            RecordError::field(
+                f.name(),
+                format!("expected a number, found {}", shorten(raw)),
+            )
+        })
+    }
+
+    /// The session id as raw JSON (a string with its quotes, or a number):
+    /// equal raw values name the same session.
+    pub fn session_id(&self) -> Result<Option<&'a [u8]>, RecordError> {
+        let Some(raw) = self.present(Field::SessionId) else {
+            return Ok(None);
+        };
+        match raw[0] {
+            b'"' | b'-' | b'0'..=b'9' => Ok(Some(raw)),
+            _ => Err(RecordError::field(
+                "session_id",
+                format!("expected a string or a number, found {}", shorten(raw)),
+            )),
+        }
+    }
+
+    /// Decodes `hash_ids` into `out` (cleared first). Returns false when the
+    /// field is absent or null.
+    pub fn hash_ids_into(&self, out: &mut Vec<u64>) -> Result<bool, RecordError> {
+        out.clear();
+        let Some(raw) = self.present(Field::HashIds) else {
+            return Ok(false);
+        };
+        ids::decode(raw, self.hash_ids_shape, out)
+            .map_err(|msg| RecordError::field("hash_ids", msg))?;
+        Ok(true)
+    }
+
+    /// The shape of `hash_ids` (count, longest id in digits) without
+    /// decoding it; `None` when absent or null.
+    pub fn hash_ids_shape(&self) -> Result<Option<IdArrayShape>, RecordError> {
+        if self.hash_ids_shape.is_some() {
+            return Ok(self.hash_ids_shape);
+        }
+        let Some(raw) = self.present(Field::HashIds) else {
+            return Ok(None);
+        };
+        id_array_shape(raw)
+            .map(Some)
+            .map_err(|msg| RecordError::field("hash_ids", msg))
+    }
+
+    /// Number of ids in `hash_ids`, without decoding them.
+    pub fn hash_ids_len(&self) -> Result<Option<usize>, RecordError> {
+        Ok(self.hash_ids_shape()?.map(|s| s.count))
+    }
+}
+
+/// A value for messages: at most 40 bytes of it.
+fn shorten(raw: &[u8]) -> String {
+    let s = String::from_utf8_lossy(raw);
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s.into_owned()
+    }
+}
+
+/// A JSON integer ≥ 0 that fits u64 (`12`, not `12.0` or `1e3`).
+pub fn parse_uint(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in raw {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// A validated JSON number: `Int` when written without fraction or exponent.
+pub fn parse_number(raw: &[u8]) -> Option<Number> {
+    // The common case, a small non-negative integer, without going through str.
+    if raw.len() <= 18 && !raw.is_empty() && raw.iter().all(u8::is_ascii_digit) {
+        let v = raw.iter().fold(0i64, |v, &d| v * 10 + i64::from(d - b'0'));
+        return Some(Number::Int(v));
+    }
+    let is_int = !raw.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    let text = std::str::from_utf8(raw).ok()?;
+    if !matches!(raw.first(), Some(b'-' | b'0'..=b'9')) {
+        return None;
+    }
+    if is_int {
+        if let Ok(i) = text.parse::<i64>() {
+            return Some(Number::Int(i));
+        }
+        if let Ok(u) = text.parse::<u64>() {
+            return Some(Number::UInt(u));
+        }
+    }
+    text.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .map(Number::Float)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(s: &str) -> Record<'_> {
+        Record::parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn finds_known_fields_and_leaves_others_raw() {
+        let r = rec(
+            r#"{"timestamp": 27482, "x": {"a": [1, {"b": null}]}, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, 2353]}"#,
+        );
+        assert_eq!(
+            r.number(Field::Timestamp).unwrap(),
+            Some(Number::Int(27482))
+        );
+        assert_eq!(r.uint(Field::InputLength).unwrap(), Some(6955));
+        assert_eq!(r.uint(Field::OutputLength).unwrap(), Some(52));
+        let mut ids = Vec::new();
+        assert!(r.hash_ids_into(&mut ids).unwrap());
+        assert_eq!(ids, vec![46, 47, 2353]);
+        assert_eq!(r.hash_ids_len().unwrap(), Some(3));
+        assert_eq!(r.raw(Field::Delay), None);
+        assert_eq!(r.session_id().unwrap(), None);
+    }
+
+    #[test]
+    fn numbers_keep_their_kind() {
+        let r = rec(r#"{"timestamp": 1.5e3, "delay": -0.25}"#);
+        assert_eq!(
+            r.number(Field::Timestamp).unwrap(),
+            Some(Number::Float(1500.0))
+        );
+        assert_eq!(r.number(Field::Delay).unwrap(), Some(Number::Float(-0.25)));
+        assert_eq!(
+            rec(r#"{"delay":7}"#).number(Field::Delay).unwrap(),
+            Some(Number::Int(7))
+        );
+        // Above i64::MAX an integer stays an exact integer, not a float.
+        assert_eq!(
+            rec(r#"{"timestamp": 18446744073709551615}"#)
+                .number(Field::Timestamp)
+                .unwrap(),
+            Some(Number::UInt(u64::MAX))
+        );
+        assert_eq!(
+            rec(r#"{"timestamp": 18446744073709551616}"#)
+                .number(Field::Timestamp)
+                .unwrap(),
+            Some(Number::Float(18446744073709551616.0))
+        );
+    }
+
+    #[test]
+    fn null_reads_as_absent_and_empty_arrays_are_empty() {
+        let r = rec(r#"{"hash_ids": [ ], "input_length": null}"#);
+        assert_eq!(r.uint(Field::InputLength).unwrap(), None);
+        let mut ids = vec![9];
+        assert!(r.hash_ids_into(&mut ids).unwrap());
+        assert!(ids.is_empty());
+        assert_eq!(r.hash_ids_len().unwrap(), Some(0));
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        assert_eq!(
+            rec(r#"{"input_length": "12"}"#)
+                .uint(Field::InputLength)
+                .unwrap_err()
+                .to_string(),
+            r#"field `input_length`: expected a non-negative integer, found "12""#
+        );
+        assert_eq!(
+            rec(r#"{"input_length": 12.5}"#)
+                .uint(Field::InputLength)
+                .unwrap_err()
+                .to_string(),
+            "field `input_length`: expected a non-negative integer, found 12.5"
+        );
+        assert_eq!(
+            rec(r#"{"timestamp": "0"}"#)
+                .number(Field::Timestamp)
+                .unwrap_err()
+                .to_string(),
+            r#"field `timestamp`: expected a number, found "0""#
+        );
+        let mut ids = Vec::new();
+        assert_eq!(
+            rec(r#"{"hash_ids": [1, -2]}"#)
+                .hash_ids_into(&mut ids)
+                .unwrap_err()
+                .to_string(),
+            "field `hash_ids`: expected non-negative integer ids, found -2"
+        );
+        assert_eq!(
+            rec(r#"{"hash_ids": {"0": 1}}"#)
+                .hash_ids_into(&mut ids)
+                .unwrap_err()
+                .to_string(),
+            r#"field `hash_ids`: expected an array, found {"0": 1}"#
+        );
+        assert!(rec(r#"{"hash_ids": [1.5]}"#)
+            .hash_ids_into(&mut ids)
+            .is_err());
+        assert!(rec(r#"{"hash_ids": ["1"]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [1, -2]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [[1, 2]]}"#).hash_ids_len().is_err());
+        assert!(rec(r#"{"hash_ids": [[1, 2]]}"#)
+            .hash_ids_into(&mut ids)
+            .is_err());
+        assert_eq!(
+            rec(r#"{"x": [1], "hash_ids": [ ]}"#)
+                .hash_ids_len()
+                .unwrap(),
+            Some(0)
+        );
+        assert_eq!(
+            rec(r#"{"hash_ids": [5, 6], "x": [1]}"#)
+                .hash_ids_len()
+                .unwrap(),
+            Some(2)
+        );
+        assert!(rec(r#"{"hash_ids": [1.5]}"#).hash_ids_len().is_err());
+        assert_eq!(
+            rec(r#"{"hash_ids": [7, 123456, 0]}"#)
+                .hash_ids_shape()
+                .unwrap(),
+            Some(IdArrayShape {
+                count: 3,
+                longest_digits: 6
+            })
+        );
+        assert!(rec(r#"{"session_id": [1]}"#).session_id().is_err());
+    }
+}

@@ -1,0 +1,523 @@
+//! The validating scan of one line: walks the top-level object once and
+//! remembers where each known field's value lies.
+
+use super::ids::{self, IdArrayShape};
+use super::{shorten, Field, Record, Span, FIELDS};
+use crate::error::RecordError;
+
+/// Nesting limit for values we only skip, so a hostile line cannot overflow the stack.
+const MAX_DEPTH: usize = 256;
+
+impl<'a> Record<'a> {
+    /// Scans and validates one line holding one JSON object.
+    pub fn parse(line: &'a [u8]) -> Result<Record<'a>, RecordError> {
+        if std::str::from_utf8(line).is_err() {
+            return Err(RecordError::new("invalid UTF-8"));
+        }
+        let mut s = Scanner {
+            b: line,
+            i: 0,
+            int_array: None,
+        };
+        s.ws();
+        if s.peek() != Some(b'{') {
+            return Err(RecordError::new(match s.peek() {
+                None => "empty line".to_string(),
+                Some(_) => format!("expected a JSON object, found {}", s.describe()),
+            }));
+        }
+        s.i += 1;
+        let mut rec = Record {
+            line,
+            spans: [None; FIELDS],
+            close: 0,
+            has_members: false,
+            hash_ids_shape: None,
+        };
+        s.ws();
+        if s.peek() == Some(b'}') {
+            rec.close = s.i;
+            s.i += 1;
+        } else {
+            loop {
+                s.ws();
+                let key = s.key()?;
+                s.ws();
+                s.expect(b':', "`:` after an object key")?;
+                s.ws();
+                let start = s.i;
+                s.int_array = None;
+                s.value(0)?;
+                let span = Span { start, end: s.i };
+                if let Some(f) = key {
+                    rec.spans[f as usize] = Some(span);
+                    if f == Field::HashIds {
+                        rec.hash_ids_shape = s.int_array.filter(|_| line[start] == b'[');
+                    }
+                }
+                rec.has_members = true;
+                s.ws();
+                match s.peek() {
+                    Some(b',') => s.i += 1,
+                    Some(b'}') => {
+                        rec.close = s.i;
+                        s.i += 1;
+                        break;
+                    }
+                    _ => return Err(s.unexpected("`,` or `}`")),
+                }
+            }
+        }
+        s.ws();
+        if s.i != line.len() {
+            return Err(s.unexpected("end of line after the object"));
+        }
+        Ok(rec)
+    }
+}
+
+/// A validating JSON scanner over one line.
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+    /// The shape of the last array of plain integers scanned, so `hash_ids`
+    /// needs no second pass to be counted.
+    int_array: Option<IdArrayShape>,
+}
+
+impl Scanner<'_> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.peek() {
+            None => "end of line".to_string(),
+            Some(_) => {
+                let rest = &self.b[self.i..];
+                format!(
+                    "`{}` at byte {}",
+                    shorten(&rest[..rest.len().min(12)]),
+                    self.i + 1
+                )
+            }
+        }
+    }
+
+    fn unexpected(&self, wanted: &str) -> RecordError {
+        RecordError::new(format!(
+            "invalid JSON: expected {wanted}, found {}",
+            self.describe()
+        ))
+    }
+
+    fn expect(&mut self, c: u8, wanted: &str) -> Result<(), RecordError> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(self.unexpected(wanted))
+        }
+    }
+
+    /// An object key; escaped keys are decoded so `"\u0074imestamp"` is still found.
+    fn key(&mut self) -> Result<Option<Field>, RecordError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.unexpected("an object key"));
+        }
+        let start = self.i;
+        let escaped = self.string()?;
+        if !escaped {
+            return Ok(Field::from_key(&self.b[start + 1..self.i - 1]));
+        }
+        let text = std::str::from_utf8(&self.b[start..self.i])
+            .map_err(|_| RecordError::new("invalid UTF-8"))?;
+        let key =
+            unescape(text).ok_or_else(|| RecordError::new("invalid JSON: bad escape in a key"))?;
+        Ok(Field::from_key(&key))
+    }
+
+    /// Skips a string starting at `"`; returns whether it held escapes.
+    #[inline]
+    fn string(&mut self) -> Result<bool, RecordError> {
+        self.i += 1;
+        let mut escaped = false;
+        loop {
+            let Some(c) = self.peek() else {
+                return Err(RecordError::new("invalid JSON: unterminated string"));
+            };
+            self.i += 1;
+            match c {
+                b'"' => return Ok(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 1,
+                        Some(b'u') => {
+                            let hex = self.b.get(self.i + 1..self.i + 5);
+                            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                                return Err(RecordError::new("invalid JSON: bad \\u escape"));
+                            }
+                            self.i += 5;
+                        }
+                        _ => return Err(RecordError::new("invalid JSON: bad escape in a string")),
+                    }
+                }
+                0..=0x1f => {
+                    return Err(RecordError::new(
+                        "invalid JSON: control character in a string",
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<(), RecordError> {
+        match self.peek() {
+            Some(b'"') => self.string().map(|_| ()),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'{') => self.object(depth + 1),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            _ => Err(self.unexpected("a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<(), RecordError> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(self.unexpected("a value"))
+        }
+    }
+
+    #[inline]
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    /// The JSON number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Result<(), RecordError> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.i += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.unexpected("a digit")),
+        }
+        self.fraction_and_exponent()
+    }
+
+    fn fraction_and_exponent(&mut self) -> Result<(), RecordError> {
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            if self.digits() == 0 {
+                return Err(self.unexpected("a digit after `.`"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            if self.digits() == 0 {
+                return Err(self.unexpected("a digit in the exponent"));
+            }
+        }
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), RecordError> {
+        if depth > MAX_DEPTH {
+            return Err(RecordError::new("invalid JSON: nested too deeply"));
+        }
+        if let Ok((end, shape)) = ids::walk(self.b, self.i + 1, |_| {}) {
+            self.i = end;
+            // Only a field's own value counts, not an array nested in it.
+            if depth == 1 {
+                self.int_array = Some(shape);
+            }
+            return Ok(());
+        }
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            // Fast path for the common element, a plain integer (hash ids).
+            if let Some(b'1'..=b'9') = self.peek() {
+                self.digits();
+                if let Some(b'.' | b'e' | b'E') = self.peek() {
+                    self.fraction_and_exponent()?;
+                }
+            } else {
+                self.value(depth)?;
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.unexpected("`,` or `]`")),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), RecordError> {
+        if depth > MAX_DEPTH {
+            return Err(RecordError::new("invalid JSON: nested too deeply"));
+        }
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            if self.peek() != Some(b'"') {
+                return Err(self.unexpected("an object key"));
+            }
+            self.string()?;
+            self.ws();
+            self.expect(b':', "`:` after an object key")?;
+            self.ws();
+            self.value(depth)?;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.unexpected("`,` or `}`")),
+            }
+        }
+    }
+}
+
+/// Decodes a JSON string literal (with quotes) that the scanner validated.
+fn unescape(text: &str) -> Option<Vec<u8>> {
+    let inner = &text[1..text.len() - 1];
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            '/' => out.push('/'),
+            'b' => out.push('\u{8}'),
+            'f' => out.push('\u{c}'),
+            'n' => out.push('\n'),
+            'r' => out.push('\r'),
+            't' => out.push('\t'),
+            'u' => {
+                let hex: String = chars.by_ref().take(4).collect();
+                let unit = u32::from_str_radix(&hex, 16).ok()?;
+                // A lone surrogate cannot be part of a known key; map it to U+FFFD.
+                out.push(char::from_u32(unit).unwrap_or('\u{fffd}'));
+            }
+            _ => return None,
+        }
+    }
+    Some(out.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Number;
+
+    fn rec(s: &str) -> Record<'_> {
+        Record::parse(s.as_bytes()).unwrap()
+    }
+
+    fn err(s: &str) -> String {
+        Record::parse(s.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn arrays_off_the_integer_fast_path_still_parse() {
+        for ok in [
+            r#"{"a": [1, -2, 3.5, "x", [4], {"b": 0}]}"#,
+            r#"{"a": [ ]}"#,
+            r#"{"a": [0, 10 , 2e3]}"#,
+            r#"{"a":[7]}"#,
+        ] {
+            assert!(Record::parse(ok.as_bytes()).is_ok(), "{ok}");
+        }
+        for bad in [
+            r#"{"a": [1,,2]}"#,
+            r#"{"a": [1 2]}"#,
+            r#"{"a": [1, 2"#,
+            r#"{"a": [00]}"#,
+        ] {
+            assert!(Record::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn escaped_keys_are_recognised() {
+        let r = rec(r#"{"\u0074imestamp": 5}"#);
+        assert_eq!(r.number(Field::Timestamp).unwrap(), Some(Number::Int(5)));
+    }
+
+    #[test]
+    fn invalid_json_is_rejected_with_a_reason() {
+        assert_eq!(
+            err("[1, 2]"),
+            "expected a JSON object, found `[1, 2]` at byte 1"
+        );
+        assert_eq!(
+            err(r#"{"a": 1"#),
+            "invalid JSON: expected `,` or `}`, found end of line"
+        );
+        assert_eq!(
+            err(r#"{"a": 1} x"#),
+            "invalid JSON: expected end of line after the object, found `x` at byte 10"
+        );
+        assert!(err(r#"{"a": 01}"#).starts_with("invalid JSON"));
+        assert!(err(r#"{"a": 1.}"#).starts_with("invalid JSON"));
+        assert!(err(r#"{"a": tru}"#).starts_with("invalid JSON"));
+        assert!(err(r#"{"a": "x}"#).starts_with("invalid JSON: unterminated"));
+        assert!(err(r#"{"a": "\q"}"#).starts_with("invalid JSON: bad escape"));
+        assert!(err("{\"a\": \"\u{1}\"}").starts_with("invalid JSON: control"));
+        assert!(err(r#"{a: 1}"#).starts_with("invalid JSON: expected an object key"));
+        assert!(err(r#"{"a": [1,]}"#).starts_with("invalid JSON"));
+        assert_eq!(
+            Record::parse(b"{\"a\": \"\xff\"}").unwrap_err().to_string(),
+            "invalid UTF-8"
+        );
+        let deep = format!("{{\"a\": {}{}}}", "[".repeat(1000), "]".repeat(1000));
+        assert_eq!(err(&deep), "invalid JSON: nested too deeply");
+    }
+}
+
+/// The scanner must accept exactly what a full JSON parser accepts as an
+/// object, and find the same values, on generated and mutated lines.
+#[cfg(test)]
+mod agreement_with_serde_json {
+    use super::*;
+    use crate::record::Field;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-1e9f64..1e9).prop_map(Value::from),
+            "[a-z\"\\\\/\u{e9}\u{1F600}\n\t ]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(("[a-z_]{1,6}|timestamp|hash_ids|input_length", inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn object_line() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(
+                (
+                    "[a-z_]{1,6}|timestamp|hash_ids|input_length|session_id",
+                    value(),
+                ),
+                0..6,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(kv, pretty)| {
+                let obj = Value::Object(kv.into_iter().collect());
+                if pretty {
+                    // Multi-line JSON has its newlines turned into spaces: still one line.
+                    serde_json::to_string_pretty(&obj)
+                        .unwrap()
+                        .replace('\n', " ")
+                } else {
+                    serde_json::to_string(&obj).unwrap()
+                }
+            })
+    }
+
+    /// One random edit: delete, insert or replace a byte with a JSON-ish one.
+    fn mutate(line: &str, at: usize, op: u8, byte: u8) -> Vec<u8> {
+        let mut b = line.as_bytes().to_vec();
+        let at = at % (b.len() + 1);
+        let table = b"{}[]\",:0123-.eE tfnul\\ax";
+        let c = table[byte as usize % table.len()];
+        match op % 3 {
+            0 if at < b.len() => {
+                b.remove(at);
+            }
+            1 => b.insert(at, c),
+            _ if at < b.len() => b[at] = c,
+            _ => b.push(c),
+        }
+        b
+    }
+
+    /// serde_json's verdict on "one JSON object", skipping values without
+    /// converting them: serde_json refuses numbers too large for f64 when it
+    /// converts, though the JSON grammar allows them.
+    fn serde_accepts(line: &[u8]) -> bool {
+        // Skipping a string does not check its UTF-8; JSON text must be UTF-8.
+        let utf8 = std::str::from_utf8(line).is_ok();
+        let is_object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        utf8 && is_object && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn valid_objects_are_accepted_and_fields_found(line in object_line()) {
+            let rec = Record::parse(line.as_bytes());
+            prop_assert!(rec.is_ok(), "{line}: {:?}", rec.err());
+            let rec = rec.unwrap();
+            let v: serde_json::Map<String, Value> = serde_json::from_str(&line).unwrap();
+            for f in [Field::Timestamp, Field::HashIds, Field::InputLength, Field::SessionId] {
+                let ours = rec.raw(f).map(|raw| serde_json::from_slice::<Value>(raw).unwrap());
+                prop_assert_eq!(ours.as_ref(), v.get(f.name()));
+            }
+        }
+
+        #[test]
+        fn mutated_lines_are_judged_like_serde_json(line in object_line(), at in any::<usize>(), op in any::<u8>(), byte in any::<u8>()) {
+            let bad = mutate(&line, at, op, byte);
+            prop_assert_eq!(Record::parse(&bad).is_ok(), serde_accepts(&bad), "{}", String::from_utf8_lossy(&bad));
+        }
+    }
+}
