@@ -51,31 +51,49 @@ fn percent(x: f64) -> String {
     format!("{}%", decimal(x * 100.0, 2))
 }
 
-fn lines(f: &Finding) -> String {
-    if f.count == 0 {
-        return String::new();
+/// One label/value row. The value is right-aligned in its column; the
+/// note (first line numbers of a finding) follows it unaligned.
+struct Pair {
+    label: String,
+    value: String,
+    note: String,
+}
+
+fn pair(label: impl Into<String>, value: String) -> Pair {
+    Pair {
+        label: label.into(),
+        value,
+        note: String::new(),
     }
-    format!("  ({})", f.first_lines_text())
+}
+
+/// A finding's count, noted with its first line numbers.
+fn counted(label: &str, f: &Finding) -> Pair {
+    Pair {
+        label: label.to_string(),
+        value: thousands(f.count),
+        note: if f.count == 0 {
+            String::new()
+        } else {
+            format!("  ({})", f.first_lines_text())
+        },
+    }
 }
 
 /// Label/value rows with the values right-aligned in one column.
-fn pairs(out: &mut String, rows: &[(&str, String)]) {
+fn pairs(out: &mut String, rows: &[Pair]) {
     let lw = rows
         .iter()
-        .map(|(l, _)| l.chars().count())
+        .map(|p| p.label.chars().count())
         .max()
         .unwrap_or(0);
     let vw = rows
         .iter()
-        .map(|(_, v)| v.split("  (").next().unwrap_or(v).chars().count())
+        .map(|p| p.value.chars().count())
         .max()
         .unwrap_or(0);
-    for (label, value) in rows {
-        let (v, tail) = match value.split_once("  (") {
-            Some((v, t)) => (v.to_string(), format!("  ({t}")),
-            None => (value.clone(), String::new()),
-        };
-        let _ = writeln!(out, "  {label:<lw$}  {v:>vw$}{tail}");
+    for p in rows {
+        let _ = writeln!(out, "  {:<lw$}  {:>vw$}{}", p.label, p.value, p.note);
     }
 }
 
@@ -118,6 +136,17 @@ fn stats_table(out: &mut String, rows: &[(&str, Option<Summary>)], decimals: usi
 
 pub fn render_text(r: &Report) -> String {
     let mut out = String::new();
+    aiperf(&mut out, r);
+    blocks(&mut out, &r.blocks);
+    cache(&mut out, &r.cache);
+    timing(&mut out, &r.timing);
+    sessions(&mut out, &r.sessions);
+    lint(&mut out, &r.lint);
+    input(&mut out, &r.input);
+    out
+}
+
+fn aiperf(out: &mut String, r: &Report) {
     let a = &r.aiperf;
     let _ = writeln!(
         out,
@@ -125,18 +154,18 @@ pub fn render_text(r: &Report) -> String {
         r.blocks.block_size
     );
     pairs(
-        &mut out,
+        out,
         &[
-            ("total requests", thousands(a.total_requests)),
-            ("unique prefixes", thousands(a.unique_prefixes)),
-            ("prefix groups", thousands(a.num_prefix_groups)),
-            ("cache hit rate", decimal(a.cache_hit_rate, 4)),
-            ("prefix reuse ratio", decimal(a.prefix_reuse_ratio, 4)),
+            pair("total requests", thousands(a.total_requests)),
+            pair("unique prefixes", thousands(a.unique_prefixes)),
+            pair("prefix groups", thousands(a.num_prefix_groups)),
+            pair("cache hit rate", decimal(a.cache_hit_rate, 4)),
+            pair("prefix reuse ratio", decimal(a.prefix_reuse_ratio, 4)),
         ],
     );
     out.push('\n');
     stats_table(
-        &mut out,
+        out,
         &[
             ("input length", a.isl_stats),
             ("context length", a.context_length_stats),
@@ -145,9 +174,10 @@ pub fn render_text(r: &Report) -> String {
         ],
         2,
     );
-    stats_table(&mut out, &[("hit rate", a.hit_rate_stats)], 4);
+    stats_table(out, &[("hit rate", a.hit_rate_stats)], 4);
+}
 
-    let b = &r.blocks;
+fn blocks(out: &mut String, b: &super::blocksize::BlockReport) {
     let feasible = match (b.feasible_min, b.feasible_max) {
         (Some(lo), Some(hi)) => format!("{} to {}", thousands(lo), thousands(hi)),
         (Some(lo), None) => format!("{} or more", thousands(lo)),
@@ -155,35 +185,22 @@ pub fn render_text(r: &Report) -> String {
     };
     let _ = writeln!(out, "\nBlock size");
     pairs(
-        &mut out,
+        out,
         &[
-            ("used", thousands(b.block_size)),
-            (
+            pair("used", thousands(b.block_size)),
+            pair(
                 "detected",
                 b.detected
                     .map_or("n/a (no hash_ids)".to_string(), thousands),
             ),
-            ("sizes every row allows", feasible),
-            (
-                "inconsistent rows",
-                format!(
-                    "{}{}",
-                    thousands(b.inconsistent_rows.count),
-                    lines(&b.inconsistent_rows)
-                ),
-            ),
-            (
-                "ids at two sizes",
-                format!(
-                    "{}{}",
-                    thousands(b.conflicting_ids.count),
-                    lines(&b.conflicting_ids)
-                ),
-            ),
+            pair("sizes every row allows", feasible),
+            counted("inconsistent rows", &b.inconsistent_rows),
+            counted("ids at two sizes", &b.conflicting_ids),
         ],
     );
+}
 
-    let c = &r.cache;
+fn cache(out: &mut String, c: &super::cache::CacheModel) {
     let order = match c.order {
         super::cache::Order::File => "file",
         super::cache::Order::Timestamp => "timestamp",
@@ -193,68 +210,59 @@ pub fn render_text(r: &Report) -> String {
         "\nPrefix cache model ({order} order, token-weighted; {} input tokens)",
         decimal(c.input_tokens, 0)
     );
-    let rows: Vec<(String, String)> = c
+    let rows: Vec<Pair> = c
         .results
         .iter()
-        .map(|res| {
-            let name = res.cache_blocks.map_or("infinite cache".to_string(), |n| {
+        .map(|res| Pair {
+            label: res.cache_blocks.map_or("infinite cache".to_string(), |n| {
                 format!("LRU {} blocks", thousands(n))
-            });
-            (
-                name,
-                format!(
-                    "{} hit  ({} tokens)",
-                    percent(res.hit_rate),
-                    decimal(res.hit_tokens, 0)
-                ),
-            )
+            }),
+            value: format!("{} hit", percent(res.hit_rate)),
+            note: format!("  ({} tokens)", decimal(res.hit_tokens, 0)),
         })
         .collect();
-    let borrowed: Vec<(&str, String)> = rows.iter().map(|(l, v)| (l.as_str(), v.clone())).collect();
-    pairs(&mut out, &borrowed);
+    pairs(out, &rows);
+}
 
-    let t = &r.timing;
+fn timing(out: &mut String, t: &super::timing::TimingStats) {
     let _ = writeln!(out, "\nTiming");
+    let sorted = if t.sorted {
+        pair("sorted", "yes".to_string())
+    } else {
+        let mut p = counted("sorted", &t.out_of_order);
+        p.value = format!("no, {} rows go back", p.value);
+        p
+    };
     pairs(
-        &mut out,
+        out,
         &[
-            ("rows with timestamp", thousands(t.rows_with_timestamp)),
-            (
-                "sorted",
-                if t.sorted {
-                    "yes".to_string()
-                } else {
-                    format!(
-                        "no, {} rows go back{}",
-                        thousands(t.out_of_order.count),
-                        lines(&t.out_of_order)
-                    )
-                },
-            ),
-            (
+            pair("rows with timestamp", thousands(t.rows_with_timestamp)),
+            sorted,
+            pair(
                 "span",
                 t.span_ms.map_or("n/a".to_string(), |s| {
                     format!("{} s", decimal(s / 1000.0, 3))
                 }),
             ),
-            ("mean rate (req/s)", opt(t.mean_rate_per_s, 3)),
-            ("peak rate, 1 s window", opt(t.peak_rate_1s, 3)),
-            ("peak rate, 10 s window", opt(t.peak_rate_10s, 3)),
-            ("inter-arrival p50 (ms)", opt(t.inter_arrival_p50_ms, 3)),
-            ("inter-arrival p99 (ms)", opt(t.inter_arrival_p99_ms, 3)),
+            pair("mean rate (req/s)", opt(t.mean_rate_per_s, 3)),
+            pair("peak rate, 1 s window", opt(t.peak_rate_1s, 3)),
+            pair("peak rate, 10 s window", opt(t.peak_rate_10s, 3)),
+            pair("inter-arrival p50 (ms)", opt(t.inter_arrival_p50_ms, 3)),
+            pair("inter-arrival p99 (ms)", opt(t.inter_arrival_p99_ms, 3)),
         ],
     );
+}
 
-    let s = &r.sessions;
+fn sessions(out: &mut String, s: &super::sessions::Sessions) {
     let _ = writeln!(out, "\nSessions");
     pairs(
-        &mut out,
+        out,
         &[
-            ("sessions", thousands(s.sessions)),
-            ("rows in sessions", thousands(s.rows_in_sessions)),
-            ("rows without session_id", thousands(s.rows_without_session)),
-            ("later turns", thousands(s.later_turns)),
-            (
+            pair("sessions", thousands(s.sessions)),
+            pair("rows in sessions", thousands(s.rows_in_sessions)),
+            pair("rows without session_id", thousands(s.rows_without_session)),
+            pair("later turns", thousands(s.later_turns)),
+            pair(
                 "later turns' prompt repeated",
                 s.repeated_tokens_fraction
                     .map_or("n/a".to_string(), percent),
@@ -263,7 +271,7 @@ pub fn render_text(r: &Report) -> String {
     );
     if s.turns_per_session.is_some() || s.delay_ms.is_some() {
         stats_table(
-            &mut out,
+            out,
             &[
                 ("turns per session", s.turns_per_session),
                 ("delay (ms)", s.delay_ms),
@@ -271,36 +279,30 @@ pub fn render_text(r: &Report) -> String {
             2,
         );
     }
+}
 
+fn lint(out: &mut String, l: &super::lint::Lint) {
     let _ = writeln!(out, "\nLint");
-    let lint: Vec<(&str, String)> = r
-        .lint
-        .named()
-        .iter()
-        .map(|(name, f)| (*name, format!("{}{}", thousands(f.count), lines(f))))
-        .collect();
-    pairs(&mut out, &lint);
+    let rows: Vec<Pair> = l.named().iter().map(|(name, f)| counted(name, f)).collect();
+    pairs(out, &rows);
+}
 
-    let i = &r.input;
+fn input(out: &mut String, i: &super::InputSummary) {
     let _ = writeln!(out, "\nInput");
-    let mut input = vec![
-        ("rows", thousands(i.rows)),
-        ("rows with hash_ids", thousands(i.rows_with_ids)),
-        ("blocks", thousands(i.blocks)),
-        ("distinct ids", thousands(i.distinct_ids)),
+    let mut rows = vec![
+        pair("rows", thousands(i.rows)),
+        pair("rows with hash_ids", thousands(i.rows_with_ids)),
+        pair("blocks", thousands(i.blocks)),
+        pair("distinct ids", thousands(i.distinct_ids)),
     ];
     if i.skipped_lines > 0 {
         let f = Finding {
             count: i.skipped_lines,
             first_lines: i.first_skipped_lines.clone(),
         };
-        input.push((
-            "skipped bad lines",
-            format!("{}{}", thousands(i.skipped_lines), lines(&f)),
-        ));
+        rows.push(counted("skipped bad lines", &f));
     }
-    pairs(&mut out, &input);
-    out
+    pairs(out, &rows);
 }
 
 #[cfg(test)]
