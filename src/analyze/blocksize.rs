@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::idtable::IdTable;
+use super::idtable::{IdTable, Pass};
 use super::rows::RowStore;
 use crate::blocks::{is_consistent, FeasibleSizes};
 use crate::finding::Finding;
@@ -78,7 +78,7 @@ pub struct BlockWalk {
 /// The second pass over every block, for block size `b`: repeated pairs
 /// (AIPerf's context length) and ids seen at two sizes.
 pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
-    table.start_size_check();
+    table.enter(Pass::Sizes);
     let mut conflicts = Finding::default();
     let mut repeated = Vec::with_capacity(rows.rows.len());
     let mut ids = Vec::new();

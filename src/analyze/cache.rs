@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::idtable::IdTable;
+use super::idtable::{IdTable, Pass};
 use super::rows::{RowStore, StoredRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -255,7 +255,7 @@ pub fn model(
             })
             .sum()
     } else {
-        table.clear_marks();
+        table.enter(Pass::Marks);
         replay(rows, &replay_order, b, &mut Infinite(table))
     };
     let mut results = vec![CacheResult {

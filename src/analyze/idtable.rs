@@ -17,8 +17,8 @@ const ROOT: u64 = u64::MAX;
 /// Overflow nodes are keyed from here up; ids must stay below it.
 pub const MAX_ID: u64 = (1 << 63) - 1;
 const OVERFLOW: u64 = 1 << 63;
-/// `aux` of an id whose second size was already counted.
-const VACANT: u32 = u32::MAX;
+/// The scratch of an id whose second size was already counted (pass 2).
+const CONFLICT_COUNTED: u32 = u32::MAX;
 
 /// Parent keys are stored in 32 bits: the root, an id below `FAR`, or `FAR`
 /// with the real key kept aside (ids that large are rare).
@@ -42,9 +42,9 @@ struct Entry {
     parent: u32,
     /// Visits of the primary node; 0 marks an unused slot.
     visits: u32,
-    /// Pass 1: the last row (1-based) that used the id. Pass 2: the block
-    /// size it was materialised at (0 = not yet, `VACANT` = conflict counted).
-    aux: u32,
+    /// Per-pass scratch, read only through the accessors of the pass the
+    /// table is in ([`Pass`]).
+    scratch: u32,
     /// Position of the primary (position, id) pair (`FAR_POS`: none).
     pos: u16,
     /// Occurrences of the primary pair, saturating (only "more than one" matters).
@@ -62,6 +62,61 @@ pub struct RowVisit {
     pub not_prefix_shaped: bool,
 }
 
+/// The passes over the table. Each entry keeps 32 bits of scratch whose
+/// meaning is the pass's: one field rather than three keeps an entry at 16
+/// bytes (the table is the analysis's largest structure). The table knows
+/// its pass, entering a pass clears the scratch, and each pass touches it
+/// only through its own accessor on [`Entry`], so no pass reads another's
+/// leftovers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pass {
+    /// [`IdTable::visit`]: the scratch is the last row (1-based) that used the id.
+    #[default]
+    Trie,
+    /// [`IdTable::check_block`]: the block size the id was first seen at.
+    Sizes,
+    /// The cache model ([`IdTable::mark`]): whether the id is marked.
+    Marks,
+}
+
+/// Pass 2's reading of the scratch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SizeSeen {
+    NotYet,
+    At(u32),
+    /// A second size was seen and counted; later ones are not counted again.
+    ConflictCounted,
+}
+
+impl Entry {
+    /// [`Pass::Trie`]: stamps `row`, giving back the previous stamp.
+    fn stamp_row(&mut self, row: u32) -> u32 {
+        std::mem::replace(&mut self.scratch, row)
+    }
+
+    /// [`Pass::Sizes`].
+    fn size_seen(&self) -> SizeSeen {
+        match self.scratch {
+            0 => SizeSeen::NotYet,
+            CONFLICT_COUNTED => SizeSeen::ConflictCounted,
+            s => SizeSeen::At(s),
+        }
+    }
+
+    fn set_size_seen(&mut self, seen: SizeSeen) {
+        self.scratch = match seen {
+            SizeSeen::NotYet => 0,
+            SizeSeen::At(s) => s,
+            SizeSeen::ConflictCounted => CONFLICT_COUNTED,
+        };
+    }
+
+    /// [`Pass::Marks`]: marks the id, saying whether it already was.
+    fn mark(&mut self) -> bool {
+        std::mem::replace(&mut self.scratch, 1) == 1
+    }
+}
+
 impl Slot for Entry {
     fn is_vacant(&self) -> bool {
         self.visits == 0
@@ -74,6 +129,8 @@ pub struct IdTable {
     distinct: u64,
     /// Real parent keys of primary nodes whose tag is `FAR`.
     far_parents: HashMap<u64, u64>,
+    /// Which pass the entries' scratch belongs to.
+    pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
     extra_nodes: HashMap<(u64, u64), (u64, u32)>,
     /// Pairs beyond each id's primary one: (position, id) -> count.
@@ -92,6 +149,11 @@ impl IdTable {
     /// Walks row number `row` (1-based, in file order) through the trie and
     /// the pair counts.
     pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
+        debug_assert_eq!(
+            self.pass,
+            Pass::Trie,
+            "rows are visited before any other pass"
+        );
         let mut v = RowVisit {
             first_unseen: ids.len(),
             ..Default::default()
@@ -110,7 +172,7 @@ impl IdTable {
                 *e = Entry {
                     parent: tag,
                     visits: 1,
-                    aux: row,
+                    scratch: row,
                     pos: short_pos,
                     pairs: 1,
                 };
@@ -127,12 +189,11 @@ impl IdTable {
                 parent = id;
                 continue;
             }
-            if e.aux == row {
+            if e.stamp_row(row) == row {
                 v.duplicate = true;
             } else if v.first_unseen < pos {
                 v.not_prefix_shaped = true;
             }
-            e.aux = row;
             let same_pair = e.pos == short_pos && short_pos != FAR_POS;
             if same_pair {
                 e.pairs = e.pairs.saturating_add(1);
@@ -180,22 +241,23 @@ impl IdTable {
     /// reported once per id; `size` 0 checks only the pair). One lookup for both, since the table is large
     /// and the lookups miss the CPU cache.
     pub fn check_block(&mut self, pos: usize, id: u64, size: u32) -> (bool, bool) {
+        debug_assert_eq!(self.pass, Pass::Sizes);
         let Some(e) = self.entries.get_mut(id) else {
             return (false, false);
         };
         let primary = usize::from(e.pos) == pos && e.pos != FAR_POS;
         let repeated_primary = e.pairs > 1;
-        let conflict = match e.aux {
+        let conflict = match e.size_seen() {
             // Size 0: a broken row, which says nothing about sizes.
             _ if size == 0 => false,
-            0 => {
-                e.aux = size;
+            SizeSeen::NotYet => {
+                e.set_size_seen(SizeSeen::At(size));
                 false
             }
-            VACANT => false,
-            s if s == size => false,
-            _ => {
-                e.aux = VACANT;
+            SizeSeen::ConflictCounted => false,
+            SizeSeen::At(s) if s == size => false,
+            SizeSeen::At(_) => {
+                e.set_size_seen(SizeSeen::ConflictCounted);
                 true
             }
         };
@@ -220,30 +282,32 @@ impl IdTable {
         primary.map(|e| u64::from(e.visits)).sum::<u64>() + extra.map(u64::from).sum::<u64>()
     }
 
-    /// Switches `aux` from row stamps to block sizes (pass 2).
-    pub fn start_size_check(&mut self) {
+    /// Enters `pass`, clearing every entry's scratch (entering
+    /// [`Pass::Marks`] again clears the marks).
+    pub fn enter(&mut self, pass: Pass) {
         for e in self.entries.values_mut() {
-            e.aux = 0;
+            e.scratch = 0;
         }
-    }
-
-    /// Clears the marks used by [`IdTable::mark`] (the cache model).
-    pub fn clear_marks(&mut self) {
-        self.start_size_check();
+        self.pass = pass;
     }
 
     /// Marks `id` and says whether it already was (ids not in the table
     /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
-        self.entries
-            .get_mut(id)
-            .is_some_and(|e| std::mem::replace(&mut e.aux, 1) == 1)
+        debug_assert_eq!(self.pass, Pass::Marks);
+        self.entries.get_mut(id).is_some_and(Entry::mark)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_is_sixteen_bytes() {
+        // Why the passes share one scratch field instead of having three.
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
 
     #[test]
     fn trie_nodes_pairs_and_row_checks() {
@@ -345,7 +409,7 @@ mod tests {
         let mut t = IdTable::default();
         t.visit(1, &[1, 2]);
         t.visit(2, &[1, 3]);
-        t.start_size_check();
+        t.enter(Pass::Sizes);
         assert_eq!(t.check_block(0, 1, 512), (true, false));
         assert_eq!(t.check_block(0, 1, 512), (true, false));
         assert_eq!(t.check_block(1, 2, 100), (false, false));
