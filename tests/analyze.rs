@@ -1,8 +1,9 @@
 //! mc-analyze: AIPerf parity on the golden files, and every other section on
 //! small traces whose expected values are worked out by hand in comments.
 
-use mctrace::analyze::Report;
 use serde_json::Value;
+
+use schema::Report;
 
 use crate::util::{data_dir, run_ok, tool};
 
@@ -77,12 +78,153 @@ const SEVEN_ROWS_AIPERF: &str = r#"{
   }
 }"#;
 
+/// The `--json` report as this test expects it, written here rather than
+/// taken from the crate, so a renamed or added field fails the tests
+/// instead of changing both sides (as ripgrep's tests/json.rs does).
+/// Every field is listed to pin the schema; not every test reads each one.
+#[allow(dead_code)]
+mod schema {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Report {
+        pub aiperf: Aiperf,
+        pub input: Input,
+        pub blocks: Blocks,
+        pub cache: Cache,
+        pub timing: Timing,
+        pub sessions: Sessions,
+        pub lint: Lint,
+    }
+
+    /// AIPerf's `analyze-trace` keys, in AIPerf's order (the parity test
+    /// writes this back out and compares it with AIPerf's file).
+    #[derive(Debug, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Aiperf {
+        pub total_requests: u64,
+        pub unique_prefixes: u64,
+        pub num_prefix_groups: u64,
+        pub cache_hit_rate: f64,
+        pub min_isl: f64,
+        pub max_isl: f64,
+        pub avg_isl: f64,
+        pub min_osl: f64,
+        pub max_osl: f64,
+        pub avg_osl: f64,
+        pub prefix_reuse_ratio: f64,
+        pub isl_stats: Option<Stats>,
+        pub osl_stats: Option<Stats>,
+        pub context_length_stats: Option<Stats>,
+        pub unique_prompt_length_stats: Option<Stats>,
+        pub hit_rate_stats: Option<Stats>,
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Stats {
+        pub mean: f64,
+        pub std_dev: f64,
+        pub min: f64,
+        pub p25: f64,
+        pub median: f64,
+        pub p75: f64,
+        pub max: f64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Input {
+        pub rows: u64,
+        pub rows_with_ids: u64,
+        pub blocks: u64,
+        pub distinct_ids: u64,
+        pub skipped_lines: u64,
+        pub first_skipped_lines: Vec<u64>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Finding {
+        pub count: u64,
+        pub first_lines: Vec<u64>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Blocks {
+        pub block_size: u64,
+        pub detected: Option<u64>,
+        pub feasible_min: Option<u64>,
+        pub feasible_max: Option<u64>,
+        pub inconsistent_rows: Finding,
+        pub conflicting_ids: Finding,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Cache {
+        pub order: String,
+        pub input_tokens: f64,
+        pub results: Vec<CacheResult>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CacheResult {
+        pub cache_blocks: Option<u64>,
+        pub hit_tokens: f64,
+        pub hit_rate: f64,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Timing {
+        pub rows_with_timestamp: u64,
+        pub sorted: bool,
+        pub out_of_order: Finding,
+        pub span_ms: Option<f64>,
+        pub mean_rate_per_s: Option<f64>,
+        pub peak_rate_1s: Option<f64>,
+        pub peak_rate_10s: Option<f64>,
+        pub inter_arrival_p50_ms: Option<f64>,
+        pub inter_arrival_p99_ms: Option<f64>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Sessions {
+        pub sessions: u64,
+        pub rows_in_sessions: u64,
+        pub rows_without_session: u64,
+        pub turns_per_session: Option<Stats>,
+        pub delay_ms: Option<Stats>,
+        pub later_turns: u64,
+        pub repeated_fraction: Option<Stats>,
+        pub repeated_tokens_fraction: Option<f64>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Lint {
+        pub negative_length: Finding,
+        pub non_integer_length: Finding,
+        pub duplicate_ids: Finding,
+        pub not_prefix_shaped: Finding,
+        pub missing_input_length: Finding,
+        pub missing_output_length: Finding,
+        pub missing_hash_ids: Finding,
+        pub missing_timing: Finding,
+    }
+}
+
 fn report(args: &[&str], input: &str) -> Report {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let text = run_ok("mc-analyze", &all, input);
     assert_eq!(text.lines().count(), 1, "--json writes one line");
-    // Strict: the output must read back into the report's own types.
+    // Strict: every field as the test-side schema expects, no more.
     serde_json::from_str(&text).unwrap()
 }
 
