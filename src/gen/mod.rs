@@ -119,6 +119,34 @@ pub enum Mode {
     Prompts(collection::PromptsArgs),
 }
 
+/// How long an open-ended generator runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Bound {
+    /// Generate arrivals in [0, MS).
+    #[arg(long, value_name = "MS")]
+    pub duration_ms: Option<u64>,
+
+    /// Stop after N requests.
+    #[arg(long, value_name = "N")]
+    pub num_requests: Option<u64>,
+}
+
+impl Bound {
+    /// The end time in ms and the most requests (unbounded sides are
+    /// infinite); a usage error when neither is given.
+    pub fn limits(&self) -> Result<(f64, u64)> {
+        if self.duration_ms.is_none() && self.num_requests.is_none() {
+            return Err(Error::Usage(
+                "give --duration-ms or --num-requests (or both) to bound the run".into(),
+            ));
+        }
+        Ok((
+            self.duration_ms.map_or(f64::INFINITY, |d| d as f64),
+            self.num_requests.unwrap_or(u64::MAX),
+        ))
+    }
+}
+
 /// Fresh hash ids, numbered in first-use order.
 #[derive(Debug, Default, Clone)]
 pub struct Ids {

@@ -8,7 +8,7 @@ use super::arrival::Arrival;
 use super::dist::LengthDist;
 use super::rng::{Rng, Zipf};
 use super::sink::{GenRequest, Sink};
-use super::{Common, Ids};
+use super::{Bound, Common, Ids};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -17,13 +17,8 @@ pub struct PrefixArgs {
     #[arg(long, default_value_t = 10.0, value_name = "R")]
     pub qps: f64,
 
-    /// Generate arrivals in [0, MS).
-    #[arg(long, value_name = "MS")]
-    pub duration_ms: Option<u64>,
-
-    /// Stop after N requests.
-    #[arg(long, value_name = "N")]
-    pub num_requests: Option<u64>,
+    #[command(flatten)]
+    pub bound: Bound,
 
     /// Gaps: poisson, constant, or gamma:SHAPE.
     #[arg(long, default_value = "poisson", value_name = "KIND")]
@@ -69,11 +64,7 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
     if a.prefix_groups == 0 {
         return Err(Error::Usage("--prefix-groups must be at least 1".into()));
     }
-    if a.duration_ms.is_none() && a.num_requests.is_none() {
-        return Err(Error::Usage(
-            "give --duration-ms or --num-requests (or both) to bound the run".into(),
-        ));
-    }
+    let (duration, n_max) = a.bound.limits()?;
     let b = common.block_size;
     let mut group_rng = Rng::new(common.seed, 10);
     // Whole blocks per group prefix.
@@ -91,8 +82,6 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
     let mut arrivals = Rng::new(common.seed, 1);
     let mut choice = Rng::new(common.seed, 11);
     let mut lengths = Rng::new(common.seed, 2);
-    let duration = a.duration_ms.map_or(f64::INFINITY, |d| d as f64);
-    let n_max = a.num_requests.unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     let (mut t, mut i) = (0.0, 0);
     while t < duration && i < n_max {

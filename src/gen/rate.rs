@@ -9,7 +9,7 @@ use super::pattern::Pattern;
 use super::rng::Rng;
 use super::sink::{GenRequest, Sink};
 use super::stat::{self, Scales, StatType};
-use super::{blocks, Common, Ids};
+use super::{blocks, Bound, Common, Ids};
 use crate::error::{Error, Result};
 
 // Independent random streams of one seed.
@@ -30,13 +30,8 @@ pub struct ConstantArgs {
     #[arg(long, value_name = "R")]
     pub qps: f64,
 
-    /// Generate arrivals in [0, MS).
-    #[arg(long, value_name = "MS")]
-    pub duration_ms: Option<u64>,
-
-    /// Stop after N requests.
-    #[arg(long, value_name = "N")]
-    pub num_requests: Option<u64>,
+    #[command(flatten)]
+    pub bound: Bound,
 
     /// Gaps: poisson, constant, or gamma:SHAPE (mean 1/rate; SHAPE < 1 is burstier).
     #[arg(long, default_value = "poisson", value_name = "KIND")]
@@ -98,17 +93,11 @@ fn positive(name: &str, v: f64) -> Result<f64> {
 
 pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()> {
     let end_rate = positive("--qps", a.qps)?;
-    if a.duration_ms.is_none() && a.num_requests.is_none() {
-        return Err(Error::Usage(
-            "give --duration-ms or --num-requests (or both) to bound the run".into(),
-        ));
-    }
+    let (duration, n_max) = a.bound.limits()?;
     let start_rate = match a.ramp_up {
         Some(_) => positive("--qps-start", a.qps_start.unwrap_or(0.0))?,
         None => end_rate,
     };
-    let duration = a.duration_ms.map_or(f64::INFINITY, |d| d as f64);
-    let n_max = a.num_requests.unwrap_or(u64::MAX);
     let rate_at = |t: f64, i: u64| -> f64 {
         let Some(ramp) = a.ramp_up else {
             return end_rate;
