@@ -132,9 +132,9 @@ fn csv_matches_summaries(s: &Swept) {
     assert_eq!(s.csv.len(), 1 + ix.runs.len());
     for ((row, r), run) in s.csv[1..].iter().zip(&ix.runs).zip(&s.runs) {
         let m = &run.summary.metrics;
-        let p = |st: &Option<crate::replay::schema::Stats>, q: fn(&crate::replay::schema::Stats) -> f64| {
-            st.as_ref().map(q)
-        };
+        let p =
+            |st: &Option<crate::replay::schema::Stats>,
+             q: fn(&crate::replay::schema::Stats) -> f64| { st.as_ref().map(q) };
         let sum = &run.summary;
         let want = [
             Some(r.value),
@@ -180,8 +180,16 @@ fn a_concurrency_sweep_writes_each_value_and_an_index() {
     assert_eq!(
         paths,
         [
-            (1.0, "concurrency-1/results.jsonl", "concurrency-1/summary.json"),
-            (2.0, "concurrency-2/results.jsonl", "concurrency-2/summary.json"),
+            (
+                1.0,
+                "concurrency-1/results.jsonl",
+                "concurrency-1/summary.json"
+            ),
+            (
+                2.0,
+                "concurrency-2/results.jsonl",
+                "concurrency-2/summary.json"
+            ),
         ]
     );
     for run in &s.runs {
@@ -202,15 +210,30 @@ fn a_concurrency_sweep_writes_each_value_and_an_index() {
     // One at a time: 4 × 50 ms = 200 ms; two at a time: 2 × 50 = 100 ms,
     // so twice the throughput (overheads allowed for: the first request of
     // a run also opens its connection).
-    let tput: Vec<f64> = s.runs.iter().map(|r| r.summary.request_throughput).collect();
+    let tput: Vec<f64> = s
+        .runs
+        .iter()
+        .map(|r| r.summary.request_throughput)
+        .collect();
     assert!(tput[0] > 10.0 && tput[0] <= 20.5, "{tput:?}");
-    assert!(tput[1] / tput[0] > 1.5 && tput[1] / tput[0] < 2.6, "{tput:?}");
+    assert!(
+        tput[1] / tput[0] > 1.5 && tput[1] / tput[0] < 2.6,
+        "{tput:?}"
+    );
     csv_matches_summaries(&s);
     assert_eq!(mock.requests().len(), 8);
     // The sweep's table closes stderr.
     let tail: Vec<&str> = s.stderr.lines().rev().take(3).collect();
-    assert!(tail[2].starts_with("concurrency     req/s  out tok/s"), "{}", s.stderr);
-    assert!(tail[1].starts_with("1 ") && tail[0].starts_with("2 "), "{}", s.stderr);
+    assert!(
+        tail[2].starts_with("concurrency     req/s  out tok/s"),
+        "{}",
+        s.stderr
+    );
+    assert!(
+        tail[1].starts_with("1 ") && tail[0].starts_with("2 "),
+        "{}",
+        s.stderr
+    );
 }
 
 /// One request at a time in 10 ms steps, 2 output tokens each: 20 ms of
@@ -261,9 +284,16 @@ fn the_engine_model_saturates_and_the_sweep_stops() {
     assert_eq!(ix.parameter, "rate");
     let values: Vec<f64> = ix.runs.iter().map(|r| r.value).collect();
     assert_eq!(values, [20.0, 100.0, 200.0]);
-    let tput: Vec<f64> = s.runs.iter().map(|r| r.summary.request_throughput).collect();
+    let tput: Vec<f64> = s
+        .runs
+        .iter()
+        .map(|r| r.summary.request_throughput)
+        .collect();
     assert!((tput[0] - 20.0 / 0.97).abs() < 1e-9, "{tput:?}");
-    assert!((tput[1] - 50.0).abs() < 1e-9 && (tput[2] - 50.0).abs() < 1e-9, "{tput:?}");
+    assert!(
+        (tput[1] - 50.0).abs() < 1e-9 && (tput[2] - 50.0).abs() < 1e-9,
+        "{tput:?}"
+    );
     let ttft = |i: usize| s.runs[i].summary.metrics.ttft.clone().unwrap();
     assert_eq!((ttft(0).min, ttft(0).max), (10.0, 10.0));
     assert_eq!((ttft(1).min, ttft(1).max), (10.0, 200.0));
@@ -278,7 +308,9 @@ fn the_engine_model_saturates_and_the_sweep_stops() {
         "{}",
         stopped.reason
     );
-    assert!(stopped.reason.contains("the lowest earlier (10.0 ms at 20)"));
+    assert!(stopped
+        .reason
+        .contains("the lowest earlier (10.0 ms at 20)"));
     assert!(!dir.path().join("rate-400").exists());
     assert!(s.stderr.contains("(1 skipped)"), "{}", s.stderr);
     assert!(
@@ -362,9 +394,17 @@ fn a_sweep_needs_an_out_dir_and_one_list() {
     }
     // A --speedup sweep of an untimed trace has nothing to speed up.
     let dir = temp_dir("speedup");
-    let s = sweep(dir.path(), &["--speedup", "1,2", "--concurrency", "2"], &trace);
+    let s = sweep(
+        dir.path(),
+        &["--speedup", "1,2", "--concurrency", "2"],
+        &trace,
+    );
     assert_eq!(s.code, 2, "{}", s.stderr);
-    assert!(s.stderr.contains("needs a trace with timestamps"), "{}", s.stderr);
+    assert!(
+        s.stderr.contains("needs a trace with timestamps"),
+        "{}",
+        s.stderr
+    );
 }
 
 #[test]
@@ -380,7 +420,9 @@ fn existing_files_are_kept_unless_forced() {
     let again = sweep(dir.path(), &args, &trace);
     assert_eq!(again.code, 73, "{}", again.stderr);
     assert!(
-        again.stderr.contains("sweep.json already exists (and 7 more of the sweep's files); pass --force"),
+        again
+            .stderr
+            .contains("sweep.json already exists (and 7 more of the sweep's files); pass --force"),
         "{}",
         again.stderr
     );
@@ -391,11 +433,18 @@ fn existing_files_are_kept_unless_forced() {
     std::fs::write(dir2.path().join("rate-100/results.jsonl"), "").unwrap();
     let one = sweep(dir2.path(), &args, &trace);
     assert_eq!(one.code, 73, "{}", one.stderr);
-    assert!(one.stderr.contains("rate-100/results.jsonl already exists;"), "{}", one.stderr);
+    assert!(
+        one.stderr
+            .contains("rate-100/results.jsonl already exists;"),
+        "{}",
+        one.stderr
+    );
     // --force overwrites.
     let forced = sweep(dir.path(), &[&args[..], &["--force"]].concat(), &trace);
     assert_eq!(forced.code, 0, "{}", forced.stderr);
-    assert!(std::fs::read_to_string(&marked).unwrap().starts_with("metric,"));
+    assert!(std::fs::read_to_string(&marked)
+        .unwrap()
+        .starts_with("metric,"));
     // A file where the folder should be cannot be created: 73 too.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, "").unwrap();
@@ -433,12 +482,27 @@ fn one_value_is_a_plain_run() {
 #[test]
 fn mc_plot_draws_a_sweep_curve() {
     let dir = temp_dir("plot");
-    let mut args = vec!["--rate", "20,100,200", "--arrival", "constant", "--stop-when", "never"];
+    let mut args = vec![
+        "--rate",
+        "20,100,200",
+        "--arrival",
+        "constant",
+        "--stop-when",
+        "never",
+    ];
     args.extend(QUEUE);
     let s = sweep(dir.path(), &args, &twenty_rows());
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let out = tool("mc-plot").arg("--sweep").arg(dir.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tool("mc-plot")
+        .arg("--sweep")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let svg = String::from_utf8(out.stdout).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for title in ["TTFT by output throughput", "Output throughput by rate"] {

@@ -236,7 +236,7 @@ pub fn run_loaded(
         },
         stop.clone(),
     );
-    drive(args, &loaded, &mut target, Some(model), run_id, &stop)
+    drive(args, loaded, &mut target, Some(model), run_id, &stop)
 }
 
 /// Replays `loaded` on `target` (its clock started just before): the

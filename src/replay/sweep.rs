@@ -94,7 +94,10 @@ pub fn plan(args: &ReplayArgs) -> Result<Option<Plan>> {
             } else if let Some(&c) = args.concurrencies.first() {
                 (Param::Concurrency, c as f64)
             } else {
-                (Param::Speedup, args.speedups.first().copied().unwrap_or(1.0))
+                (
+                    Param::Speedup,
+                    args.speedups.first().copied().unwrap_or(1.0),
+                )
             };
             check_outputs_free(args)?;
             return Ok(Some(Plan {
@@ -202,7 +205,8 @@ pub struct StopWhen {
 
 impl StopWhen {
     /// The documented default, as the option's text.
-    pub const DEFAULT: &'static str = "throughput-gain=5%,ttft-p99=2x,lag-p99=1000ms,error-rate=10%";
+    pub const DEFAULT: &'static str =
+        "throughput-gain=5%,ttft-p99=2x,lag-p99=1000ms,error-rate=10%";
 
     pub const NEVER: StopWhen = StopWhen {
         throughput_gain: None,
@@ -239,11 +243,9 @@ impl StopWhen {
                 "ttft-p99" => w.ttft_p99 = (!off).then(|| times(key, value)).transpose()?,
                 "lag-p99" => w.lag_p99_ms = (!off).then(|| millis(key, value)).transpose()?,
                 "error-rate" => w.error_rate = (!off).then(|| percent(key, value)).transpose()?,
-                _ => {
-                    return Err(format!(
-                        "`{key}` is not a test: use throughput-gain, ttft-p99, lag-p99 or error-rate"
-                    ))
-                }
+                _ => return Err(format!(
+                    "`{key}` is not a test: use throughput-gain, ttft-p99, lag-p99 or error-rate"
+                )),
             }
         }
         Ok(w)
@@ -503,14 +505,21 @@ pub fn table(param: Param, points: &[Point], stopped: Option<&Stopped>) -> Strin
         );
     }
     if let Some(st) = stopped {
-        let _ = writeln!(s, "stopped after {} {}: {}", param.name(), st.value, st.reason);
+        let _ = writeln!(
+            s,
+            "stopped after {} {}: {}",
+            param.name(),
+            st.value,
+            st.reason
+        );
     }
     s
 }
 
 /// A file under the sweep's folder (relative path with `/`).
 fn under(dir: &Path, rel: &str) -> PathBuf {
-    rel.split('/').fold(dir.to_path_buf(), |p, part| p.join(part))
+    rel.split('/')
+        .fold(dir.to_path_buf(), |p, part| p.join(part))
 }
 
 /// Every file the sweep writes, relative to its folder.
@@ -824,8 +833,14 @@ mod tests {
         let earlier = [pt(1.0, 2000.0, 100.0, 0.0, 0.0)];
         let now = pt(2.0, 1900.0, 110.0, 1500.0, 0.0);
         let r = stop_reason(&default_rule(), &earlier, &now).unwrap();
-        assert!(r.starts_with("saturated: output throughput 1900.0 tok/s is -5.0%"), "{r}");
-        assert!(r.ends_with("while lag p99 1500.0 ms (more than lag-p99=1000ms)"), "{r}");
+        assert!(
+            r.starts_with("saturated: output throughput 1900.0 tok/s is -5.0%"),
+            "{r}"
+        );
+        assert!(
+            r.ends_with("while lag p99 1500.0 ms (more than lag-p99=1000ms)"),
+            "{r}"
+        );
         // With lag off, it goes on.
         let rule = StopWhen::parse("lag-p99=off").unwrap();
         assert_eq!(stop_reason(&rule, &earlier, &now), None);
@@ -856,7 +871,10 @@ mod tests {
         // 2950 is -1.7% of 3000; TTFT p99 700 ms is 2.33x the lowest 300 ms.
         let now = pt(2.0, 2950.0, 700.0, 0.0, 0.0);
         let r = stop_reason(&default_rule(), &earlier, &now).unwrap();
-        assert!(r.contains("(3000.0 tok/s at 8)") && r.contains("(300.0 ms at 4)"), "{r}");
+        assert!(
+            r.contains("(3000.0 tok/s at 8)") && r.contains("(300.0 ms at 4)"),
+            "{r}"
+        );
     }
 
     #[test]
@@ -866,7 +884,10 @@ mod tests {
         let mut b = pt(2.0, 0.0, 300.0, 0.0, 0.0);
         b.request_throughput = 10.2;
         let r = stop_reason(&default_rule(), &[a], &b).unwrap();
-        assert!(r.starts_with("saturated: request throughput 10.2 req/s is +2.0%"), "{r}");
+        assert!(
+            r.starts_with("saturated: request throughput 10.2 req/s is +2.0%"),
+            "{r}"
+        );
     }
 
     #[test]
