@@ -51,6 +51,9 @@ pub enum Error {
     Exists { path: PathBuf },
     #[error("{0}")]
     Usage(String),
+    /// An output the tool cannot create, or would overwrite (exit code 73).
+    #[error("{0}")]
+    CantCreate(String),
     #[error(transparent)]
     Io(#[from] io::Error),
     /// A service the tool needs stopped answering (exit code 69).
@@ -74,7 +77,7 @@ impl Error {
             Error::NoInput { .. } => ExitCode::NoInput,
             Error::Output { .. } | Error::Io(_) => ExitCode::IoErr,
             Error::Usage(_) => ExitCode::Usage,
-            Error::Exists { .. } => ExitCode::CantCreate,
+            Error::Exists { .. } | Error::CantCreate(_) => ExitCode::CantCreate,
             Error::Unavailable(_) => ExitCode::Unavailable,
             Error::Tokenizer(_) | Error::Other(_) => ExitCode::Failure,
         }

@@ -15,4 +15,5 @@ mod real_data;
 mod replay;
 mod roots;
 mod scale;
+mod sweep;
 mod util;

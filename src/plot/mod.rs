@@ -1,11 +1,13 @@
 //! The one plotting module: panels described as data ([`Panel`]) and drawn
-//! to SVG with `plotters`. `mc-plot` (trace figures) and the result reports
-//! use it; nothing else writes SVG.
+//! to SVG with `plotters`. `mc-plot` (trace figures, [`trace`]; sweep
+//! curves, [`sweep`]) and the result reports use it; nothing else writes
+//! SVG.
 //!
 //! Only the SVG backend is built, with plotters' naive font metrics: no
 //! system fonts and no font crates are needed on the machine, and the
 //! browser (or SVG renderer) that opens the file draws the text.
 
+pub mod sweep;
 pub mod trace;
 
 use plotters::coord::Shift;

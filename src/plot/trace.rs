@@ -48,6 +48,12 @@ pub struct PlotArgs {
     /// Write the SVG here instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+
+    /// Draw the sweep in DIR (mc-replay --out-dir: sweep.json and each
+    /// value's summary) instead of a trace: TTFT p50/p99 against output
+    /// throughput, and output throughput against the swept value.
+    #[arg(long, value_name = "DIR")]
+    pub sweep: Option<PathBuf>,
 }
 
 /// What the figure is drawn from: one entry per row, in file order.
@@ -305,6 +311,12 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
 
 /// Runs `mc-plot`: the trace on `io`, the SVG to `--svg` or stdout.
 pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
+    if let Some(dir) = &args.sweep {
+        let (svg, about) = super::sweep::figure(dir)?;
+        write_svg(io, args, &svg)?;
+        eprintln!("{about}");
+        return Ok(());
+    }
     if !(args.window_ms.is_finite() && args.window_ms > 0.0) {
         return Err(usage("--window-ms: expected a positive number of ms"));
     }
@@ -319,17 +331,7 @@ pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
     }
     let panels = panels(&data, args.window_ms, args.bins, args.max_sessions);
     let svg = figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))?;
-    match &args.svg {
-        Some(p) => std::fs::write(p, svg).map_err(|source| Error::Output {
-            path: p.clone(),
-            source,
-        })?,
-        None => {
-            let mut out = io.writer()?;
-            out.write_line(svg.as_bytes())?;
-            out.flush()?;
-        }
-    }
+    write_svg(io, args, &svg)?;
     eprintln!(
         "mc-plot: {} rows, {} sessions, {} panels",
         data.t_ms.len(),
@@ -337,6 +339,21 @@ pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
         panels.len()
     );
     Ok(())
+}
+
+/// The SVG to `--svg FILE` or stdout.
+fn write_svg(io: &IoArgs, args: &PlotArgs, svg: &str) -> Result<()> {
+    match &args.svg {
+        Some(p) => std::fs::write(p, svg).map_err(|source| Error::Output {
+            path: p.clone(),
+            source,
+        }),
+        None => {
+            let mut out = io.writer()?;
+            out.write_line(svg.as_bytes())?;
+            out.flush()
+        }
+    }
 }
 
 #[cfg(test)]

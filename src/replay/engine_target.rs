@@ -248,6 +248,14 @@ pub fn table(r: &EngineReport) -> String {
 /// mc-replay against the engine model: the same schedule and result files
 /// as a real run, in virtual time.
 pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
+    check(args)?;
+    let loaded = super::load_checked(args)?;
+    run_loaded(args, &loaded, stop)
+}
+
+/// The engine's parameters, and the options it cannot honour (usage
+/// errors, before the trace is read).
+pub fn check(args: &ReplayArgs) -> Result<EngineParams> {
     let params = args.engine_model.params()?;
     if args.turns == Turns::Delta {
         return Err(Error::Usage(
@@ -256,7 +264,16 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
                 .into(),
         ));
     }
-    let loaded = super::load_checked(args)?;
+    Ok(params)
+}
+
+/// [`run`] on a trace already loaded and checked.
+pub fn run_loaded(
+    args: &ReplayArgs,
+    loaded: &super::Loaded,
+    stop: Arc<AtomicBool>,
+) -> Result<report::Summary> {
+    let params = check(args)?;
     let args = &args.with_block_size(loaded.block_size);
     let tokenizer = match &args.tokenizer {
         Some(spec)
@@ -289,7 +306,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
     let mut target = EngineTarget::new(loaded.trace.clone(), params, args.block_size, tokenizer);
     let summary = super::drive(
         args,
-        &loaded,
+        loaded,
         &mut target,
         None,
         // From the seed, so the same input gives the same result lines.

@@ -6,7 +6,8 @@
 //! builds each request; [`schedule`] decides when it is sent and drives a
 //! [`target::Target`]: [`http`] sends to a server with [`client`], which
 //! reads the stream ([`sse`]); [`recorder`] writes each result and feeds
-//! [`metrics`]; [`report`] turns them into the summary.
+//! [`metrics`]; [`report`] turns them into the summary. [`sweep`] runs all
+//! of that once per value of a `--rate`/`--concurrency`/`--speedup` list.
 
 pub mod body;
 pub mod client;
@@ -24,6 +25,7 @@ pub mod report;
 pub mod request;
 pub mod schedule;
 pub mod sse;
+pub mod sweep;
 pub mod target;
 pub mod trace;
 
@@ -67,8 +69,13 @@ pub enum ArrivalKind {
 /// The whole tool: signals, the run, and the run's verdict (every request
 /// failing, or a server that went away, is a failed run).
 pub fn main(args: &ReplayArgs) -> Result<()> {
+    let sweep = sweep::plan(args)?;
     let stop = Arc::new(AtomicBool::new(false));
     install_signals(stop.clone())?;
+    if let Some(plan) = sweep {
+        return sweep::run(args, &plan, stop);
+    }
+    let args = &args.at(None);
     let summary = if args.engine || args.url.is_none() {
         engine_target::run(args, stop)?
     } else {
@@ -143,25 +150,55 @@ fn decide_block_size(trace: &Trace, size: crate::blocks::BlockSize) -> Result<u6
 /// Reads the whole trace and checks it against the options (before any
 /// request is sent, on any target).
 pub fn load_checked(args: &ReplayArgs) -> Result<Loaded> {
+    let (trace, block_size) = load_trace(args)?;
+    let args = &args.with_block_size(block_size);
+    let arrivals = arrivals(&trace, args)?;
+    check_rows(&trace, args)?;
+    Ok(Loaded {
+        trace,
+        arrivals,
+        block_size,
+    })
+}
+
+/// Reads the whole trace and decides the block size (a sweep does this
+/// once for all its runs).
+pub fn load_trace(args: &ReplayArgs) -> Result<(Arc<Trace>, u64)> {
     if args.fixed_schedule {
         eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
     }
     let trace = load(&args.io)?;
     let block_size = decide_block_size(&trace, args.block)?;
-    let args = &args.with_block_size(block_size);
-    let arrivals = arrivals(&trace, args)?;
-    check_rows(&trace, args)?;
-    Ok(Loaded {
-        trace: Arc::new(trace),
-        arrivals,
-        block_size,
-    })
+    Ok((Arc::new(trace), block_size))
+}
+
+/// Replays a loaded trace on the target the options choose: the engine
+/// model without --url (or with --engine), else the server.
+pub fn run_on_target(
+    args: &ReplayArgs,
+    loaded: &Loaded,
+    stop: Arc<AtomicBool>,
+) -> Result<report::Summary> {
+    if args.engine || args.url.is_none() {
+        engine_target::run_loaded(args, loaded, stop)
+    } else {
+        run_loaded(args, loaded, stop)
+    }
 }
 
 /// Runs the replay on a real server. Returns the summary; [`verdict`]
 /// decides the exit code.
 pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
     let loaded = load_checked(args)?;
+    run_loaded(args, &loaded, stop)
+}
+
+/// [`run`] on a trace already loaded and checked.
+pub fn run_loaded(
+    args: &ReplayArgs,
+    loaded: &Loaded,
+    stop: Arc<AtomicBool>,
+) -> Result<report::Summary> {
     let args = &args.with_block_size(loaded.block_size);
     let synth = synthesizer(&loaded.trace, args)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
@@ -199,7 +236,7 @@ pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> 
         },
         stop.clone(),
     );
-    drive(args, &loaded, &mut target, Some(model), run_id, &stop)
+    drive(args, loaded, &mut target, Some(model), run_id, &stop)
 }
 
 /// Replays `loaded` on `target` (its clock started just before): the

@@ -43,10 +43,18 @@ pub const MAX_SECONDS: f64 = 1e6;
 /// and scheduled latency (last token - due) show when the client itself fell
 /// behind.
 ///
+/// Sweeps: a comma list for one of --rate, --concurrency or --speedup
+/// (`--rate 1,2,4,8`) runs the trace once per value, in order, into
+/// --out-dir (per value NAME/results.jsonl, summary.json, summary.csv; and
+/// sweep.json, sweep.csv with one row per value), and stops early when the
+/// target saturates or fails (--stop-when). On the engine model (no --url),
+/// a sweep is a what-if of a few seconds.
+///
 /// Exit codes: 0 the run completed (some requests may have failed); 1 every
 /// request failed; 2 usage error; 65 bad trace; 69 stopped early because
 /// the server could not be reached (--max-consecutive-failures), with every
-/// sent request written.
+/// sent request written; 73 a sweep would overwrite files in --out-dir
+/// (--force) or cannot create them.
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
@@ -55,6 +63,8 @@ pub const MAX_SECONDS: f64 = 1e6;
   mc-replay --url http://127.0.0.1:8000 < trace.jsonl > results.jsonl
   mc-scale --speedup 2 < trace.jsonl | mc-replay --url http://gpu:8000 --summary s.json > r.jsonl
   mc-replay --url http://127.0.0.1:8000 --concurrency 16 --max-requests 500 -i untimed.jsonl
+  mc-replay --url http://127.0.0.1:8000 --rate 1,2,4,8 --max-requests 200 --out-dir sweep -i t.jsonl
+  mc-replay --speedup 1,2,4,8 --out-dir what-if -i trace.jsonl   # the engine model, in seconds
   jq -s 'map(.ttft_ms) | add / length' results.jsonl
 
 Coming from vLLM's benchmark or AIPerf: --base-url is --url, --request-rate
@@ -106,12 +116,24 @@ pub struct ReplayArgs {
     pub turns: Turns,
 
     /// Divide timestamps and delays by this (the schedule must still end
-    /// within about 3 years).
-    #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = positive)]
+    /// within about 3 years). A comma list (`1,2,4`) is a sweep (see
+    /// --out-dir).
+    #[arg(long = "speedup", default_value = "1", value_name = "X[,X…]",
+          value_delimiter = ',', value_parser = positive)]
+    pub speedups: Vec<f64>,
+
+    /// The --speedup of this run (one value of the list).
+    #[arg(skip = 1.0)]
     pub speedup: f64,
 
-    /// Open loop at R requests/s (ignores timestamps).
-    #[arg(long, visible_alias = "request-rate", value_name = "R", value_parser = rate)]
+    /// Open loop at R requests/s (ignores timestamps). A comma list
+    /// (`1,2,4,8`) is a sweep (see --out-dir).
+    #[arg(long = "rate", visible_alias = "request-rate", value_name = "R[,R…]",
+          value_delimiter = ',', value_parser = rate)]
+    pub rates: Vec<f64>,
+
+    /// The --rate of this run (one value of the list).
+    #[arg(skip)]
     pub rate: Option<f64>,
 
     /// Gaps between arrivals under --rate.
@@ -119,8 +141,14 @@ pub struct ReplayArgs {
     pub arrival: ArrivalKind,
 
     /// At most C requests in flight; alone (no timestamps, no --rate) it is
-    /// a closed loop. Waiting for a slot counts as schedule lag.
-    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// a closed loop. Waiting for a slot counts as schedule lag. A comma
+    /// list (`1,4,16,64`) is a sweep (see --out-dir).
+    #[arg(long = "concurrency", value_name = "C[,C…]", value_delimiter = ',',
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub concurrencies: Vec<u64>,
+
+    /// The --concurrency of this run (one value of the list).
+    #[arg(skip)]
     pub concurrency: Option<u64>,
 
     /// Send at most N measured requests; the run ends when they have.
@@ -182,6 +210,28 @@ pub struct ReplayArgs {
     /// Write the summary as CSV to FILE (one row per metric).
     #[arg(long, value_name = "FILE")]
     pub summary_csv: Option<PathBuf>,
+
+    /// Sweep: run the trace once per value of the --rate, --concurrency or
+    /// --speedup list, in order, writing DIR/NAME/results.jsonl,
+    /// summary.json and summary.csv per value (NAME like `rate-0.5`,
+    /// `concurrency-16`), and DIR/sweep.json and sweep.csv (one row per
+    /// value). Required with a list; with one value it is a sweep of one.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+
+    /// Sweep: overwrite files already in --out-dir.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Sweep: when to stop before the last value. `never`, or a comma list
+    /// of tests, each `off` or a threshold (unnamed tests keep their
+    /// default). Saturated: output throughput gained less than
+    /// `throughput-gain` over the best earlier value while TTFT p99 rose
+    /// past `ttft-p99` times the lowest earlier one or lag p99 passed
+    /// `lag-p99`. Failing: more than `error-rate` of the requests failed.
+    #[arg(long, value_name = "TESTS", value_parser = super::sweep::StopWhen::parse,
+          default_value = super::sweep::StopWhen::DEFAULT)]
+    pub stop_when: super::sweep::StopWhen,
 
     /// AIPerf's option: timestamps are followed by default (accepted, no effect).
     #[arg(long, hide = true)]
