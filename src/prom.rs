@@ -238,14 +238,13 @@ impl ServerStats {
         let num = |k: &str| info.labels.get(k).and_then(|v| v.parse::<u64>().ok());
         self.block_size = num("block_size").filter(|&b| b > 0);
         self.kv_blocks = num("num_gpu_blocks_override").or(num("num_gpu_blocks"));
-        self.prefix_caching = info
-            .labels
-            .get("enable_prefix_caching")
-            .and_then(|v| match v.to_ascii_lowercase().as_str() {
+        self.prefix_caching = info.labels.get("enable_prefix_caching").and_then(|v| {
+            match v.to_ascii_lowercase().as_str() {
                 "true" => Some(true),
                 "false" => Some(false),
                 _ => None,
-            });
+            }
+        });
         self.engine.get_or_insert(Engine::Vllm);
     }
 
@@ -510,7 +509,14 @@ vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="a \"quoted\" name"
             &[(labels, 96.0)],
             Some(1.5e9),
         );
-        write_family(&mut out, "g", "A gauge.", MetricType::Gauge, &[(&[], 0.5)], None);
+        write_family(
+            &mut out,
+            "g",
+            "A gauge.",
+            MetricType::Gauge,
+            &[(&[], 0.5)],
+            None,
+        );
         assert_eq!(
             out,
             "# HELP vllm:prefix_cache_hits Prefix cache hits, in terms of number of cached tokens.\n\

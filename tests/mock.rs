@@ -818,7 +818,12 @@ fn metrics_count_the_prefix_cache_in_tokens_as_vllm() {
     let metrics = || {
         let mut resp = agent().get(mock.url("/metrics")).call().unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        let kind = resp.headers().get("content-type").unwrap().to_str().unwrap();
+        let kind = resp
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap();
         assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
         resp.body_mut().read_to_string().unwrap()
     };

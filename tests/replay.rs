@@ -2029,7 +2029,10 @@ fn fidelity_trace() -> String {
     ]
     .iter()
     .map(|(ids, len)| {
-        format!("{}\n", json!({"input_length": len, "output_length": 2, "hash_ids": ids}))
+        format!(
+            "{}\n",
+            json!({"input_length": len, "output_length": 2, "hash_ids": ids})
+        )
     })
     .collect()
 }
@@ -2052,7 +2055,11 @@ fn fidelity_run(url: &str, extra: &[&str]) -> (Run, schema::Fidelity) {
     let run = replay(url, &args, &fidelity_trace());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    (run, s.fidelity.expect("a real server's summary has a fidelity section"))
+    (
+        run,
+        s.fidelity
+            .expect("a real server's summary has a fidelity section"),
+    )
 }
 
 #[test]
@@ -2083,7 +2090,10 @@ fn fidelity_the_server_sees_the_predicted_hit_rate() {
         (280, 280)
     );
     assert_eq!(f.prompt_tokens.diff_pct, Some(0.0));
-    assert_eq!((f.output_tokens.requested, f.output_tokens.realised), (12, 12));
+    assert_eq!(
+        (f.output_tokens.requested, f.output_tokens.realised),
+        (12, 12)
+    );
     assert_eq!(f.arrival_rate.intended, None); // a closed loop
     assert!(f.lag_p99_ms.is_some());
     assert_eq!(f.threshold_pp, 5.0);
@@ -2093,10 +2103,18 @@ fn fidelity_the_server_sees_the_predicted_hit_rate() {
     assert!(run.stderr.contains(
         "  prefix-cache hit rate: server 57.14% (160 of 280 tokens); trace 57.14% at block size 16 (the server's)"
     ), "{}", run.stderr);
-    assert!(run.stderr.contains("  ok: the server's hit rate 57.14% is within 5 pp"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("  ok: the server's hit rate 57.14% is within 5 pp"),
+        "{}",
+        run.stderr
+    );
     // Every scrape is in the file: before, (maybe during), after.
     let text = std::fs::read_to_string(&scrapes).unwrap();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(lines.len() >= 2, "{text}");
     assert_eq!(lines[0]["phase"], "before");
     assert_eq!(lines.last().unwrap()["phase"], "after");
@@ -2150,7 +2168,13 @@ fn fidelity_without_server_metrics_the_run_goes_on() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains(&format!("fidelity: server metrics not available (HTTP 404 at {nowhere})")), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "fidelity: server metrics not available (HTTP 404 at {nowhere})"
+        )),
+        "{}",
+        run.stderr
+    );
     // --no-server-metrics: nothing is asked (the log is read on a thread:
     // let it catch up first).
     std::thread::sleep(Duration::from_millis(200));

@@ -139,7 +139,11 @@ pub fn render(model: &str, cache: CacheConfig, load: Load, created_unix_s: f64) 
         ("block_size", &block),
         (
             "enable_prefix_caching",
-            if cache.prefix_caching { "True" } else { "False" },
+            if cache.prefix_caching {
+                "True"
+            } else {
+                "False"
+            },
         ),
         ("engine", "0"),
         ("num_gpu_blocks", &blocks),
@@ -185,7 +189,10 @@ mod tests {
         ));
         let st = ServerStats::from_scrape(&parse(&text).unwrap());
         // 48 + 64 tokens looked up, 0 + 32 found.
-        assert_eq!((st.prefix_queries, st.prefix_hits), (Some(112.0), Some(32.0)));
+        assert_eq!(
+            (st.prefix_queries, st.prefix_hits),
+            (Some(112.0), Some(32.0))
+        );
         assert_eq!((st.running, st.waiting), (Some(1.0), Some(0.0)));
         assert_eq!((st.block_size, st.kv_blocks), (Some(16), None));
         assert_eq!(st.prefix_caching, Some(true));

@@ -355,12 +355,14 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
         _ => (None, None),
     };
     let server = after.or(before);
-    let (block_size, block_size_from) = match (inp.server_block_size, server.and_then(|s| s.block_size)) {
-        (Some(b), _) => (b, Source::Option),
-        (None, Some(b)) => (b, Source::Server),
-        (None, None) => (inp.trace_block, Source::Trace),
-    };
-    let (kv_tokens, kv_tokens_from) = match (inp.kv_tokens, server.and_then(ServerStats::kv_tokens)) {
+    let (block_size, block_size_from) =
+        match (inp.server_block_size, server.and_then(|s| s.block_size)) {
+            (Some(b), _) => (b, Source::Option),
+            (None, Some(b)) => (b, Source::Server),
+            (None, None) => (inp.trace_block, Source::Trace),
+        };
+    let (kv_tokens, kv_tokens_from) = match (inp.kv_tokens, server.and_then(ServerStats::kv_tokens))
+    {
         (Some(k), _) => (Some(k), Some(Source::Option)),
         (None, Some(k)) => (Some(k), Some(Source::Server)),
         (None, None) => (None, None),
@@ -504,9 +506,7 @@ fn server_load(
 ) -> Option<ServerLoad> {
     let after = after?;
     let all: Vec<&ServerStats> = o.during.iter().chain([after]).collect();
-    let max = |f: fn(&ServerStats) -> Option<f64>| {
-        all.iter().filter_map(|s| f(s)).reduce(f64::max)
-    };
+    let max = |f: fn(&ServerStats) -> Option<f64>| all.iter().filter_map(|s| f(s)).reduce(f64::max);
     Some(ServerLoad {
         running_max: max(|s| s.running),
         waiting_max: max(|s| s.waiting),
@@ -532,11 +532,20 @@ impl Fidelity {
                     self.scrapes
                 );
                 if let Some(e) = self.server_engine {
-                    let _ = write!(s, ", {}", serde_json::to_value(e).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+                    let _ = write!(
+                        s,
+                        ", {}",
+                        serde_json::to_value(e)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default()
+                    );
                 }
                 s.push_str(")\n");
             }
-            MetricsStatus::Off => s.push_str("fidelity: server metrics off (--no-server-metrics)\n"),
+            MetricsStatus::Off => {
+                s.push_str("fidelity: server metrics off (--no-server-metrics)\n")
+            }
             MetricsStatus::Unavailable => {
                 let _ = writeln!(
                     s,
@@ -564,7 +573,12 @@ impl Fidelity {
                     Source::Server => "the server's",
                     Source::Trace => "the trace's",
                 };
-                let _ = write!(s, " trace {} at block size {} ({from})", pct(p), h.block_size);
+                let _ = write!(
+                    s,
+                    " trace {} at block size {} ({from})",
+                    pct(p),
+                    h.block_size
+                );
                 if let (Some(k), Some(pk)) = (h.kv_tokens, h.predicted_at_kv) {
                     let _ = write!(s, ", {} in {k} KV tokens", pct(pk));
                 }
@@ -604,7 +618,8 @@ impl Fidelity {
                 "  server: running max {}, waiting max {}, KV use max {}, preemptions {}",
                 opt(l.running_max),
                 opt(l.waiting_max),
-                l.kv_usage_max.map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
+                l.kv_usage_max
+                    .map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
                 opt(l.preemptions)
             );
         }
@@ -636,7 +651,12 @@ mod tests {
         // Nothing found while 40% was predicted.
         let j = judge(&ev(Some(0.0), 0.40), 5.0);
         assert_eq!((j.flagged, j.cause), (true, Some(Cause::PrefixCachingOff)));
-        assert!(j.verdict.contains("0.00% is 40.0 pp from the trace's 40.00%"), "{}", j.verdict);
+        assert!(
+            j.verdict
+                .contains("0.00% is 40.0 pp from the trace's 40.00%"),
+            "{}",
+            j.verdict
+        );
         // No lookups counted, and the server says caching is off.
         let mut e = ev(None, 0.40);
         e.caching_on = Some(false);
@@ -654,7 +674,10 @@ mod tests {
             Some(Cause::BlockSizeOrEviction)
         );
         // More than predicted: a warm cache.
-        assert_eq!(judge(&ev(Some(0.90), 0.40), 5.0).cause, Some(Cause::WarmCache));
+        assert_eq!(
+            judge(&ev(Some(0.90), 0.40), 5.0).cause,
+            Some(Cause::WarmCache)
+        );
         // The threshold is the option's: 20 pp off passes at 25.
         assert!(!judge(&ev(Some(0.20), 0.40), 25.0).flagged);
         // Without a prediction or an observation, nothing is flagged.
@@ -666,7 +689,10 @@ mod tests {
         let text: String = rows
             .iter()
             .map(|(ids, len)| {
-                format!("{}\n", serde_json::json!({"input_length": len, "hash_ids": ids}))
+                format!(
+                    "{}\n",
+                    serde_json::json!({"input_length": len, "hash_ids": ids})
+                )
             })
             .collect();
         let mut policy = crate::jsonl::ErrorPolicy::new(crate::jsonl::OnError::Fail);
@@ -678,7 +704,9 @@ mod tests {
     fn prediction_in_server_blocks() {
         // Trace blocks of 32 tokens; the server's are 16.
         let t = trace(&[(&[1, 2], 64), (&[1, 3], 60), (&[1, 2], 64), (&[4], 20)]);
-        let rows: Vec<(usize, u64)> = (0..4).map(|r| (r, t.turns[r].intended_input(32).unwrap())).collect();
+        let rows: Vec<(usize, u64)> = (0..4)
+            .map(|r| (r, t.turns[r].intended_input(32).unwrap()))
+            .collect();
         let p = predict(&t, &rows, 32, 16, None);
         // Row 1: nothing cached. Row 2: id 1 = 2 server blocks = 32 tokens;
         // its 60 tokens have 3 full blocks (the third is id 3's first half).

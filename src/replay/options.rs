@@ -189,11 +189,19 @@ pub struct ReplayArgs {
     /// root) before, during and after the run for the summary's fidelity
     /// section. On by default; a server without them is noted once and
     /// the run goes on.
-    #[arg(long, overrides_with = "no_server_metrics", help_heading = "Server metrics")]
+    #[arg(
+        long,
+        overrides_with = "no_server_metrics",
+        help_heading = "Server metrics"
+    )]
     pub server_metrics: bool,
 
     /// Do not scrape the server's metrics.
-    #[arg(long, overrides_with = "server_metrics", help_heading = "Server metrics")]
+    #[arg(
+        long,
+        overrides_with = "server_metrics",
+        help_heading = "Server metrics"
+    )]
     pub no_server_metrics: bool,
 
     /// Where the metrics are [default: /metrics at the root of --url].
@@ -213,7 +221,8 @@ pub struct ReplayArgs {
 
     /// Tokens per KV block of the server, for the predicted hit rate
     /// [default: the server's (vLLM's cache_config_info), else the trace's
-    /// block size].
+    /// block size]. The KV size of the prediction's LRU cache is
+    /// --kv-tokens when given, else the server's.
     #[arg(long, value_name = "TOKENS", help_heading = "Server metrics",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub server_block_size: Option<u64>,

@@ -178,7 +178,8 @@ impl Scraper {
 /// A sample's value for JSON: a number, or Prometheus's text for the
 /// values JSON has no number for.
 fn number(v: f64) -> Value {
-    serde_json::Number::from_f64(v).map_or_else(|| Value::String(prom::format_value(v)), Value::Number)
+    serde_json::Number::from_f64(v)
+        .map_or_else(|| Value::String(prom::format_value(v)), Value::Number)
 }
 
 /// The scrapes of one run, as [`super::fidelity`] reads them.
