@@ -216,8 +216,12 @@ pub struct ReplayArgs {
     /// Write every scrape to FILE: one JSON object per line, {"phase":
     /// "before"|"during"|"after", "unix_ms", "url", "error", "known": the
     /// series the summary reads, "samples": [{"name", "labels", "value"}]}.
-    #[arg(long, value_name = "FILE", help_heading = "Server metrics",
-          conflicts_with = "no_server_metrics")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Server metrics",
+        conflicts_with = "no_server_metrics"
+    )]
     pub metrics_out: Option<PathBuf>,
 
     /// Tokens per KV block of the server, for the predicted hit rate
