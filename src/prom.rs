@@ -106,7 +106,8 @@ fn parse_labels(mut s: &str) -> Result<(BTreeMap<String, String>, &str), String>
 }
 
 /// Which engine a scrape came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Engine {
     Vllm,
     Sglang,
@@ -114,7 +115,7 @@ pub enum Engine {
 
 /// What the fidelity check reads from a server: the known series, summed
 /// over their labels (one model, several engines or ranks).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ServerStats {
     pub engine: Option<Engine>,
     /// Prefix-cache lookups and hits in tokens (vLLM, cumulative counters).
@@ -127,6 +128,11 @@ pub struct ServerStats {
     /// KV-cache use, 0..1.
     pub kv_usage: Option<f64>,
     pub preemptions: Option<f64>,
+    /// From vLLM's `vllm:cache_config_info` labels (an info gauge): tokens
+    /// per KV block, KV blocks per engine, and whether prefix caching is on.
+    pub block_size: Option<u64>,
+    pub kv_blocks: Option<u64>,
+    pub prefix_caching: Option<bool>,
 }
 
 /// Where a known series goes in [`ServerStats`].
@@ -213,7 +219,38 @@ impl ServerStats {
             *field(&mut out) = Some(sum);
             out.engine.get_or_insert(*engine);
         }
+        out.read_cache_config(scrape);
         out
+    }
+
+    /// `vllm:cache_config_info{block_size="16",num_gpu_blocks="573",
+    /// enable_prefix_caching="True",engine="0",…} 1`: configuration, not a
+    /// count, so one label set is read (the first; with several engines
+    /// each has its own cache of that size). `"None"` values are absent.
+    fn read_cache_config(&mut self, scrape: &Scrape) {
+        let Some(info) = scrape
+            .samples
+            .iter()
+            .find(|s| s.name == "vllm:cache_config_info")
+        else {
+            return;
+        };
+        let num = |k: &str| info.labels.get(k).and_then(|v| v.parse::<u64>().ok());
+        self.block_size = num("block_size").filter(|&b| b > 0);
+        self.kv_blocks = num("num_gpu_blocks_override").or(num("num_gpu_blocks"));
+        self.prefix_caching = info.labels.get("enable_prefix_caching").and_then(|v| {
+            match v.to_ascii_lowercase().as_str() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => None,
+            }
+        });
+        self.engine.get_or_insert(Engine::Vllm);
+    }
+
+    /// KV capacity in tokens, when the server reports its blocks.
+    pub fn kv_tokens(&self) -> Option<u64> {
+        Some(self.kv_blocks? * self.block_size?)
     }
 
     /// The prefix-cache hit rate between two scrapes of the same server
@@ -229,6 +266,113 @@ impl ServerStats {
             (Some(q0), Some(h0), Some(q1), Some(h1)) if q1 > q0 => Some((h1 - h0) / (q1 - q0)),
             _ => after.cache_hit_rate,
         }
+    }
+}
+
+/// A metric family's type, as `# TYPE` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    Counter,
+    Gauge,
+}
+
+/// Appends one metric family in the text format as Python's
+/// `prometheus_client` (which vLLM uses) writes it: `# HELP` and `# TYPE`
+/// under the family's name, then its samples; a counter's samples are
+/// `NAME_total`, each followed by `NAME_created` (the Unix time it was made)
+/// when `created` is given.
+pub fn write_family(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: &[(&[(&str, &str)], f64)],
+    created: Option<f64>,
+) {
+    use std::fmt::Write as _;
+    let type_name = match kind {
+        MetricType::Counter => "counter",
+        MetricType::Gauge => "gauge",
+    };
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {type_name}");
+    for (labels, value) in samples {
+        let labels = label_text(labels);
+        match kind {
+            MetricType::Gauge => {
+                let _ = writeln!(out, "{name}{labels} {}", format_value(*value));
+            }
+            MetricType::Counter => {
+                let _ = writeln!(out, "{name}_total{labels} {}", format_value(*value));
+                if let Some(c) = created {
+                    let _ = writeln!(out, "{name}_created{labels} {}", format_value(c));
+                }
+            }
+        }
+    }
+}
+
+/// `{a="x",b="y"}`, or nothing without labels.
+fn label_text(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| {
+            let v = v
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!("{k}=\"{v}\"")
+        })
+        .collect();
+    format!("{{{}}}", parts.join(","))
+}
+
+fn escape_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A sample value as `prometheus_client`'s `floatToGoString` writes it:
+/// Python's `repr` of the float (`3.0`, `0.25`, `1e-05`), `+Inf`, `-Inf`,
+/// `NaN`, and positive values with more than six digits before the point in
+/// Go's exponent form (`12345678.0` → `1.2345678e+07`).
+pub fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    let s = python_repr(v);
+    match s.find('.') {
+        Some(dot) if v > 0.0 && dot > 6 && !s.contains('e') => {
+            let digits = format!("{}{}", &s[1..dot], &s[dot + 1..]);
+            let mantissa = format!("{}.{digits}", &s[..1]);
+            let mantissa = mantissa.trim_end_matches(['0', '.']);
+            format!("{mantissa}e+0{}", dot - 1)
+        }
+        _ => s,
+    }
+}
+
+/// Python's `repr(float)`: the shortest round-trip digits, in positional
+/// form for exponents in [-4, 16), else `d.ddde±XX`.
+fn python_repr(v: f64) -> String {
+    let sci = format!("{v:e}"); // shortest digits: `1.5e-7`, `3e0`
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..16).contains(&exp) {
+        let s = format!("{v}");
+        if s.contains('.') {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
     }
 }
 
@@ -310,5 +454,80 @@ vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="a \"quoted\" name"
             ServerStats::hit_rate_between(&ServerStats::default(), &st),
             Some(0.4)
         );
+    }
+
+    #[test]
+    fn cache_config_info_gives_block_size_capacity_and_switch() {
+        let text = "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",\
+                    enable_prefix_caching=\"True\",engine=\"0\",num_gpu_blocks=\"573\",\
+                    num_gpu_blocks_override=\"None\"} 1.0\n";
+        let st = ServerStats::from_scrape(&parse(text).unwrap());
+        assert_eq!(st.block_size, Some(16));
+        assert_eq!(st.kv_blocks, Some(573));
+        // 573 blocks of 16 tokens.
+        assert_eq!(st.kv_tokens(), Some(9168));
+        assert_eq!(st.prefix_caching, Some(true));
+        assert_eq!(st.engine, Some(Engine::Vllm));
+        let off = "vllm:cache_config_info{enable_prefix_caching=\"False\",block_size=\"32\"} 1\n";
+        let st = ServerStats::from_scrape(&parse(off).unwrap());
+        assert_eq!((st.prefix_caching, st.kv_tokens()), (Some(false), None));
+    }
+
+    #[test]
+    fn values_as_prometheus_client_writes_them() {
+        // Python: [floatToGoString(x) for x in (...)]
+        for (v, want) in [
+            (3.0, "3.0"),
+            (0.0, "0.0"),
+            (0.25, "0.25"),
+            (1e-5, "1e-05"),
+            (123456.0, "123456.0"),
+            (1234567.0, "1.234567e+06"),
+            (12345678.0, "1.2345678e+07"),
+            (1e7, "1e+07"),
+            (-2.5, "-2.5"),
+            (1e16, "1e+16"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NAN, "NaN"),
+        ] {
+            assert_eq!(format_value(v), want, "{v}");
+            if v.is_finite() {
+                assert_eq!(parse_value(want), Some(v), "{want}");
+            }
+        }
+    }
+
+    #[test]
+    fn written_families_parse_back() {
+        let mut out = String::new();
+        let labels: &[(&str, &str)] = &[("engine", "0"), ("model_name", "a \"b\"")];
+        write_family(
+            &mut out,
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            MetricType::Counter,
+            &[(labels, 96.0)],
+            Some(1.5e9),
+        );
+        write_family(
+            &mut out,
+            "g",
+            "A gauge.",
+            MetricType::Gauge,
+            &[(&[], 0.5)],
+            None,
+        );
+        assert_eq!(
+            out,
+            "# HELP vllm:prefix_cache_hits Prefix cache hits, in terms of number of cached tokens.\n\
+             # TYPE vllm:prefix_cache_hits counter\n\
+             vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"a \\\"b\\\"\"} 96.0\n\
+             vllm:prefix_cache_hits_created{engine=\"0\",model_name=\"a \\\"b\\\"\"} 1.5e+09\n\
+             # HELP g A gauge.\n# TYPE g gauge\ng 0.5\n"
+        );
+        let s = parse(&out).unwrap();
+        assert_eq!(s.samples.len(), 3);
+        assert_eq!(s.samples[0].labels["model_name"], "a \"b\"");
+        assert_eq!(s.samples[0].value, 96.0);
     }
 }

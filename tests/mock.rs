@@ -811,3 +811,54 @@ fn messages_are_as_strict_as_vllm() {
     let (status, _, text) = post(&mock, "/v1/chat/completions", &chat_body(2, json!({})));
     assert_eq!(status, 200, "{text}");
 }
+
+#[test]
+fn metrics_count_the_prefix_cache_in_tokens_as_vllm() {
+    let mock = Mock::start(&["--prefix-cache", "--cache-block-size", "2", "--model", "m"]);
+    let metrics = || {
+        let mut resp = agent().get(mock.url("/metrics")).call().unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let kind = resp
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
+        resp.body_mut().read_to_string().unwrap()
+    };
+    let text = metrics();
+    // vLLM's exposition: HELP and TYPE under the family name, `_total` samples.
+    assert!(text.contains(
+        "# HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of queried tokens.\n\
+         # TYPE vllm:prefix_cache_queries counter\n\
+         vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"m\"} 0.0\n"
+    ));
+    let prompt = |p: &str| json!({"prompt": p, "max_tokens": 1});
+    // 5 words, blocks of 2: [a b][c d] kept, the fifth word is a partial block.
+    post_json(&mock, "/v1/completions", &prompt("a b c d e"));
+    // 7 words: [a b][c d] found = 4 tokens; [x y] kept.
+    post_json(&mock, "/v1/completions", &prompt("a b c d x y z"));
+    let st = mctrace::prom::ServerStats::from_scrape(&mctrace::prom::parse(&metrics()).unwrap());
+    // Queried 5 + 7 = 12 prompt tokens, found 0 + 4.
+    assert_eq!(st.prefix_queries, Some(12.0));
+    assert_eq!(st.prefix_hits, Some(4.0));
+    assert_eq!((st.running, st.waiting), (Some(0.0), Some(0.0)));
+    assert_eq!(st.block_size, Some(2));
+    assert_eq!(st.prefix_caching, Some(true));
+    assert_eq!(st.engine, Some(mctrace::prom::Engine::Vllm));
+
+    // Without --prefix-cache, vLLM looks nothing up and counts nothing.
+    let off = Mock::start(&[]);
+    post_json(&off, "/v1/completions", &prompt("a b c d e"));
+    let text = agent()
+        .get(off.url("/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let st = mctrace::prom::ServerStats::from_scrape(&mctrace::prom::parse(&text).unwrap());
+    assert_eq!((st.prefix_queries, st.prefix_hits), (Some(0.0), Some(0.0)));
+    assert_eq!(st.prefix_caching, Some(false));
+}

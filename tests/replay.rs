@@ -97,6 +97,69 @@ pub mod schema {
         pub workers: usize,
         pub stopped_early: Option<StoppedEarly>,
         pub engine: Option<serde_json::Value>,
+        pub fidelity: Option<Fidelity>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Fidelity {
+        pub server_metrics: String,
+        pub metrics_url: Option<String>,
+        pub metrics_note: Option<String>,
+        pub server_engine: Option<String>,
+        pub scrapes: u64,
+        pub hit_rate: HitRate,
+        pub prompt_tokens: TokenCheck,
+        pub output_tokens: TokenCheck,
+        pub arrival_rate: Rates,
+        pub lag_p99_ms: Option<f64>,
+        pub server: Option<ServerLoad>,
+        pub threshold_pp: f64,
+        pub flagged: bool,
+        pub cause: Option<String>,
+        pub verdict: String,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct HitRate {
+        pub observed: Option<f64>,
+        pub server_queried_tokens: Option<f64>,
+        pub server_hit_tokens: Option<f64>,
+        pub predicted: Option<f64>,
+        pub predicted_at_kv: Option<f64>,
+        pub block_size: u64,
+        pub block_size_from: String,
+        pub kv_tokens: Option<u64>,
+        pub kv_tokens_from: Option<String>,
+        pub requests: u64,
+        pub predicted_queried_tokens: u64,
+        pub note: Option<String>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct TokenCheck {
+        pub requests: u64,
+        pub requested: u64,
+        pub realised: u64,
+        pub diff_pct: Option<f64>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Rates {
+        pub intended: Option<f64>,
+        pub achieved: f64,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ServerLoad {
+        pub running_max: Option<f64>,
+        pub waiting_max: Option<f64>,
+        pub kv_usage_max: Option<f64>,
+        pub preemptions: Option<f64>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -1942,4 +2005,186 @@ fn line_buffered_results_arrive_as_they_complete() {
     out.read_to_string(&mut rest).unwrap();
     assert_eq!(rest.lines().count(), 1);
     assert!(child.wait().unwrap().success());
+}
+
+/// The six rows of the fidelity checks: blocks of 16 tokens, never a prompt
+/// the cache holds whole (there vLLM recomputes the last block and mc-mock
+/// does not). Queries and hits of an infinite cache of 16-token blocks,
+/// one request at a time in file order:
+///   [1,2,3] 48        → 0 of 48
+///   [1,2,4] 48        → 1,2 = 32 of 48
+///   [1,2,3,5] 64      → 1,2,3 = 48 of 64
+///   [6] 16            → 0 of 16
+///   [1,7] 32          → 1 = 16 of 32
+///   [1,2,3,5,8] 72    → 1,2,3,5 = 64 of 72 (id 8 is a partial block)
+/// Queries 48+48+64+16+32+72 = 280, hits 32+48+16+64 = 160: 4/7.
+fn fidelity_trace() -> String {
+    [
+        (json!([1, 2, 3]), 48),
+        (json!([1, 2, 4]), 48),
+        (json!([1, 2, 3, 5]), 64),
+        (json!([6]), 16),
+        (json!([1, 7]), 32),
+        (json!([1, 2, 3, 5, 8]), 72),
+    ]
+    .iter()
+    .map(|(ids, len)| {
+        format!(
+            "{}\n",
+            json!({"input_length": len, "output_length": 2, "hash_ids": ids})
+        )
+    })
+    .collect()
+}
+
+/// Runs the fidelity trace one request at a time; the summary's fidelity.
+fn fidelity_run(url: &str, extra: &[&str]) -> (Run, schema::Fidelity) {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let mut args = vec![
+        "--model",
+        "m",
+        "--concurrency",
+        "1",
+        "--block-size",
+        "16",
+        "--summary",
+        summary.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let run = replay(url, &args, &fidelity_trace());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    (
+        run,
+        s.fidelity
+            .expect("a real server's summary has a fidelity section"),
+    )
+}
+
+#[test]
+fn fidelity_the_server_sees_the_predicted_hit_rate() {
+    let mock = Mock::start(&["--prefix-cache", "--cache-block-size", "16"]);
+    let dir = tempfile::tempdir().unwrap();
+    let scrapes = dir.path().join("scrapes.jsonl");
+    let (run, f) = fidelity_run(&mock.url, &["--metrics-out", scrapes.to_str().unwrap()]);
+    assert_eq!(f.server_metrics, "ok");
+    assert_eq!(f.server_engine.as_deref(), Some("vllm"));
+    assert_eq!(f.metrics_url, Some(format!("{}/metrics", mock.url)));
+    let h = &f.hit_rate;
+    // See fidelity_trace: 160 of 280 tokens on both sides.
+    assert_eq!(h.server_queried_tokens, Some(280.0));
+    assert_eq!(h.server_hit_tokens, Some(160.0));
+    assert_eq!(h.observed, Some(160.0 / 280.0));
+    assert_eq!(h.predicted, Some(160.0 / 280.0));
+    assert_eq!(h.predicted_queried_tokens, 280);
+    assert_eq!(h.requests, 6);
+    // The block size is the one mc-mock reports in vllm:cache_config_info.
+    assert_eq!((h.block_size, h.block_size_from.as_str()), (16, "server"));
+    assert_eq!((h.kv_tokens, h.predicted_at_kv), (None, None));
+    assert!(!f.flagged, "{f:?}");
+    assert_eq!(f.cause, None);
+    // mc-mock's prompts are exactly the words asked for.
+    assert_eq!(
+        (f.prompt_tokens.requested, f.prompt_tokens.realised),
+        (280, 280)
+    );
+    assert_eq!(f.prompt_tokens.diff_pct, Some(0.0));
+    assert_eq!(
+        (f.output_tokens.requested, f.output_tokens.realised),
+        (12, 12)
+    );
+    assert_eq!(f.arrival_rate.intended, None); // a closed loop
+    assert!(f.lag_p99_ms.is_some());
+    assert_eq!(f.threshold_pp, 5.0);
+    let load = f.server.as_ref().unwrap();
+    // Scraped after the run: nothing running any more.
+    assert_eq!(load.waiting_max, Some(0.0));
+    assert!(run.stderr.contains(
+        "  prefix-cache hit rate: server 57.14% (160 of 280 tokens); trace 57.14% at block size 16 (the server's)"
+    ), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("  ok: the server's hit rate 57.14% is within 5 pp"),
+        "{}",
+        run.stderr
+    );
+    // Every scrape is in the file: before, (maybe during), after.
+    let text = std::fs::read_to_string(&scrapes).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 2, "{text}");
+    assert_eq!(lines[0]["phase"], "before");
+    assert_eq!(lines.last().unwrap()["phase"], "after");
+    assert_eq!(lines[0]["known"]["prefix_queries"], 0.0);
+    assert_eq!(lines.last().unwrap()["known"]["prefix_queries"], 280.0);
+    // Unknown series are kept in the file (a counter's `_created`).
+    assert!(lines[0]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "vllm:prefix_cache_hits_created"));
+
+    // The same prompts again (same --seed): the cache already holds them.
+    let (_, again) = fidelity_run(&mock.url, &[]);
+    assert!(again.flagged, "{again:?}");
+    assert_eq!(again.cause.as_deref(), Some("warm_cache"));
+}
+
+#[test]
+fn fidelity_flags_a_server_without_prefix_caching() {
+    let mock = Mock::start(&[]);
+    let (run, f) = fidelity_run(&mock.url, &[]);
+    assert_eq!(f.server_metrics, "ok");
+    // vLLM counts no lookups with caching off; mc-mock neither.
+    assert_eq!(f.hit_rate.server_queried_tokens, Some(0.0));
+    assert_eq!(f.hit_rate.observed, None);
+    assert_eq!(f.hit_rate.predicted, Some(160.0 / 280.0));
+    assert!(f.flagged);
+    assert_eq!(f.cause.as_deref(), Some("prefix_caching_off"));
+    assert!(run.stderr.contains("  FLAGGED: the server counted no prefix-cache lookups; the trace predicts 57.14%: likely prefix caching looks off"), "{}", run.stderr);
+}
+
+#[test]
+fn fidelity_without_server_metrics_the_run_goes_on() {
+    let mock = Mock::start(&["--prefix-cache", "--cache-block-size", "16"]);
+    // A server that answers 404 at its metrics URL.
+    let nowhere = format!("{}/nowhere", mock.url);
+    let (run, f) = fidelity_run(&mock.url, &["--metrics-url", &nowhere]);
+    assert_eq!(f.server_metrics, "unavailable");
+    assert_eq!(f.metrics_note.as_deref(), Some("HTTP 404"));
+    assert_eq!(f.scrapes, 0);
+    assert!(!f.flagged);
+    assert_eq!(f.hit_rate.observed, None);
+    // The trace's side is still there.
+    assert_eq!(f.hit_rate.predicted, Some(160.0 / 280.0));
+    assert_eq!(
+        run.stderr
+            .matches("mc-replay: note: server metrics at")
+            .count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "fidelity: server metrics not available (HTTP 404 at {nowhere})"
+        )),
+        "{}",
+        run.stderr
+    );
+    // --no-server-metrics: nothing is asked (the log is read on a thread:
+    // let it catch up first).
+    std::thread::sleep(Duration::from_millis(200));
+    let before = mock.requests().len();
+    let (_, f) = fidelity_run(&mock.url, &["--no-server-metrics"]);
+    assert_eq!(f.server_metrics, "off");
+    let asked: Vec<Value> = mock.requests()[before..]
+        .iter()
+        .filter(|r| r["path"] != "/v1/chat/completions")
+        .cloned()
+        .collect();
+    assert!(asked.is_empty(), "{asked:?}");
 }

@@ -20,7 +20,7 @@ pub use profile::{
     Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN, DYNAMO_POLYNOMIAL,
     H100_LLAMA3_8B,
 };
-pub use sched::{Engine, EngineRequest, Finished};
+pub use sched::{Engine, EngineLoad, EngineRequest, Finished};
 pub use stats::EngineStats;
 
 use serde::Serialize;

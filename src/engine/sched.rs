@@ -90,6 +90,19 @@ impl Req {
     }
 }
 
+/// See [`Engine::load`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EngineLoad {
+    pub running: u64,
+    pub waiting: u64,
+    /// KV blocks held by running requests / all blocks.
+    pub kv_usage: f64,
+    pub kv_blocks: u64,
+    pub queried_tokens: u64,
+    pub cached_tokens: u64,
+    pub preemptions: u64,
+}
+
 /// One scheduled request in a step.
 #[derive(Clone, Copy)]
 struct Slot {
@@ -153,6 +166,26 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         self.tally.stats()
+    }
+
+    /// The state a live server's gauges show now, and its counters so far
+    /// (prompt tokens looked up in the prefix cache at first admission, and
+    /// found there), for mc-mock's `/metrics`.
+    pub fn load(&self) -> EngineLoad {
+        let cap = self.kv.capacity();
+        EngineLoad {
+            running: self.running.len() as u64,
+            waiting: self.waiting.len() as u64,
+            kv_usage: if cap == 0 {
+                0.0
+            } else {
+                self.kv.used() as f64 / cap as f64
+            },
+            kv_blocks: cap as u64,
+            queried_tokens: self.tally.prompt_tokens,
+            cached_tokens: self.tally.cached_tokens,
+            preemptions: self.tally.preemptions,
+        }
     }
 
     /// From now on, keep every token's (request id, time) as it is made,

@@ -58,6 +58,11 @@ impl LiveEngine {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The engine's gauges and counters now, for `/metrics`.
+    pub fn load(&self) -> crate::engine::EngineLoad {
+        self.lock().engine.load()
+    }
+
     fn now_us(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
     }

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod faults;
 pub mod http;
 pub mod latency;
+pub mod metrics;
 pub mod request;
 pub mod wire;
 
@@ -35,7 +36,10 @@ use wire::{Reply, WireUsage};
 /// A vLLM-like OpenAI-compatible test server with made-up answers.
 ///
 /// Serves POST /v1/chat/completions and /v1/completions (streaming or not,
-/// in vLLM's exact format), GET /v1/models and GET /health. Answers are
+/// in vLLM's exact format), GET /v1/models, GET /health and GET /metrics
+/// (vLLM's Prometheus names: prefix-cache queries and hits in tokens,
+/// requests running and waiting, KV-cache use, preemptions, and
+/// `vllm:cache_config_info` with the block size). Answers are
 /// tokens " the", " of", " and", ... timed on absolute deadlines from the
 /// request's arrival: token i is due at TTFT + i*ITL, with TTFT =
 /// --ttft-ms + --ttft-per-1k-tokens-ms * prompt_tokens / 1000; a non-streaming
@@ -255,6 +259,7 @@ fn unix_secs(t: SystemTime) -> u64 {
 enum Route {
     Models,
     Health,
+    Metrics,
     Complete(Kind, Result<Ask, String>),
     NotFound,
     WrongMethod(&'static str),
@@ -264,6 +269,7 @@ fn route(req: &HttpRequest, cache_block: u64) -> Route {
     let (allowed, kind) = match req.path() {
         "/v1/models" => ("GET", None),
         "/health" => ("GET", None),
+        "/metrics" => ("GET", None),
         "/v1/chat/completions" => ("POST", Some(Kind::Chat)),
         "/v1/completions" => ("POST", Some(Kind::Completion)),
         _ => return Route::NotFound,
@@ -274,6 +280,7 @@ fn route(req: &HttpRequest, cache_block: u64) -> Route {
     match kind {
         Some(kind) => Route::Complete(kind, request::parse(kind, &req.body, cache_block)),
         None if req.path() == "/health" => Route::Health,
+        None if req.path() == "/metrics" => Route::Metrics,
         None => Route::Models,
     }
 }
@@ -286,6 +293,8 @@ struct Server {
     nonce: u64,
     log: Log,
     cache: cache::PrefixCache,
+    /// `/metrics` of the latency model (`--engine` has the engine's).
+    counters: metrics::Counters,
     /// `--engine`: the shared engine model, and its block size in words.
     engine: Option<std::sync::Arc<engine::LiveEngine>>,
     engine_block: u64,
@@ -305,6 +314,7 @@ impl Server {
             nonce,
             log,
             cache: cache::PrefixCache::new(opts_cache_block),
+            counters: metrics::Counters::default(),
             engine: None,
             engine_block: 0,
         }
@@ -318,6 +328,42 @@ impl Server {
         } else {
             self.opts.cache_block()
         }
+    }
+
+    /// The Prometheus exposition of the cache and queue now.
+    fn metrics(&self) -> String {
+        let created = self
+            .started
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let (cache, load) = match &self.engine {
+            Some(e) => {
+                let l = e.load();
+                let cache = metrics::CacheConfig {
+                    block_size: self.engine_block,
+                    prefix_caching: true,
+                    kv_blocks: Some(l.kv_blocks),
+                };
+                let load = metrics::Load {
+                    queries: l.queried_tokens,
+                    hits: l.cached_tokens,
+                    running: l.running,
+                    waiting: l.waiting,
+                    kv_usage: l.kv_usage,
+                    preemptions: l.preemptions,
+                };
+                (cache, load)
+            }
+            None => {
+                let cache = metrics::CacheConfig {
+                    block_size: self.opts.cache_block_size,
+                    prefix_caching: self.opts.prefix_cache,
+                    kv_blocks: None,
+                };
+                (cache, self.counters.load())
+            }
+        };
+        metrics::render(&self.opts.model, cache, load, created)
     }
 
     fn error(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()> {
@@ -364,8 +410,13 @@ impl Server {
                 return Ok(());
             }
         }
+        let _running = self.counters.running();
         // Looked up (and the prompt's blocks stored) as the request arrives.
         let cached = self.cache.cached_tokens(&ask.prefix_hashes);
+        if self.opts.prefix_cache {
+            // As vLLM: only a cache that is on counts its lookups.
+            self.counters.lookup(ask.prompt_tokens, cached);
+        }
         let ticket = match &self.engine {
             None => None,
             Some(e) => {
@@ -419,6 +470,12 @@ impl Handler for Server {
                 conn.respond(200, Some("application/json"), &[], &body)
             }
             Route::Health => conn.respond(200, None, &[], b""),
+            Route::Metrics => conn.respond(
+                200,
+                Some("text/plain; version=0.0.4; charset=utf-8"),
+                &[],
+                self.metrics().as_bytes(),
+            ),
             Route::NotFound => self.error(conn, 404, "Not Found"),
             Route::WrongMethod(allowed) => {
                 self.error_with(conn, 405, "Method Not Allowed", &[("allow", allowed)])
@@ -591,6 +648,10 @@ mod tests {
         assert!(matches!(
             route(&req("GET", "/health", ""), 0),
             Route::Health
+        ));
+        assert!(matches!(
+            route(&req("GET", "/metrics", ""), 0),
+            Route::Metrics
         ));
         assert!(matches!(
             route(&req("GET", "/v1/completions", ""), 0),

@@ -6,13 +6,17 @@
 //! builds each request; [`schedule`] decides when it is sent and drives a
 //! [`target::Target`]: [`http`] sends to a server with [`client`], which
 //! reads the stream ([`sse`]); [`recorder`] writes each result and feeds
-//! [`metrics`]; [`report`] turns them into the summary. [`sweep`] runs all
-//! of that once per value of a `--rate`/`--concurrency`/`--speedup` list.
+//! [`metrics`]; [`report`] turns them into the summary. Against a real
+//! server, [`scrape`] reads its Prometheus metrics around the run and
+//! [`fidelity`] compares what it saw with what the trace describes.
+//! [`sweep`] runs all of that once per value of a
+//! `--rate`/`--concurrency`/`--speedup` list.
 
 pub mod body;
 pub mod client;
 pub mod engine_target;
 pub mod error;
+pub mod fidelity;
 pub mod http;
 pub mod inflight;
 pub mod metrics;
@@ -24,6 +28,7 @@ pub mod recorder;
 pub mod report;
 pub mod request;
 pub mod schedule;
+pub mod scrape;
 pub mod sse;
 pub mod sweep;
 pub mod target;
@@ -215,6 +220,20 @@ pub fn run_loaded(
         None => discover_model(&agent, &base, &headers)?,
     };
     let run_id = RunId::from_clock();
+    // Before the run's clock starts: the first scrape costs the schedule nothing.
+    let observer = if args.no_server_metrics {
+        None
+    } else {
+        let url = args
+            .metrics_url
+            .clone()
+            .unwrap_or_else(|| scrape::metrics_url(&base));
+        let scraper = scrape::Scraper::new(url, headers.clone(), args.metrics_out.clone())?;
+        Some(scrape::Observer::start(
+            scraper,
+            Duration::from_secs_f64(args.metrics_interval),
+        ))
+    };
     let builder = RequestBuilder {
         synth,
         body: BodyOptions {
@@ -236,7 +255,15 @@ pub fn run_loaded(
         },
         stop.clone(),
     );
-    drive(args, loaded, &mut target, Some(model), run_id, &stop)
+    drive_observed(
+        args,
+        loaded,
+        &mut target,
+        Some(model),
+        run_id,
+        &stop,
+        Some(observer),
+    )
 }
 
 /// Replays `loaded` on `target` (its clock started just before): the
@@ -249,6 +276,20 @@ pub fn drive<T: Target>(
     model: Option<String>,
     run_id: RunId,
     stop: &AtomicBool,
+) -> Result<report::Summary> {
+    drive_observed(args, loaded, target, model, run_id, stop, None)
+}
+
+/// [`drive`], and for a real server the fidelity section: `observer` is
+/// `Some(None)` under `--no-server-metrics`, `None` for the engine model.
+fn drive_observed<T: Target>(
+    args: &ReplayArgs,
+    loaded: &Loaded,
+    target: &mut T,
+    model: Option<String>,
+    run_id: RunId,
+    stop: &AtomicBool,
+    observer: Option<Option<scrape::Observer>>,
 ) -> Result<report::Summary> {
     let run = run_info(args, &loaded.trace, loaded.arrivals, target.name(), model);
     let out = SendOutput::open_send(args.io.output.as_deref(), args.io.line_buffered)?;
@@ -278,6 +319,22 @@ pub fn drive<T: Target>(
     let mut summary =
         report::summarize(&rec.tally, &end, trace_rate(loaded.arrivals), args.slo, run);
     summary.engine = target.report();
+    if let Some(observer) = observer {
+        let observed = observer.map(scrape::Observer::finish);
+        let inputs = fidelity::Inputs {
+            trace: &loaded.trace,
+            trace_block: loaded.block_size,
+            delta_turns: args.turns == Turns::Delta,
+            sent: &rec.sent,
+            server_block_size: args.server_block_size,
+            kv_tokens: args.engine_model.kv_tokens,
+            threshold_pp: args.fidelity_threshold,
+            intended_rate: summary.trace_rate,
+            achieved_rate: summary.send_rate,
+            lag_p99_ms: summary.metrics.lag.as_ref().map(|l| l.p99),
+        };
+        summary.fidelity = Some(fidelity::assess(&inputs, observed.as_ref()));
+    }
     let flushed = rec.finish();
     eprint!("{}", summary.table());
     if let Some(p) = &args.summary_json {

@@ -66,6 +66,8 @@ pub const MAX_SECONDS: f64 = 1e6;
   mc-replay --url http://127.0.0.1:8000 --rate 1,2,4,8 --max-requests 200 --out-dir sweep -i t.jsonl
   mc-replay --speedup 1,2,4,8 --out-dir what-if -i trace.jsonl   # the engine model, in seconds
   jq -s 'map(.ttft_ms) | add / length' results.jsonl
+  mc-replay --url http://gpu:8000 --metrics-out scrapes.jsonl --summary s.json < trace.jsonl > r.jsonl
+  jq .fidelity s.json                          # did the server see the trace's sharing?
 
 Coming from vLLM's benchmark or AIPerf: --base-url is --url, --request-rate
 is --rate, --num-prompts and --request-count are --max-requests, and
@@ -233,6 +235,59 @@ pub struct ReplayArgs {
           default_value = super::sweep::StopWhen::DEFAULT)]
     pub stop_when: super::sweep::StopWhen,
 
+    /// Scrape the server's Prometheus metrics (GET /metrics at the server's
+    /// root) before, during and after the run for the summary's fidelity
+    /// section. On by default; a server without them is noted once and
+    /// the run goes on.
+    #[arg(
+        long,
+        overrides_with = "no_server_metrics",
+        help_heading = "Server metrics"
+    )]
+    pub server_metrics: bool,
+
+    /// Do not scrape the server's metrics.
+    #[arg(
+        long,
+        overrides_with = "server_metrics",
+        help_heading = "Server metrics"
+    )]
+    pub no_server_metrics: bool,
+
+    /// Where the metrics are [default: /metrics at the root of --url].
+    #[arg(long, value_name = "URL", value_parser = parse_url, help_heading = "Server metrics")]
+    pub metrics_url: Option<String>,
+
+    /// Seconds between scrapes during the run.
+    #[arg(long, default_value_t = 5.0, value_name = "S", value_parser = positive_seconds,
+          help_heading = "Server metrics")]
+    pub metrics_interval: f64,
+
+    /// Write every scrape to FILE: one JSON object per line, {"phase":
+    /// "before"|"during"|"after", "unix_ms", "url", "error", "known": the
+    /// series the summary reads, "samples": [{"name", "labels", "value"}]}.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Server metrics",
+        conflicts_with = "no_server_metrics"
+    )]
+    pub metrics_out: Option<PathBuf>,
+
+    /// Tokens per KV block of the server, for the predicted hit rate
+    /// [default: the server's (vLLM's cache_config_info), else the trace's
+    /// block size]. The KV size of the prediction's LRU cache is
+    /// --kv-tokens when given, else the server's.
+    #[arg(long, value_name = "TOKENS", help_heading = "Server metrics",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub server_block_size: Option<u64>,
+
+    /// Flag the run when the server's prefix-cache hit rate is more than
+    /// this many percentage points from the trace's.
+    #[arg(long, default_value_t = super::fidelity::DEFAULT_THRESHOLD_PP, value_name = "PP",
+          value_parser = percentage_points, help_heading = "Server metrics")]
+    pub fidelity_threshold: f64,
+
     /// AIPerf's option: timestamps are followed by default (accepted, no effect).
     #[arg(long, hide = true)]
     pub fixed_schedule: bool,
@@ -261,6 +316,14 @@ pub fn positive(s: &str) -> Result<f64, String> {
     match number(s)? {
         v if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a positive number")),
+    }
+}
+
+/// Percentage points in [0, 100].
+pub fn percentage_points(s: &str) -> Result<f64, String> {
+    match number(s)? {
+        v if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not between 0 and 100 percentage points")),
     }
 }
 

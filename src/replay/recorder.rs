@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
+use super::fidelity::SentRequest;
 use super::metrics::{Identity, Latencies, RequestResult, Slo, Tally};
 use super::outcome::Outcome;
 use super::progress::Progress;
@@ -53,6 +54,8 @@ pub struct Recorder {
     pub write_error: Option<Error>,
     /// Set when `--max-consecutive-failures` was reached.
     pub stopped_early: Option<StoppedEarly>,
+    /// Every request sent, in the order they ended (the fidelity check).
+    pub sent: Vec<SentRequest>,
     line: Vec<u8>,
     last_flush: Instant,
 }
@@ -82,6 +85,7 @@ impl Recorder {
             counts: Counts::default(),
             write_error: None,
             stopped_early: None,
+            sent: Vec::new(),
             line: Vec::new(),
             last_flush: Instant::now(),
         }
@@ -93,6 +97,7 @@ impl Recorder {
             return Verdict::Continue;
         };
         self.counts.done += 1;
+        self.sent.push(SentRequest::of(done.job.row, o));
         let turn = &trace.turns[done.job.row];
         let id = Identity {
             line: turn.line,

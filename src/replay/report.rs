@@ -46,6 +46,8 @@ pub struct Summary {
     pub stopped_early: Option<StoppedEarly>,
     /// The engine model's parameters and statistics (engine target only).
     pub engine: Option<serde_json::Value>,
+    /// Did the server see the run the trace describes (real servers only).
+    pub fidelity: Option<super::fidelity::Fidelity>,
 }
 
 /// The run's description.
@@ -208,6 +210,7 @@ pub fn summarize(
         workers: end.workers,
         stopped_early: end.stopped_early.clone(),
         engine: None,
+        fidelity: None,
     }
 }
 
@@ -238,6 +241,9 @@ impl Summary {
         self.table_tokens(&mut s);
         self.table_goodput(&mut s);
         self.table_metrics(&mut s);
+        if let Some(f) = &self.fidelity {
+            f.table(&mut s);
+        }
         self.table_warnings(&mut s);
         s
     }
@@ -397,6 +403,19 @@ impl Summary {
             scalar(&format!("errors_{k}"), n);
         }
         scalar("degraded", &self.degraded);
+        if let Some(f) = &self.fidelity {
+            let h = &f.hit_rate;
+            for (name, v) in [
+                ("hit_rate_observed", h.observed),
+                ("hit_rate_predicted", h.predicted),
+                ("hit_rate_predicted_at_kv", h.predicted_at_kv),
+            ] {
+                if let Some(v) = v {
+                    scalar(name, &v);
+                }
+            }
+            scalar("fidelity_flagged", &f.flagged);
+        }
         for (name, st) in self.rows() {
             let _ = writeln!(
                 s,
@@ -524,6 +543,7 @@ mod tests {
             workers: 4,
             stopped_early: None,
             engine: None,
+            fidelity: None,
         }
     }
 

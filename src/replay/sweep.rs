@@ -243,9 +243,11 @@ impl StopWhen {
                 "ttft-p99" => w.ttft_p99 = (!off).then(|| times(key, value)).transpose()?,
                 "lag-p99" => w.lag_p99_ms = (!off).then(|| millis(key, value)).transpose()?,
                 "error-rate" => w.error_rate = (!off).then(|| percent(key, value)).transpose()?,
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "`{key}` is not a test: use throughput-gain, ttft-p99, lag-p99 or error-rate"
-                )),
+                ))
+                }
             }
         }
         Ok(w)
