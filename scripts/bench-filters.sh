@@ -6,6 +6,16 @@
 #   scripts/bench-filters.sh [SIZE]     (SIZE default 1G; e.g. 200M for a quick look)
 #
 # jq is timed on a 64 MB slice (it runs at ~10 MB/s) and its MB/s compared.
+#
+# Besides wall-clock MB/s, each row gives CPU MB/s (input bytes over user +
+# system seconds): on a shared, loaded machine wall time mostly measures the
+# neighbours, CPU time much less so.
+#
+#   BASE_BIN=/path/to/old/target/release scripts/bench-filters.sh
+#
+# also runs the same commands with the binaries in BASE_BIN, alternating
+# old and new run by run so both see the same load, and prints the ratio
+# (the house issue's before/after check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size="${1:-1G}"
@@ -24,15 +34,20 @@ bytes=$(stat -c %s "$trace")
 slice_bytes=$(stat -c %s "$slice")
 cat "$trace" > /dev/null   # into the page cache
 
-# run NAME BYTES INPUT CMD...: prints one table row; the command reads INPUT on stdin.
-best_s=""; best_kb=""
-measure() { # INPUT CMD... -> sets best_s (best of 3 wall seconds) and best_kb (peak RSS)
+best_s=""; best_cpu=""; best_kb=""
+min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'; }
+once() { # INPUT CMD... -> s, cpu, kb of one run
   local input=$1; shift
-  best_s=999999; best_kb=0
+  /usr/bin/time -f "%e %U %S %M" -o "$dir/time" "$@" < "$input" > /dev/null
+  read -r s u sy kb < "$dir/time"
+  cpu=$(awk -v u="$u" -v s="$sy" 'BEGIN { print u + s }')
+}
+measure() { # INPUT CMD... -> best_s, best_cpu (best of 3) and best_kb (peak RSS)
+  local input=$1; shift
+  best_s=999999; best_cpu=999999; best_kb=0
   for _ in 1 2 3; do
-    /usr/bin/time -f "%e %M" -o "$dir/time" "$@" < "$input" > /dev/null
-    read -r s kb < "$dir/time"
-    best_s=$(awk -v a="$s" -v b="$best_s" 'BEGIN { print (a < b ? a : b) }')
+    once "$input" "$@"
+    best_s=$(min "$s" "$best_s"); best_cpu=$(min "$cpu" "$best_cpu")
     best_kb=$(( kb > best_kb ? kb : best_kb ))
   done
 }
@@ -43,19 +58,41 @@ measure "$trace" sh -c 'cat | cat'; pipe_mbps=$(mbps "$bytes" "$best_s")
 
 printf '\nprofile: %s; input: %s (%d MB, %d lines); cat: %s MB/s; cat | cat: %s MB/s\n\n' \
   "$profile" "$trace" $((bytes / 1048576)) "$(wc -l < "$trace")" "$cat_mbps" "$pipe_mbps"
-printf '| command | MB/s | x cat | jq -c MB/s | x jq | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
+if [ -n "${BASE_BIN:-}" ]; then
+  printf 'baseline: %s\n\n' "$BASE_BIN"
+  printf '| command | MB/s | CPU MB/s | before MB/s | before CPU MB/s | CPU now/before | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+else
+  printf '| command | MB/s | CPU MB/s | x cat | jq -c MB/s | x jq | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+fi
 
+# before/after: old and new alternate, best of 3 each.
+compare() { # LABEL CMD... (the command's first word is a path under $bin)
+  local label=$1; shift
+  local tool=${1#"$bin"/}; shift
+  local ns=999999 nc=999999 os=999999 oc=999999 peak=0
+  for _ in 1 2 3; do
+    once "$trace" "$bin/$tool" "$@"; ns=$(min "$s" "$ns"); nc=$(min "$cpu" "$nc")
+    peak=$(( kb > peak ? kb : peak ))
+    once "$trace" "$BASE_BIN/$tool" "$@"; os=$(min "$s" "$os"); oc=$(min "$cpu" "$oc")
+  done
+  printf '| `%s` | %s | %s | %s | %s | %s | %d |\n' "$label" \
+    "$(mbps "$bytes" "$ns")" "$(mbps "$bytes" "$nc")" "$(mbps "$bytes" "$os")" "$(mbps "$bytes" "$oc")" \
+    "$(awk -v a="$oc" -v b="$nc" 'BEGIN { printf "%.2f", a / b }')" $((peak / 1024))
+}
+
+# run LABEL JQ-PROGRAM|- CMD...: prints one table row; the command reads the trace on stdin.
 row() { # LABEL JQ-PROGRAM|- CMD...
   local label=$1 jqprog=$2; shift 2
+  if [ -n "${BASE_BIN:-}" ]; then compare "$label" "$@"; return; fi
   measure "$trace" "$@"
-  local m kb; m=$(mbps "$bytes" "$best_s"); kb=$best_kb
+  local m c kb; m=$(mbps "$bytes" "$best_s"); c=$(mbps "$bytes" "$best_cpu"); kb=$best_kb
   local jq_m="n/a" ratio="n/a"
   if [ "$jqprog" != "-" ]; then
     /usr/bin/time -f "%e" -o "$dir/time" jq -c "$jqprog" < "$slice" > /dev/null
     jq_m=$(mbps "$slice_bytes" "$(cat "$dir/time")")
     ratio=$(awk -v a="$m" -v b="$jq_m" 'BEGIN { printf "%.0f", a / b }')
   fi
-  printf '| `%s` | %s | %s | %s | %s | %d |\n' "$label" "$m" \
+  printf '| `%s` | %s | %s | %s | %s | %s | %d |\n' "$label" "$m" "$c" \
     "$(awk -v a="$m" -v b="$cat_mbps" 'BEGIN { printf "%.2f", a / b }')" "$jq_m" "$ratio" $((kb / 1024))
 }
 

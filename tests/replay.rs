@@ -849,11 +849,19 @@ fn is_uuid(s: &str) -> bool {
             .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+fn line_is_get(headers: &HashMap<String, String>) -> bool {
+    headers.get(":method").is_some_and(|m| m == "GET")
+}
+
 fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>, p: Personality) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut headers = HashMap::new();
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
+    headers.insert(
+        ":method".to_string(),
+        line.split(' ').next().unwrap_or("").to_string(),
+    );
     loop {
         line.clear();
         reader.read_line(&mut line).unwrap();
@@ -863,6 +871,13 @@ fn serve_one(conn: TcpStream, store: &Mutex<Vec<Seen>>, p: Personality) {
         }
         let (k, v) = l.split_once(':').unwrap();
         headers.insert(k.trim().to_lowercase(), v.trim().to_string());
+    }
+    // Like a server without Prometheus metrics: mc-replay's `GET /metrics`
+    // scrape gets a 404 (and is not a request this server records).
+    if line_is_get(&headers) {
+        let _ = (&conn)
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        return;
     }
     let len: usize = headers["content-length"].parse().unwrap();
     let mut body = vec![0; len];
