@@ -6,6 +6,7 @@
 //! ([`detect`]).
 
 pub mod azure;
+pub mod burstgpt;
 pub mod csv;
 pub mod detect;
 pub mod row;
@@ -280,9 +281,10 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
     }
     let mut importer: Box<dyn Importer> = match format {
         Format::Azure => Box::new(azure::Azure::new(args)),
-        Format::Burstgpt | Format::Aibrix | Format::Ragpulse | Format::Weka => {
+        Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
+        Format::Aibrix | Format::Ragpulse | Format::Weka => {
             return Err(Error::Usage(format!(
-                "--from {} is not implemented yet (only azure and nat are)",
+                "--from {} is not implemented yet (only azure, burstgpt and nat are)",
                 format.name()
             )))
         }
