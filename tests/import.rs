@@ -229,7 +229,10 @@ fn burstgpt_seconds_to_ms_and_failures_dropped() {
     let (kept, _) = import(&["--from", "burstgpt", "--keep-failed"], BURST_V1);
     let r = rows(&kept);
     assert_eq!(r.len(), 4);
-    assert_eq!((r[1].timestamp, r[1].output_length), (Some(45000.0), Some(0)));
+    assert_eq!(
+        (r[1].timestamp, r[1].output_length),
+        (Some(45000.0), Some(0))
+    );
 }
 
 #[test]
@@ -237,11 +240,16 @@ fn burstgpt_model_and_log_type_filters() {
     let (out, err) = import(&["--from", "burstgpt", "--model", "gpt-4"], BURST_V1);
     let r = rows(&out);
     assert_eq!(
-        r.iter().map(|r| r.input_length.unwrap()).collect::<Vec<_>>(),
+        r.iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
         [417, 1025]
     );
     // 2 ChatGPT rows are other models (the failed one is counted as that first).
-    assert!(err.contains("4 rows in, 2 rows out, 2 dropped (--model)"), "{err}");
+    assert!(
+        err.contains("4 rows in, 2 rows out, 2 dropped (--model)"),
+        "{err}"
+    );
     let (out, err) = import(
         &[
             "--from",
@@ -256,11 +264,16 @@ fn burstgpt_model_and_log_type_filters() {
         BURST_V1,
     );
     assert_eq!(
-        rows(&out).iter().map(|r| r.input_length.unwrap()).collect::<Vec<_>>(),
+        rows(&out)
+            .iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
         [472, 1025]
     );
     assert!(
-        err.contains("4 rows in, 2 rows out, 1 dropped (failed: 0 response tokens), 1 dropped (--log-type)"),
+        err.contains(
+            "4 rows in, 2 rows out, 1 dropped (failed: 0 response tokens), 1 dropped (--log-type)"
+        ),
         "{err}"
     );
 }
@@ -297,18 +310,261 @@ fn burstgpt_bad_rows_name_line_and_column() {
                  soon,ChatGPT,1,1,2,Conversation log\n";
     let err = import_bad(&["--from", "burstgpt"], input);
     assert!(
-        err.contains("line 3: column 4 (`Response tokens`): expected a non-negative integer, found `many`"),
+        err.contains(
+            "line 3: column 4 (`Response tokens`): expected a non-negative integer, found `many`"
+        ),
         "{err}"
     );
     let (_, err) = import(&["--from", "burstgpt", "--on-error", "skip"], input);
     assert!(err.contains("skipped 2 bad lines (line 3, 4)"), "{err}");
     // A header without a needed column says which columns there are.
     let err = import_bad(&["--from", "burstgpt"], "Timestamp,Model\n1,x\n");
-    assert!(err.contains("line 1: the header has no `Request tokens` column"), "{err}");
+    assert!(
+        err.contains("line 1: the header has no `Request tokens` column"),
+        "{err}"
+    );
     // A filter needs its column.
     let err = import_bad(
         &["--from", "burstgpt", "--log-type", "API log"],
         "Timestamp,Request tokens,Response tokens\n1,2,3\n",
     );
     assert!(err.contains("no `Log Type` column"), "{err}");
+}
+
+/// A RAGPulse folder: the trace and its five component files.
+fn ragpulse_dir(trace: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    // System prompt chunks 100 (512 tokens) and 101 (100); passages 0 (400)
+    // and 1 (30); history 200 (11); user inputs 300 (5) and 301 (7).
+    w(
+        "1_sys_prompt.jsonl",
+        "{\"sys_prompt_id\": 100, \"token_length\": 512}\n{\"sys_prompt_id\": 101, \"token_length\": 100}\n\n",
+    );
+    w(
+        "2_passages.jsonl",
+        "{\"passage_id\": 0, \"token_length\": 400}\r\n{\"passage_id\": 1, \"token_length\": 30}",
+    );
+    w(
+        "3_history.jsonl",
+        "{\"history_id\": 200, \"token_length\": 11}\n",
+    );
+    w(
+        "4_user_input.jsonl",
+        "\u{feff}{\"user_input_id\": 300, \"token_length\": 5}\n{\"user_input_id\": 301, \"token_length\": 7}\n",
+    );
+    w("5_web_search.jsonl", "");
+    w("0_trace.jsonl", trace);
+    dir
+}
+
+fn rag_row(ts: &str, input: u64, sys: &str, passages: &str, user: &str, session: &str) -> String {
+    format!(
+        "{{\"timestamp\": \"{ts}\", \"input_length\": {input}, \"output_length\": 9, \"hash_ids\": \
+         {{\"sys_prompt\": [{sys}], \"passages_ids\": [{passages}], \"history\": [200], \
+         \"web_search\": [], \"user_input\": [{user}]}}, \"session_id\": \"{session}\"}}\n"
+    )
+}
+
+#[test]
+fn ragpulse_three_requests_share_their_prefix_blocks() {
+    // Components in order: sys 100 (512) + 101 (100), passages, history 200
+    // (11), user input; B = 512.
+    // Row 1: 512+100 + 400+30 + 11 + 5 = 1058, + 6 template tokens = 1064:
+    //   block 0 = sys100[0,512); block 1 = sys101 + p0 + p1[0,...) up to 512
+    //   (100+400+12); block 2 = the other 40 tokens (p1[12,30), h, u300, 6 T).
+    //   -> [0, 1, 2], ceil(1064/512) = 3.
+    // Row 2: same components, user 301 (7), 1060 + 8 template = 1068:
+    //   blocks 0 and 1 as row 1 (same content, same parents); block 2 holds
+    //   u301, not u300 -> 3.  -> [0, 1, 3].
+    // Row 3: passages in the other order (p1 then p0): block 0 shared,
+    //   block 1 = sys101 + p1 + p0[0,382) differs -> 4; block 2 -> 5.
+    //   1058 + 6 = 1064 tokens -> [0, 4, 5].
+    let trace = rag_row("82", 1064, "100, 101", "0, 1", "300", "a")
+        + &rag_row("93.5", 1068, "100, 101", "0, 1", "301", "b")
+        + &rag_row("7", 1064, "100, 101", "1, 0", "300", "c");
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let (out, err) = import(&["--from", "ragpulse", path], "");
+    let r = rows(&out);
+    let ids: Vec<Vec<u64>> = r.iter().map(|r| r.hash_ids.clone().unwrap()).collect();
+    assert_eq!(ids, [vec![0, 1, 2], vec![0, 1, 3], vec![0, 4, 5]]);
+    // "82" s -> 82000 ms; "93.5" -> 93500; "7" -> 7000; file order kept.
+    let ts: Vec<f64> = r.iter().map(|r| r.timestamp.unwrap()).collect();
+    assert_eq!(ts, [82000.0, 93500.0, 7000.0]);
+    assert_eq!(r[2].session_id.as_deref(), Some("c"));
+    assert_eq!(r[1].input_length, Some(1068));
+    assert!(err.contains("ragpulse: 3 rows in, 3 rows out"), "{err}");
+    // --sort: the row at 7 s first, the others in file order.
+    let (sorted, _) = import(&["--from", "ragpulse", "--sort", path], "");
+    let ts: Vec<f64> = rows(&sorted).iter().map(|r| r.timestamp.unwrap()).collect();
+    assert_eq!(ts, [7000.0, 82000.0, 93500.0]);
+    // Ids are decided in file order, so sorting moves rows, not ids.
+    assert_eq!(rows(&sorted)[0].hash_ids.as_deref(), Some(&[0, 4, 5][..]));
+    // Block size 256: row 1 = 1064 tokens -> ceil(1064/256) = 5 ids.
+    let (small, _) = import(&["--from", "ragpulse", "--block-size", "256", path], "");
+    assert_eq!(
+        rows(&small)[0].hash_ids.as_deref(),
+        Some(&[0, 1, 2, 3, 4][..])
+    );
+    // stdin needs --components.
+    let (piped, _) = import(
+        &[
+            "--from",
+            "ragpulse",
+            "--components",
+            dir.path().to_str().unwrap(),
+        ],
+        &trace,
+    );
+    assert_eq!(piped, out);
+}
+
+#[test]
+fn ragpulse_segments_restart_and_sort_is_stable() {
+    // Two segments: 10, 20 | 0, 20 s. Without --sort the file order stays.
+    let trace = rag_row("10", 1058, "100, 101", "0, 1", "300", "a")
+        + &rag_row("20", 1058, "100, 101", "0, 1", "300", "b")
+        + &rag_row("0", 1058, "100, 101", "0, 1", "300", "c")
+        + &rag_row("20", 1058, "100, 101", "0, 1", "300", "d");
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let sessions = |args: &[&str]| -> String {
+        let mut a = vec!["--from", "ragpulse"];
+        a.extend_from_slice(args);
+        a.push(path.to_str().unwrap());
+        let (out, _) = import(&a, "");
+        rows(&out)
+            .iter()
+            .map(|r| r.session_id.clone().unwrap())
+            .collect()
+    };
+    assert_eq!(sessions(&[]), "abcd");
+    // Sorted by time; b and d (both 20 s) keep their file order.
+    assert_eq!(sessions(&["--sort"]), "cabd");
+}
+
+#[test]
+fn ragpulse_bad_rows_name_line_and_column() {
+    let trace = rag_row("1", 1064, "100, 101", "0, 1", "300", "a")
+        + "\n"
+        + &rag_row("2", 1064, "100, 101", "0, 9", "300", "b")
+        + &rag_row("3", 10, "100, 101", "0, 1", "300", "c")
+        + "{\"timestamp\": \"4\", \"input_length\": x}\n"
+        + &rag_row("soon", 1064, "100, 101", "0, 1", "300", "e");
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let err = import_bad(&["--from", "ragpulse", path], "");
+    // Line 3 (line 2 is blank): passage 9 is in no component file.
+    assert!(
+        err.contains("line 3: field `hash_ids.passages_ids`: chunk 9 is not in"),
+        "{err}"
+    );
+    let (out, err) = import(&["--from", "ragpulse", "--on-error", "skip", path], "");
+    assert_eq!(out.lines().count(), 1);
+    assert!(
+        err.contains("skipped 4 bad lines (line 3, 4, 5, 6)"),
+        "{err}"
+    );
+    let err = import_bad(&["--from", "ragpulse", path, "--on-error", "fail"], "");
+    assert!(!err.contains("line 5: column"), "stops at the first: {err}");
+    // Each message on its own.
+    for (line, want) in [
+        (
+            rag_row("3", 10, "100, 101", "0, 1", "300", "c"),
+            "line 1: field `input_length`: 10 is less than the 1058 tokens of its components",
+        ),
+        (
+            "{\"timestamp\": \"4\", \"input_length\": x}\n".to_string(),
+            // `x` is the 36th character: 19 for `{"timestamp": "4", `, 16 for `"input_length": `.
+            "line 1: column 36: expected value",
+        ),
+        (
+            rag_row("soon", 1064, "100, 101", "0, 1", "300", "e"),
+            "line 1: field `timestamp`: expected seconds",
+        ),
+    ] {
+        let dir = ragpulse_dir(&line);
+        let p = dir.path().join("0_trace.jsonl");
+        let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+        assert!(err.contains(want), "{err}");
+    }
+    // A missing component file is named.
+    let dir = ragpulse_dir(&rag_row("1", 1064, "100, 101", "0, 1", "300", "a"));
+    std::fs::remove_file(dir.path().join("3_history.jsonl")).unwrap();
+    let p = dir.path().join("0_trace.jsonl");
+    let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+    assert!(
+        err.contains("component `history`: no `*history.jsonl`"),
+        "{err}"
+    );
+    // stdin without --components is a usage error.
+    let out = tool("mc-import")
+        .args(["--from", "ragpulse"])
+        .write_stdin(rag_row("1", 1064, "100", "", "300", "a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn real_ragpulse_trace() {
+    let Some(dir) = data_dir("real_ragpulse_trace") else {
+        return;
+    };
+    let path = dir.join("ragpulse/0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let (out, err) = import(&["--from", "auto", path], "");
+    let r = rows(&out);
+    // SOURCE.md: 7,106 requests.
+    assert_eq!(r.len(), 7106);
+    assert!(err.contains("7106 rows in, 7106 rows out"), "{err}");
+    // Line 1 by hand: timestamp "82", input 3112, output 192; every block new:
+    // ceil(3112/512) = 7 ids, 0..6.
+    assert_eq!(
+        r[0],
+        Row {
+            timestamp: Some(82000.0),
+            delay: None,
+            session_id: Some("1757476916095-afhwfadnh5ew".into()),
+            parent_session_id: None,
+            input_length: Some(3112),
+            text_input: None,
+            output_length: Some(192),
+            hash_ids: Some((0..7).collect()),
+        }
+    );
+    // Line 2: sys_prompt [8302, 14332, 15198] against line 1's [8302, 14332,
+    // 15199]; 8302 and 14332 are 512 tokens each (1_sys_prompt.jsonl), so
+    // blocks 0 and 1 are shared and the rest is new: ceil(3167/512) = 7 ids.
+    assert_eq!(r[1].hash_ids.as_deref(), Some(&[0, 1, 7, 8, 9, 10, 11][..]));
+    // Last line: "604603", input 3034 = 512+512+437 (sys 8302, 8303, 8304)
+    // + 371+159+257+362+178+220 (passages) + 11 (history 15200) + 9 (user
+    // 20632) = 3028, + 6 template tokens; ceil(3034/512) = 6 ids, the first
+    // shared with every row (sys 8302 is 512 tokens).
+    let last = r.last().unwrap();
+    assert_eq!(last.timestamp, Some(604_603_000.0));
+    assert_eq!(
+        (last.input_length, last.output_length),
+        (Some(3034), Some(211))
+    );
+    let ids = last.hash_ids.as_ref().unwrap();
+    assert_eq!((ids.len(), ids[0]), (6, 0));
+    // Every row is consistent at 512: (n-1)*512 < input_length <= n*512.
+    for row in &r {
+        let (n, len) = (
+            row.hash_ids.as_ref().unwrap().len() as u64,
+            row.input_length.unwrap(),
+        );
+        assert!((n - 1) * 512 < len && len <= n * 512, "{row:?}");
+    }
+    // --sort: line 3801 (timestamp "0", input 2926) comes first.
+    let (sorted, _) = import(&["--from", "ragpulse", "--sort", path], "");
+    let first = &rows(&sorted)[0];
+    assert_eq!(
+        (first.timestamp, first.input_length),
+        (Some(0.0), Some(2926))
+    );
 }

@@ -70,7 +70,6 @@ impl BurstGpt {
             ts: Vec::new(),
         }
     }
-
 }
 
 impl Cols {
@@ -105,7 +104,10 @@ impl BurstGpt {
                 column_error(
                     r.header,
                     c.ts,
-                    format!("expected seconds (like `5` or `12.25`), found {}", show(raw)),
+                    format!(
+                        "expected seconds (like `5` or `12.25`), found {}",
+                        show(raw)
+                    ),
                 )
             })?;
         let (input, output) = (r.uint(c.input)?, r.uint(c.output)?);

@@ -9,6 +9,7 @@ pub mod azure;
 pub mod burstgpt;
 pub mod csv;
 pub mod detect;
+pub mod ragpulse;
 pub mod row;
 pub mod time;
 
@@ -228,6 +229,16 @@ pub trait Importer {
     }
 }
 
+/// A JSON line that does not parse: serde_json's message, with the column
+/// (the line is named by the caller).
+pub fn json_error(e: &serde_json::Error) -> RecordError {
+    RecordError::new(format!(
+        "column {}: {}",
+        e.column(),
+        nat::reader::error_text(e)
+    ))
+}
+
 /// How many bytes `--from auto` looks at.
 const SNIFF: usize = 64 << 10;
 
@@ -282,7 +293,8 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
     let mut importer: Box<dyn Importer> = match format {
         Format::Azure => Box::new(azure::Azure::new(args)),
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
-        Format::Aibrix | Format::Ragpulse | Format::Weka => {
+        Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
+        Format::Aibrix | Format::Weka => {
             return Err(Error::Usage(format!(
                 "--from {} is not implemented yet (only azure, burstgpt and nat are)",
                 format.name()
