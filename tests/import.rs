@@ -568,3 +568,131 @@ fn real_ragpulse_trace() {
         (Some(0.0), Some(2926))
     );
 }
+
+#[test]
+fn aibrix_jsonl_new_and_old_keys() {
+    // Two entries (CRLF, no final newline); the second uses the older keys
+    // and a null output_length.
+    let input = "{\"timestamp\": 19, \"requests\": [{\"prompt\": \"hi there\", \"prompt_length\": 2, \"output_length\": 5, \"session_id\": 0}, {\"prompt\": \"x\", \"prompt_length\": 1, \"output_length\": 3}]}\r\n\
+                 {\"timestamp\": 1000.5, \"requests\": [{\"prompt\": \"old\", \"Prompt Length\": 7, \"Output Length\": null, \"session_id\": \"s\"}]}";
+    let (out, err) = import(&["--from", "aibrix"], input);
+    assert_eq!(
+        out,
+        "{\"timestamp\": 19, \"session_id\": \"0\", \"text_input\": \"hi there\", \"output_length\": 5}\n\
+         {\"timestamp\": 19, \"text_input\": \"x\", \"output_length\": 3}\n\
+         {\"timestamp\": 1000.5, \"session_id\": \"s\", \"text_input\": \"old\"}\n"
+    );
+    assert!(err.contains("aibrix: 3 rows in, 3 rows out"), "{err}");
+    let (out, _) = import(&["--from", "auto", "--no-text"], input);
+    let r = rows(&out);
+    assert_eq!(
+        r.iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
+        [2, 1, 7]
+    );
+    assert!(r.iter().all(|r| r.text_input.is_none()));
+}
+
+#[test]
+fn aibrix_json_array_form() {
+    // As AIBrix's save_workload writes it without --jsonl: an indented array.
+    let input = "\u{feff}[\n    {\n        \"timestamp\": 0,\n        \"requests\": [\n            {\n                \"prompt\": \"a b c\",\n                \"prompt_length\": 3,\n                \"output_length\": 4\n            }\n        ]\n    },\n    {\n        \"timestamp\": 1000,\n        \"requests\": []\n    },\n    {\n        \"timestamp\": 2000,\n        \"requests\": [{\"prompt\": \"d\", \"prompt_length\": 1, \"output_length\": 2, \"session_id\": 3}]\n    }\n]\n";
+    let (out, _) = import(&["--from", "auto"], input);
+    let r = rows(&out);
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].text_input.as_deref(), Some("a b c"));
+    assert_eq!(
+        (r[1].timestamp, r[1].session_id.as_deref()),
+        (Some(2000.0), Some("3"))
+    );
+    // A bad entry inside the array is named by its line in the file.
+    let bad = "[\n  {\"timestamp\": 0, \"requests\": []},\n  {\"timestamp\": 5,\n   \"requests\": [{\"prompt_length\": \"ten\"}]}\n]\n";
+    let err = import_bad(&["--from", "aibrix"], bad);
+    // Line 4: 3 spaces and `"requests": [{"prompt_length": ` (31 characters)
+    // come first, so `"ten"` is columns 35 to 39; serde names its last one.
+    assert!(
+        err.contains("line 4: column 39: invalid type: string \"ten\""),
+        "{err}"
+    );
+    let err = import_bad(
+        &["--from", "aibrix"],
+        "[{\"timestamp\": 0, \"requests\": []},\n",
+    );
+    assert!(err.contains("cut short"), "{err}");
+}
+
+#[test]
+fn aibrix_bad_entries_name_the_line() {
+    let input = "{\"timestamp\": 0, \"requests\": [{\"prompt\": \"a\", \"prompt_length\": 1}]}\n\
+                 {\"timestamp\": 1, \"requests\": [{\"output_length\": 1}]}\n\
+                 {\"timestamp\": -2, \"requests\": []}\n\
+                 {\"timestamp\": 3, \"requests\": [{\"prompt\": \"b\"}]}\n";
+    let err = import_bad(&["--from", "aibrix"], input);
+    assert!(
+        err.contains("line 2: requests[0] has neither `prompt` nor `prompt_length`"),
+        "{err}"
+    );
+    let (out, err) = import(&["--from", "aibrix", "--on-error", "skip"], input);
+    assert_eq!(out.lines().count(), 2);
+    assert!(err.contains("skipped 2 bad lines (line 2, 3)"), "{err}");
+    // With --no-text a prompt without its length is of no use.
+    let err = import_bad(&["--from", "aibrix", "--no-text"], input);
+    assert!(err.contains("line 2: requests[0] has neither"), "{err}");
+    let last = "{\"timestamp\": 3, \"requests\": [{\"prompt\": \"b\"}]}\n";
+    let err = import_bad(&["--from", "aibrix", "--no-text"], last);
+    assert!(
+        err.contains("line 1: requests[0] has no `prompt_length`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn aibrix_round_trip_from_mc_gen() {
+    // The same seed in both formats: the AIBrix file groups requests of the
+    // same ms into one entry and writes a filler prompt of input_length
+    // words; importing it must give back the Mooncake rows' times, lengths
+    // and order.
+    let gen = |format: &str| {
+        run_ok(
+            "mc-gen",
+            &[
+                "--seed",
+                "7",
+                "--format",
+                format,
+                "constant",
+                "--qps",
+                "200",
+                "--num-requests",
+                "300",
+                "--isl",
+                "uniform:1:300",
+                "--osl",
+                "uniform:1:40",
+            ],
+            "",
+        )
+    };
+    let mooncake = rows(&gen("mooncake"));
+    let aibrix = gen("aibrix");
+    // At 200 req/s some ms hold two requests, so some entries hold several.
+    assert!(aibrix.lines().count() < 300, "no grouped entries to test");
+    let (plain, err) = import(&["--from", "auto", "--no-text"], &aibrix);
+    assert!(err.contains("aibrix: 300 rows in, 300 rows out"), "{err}");
+    let back = rows(&plain);
+    assert_eq!(back.len(), mooncake.len());
+    for (a, m) in back.iter().zip(&mooncake) {
+        assert_eq!(
+            (a.timestamp, a.input_length, a.output_length),
+            (m.timestamp, m.input_length, m.output_length)
+        );
+    }
+    // With the text: a prompt of input_length words each.
+    let (text, _) = import(&["--from", "aibrix"], &aibrix);
+    for (a, m) in rows(&text).iter().zip(&mooncake) {
+        let words = a.text_input.as_ref().unwrap().split(' ').count() as u64;
+        assert_eq!(Some(words), m.input_length);
+        assert_eq!(a.input_length, None);
+    }
+}

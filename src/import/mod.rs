@@ -5,6 +5,7 @@
 //! for the one-line summary. `--from auto` sniffs the first bytes
 //! ([`detect`]).
 
+pub mod aibrix;
 pub mod azure;
 pub mod burstgpt;
 pub mod csv;
@@ -239,6 +240,48 @@ pub fn json_error(e: &serde_json::Error) -> RecordError {
     ))
 }
 
+/// `session_id` as the sources write it: a string, or a number (AIBrix
+/// numbers its sessions); rows always get a string.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub enum SessionId {
+    Text(String),
+    Number(serde_json::Number),
+}
+
+impl SessionId {
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            SessionId::Text(s) => s.into(),
+            SessionId::Number(n) => n.to_string().into(),
+        }
+    }
+}
+
+/// The first byte of `src` that is not whitespace (after a UTF-8 BOM), and
+/// the input again from there: JSON-array and JSON-lines files differ in it.
+pub fn peek_start(mut src: Box<dyn Read>) -> Result<(Option<u8>, Box<dyn Read>)> {
+    let mut head = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let n = loop {
+            match src.read(&mut chunk) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        head.extend_from_slice(&chunk[..n]);
+        let body = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&head);
+        let first = body.iter().position(|b| !b.is_ascii_whitespace());
+        if first.is_some() || n == 0 {
+            let first = first.map(|i| body[i]);
+            let rest = body.to_vec();
+            return Ok((first, Box::new(std::io::Cursor::new(rest).chain(src))));
+        }
+    }
+}
+
 /// How many bytes `--from auto` looks at.
 const SNIFF: usize = 64 << 10;
 
@@ -294,7 +337,8 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         Format::Azure => Box::new(azure::Azure::new(args)),
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
-        Format::Aibrix | Format::Weka => {
+        Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
+        Format::Weka => {
             return Err(Error::Usage(format!(
                 "--from {} is not implemented yet (only azure, burstgpt and nat are)",
                 format.name()

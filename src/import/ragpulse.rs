@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::{json_error, time, ImportArgs, Importer, Sink};
+use super::{json_error, time, ImportArgs, Importer, SessionId, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
 
@@ -114,14 +114,6 @@ impl BlockIds {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Seconds {
-    Text(String),
-    Number(serde_json::Number),
-}
-
-/// `session_id`: a string, or a number written as one.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SessionId {
     Text(String),
     Number(serde_json::Number),
 }
@@ -304,10 +296,8 @@ impl RagPulse {
         time::write_ms(t, self.float, &mut ts);
         let mut w = super::row::ObjWriter::new(&mut self.row);
         w.raw("timestamp", &ts);
-        match &req.session_id {
-            Some(SessionId::Text(s)) => w.str("session_id", s),
-            Some(SessionId::Number(n)) => w.str("session_id", &n.to_string()),
-            None => {}
+        if let Some(s) = &req.session_id {
+            w.str("session_id", &s.text());
         }
         w.uint("input_length", req.input_length);
         w.uint("output_length", req.output_length);
