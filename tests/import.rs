@@ -696,3 +696,208 @@ fn aibrix_round_trip_from_mc_gen() {
         assert_eq!(a.input_length, None);
     }
 }
+
+/// A WEKA session with one sub-agent, block size 4.
+fn weka_session(id: &str) -> String {
+    format!(
+        "{{\"id\": \"{id}\", \"block_size\": 4, \"hash_id_scope\": \"local\", \"requests\": [\n\
+         {{\"t\": 0.0, \"type\": \"n\", \"in\": 9, \"out\": 2, \"hash_ids\": [1, 2], \"think_time\": 0.0}},\n\
+         {{\"t\": 10.5, \"type\": \"subagent\", \"agent_id\": \"agent_001\", \"requests\": [\n\
+           {{\"t\": 0.0, \"type\": \"n\", \"in\": 8, \"out\": 1, \"hash_ids\": [50, 51], \"think_time\": 0.0}},\n\
+           {{\"t\": 3.0, \"type\": \"n\", \"in\": 12, \"out\": 1, \"hash_ids\": [50, 51, 52], \"think_time\": 2.5}}]}},\n\
+         {{\"t\": 20.0, \"type\": \"n\", \"in\": 13, \"out\": 3, \"hash_ids\": [1, 2, 3], \"think_time\": 12.0}}\n\
+         ]}}"
+    )
+}
+
+#[test]
+fn weka_session_with_a_sub_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    std::fs::write(&a, weka_session("s")).unwrap();
+    std::fs::write(&b, format!("\u{feff}{}\r\n", weka_session("t"))).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (out, err) = import(&["--from", "auto", "--session-gap", "1000", a, b], "");
+    let r = rows(&out);
+    let row = |ts: Option<f64>,
+               delay: Option<f64>,
+               sid: &str,
+               parent: Option<&str>,
+               i: u64,
+               o: u64,
+               ids: &[u64]| Row {
+        timestamp: ts,
+        delay,
+        session_id: Some(sid.into()),
+        parent_session_id: parent.map(Into::into),
+        input_length: Some(i),
+        text_input: None,
+        output_length: Some(o),
+        hash_ids: Some(ids.to_vec()),
+    };
+    // Session s starts at 0. Its first turn: 9 tokens = 3 blocks of 4; the
+    // file hashes 2 (ids 1, 2 -> 0, 1), the partial third gets a fresh 2.
+    // The sub-agent starts at 10.5 s: its own session, ids 50, 51 -> 3, 4;
+    // its second turn waits its think time (2.5 s) and adds 52 -> 5
+    // (12 tokens = 3 full blocks). The parent's next turn: 12 s think time,
+    // 13 tokens = 4 blocks: 1, 2, 3 -> 0, 1, 6 and a fresh 7.
+    // Session t (file 2) starts 1000 ms later and shares no id with s:
+    // 1, 2 -> 8, 9, fresh 10; 50, 51 -> 11, 12; 52 -> 13; 3 -> 14, fresh 15.
+    let want = [
+        row(Some(0.0), None, "s", None, 9, 2, &[0, 1, 2]),
+        row(Some(10500.0), None, "s/agent_001", Some("s"), 8, 1, &[3, 4]),
+        row(
+            None,
+            Some(2500.0),
+            "s/agent_001",
+            Some("s"),
+            12,
+            1,
+            &[3, 4, 5],
+        ),
+        row(None, Some(12000.0), "s", None, 13, 3, &[0, 1, 6, 7]),
+        row(Some(1000.0), None, "t", None, 9, 2, &[8, 9, 10]),
+        row(
+            Some(11500.0),
+            None,
+            "t/agent_001",
+            Some("t"),
+            8,
+            1,
+            &[11, 12],
+        ),
+        row(
+            None,
+            Some(2500.0),
+            "t/agent_001",
+            Some("t"),
+            12,
+            1,
+            &[11, 12, 13],
+        ),
+        row(None, Some(12000.0), "t", None, 13, 3, &[8, 9, 14, 15]),
+    ];
+    assert_eq!(r, want);
+    // Rows 1, 4, 5, 8 lacked an id for their partial last block.
+    assert!(
+        err.contains("block size 4 (use --block-size 4 downstream); 4 rows had no id"),
+        "{err}"
+    );
+    assert!(err.contains("weka: 8 rows in, 8 rows out"), "{err}");
+    // --session-rate 0.5: one session every 2 s; no option: all at 0.
+    let (out, _) = import(&["--from", "weka", "--session-rate", "0.5", a, b], "");
+    assert_eq!(rows(&out)[4].timestamp, Some(2000.0));
+    let (out, _) = import(&["--from", "weka", a, b], "");
+    assert_eq!(rows(&out)[4].timestamp, Some(0.0));
+    // Several sessions in one stream (stdin): counted in order.
+    let (out, _) = import(
+        &["--from", "weka", "--session-gap", "5"],
+        &(weka_session("x") + "\n" + &weka_session("y")),
+    );
+    assert_eq!(rows(&out)[4].timestamp, Some(5.0));
+}
+
+#[test]
+fn weka_bad_sessions_name_the_line() {
+    // A request without `in`, inside the sub-agent: named by its path, on
+    // the line where the session starts (line 2, after a blank line).
+    let bad = format!("\n{}", weka_session("s").replace("\"in\": 12, ", ""));
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(
+        err.contains("line 2: requests[1].requests[1]: a request needs `in` and `out`"),
+        "{err}"
+    );
+    // A syntax error: line 3 starts `{"t": x` (6 characters before `x`).
+    let bad = weka_session("s").replace("\"t\": 10.5", "\"t\": x");
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(err.contains("line 3: column 7: expected value"), "{err}");
+    let err = import_bad(&["--from", "weka"], "{\"id\": \"z\", \"requests\": []}");
+    assert!(
+        err.contains("line 1: field `block_size`: missing or 0"),
+        "{err}"
+    );
+    let err = import_bad(
+        &["--from", "weka", "--block-size", "64"],
+        &weka_session("s"),
+    );
+    assert!(
+        err.contains("has block_size 4, not --block-size 64"),
+        "{err}"
+    );
+    let out = tool("mc-import")
+        .args(["--from", "weka", "--session-rate", "0"])
+        .write_stdin(weka_session("s"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn real_weka_sample() {
+    let Some(dir) = data_dir("real_weka_sample") else {
+        return;
+    };
+    let dir = dir.join("kv-cache-tester-sample");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    let mut args = vec!["--from", "auto", "--session-gap", "60000"];
+    args.extend(files.iter().map(String::as_str));
+    let (out, err) = import(&args, "");
+    let r = rows(&out);
+    // SOURCE.md: 404 requests in the 10 files, 6 sub-agents (4 in 0277, 2 in 0291).
+    assert_eq!(r.len(), 404);
+    let sessions: std::collections::BTreeSet<_> =
+        r.iter().map(|r| r.session_id.clone().unwrap()).collect();
+    assert_eq!(sessions.len(), 16);
+    assert_eq!(r.iter().filter(|r| r.timestamp.is_some()).count(), 16);
+    assert!(err.contains("block size 64"), "{err}");
+    // trace_0001 comes first. Its first request by hand: t 0.0, in 71175,
+    // out 169, 1112 ids (local 1..=1112); 71175 = 1112*64 + 7, so a 1113th
+    // fresh id; all new: 0..=1112.
+    assert_eq!(r[0].timestamp, Some(0.0));
+    assert_eq!(
+        (r[0].input_length, r[0].output_length),
+        (Some(71175), Some(169))
+    );
+    assert_eq!(
+        r[0].hash_ids.as_ref().unwrap(),
+        &(0..1113).collect::<Vec<u64>>()
+    );
+    // Its second: think_time 12.0 -> delay 12000; in 72762.
+    assert_eq!(
+        (r[1].delay, r[1].input_length),
+        (Some(12000.0), Some(72762))
+    );
+    // Its last (the 41st row): think_time 170.0, in 196860, out 1029; 3075
+    // ids in the file, ceil(196860/64) = 3076 (3075*64 = 196800).
+    assert_eq!(
+        (r[40].delay, r[40].input_length, r[40].output_length),
+        (Some(170000.0), Some(196860), Some(1029))
+    );
+    assert_eq!(r[40].hash_ids.as_ref().unwrap().len(), 3076);
+    // trace_0002 is session 1: 60 s later.
+    assert_eq!(
+        (r[41].timestamp, r[41].session_id.as_deref()),
+        (Some(60000.0), Some("trace_0002"))
+    );
+    // Every row consistent at 64.
+    for row in &r {
+        let (n, len) = (
+            row.hash_ids.as_ref().unwrap().len() as u64,
+            row.input_length.unwrap(),
+        );
+        assert!((n - 1) * 64 < len && len <= n * 64, "{row:?}");
+    }
+    // trace_0277 (session 8, at 480 s): agent_001 starts 79.224 s in.
+    let sub = r
+        .iter()
+        .find(|r| r.session_id.as_deref() == Some("trace_0277/agent_001"))
+        .unwrap();
+    assert_eq!(sub.timestamp, Some(480_000.0 + 79_224.0));
+    assert_eq!(sub.parent_session_id.as_deref(), Some("trace_0277"));
+}

@@ -13,6 +13,7 @@ pub mod detect;
 pub mod ragpulse;
 pub mod row;
 pub mod time;
+pub mod weka;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -339,10 +340,8 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
         Format::Weka => {
-            return Err(Error::Usage(format!(
-                "--from {} is not implemented yet (only azure, burstgpt and nat are)",
-                format.name()
-            )))
+            weka::Weka::check(args)?;
+            Box::new(weka::Weka::new(args))
         }
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
