@@ -901,3 +901,20 @@ fn real_weka_sample() {
     assert_eq!(sub.timestamp, Some(480_000.0 + 79_224.0));
     assert_eq!(sub.parent_session_id.as_deref(), Some("trace_0277"));
 }
+
+#[test]
+fn weka_delay_without_think_time() {
+    // No think_time: the gap (10 s) less the previous request's api_time
+    // (2.25 s) -> 7750 ms. A negative think time is a bad session.
+    let s = "{\"id\": \"q\", \"block_size\": 8, \"requests\": [\
+             {\"t\": 0, \"in\": 8, \"out\": 1, \"hash_ids\": [7], \"api_time\": 2.25},\
+             {\"t\": 10, \"in\": 16, \"out\": 1, \"hash_ids\": [7, 8]}]}";
+    let (out, _) = import(&["--from", "weka"], s);
+    let r = rows(&out);
+    assert_eq!(r[1].delay, Some(7750.0));
+    // Full blocks only: 8 and 16 tokens need no fresh id.
+    assert_eq!(r[1].hash_ids.as_deref(), Some(&[0, 1][..]));
+    let bad = s.replace("\"t\": 10,", "\"t\": 10, \"think_time\": -1,");
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(err.contains("line 1: requests[1]: `think_time` must be at least 0"), "{err}");
+}

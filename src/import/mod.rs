@@ -65,11 +65,13 @@ impl Format {
 ///
 /// Formats: azure (timestamps in ms from the first row), burstgpt (seconds
 /// to ms; rows with 0 response tokens are failures and dropped), aibrix (one
-/// row per request), ragpulse (exact prefix block ids at --block-size from
-/// the component lengths), weka (one session per file, sub-agents as their
-/// own sessions linked by `parent_session_id`), nat (as nat2mc). Only
-/// ragpulse, weka and nat carry prefix information; azure and burstgpt rows
-/// get hash_ids only with --synth-hash-ids.
+/// row per request: `text_input`, or `input_length` with --no-text, as
+/// AIPerf takes one of the two), ragpulse (exact prefix block ids at
+/// --block-size from the component lengths), weka (one session per file,
+/// sub-agents as their own sessions linked by `parent_session_id`; ids kept
+/// at the file's block size), nat (as nat2mc). Only ragpulse, weka and nat
+/// carry prefix information; azure and burstgpt rows get hash_ids only with
+/// --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
 #[command(
     version,
@@ -77,6 +79,7 @@ impl Format {
   mc-import --from azure AzureLLMInferenceTrace_conv.csv > conv.jsonl
   mc-import --from auto < BurstGPT_1.csv | mc-analyze
   mc-import --from burstgpt --model GPT-4 --synth-hash-ids BurstGPT_2.csv > gpt4.jsonl
+  mc-import --from aibrix --no-text workload.jsonl > rows.jsonl
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl"
 )]
@@ -113,7 +116,8 @@ pub struct ImportArgs {
     pub synth_hash_ids: bool,
 
     /// Tokens per block: for --synth-hash-ids and ragpulse (default 512), and
-    /// nat (default 128). weka uses the file's own block_size.
+    /// nat (default 128). weka keeps each file's own block_size (a different
+    /// value here is an error).
     #[arg(long, value_name = "B")]
     pub block_size: Option<u64>,
 
@@ -140,11 +144,13 @@ pub struct ImportArgs {
     #[arg(long)]
     pub sort: bool,
 
-    /// aibrix: leave out the prompt text (`text_input`).
+    /// aibrix: leave out the prompt text: rows get `input_length` (the
+    /// request's prompt_length) instead of `text_input`.
     #[arg(long)]
     pub no_text: bool,
 
-    /// weka: session k (in file order) starts k*MS ms after the first.
+    /// weka: session k (in file order) starts k*MS ms after the first
+    /// (without this or --session-rate, every session starts at 0).
     #[arg(long, value_name = "MS", conflicts_with = "session_rate")]
     pub session_gap: Option<f64>,
 

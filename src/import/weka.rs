@@ -150,7 +150,7 @@ impl Weka {
             // More ids than blocks: cut, and a cut-short last block is not
             // the full block that id names elsewhere.
             self.cut += 1;
-            if input % b != 0 {
+            if !input.is_multiple_of(b) {
                 self.out_ids.pop();
             }
         }
@@ -203,15 +203,12 @@ impl Weka {
                     "{path}[{k}]: a request needs `in` and `out`"
                 ))));
             };
-            let delay = match prev {
-                None => None,
-                Some(p) => Some(match r.think_time {
-                    Some(th) => ms(th),
-                    // Without a think time: the gap between the two
-                    // requests, less the previous one's service time.
-                    None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
-                }),
-            };
+            let delay = prev.map(|p| match r.think_time {
+                Some(th) => ms(th),
+                // Without a think time: the gap between the two
+                // requests, less the previous one's service time.
+                None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
+            });
             if delay.is_some_and(|d| !d.is_finite() || d < 0.0) {
                 return Ok(Err(RecordError::new(format!(
                     "{path}[{k}]: `think_time` must be at least 0"
