@@ -428,6 +428,8 @@ fn ragpulse_segments_restart_and_sort_is_stable() {
         + &rag_row("20", 1058, "100, 101", "0, 1", "300", "b")
         + &rag_row("0", 1058, "100, 101", "0, 1", "300", "c")
         + &rag_row("20", 1058, "100, 101", "0, 1", "300", "d");
+    // With a BOM, CRLF line ends and no final newline.
+    let trace = format!("\u{feff}{}", trace.trim_end().replace('\n', "\r\n"));
     let dir = ragpulse_dir(&trace);
     let path = dir.path().join("0_trace.jsonl");
     let sessions = |args: &[&str]| -> String {
@@ -443,6 +445,22 @@ fn ragpulse_segments_restart_and_sort_is_stable() {
     assert_eq!(sessions(&[]), "abcd");
     // Sorted by time; b and d (both 20 s) keep their file order.
     assert_eq!(sessions(&["--sort"]), "cabd");
+    // Two folders are two id spaces: the same row in another folder
+    // shares no block with the first (1058 tokens = 3 blocks each).
+    let other = ragpulse_dir(&rag_row("1", 1058, "100, 101", "0, 1", "300", "z"));
+    let p2 = other.path().join("0_trace.jsonl");
+    let (out, _) = import(
+        &[
+            "--from",
+            "ragpulse",
+            path.to_str().unwrap(),
+            p2.to_str().unwrap(),
+        ],
+        "",
+    );
+    let r = rows(&out);
+    assert_eq!(r[0].hash_ids.as_deref(), Some(&[0, 1, 2][..]));
+    assert_eq!(r[4].hash_ids.as_deref(), Some(&[3, 4, 5][..]));
 }
 
 #[test]
@@ -914,7 +932,20 @@ fn weka_delay_without_think_time() {
     assert_eq!(r[1].delay, Some(7750.0));
     // Full blocks only: 8 and 16 tokens need no fresh id.
     assert_eq!(r[1].hash_ids.as_deref(), Some(&[0, 1][..]));
+    // `hash_id_scope: "global"` ids mean the same block in every file:
+    // the second session reuses 7 -> 0 and 8 -> 1.
+    let global = s.replace(
+        "\"block_size\"",
+        "\"hash_id_scope\": \"global\", \"block_size\"",
+    );
+    let (out, _) = import(&["--from", "weka"], &format!("{global}\n{global}"));
+    assert_eq!(rows(&out)[3].hash_ids.as_deref(), Some(&[0, 1][..]));
+    let (out, _) = import(&["--from", "weka"], &format!("{s}\n{s}"));
+    assert_eq!(rows(&out)[3].hash_ids.as_deref(), Some(&[2, 3][..]));
     let bad = s.replace("\"t\": 10,", "\"t\": 10, \"think_time\": -1,");
     let err = import_bad(&["--from", "weka"], &bad);
-    assert!(err.contains("line 1: requests[1]: `think_time` must be at least 0"), "{err}");
+    assert!(
+        err.contains("line 1: requests[1]: `think_time` must be at least 0"),
+        "{err}"
+    );
 }

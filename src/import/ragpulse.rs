@@ -52,6 +52,7 @@ struct BlockKey {
 pub struct BlockIds {
     block: u64,
     ids: HashMap<BlockKey, u64>,
+    next: u64,
     scratch: Vec<Piece>,
 }
 
@@ -60,8 +61,15 @@ impl BlockIds {
         BlockIds {
             block: block.max(1),
             ids: HashMap::new(),
+            next: 0,
             scratch: Vec::new(),
         }
+    }
+
+    /// Forgets every block (the next ids are new ones): chunk ids of
+    /// another component folder name other content.
+    fn forget(&mut self) {
+        self.ids.clear();
     }
 
     fn intern(&mut self, parent: u64) -> u64 {
@@ -74,7 +82,8 @@ impl BlockIds {
             self.scratch.clear();
             return id;
         }
-        let id = self.ids.len() as u64;
+        let id = self.next;
+        self.next += 1;
         self.ids.insert(key, id);
         id
     }
@@ -376,6 +385,9 @@ impl Importer for RagPulse {
         if self.folder.as_ref() != Some(&folder) {
             // Another folder: its chunk ids are another id space.
             self.lengths.iter_mut().for_each(|l| *l = None);
+            if self.folder.is_some() {
+                self.blocks.forget();
+            }
             self.folder = Some(folder);
         }
         let mut rd = LineReader::new(src, self.max_line);
