@@ -154,3 +154,798 @@ fn real_azure_2023_files() {
         assert_eq!(out.lines().last().unwrap(), last, "{file}");
     }
 }
+
+/// A Mooncake row as mc-import writes it, read back strictly.
+#[derive(Debug, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Row {
+    #[serde(default)]
+    timestamp: Option<f64>,
+    #[serde(default)]
+    delay: Option<f64>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    parent_session_id: Option<String>,
+    #[serde(default)]
+    input_length: Option<u64>,
+    #[serde(default)]
+    text_input: Option<String>,
+    #[serde(default)]
+    output_length: Option<u64>,
+    #[serde(default)]
+    hash_ids: Option<Vec<u64>>,
+}
+
+fn rows(out: &str) -> Vec<Row> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Runs mc-import and returns (stdout, stderr), asserting success.
+fn import(args: &[&str], input: &str) -> (String, String) {
+    let out = tool("mc-import")
+        .args(args)
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "mc-import {args:?} failed: {err}");
+    (String::from_utf8(out.stdout).unwrap(), err)
+}
+
+/// Runs mc-import expecting exit code 65 and returns stderr.
+fn import_bad(args: &[&str], input: &str) -> String {
+    let out = tool("mc-import")
+        .args(args)
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const BURST_V1: &str = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r\n\
+    5,ChatGPT,472,18,490,Conversation log\r\n\
+    45,ChatGPT,1087,0,1087,Conversation log\r\n\
+    45.5,GPT-4,417,276,693,API log\r\n\
+    118,GPT-4,1025,3,1028,Conversation log";
+
+#[test]
+fn burstgpt_seconds_to_ms_and_failures_dropped() {
+    let (out, err) = import(&["--from", "burstgpt"], BURST_V1);
+    // 5 s -> 5000 ms; 45.5 s -> 45500 ms; the 0-response row at 45 s is a failure.
+    assert_eq!(
+        out,
+        "{\"timestamp\": 5000, \"input_length\": 472, \"output_length\": 18}\n\
+         {\"timestamp\": 45500, \"input_length\": 417, \"output_length\": 276}\n\
+         {\"timestamp\": 118000, \"input_length\": 1025, \"output_length\": 3}\n"
+    );
+    assert!(
+        err.contains("burstgpt: 4 rows in, 3 rows out, 1 dropped (failed: 0 response tokens)"),
+        "{err}"
+    );
+    let (kept, _) = import(&["--from", "burstgpt", "--keep-failed"], BURST_V1);
+    let r = rows(&kept);
+    assert_eq!(r.len(), 4);
+    assert_eq!(
+        (r[1].timestamp, r[1].output_length),
+        (Some(45000.0), Some(0))
+    );
+}
+
+#[test]
+fn burstgpt_model_and_log_type_filters() {
+    let (out, err) = import(&["--from", "burstgpt", "--model", "gpt-4"], BURST_V1);
+    let r = rows(&out);
+    assert_eq!(
+        r.iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
+        [417, 1025]
+    );
+    // 2 ChatGPT rows are other models (the failed one is counted as that first).
+    assert!(
+        err.contains("4 rows in, 2 rows out, 2 dropped (--model)"),
+        "{err}"
+    );
+    let (out, err) = import(
+        &[
+            "--from",
+            "burstgpt",
+            "--model",
+            "GPT-4",
+            "--model",
+            "ChatGPT",
+            "--log-type",
+            "Conversation log",
+        ],
+        BURST_V1,
+    );
+    assert_eq!(
+        rows(&out)
+            .iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
+        [472, 1025]
+    );
+    assert!(
+        err.contains(
+            "4 rows in, 2 rows out, 1 dropped (failed: 0 response tokens), 1 dropped (--log-type)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn burstgpt_v3_sessions_and_synth_ids() {
+    // v3 adds Session ID and Elapsed time, here in another column order.
+    let input = "\u{feff}Timestamp,Session ID,Model,Request tokens,Response tokens,Total tokens,Log Type,Elapsed time\n\
+                 0.25,s1,ChatGPT,600,10,610,Conversation log,1.5\n\
+                 1,,ChatGPT,100,10,110,API log,0.5\n\
+                 2.0005,s1,ChatGPT,1100,20,1120,Conversation log,2\n";
+    let (out, _) = import(&["--from", "auto", "--synth-hash-ids"], input);
+    let r = rows(&out);
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0].session_id.as_deref(), Some("s1"));
+    assert_eq!(r[1].session_id, None);
+    assert_eq!(r[2].session_id.as_deref(), Some("s1"));
+    // 0.25 s -> 250 ms; 2.0005 s -> 2000.5 ms, floored to 2000.
+    assert_eq!(r[0].timestamp, Some(250.0));
+    assert_eq!(r[2].timestamp, Some(2000.0));
+    // Fresh blocks per row at 512: 600 -> [0, 1]; 100 -> [2]; 1100 -> [3, 4, 5].
+    assert_eq!(r[0].hash_ids.as_deref(), Some(&[0, 1][..]));
+    assert_eq!(r[1].hash_ids.as_deref(), Some(&[2][..]));
+    assert_eq!(r[2].hash_ids.as_deref(), Some(&[3, 4, 5][..]));
+    let (plain, _) = import(&["--from", "burstgpt"], input);
+    assert!(!plain.contains("hash_ids"));
+}
+
+#[test]
+fn burstgpt_bad_rows_name_line_and_column() {
+    let input = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                 5,ChatGPT,472,18,490,Conversation log\n\
+                 6,ChatGPT,472,many,490,Conversation log\n\
+                 soon,ChatGPT,1,1,2,Conversation log\n";
+    let err = import_bad(&["--from", "burstgpt"], input);
+    assert!(
+        err.contains(
+            "line 3: column 4 (`Response tokens`): expected a non-negative integer, found `many`"
+        ),
+        "{err}"
+    );
+    let (_, err) = import(&["--from", "burstgpt", "--on-error", "skip"], input);
+    assert!(err.contains("skipped 2 bad lines (line 3, 4)"), "{err}");
+    // A header without a needed column says which columns there are.
+    let err = import_bad(&["--from", "burstgpt"], "Timestamp,Model\n1,x\n");
+    assert!(
+        err.contains("line 1: the header has no `Request tokens` column"),
+        "{err}"
+    );
+    // A filter needs its column.
+    let err = import_bad(
+        &["--from", "burstgpt", "--log-type", "API log"],
+        "Timestamp,Request tokens,Response tokens\n1,2,3\n",
+    );
+    assert!(err.contains("no `Log Type` column"), "{err}");
+}
+
+/// A RAGPulse folder: the trace and its five component files.
+fn ragpulse_dir(trace: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    // System prompt chunks 100 (512 tokens) and 101 (100); passages 0 (400)
+    // and 1 (30); history 200 (11); user inputs 300 (5) and 301 (7).
+    w(
+        "1_sys_prompt.jsonl",
+        "{\"sys_prompt_id\": 100, \"token_length\": 512}\n{\"sys_prompt_id\": 101, \"token_length\": 100}\n\n",
+    );
+    w(
+        "2_passages.jsonl",
+        "{\"passage_id\": 0, \"token_length\": 400}\r\n{\"passage_id\": 1, \"token_length\": 30}",
+    );
+    w(
+        "3_history.jsonl",
+        "{\"history_id\": 200, \"token_length\": 11}\n",
+    );
+    w(
+        "4_user_input.jsonl",
+        "\u{feff}{\"user_input_id\": 300, \"token_length\": 5}\n{\"user_input_id\": 301, \"token_length\": 7}\n",
+    );
+    w("5_web_search.jsonl", "");
+    w("0_trace.jsonl", trace);
+    dir
+}
+
+fn rag_row(ts: &str, input: u64, sys: &str, passages: &str, user: &str, session: &str) -> String {
+    format!(
+        "{{\"timestamp\": \"{ts}\", \"input_length\": {input}, \"output_length\": 9, \"hash_ids\": \
+         {{\"sys_prompt\": [{sys}], \"passages_ids\": [{passages}], \"history\": [200], \
+         \"web_search\": [], \"user_input\": [{user}]}}, \"session_id\": \"{session}\"}}\n"
+    )
+}
+
+#[test]
+fn ragpulse_three_requests_share_their_prefix_blocks() {
+    // Components in order: sys 100 (512) + 101 (100), passages, history 200
+    // (11), user input; B = 512.
+    // Row 1: 512+100 + 400+30 + 11 + 5 = 1058, + 6 template tokens = 1064:
+    //   block 0 = sys100[0,512); block 1 = sys101 + p0 + p1[0,...) up to 512
+    //   (100+400+12); block 2 = the other 40 tokens (p1[12,30), h, u300, 6 T).
+    //   -> [0, 1, 2], ceil(1064/512) = 3.
+    // Row 2: same components, user 301 (7), 1060 + 8 template = 1068:
+    //   blocks 0 and 1 as row 1 (same content, same parents); block 2 holds
+    //   u301, not u300 -> 3.  -> [0, 1, 3].
+    // Row 3: passages in the other order (p1 then p0): block 0 shared,
+    //   block 1 = sys101 + p1 + p0[0,382) differs -> 4; block 2 -> 5.
+    //   1058 + 6 = 1064 tokens -> [0, 4, 5].
+    let trace = rag_row("82", 1064, "100, 101", "0, 1", "300", "a")
+        + &rag_row("93.5", 1068, "100, 101", "0, 1", "301", "b")
+        + &rag_row("7", 1064, "100, 101", "1, 0", "300", "c");
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let (out, err) = import(&["--from", "ragpulse", path], "");
+    let r = rows(&out);
+    let ids: Vec<Vec<u64>> = r.iter().map(|r| r.hash_ids.clone().unwrap()).collect();
+    assert_eq!(ids, [vec![0, 1, 2], vec![0, 1, 3], vec![0, 4, 5]]);
+    // "82" s -> 82000 ms; "93.5" -> 93500; "7" -> 7000; file order kept.
+    let ts: Vec<f64> = r.iter().map(|r| r.timestamp.unwrap()).collect();
+    assert_eq!(ts, [82000.0, 93500.0, 7000.0]);
+    assert_eq!(r[2].session_id.as_deref(), Some("c"));
+    assert_eq!(r[1].input_length, Some(1068));
+    assert!(err.contains("ragpulse: 3 rows in, 3 rows out"), "{err}");
+    // --sort: the row at 7 s first, the others in file order.
+    let (sorted, _) = import(&["--from", "ragpulse", "--sort", path], "");
+    let ts: Vec<f64> = rows(&sorted).iter().map(|r| r.timestamp.unwrap()).collect();
+    assert_eq!(ts, [7000.0, 82000.0, 93500.0]);
+    // Ids are decided in file order, so sorting moves rows, not ids.
+    assert_eq!(rows(&sorted)[0].hash_ids.as_deref(), Some(&[0, 4, 5][..]));
+    // Block size 256: row 1 = 1064 tokens -> ceil(1064/256) = 5 ids.
+    let (small, _) = import(&["--from", "ragpulse", "--block-size", "256", path], "");
+    assert_eq!(
+        rows(&small)[0].hash_ids.as_deref(),
+        Some(&[0, 1, 2, 3, 4][..])
+    );
+    // stdin needs --components.
+    let (piped, _) = import(
+        &[
+            "--from",
+            "ragpulse",
+            "--components",
+            dir.path().to_str().unwrap(),
+        ],
+        &trace,
+    );
+    assert_eq!(piped, out);
+}
+
+#[test]
+fn ragpulse_segments_restart_and_sort_is_stable() {
+    // Two segments: 10, 20 | 0, 20 s. Without --sort the file order stays.
+    let trace = rag_row("10", 1058, "100, 101", "0, 1", "300", "a")
+        + &rag_row("20", 1058, "100, 101", "0, 1", "300", "b")
+        + &rag_row("0", 1058, "100, 101", "0, 1", "300", "c")
+        + &rag_row("20", 1058, "100, 101", "0, 1", "300", "d");
+    // With a BOM, CRLF line ends and no final newline.
+    let trace = format!("\u{feff}{}", trace.trim_end().replace('\n', "\r\n"));
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let sessions = |args: &[&str]| -> String {
+        let mut a = vec!["--from", "ragpulse"];
+        a.extend_from_slice(args);
+        a.push(path.to_str().unwrap());
+        let (out, _) = import(&a, "");
+        rows(&out)
+            .iter()
+            .map(|r| r.session_id.clone().unwrap())
+            .collect()
+    };
+    assert_eq!(sessions(&[]), "abcd");
+    // Sorted by time; b and d (both 20 s) keep their file order.
+    assert_eq!(sessions(&["--sort"]), "cabd");
+    // Two folders are two id spaces: the same row in another folder
+    // shares no block with the first (1058 tokens = 3 blocks each).
+    let other = ragpulse_dir(&rag_row("1", 1058, "100, 101", "0, 1", "300", "z"));
+    let p2 = other.path().join("0_trace.jsonl");
+    let (out, _) = import(
+        &[
+            "--from",
+            "ragpulse",
+            path.to_str().unwrap(),
+            p2.to_str().unwrap(),
+        ],
+        "",
+    );
+    let r = rows(&out);
+    assert_eq!(r[0].hash_ids.as_deref(), Some(&[0, 1, 2][..]));
+    assert_eq!(r[4].hash_ids.as_deref(), Some(&[3, 4, 5][..]));
+}
+
+#[test]
+fn ragpulse_bad_rows_name_line_and_column() {
+    let trace = rag_row("1", 1064, "100, 101", "0, 1", "300", "a")
+        + "\n"
+        + &rag_row("2", 1064, "100, 101", "0, 9", "300", "b")
+        + &rag_row("3", 10, "100, 101", "0, 1", "300", "c")
+        + "{\"timestamp\": \"4\", \"input_length\": x}\n"
+        + &rag_row("soon", 1064, "100, 101", "0, 1", "300", "e");
+    let dir = ragpulse_dir(&trace);
+    let path = dir.path().join("0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let err = import_bad(&["--from", "ragpulse", path], "");
+    // Line 3 (line 2 is blank): passage 9 is in no component file.
+    assert!(
+        err.contains("line 3: field `hash_ids.passages_ids`: chunk 9 is not in"),
+        "{err}"
+    );
+    let (out, err) = import(&["--from", "ragpulse", "--on-error", "skip", path], "");
+    assert_eq!(out.lines().count(), 1);
+    assert!(
+        err.contains("skipped 4 bad lines (line 3, 4, 5, 6)"),
+        "{err}"
+    );
+    let err = import_bad(&["--from", "ragpulse", path, "--on-error", "fail"], "");
+    assert!(!err.contains("line 5: column"), "stops at the first: {err}");
+    // Each message on its own.
+    for (line, want) in [
+        (
+            rag_row("3", 10, "100, 101", "0, 1", "300", "c"),
+            "line 1: field `input_length`: 10 is less than the 1058 tokens of its components",
+        ),
+        (
+            "{\"timestamp\": \"4\", \"input_length\": x}\n".to_string(),
+            // `x` is the 36th character: 19 for `{"timestamp": "4", `, 16 for `"input_length": `.
+            "line 1: column 36: expected value",
+        ),
+        (
+            rag_row("soon", 1064, "100, 101", "0, 1", "300", "e"),
+            "line 1: field `timestamp`: expected seconds",
+        ),
+    ] {
+        let dir = ragpulse_dir(&line);
+        let p = dir.path().join("0_trace.jsonl");
+        let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+        assert!(err.contains(want), "{err}");
+    }
+    // A missing component file is named.
+    let dir = ragpulse_dir(&rag_row("1", 1064, "100, 101", "0, 1", "300", "a"));
+    std::fs::remove_file(dir.path().join("3_history.jsonl")).unwrap();
+    let p = dir.path().join("0_trace.jsonl");
+    let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+    assert!(
+        err.contains("component `history`: no `*history.jsonl`"),
+        "{err}"
+    );
+    // stdin without --components is a usage error.
+    let out = tool("mc-import")
+        .args(["--from", "ragpulse"])
+        .write_stdin(rag_row("1", 1064, "100", "", "300", "a"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn real_ragpulse_trace() {
+    let Some(dir) = data_dir("real_ragpulse_trace") else {
+        return;
+    };
+    let path = dir.join("ragpulse/0_trace.jsonl");
+    let path = path.to_str().unwrap();
+    let (out, err) = import(&["--from", "auto", path], "");
+    let r = rows(&out);
+    // SOURCE.md: 7,106 requests.
+    assert_eq!(r.len(), 7106);
+    assert!(err.contains("7106 rows in, 7106 rows out"), "{err}");
+    // Line 1 by hand: timestamp "82", input 3112, output 192; every block new:
+    // ceil(3112/512) = 7 ids, 0..6.
+    assert_eq!(
+        r[0],
+        Row {
+            timestamp: Some(82000.0),
+            delay: None,
+            session_id: Some("1757476916095-afhwfadnh5ew".into()),
+            parent_session_id: None,
+            input_length: Some(3112),
+            text_input: None,
+            output_length: Some(192),
+            hash_ids: Some((0..7).collect()),
+        }
+    );
+    // Line 2: sys_prompt [8302, 14332, 15198] against line 1's [8302, 14332,
+    // 15199]; 8302 and 14332 are 512 tokens each (1_sys_prompt.jsonl), so
+    // blocks 0 and 1 are shared and the rest is new: ceil(3167/512) = 7 ids.
+    assert_eq!(r[1].hash_ids.as_deref(), Some(&[0, 1, 7, 8, 9, 10, 11][..]));
+    // Last line: "604603", input 3034 = 512+512+437 (sys 8302, 8303, 8304)
+    // + 371+159+257+362+178+220 (passages) + 11 (history 15200) + 9 (user
+    // 20632) = 3028, + 6 template tokens; ceil(3034/512) = 6 ids, the first
+    // shared with every row (sys 8302 is 512 tokens).
+    let last = r.last().unwrap();
+    assert_eq!(last.timestamp, Some(604_603_000.0));
+    assert_eq!(
+        (last.input_length, last.output_length),
+        (Some(3034), Some(211))
+    );
+    let ids = last.hash_ids.as_ref().unwrap();
+    assert_eq!((ids.len(), ids[0]), (6, 0));
+    // Every row is consistent at 512: (n-1)*512 < input_length <= n*512.
+    for row in &r {
+        let (n, len) = (
+            row.hash_ids.as_ref().unwrap().len() as u64,
+            row.input_length.unwrap(),
+        );
+        assert!((n - 1) * 512 < len && len <= n * 512, "{row:?}");
+    }
+    // --sort: line 3801 (timestamp "0", input 2926) comes first.
+    let (sorted, _) = import(&["--from", "ragpulse", "--sort", path], "");
+    let first = &rows(&sorted)[0];
+    assert_eq!(
+        (first.timestamp, first.input_length),
+        (Some(0.0), Some(2926))
+    );
+}
+
+#[test]
+fn aibrix_jsonl_new_and_old_keys() {
+    // Two entries (CRLF, no final newline); the second uses the older keys
+    // and a null output_length.
+    let input = "{\"timestamp\": 19, \"requests\": [{\"prompt\": \"hi there\", \"prompt_length\": 2, \"output_length\": 5, \"session_id\": 0}, {\"prompt\": \"x\", \"prompt_length\": 1, \"output_length\": 3}]}\r\n\
+                 {\"timestamp\": 1000.5, \"requests\": [{\"prompt\": \"old\", \"Prompt Length\": 7, \"Output Length\": null, \"session_id\": \"s\"}]}";
+    let (out, err) = import(&["--from", "aibrix"], input);
+    assert_eq!(
+        out,
+        "{\"timestamp\": 19, \"session_id\": \"0\", \"text_input\": \"hi there\", \"output_length\": 5}\n\
+         {\"timestamp\": 19, \"text_input\": \"x\", \"output_length\": 3}\n\
+         {\"timestamp\": 1000.5, \"session_id\": \"s\", \"text_input\": \"old\"}\n"
+    );
+    assert!(err.contains("aibrix: 3 rows in, 3 rows out"), "{err}");
+    let (out, _) = import(&["--from", "auto", "--no-text"], input);
+    let r = rows(&out);
+    assert_eq!(
+        r.iter()
+            .map(|r| r.input_length.unwrap())
+            .collect::<Vec<_>>(),
+        [2, 1, 7]
+    );
+    assert!(r.iter().all(|r| r.text_input.is_none()));
+}
+
+#[test]
+fn aibrix_json_array_form() {
+    // As AIBrix's save_workload writes it without --jsonl: an indented array.
+    let input = "\u{feff}[\n    {\n        \"timestamp\": 0,\n        \"requests\": [\n            {\n                \"prompt\": \"a b c\",\n                \"prompt_length\": 3,\n                \"output_length\": 4\n            }\n        ]\n    },\n    {\n        \"timestamp\": 1000,\n        \"requests\": []\n    },\n    {\n        \"timestamp\": 2000,\n        \"requests\": [{\"prompt\": \"d\", \"prompt_length\": 1, \"output_length\": 2, \"session_id\": 3}]\n    }\n]\n";
+    let (out, _) = import(&["--from", "auto"], input);
+    let r = rows(&out);
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].text_input.as_deref(), Some("a b c"));
+    assert_eq!(
+        (r[1].timestamp, r[1].session_id.as_deref()),
+        (Some(2000.0), Some("3"))
+    );
+    // A bad entry inside the array is named by its line in the file.
+    let bad = "[\n  {\"timestamp\": 0, \"requests\": []},\n  {\"timestamp\": 5,\n   \"requests\": [{\"prompt_length\": \"ten\"}]}\n]\n";
+    let err = import_bad(&["--from", "aibrix"], bad);
+    // Line 4: 3 spaces and `"requests": [{"prompt_length": ` (31 characters)
+    // come first, so `"ten"` is columns 35 to 39; serde names its last one.
+    assert!(
+        err.contains("line 4: column 39: invalid type: string \"ten\""),
+        "{err}"
+    );
+    let err = import_bad(
+        &["--from", "aibrix"],
+        "[{\"timestamp\": 0, \"requests\": []},\n",
+    );
+    assert!(err.contains("cut short"), "{err}");
+}
+
+#[test]
+fn aibrix_bad_entries_name_the_line() {
+    let input = "{\"timestamp\": 0, \"requests\": [{\"prompt\": \"a\", \"prompt_length\": 1}]}\n\
+                 {\"timestamp\": 1, \"requests\": [{\"output_length\": 1}]}\n\
+                 {\"timestamp\": -2, \"requests\": []}\n\
+                 {\"timestamp\": 3, \"requests\": [{\"prompt\": \"b\"}]}\n";
+    let err = import_bad(&["--from", "aibrix"], input);
+    assert!(
+        err.contains("line 2: requests[0] has neither `prompt` nor `prompt_length`"),
+        "{err}"
+    );
+    let (out, err) = import(&["--from", "aibrix", "--on-error", "skip"], input);
+    assert_eq!(out.lines().count(), 2);
+    assert!(err.contains("skipped 2 bad lines (line 2, 3)"), "{err}");
+    // With --no-text a prompt without its length is of no use.
+    let err = import_bad(&["--from", "aibrix", "--no-text"], input);
+    assert!(err.contains("line 2: requests[0] has neither"), "{err}");
+    let last = "{\"timestamp\": 3, \"requests\": [{\"prompt\": \"b\"}]}\n";
+    let err = import_bad(&["--from", "aibrix", "--no-text"], last);
+    assert!(
+        err.contains("line 1: requests[0] has no `prompt_length`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn aibrix_round_trip_from_mc_gen() {
+    // The same seed in both formats: the AIBrix file groups requests of the
+    // same ms into one entry and writes a filler prompt of input_length
+    // words; importing it must give back the Mooncake rows' times, lengths
+    // and order.
+    let gen = |format: &str| {
+        run_ok(
+            "mc-gen",
+            &[
+                "--seed",
+                "7",
+                "--format",
+                format,
+                "constant",
+                "--qps",
+                "200",
+                "--num-requests",
+                "300",
+                "--isl",
+                "uniform:1:300",
+                "--osl",
+                "uniform:1:40",
+            ],
+            "",
+        )
+    };
+    let mooncake = rows(&gen("mooncake"));
+    let aibrix = gen("aibrix");
+    // At 200 req/s some ms hold two requests, so some entries hold several.
+    assert!(aibrix.lines().count() < 300, "no grouped entries to test");
+    let (plain, err) = import(&["--from", "auto", "--no-text"], &aibrix);
+    assert!(err.contains("aibrix: 300 rows in, 300 rows out"), "{err}");
+    let back = rows(&plain);
+    assert_eq!(back.len(), mooncake.len());
+    for (a, m) in back.iter().zip(&mooncake) {
+        assert_eq!(
+            (a.timestamp, a.input_length, a.output_length),
+            (m.timestamp, m.input_length, m.output_length)
+        );
+    }
+    // With the text: a prompt of input_length words each.
+    let (text, _) = import(&["--from", "aibrix"], &aibrix);
+    for (a, m) in rows(&text).iter().zip(&mooncake) {
+        let words = a.text_input.as_ref().unwrap().split(' ').count() as u64;
+        assert_eq!(Some(words), m.input_length);
+        assert_eq!(a.input_length, None);
+    }
+}
+
+/// A WEKA session with one sub-agent, block size 4.
+fn weka_session(id: &str) -> String {
+    format!(
+        "{{\"id\": \"{id}\", \"block_size\": 4, \"hash_id_scope\": \"local\", \"requests\": [\n\
+         {{\"t\": 0.0, \"type\": \"n\", \"in\": 9, \"out\": 2, \"hash_ids\": [1, 2], \"think_time\": 0.0}},\n\
+         {{\"t\": 10.5, \"type\": \"subagent\", \"agent_id\": \"agent_001\", \"requests\": [\n\
+           {{\"t\": 0.0, \"type\": \"n\", \"in\": 8, \"out\": 1, \"hash_ids\": [50, 51], \"think_time\": 0.0}},\n\
+           {{\"t\": 3.0, \"type\": \"n\", \"in\": 12, \"out\": 1, \"hash_ids\": [50, 51, 52], \"think_time\": 2.5}}]}},\n\
+         {{\"t\": 20.0, \"type\": \"n\", \"in\": 13, \"out\": 3, \"hash_ids\": [1, 2, 3], \"think_time\": 12.0}}\n\
+         ]}}"
+    )
+}
+
+#[test]
+fn weka_session_with_a_sub_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    std::fs::write(&a, weka_session("s")).unwrap();
+    std::fs::write(&b, format!("\u{feff}{}\r\n", weka_session("t"))).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let (out, err) = import(&["--from", "auto", "--session-gap", "1000", a, b], "");
+    let r = rows(&out);
+    let row = |ts: Option<f64>,
+               delay: Option<f64>,
+               sid: &str,
+               parent: Option<&str>,
+               i: u64,
+               o: u64,
+               ids: &[u64]| Row {
+        timestamp: ts,
+        delay,
+        session_id: Some(sid.into()),
+        parent_session_id: parent.map(Into::into),
+        input_length: Some(i),
+        text_input: None,
+        output_length: Some(o),
+        hash_ids: Some(ids.to_vec()),
+    };
+    // Session s starts at 0. Its first turn: 9 tokens = 3 blocks of 4; the
+    // file hashes 2 (ids 1, 2 -> 0, 1), the partial third gets a fresh 2.
+    // The sub-agent starts at 10.5 s: its own session, ids 50, 51 -> 3, 4;
+    // its second turn waits its think time (2.5 s) and adds 52 -> 5
+    // (12 tokens = 3 full blocks). The parent's next turn: 12 s think time,
+    // 13 tokens = 4 blocks: 1, 2, 3 -> 0, 1, 6 and a fresh 7.
+    // Session t (file 2) starts 1000 ms later and shares no id with s:
+    // 1, 2 -> 8, 9, fresh 10; 50, 51 -> 11, 12; 52 -> 13; 3 -> 14, fresh 15.
+    let want = [
+        row(Some(0.0), None, "s", None, 9, 2, &[0, 1, 2]),
+        row(Some(10500.0), None, "s/agent_001", Some("s"), 8, 1, &[3, 4]),
+        row(
+            None,
+            Some(2500.0),
+            "s/agent_001",
+            Some("s"),
+            12,
+            1,
+            &[3, 4, 5],
+        ),
+        row(None, Some(12000.0), "s", None, 13, 3, &[0, 1, 6, 7]),
+        row(Some(1000.0), None, "t", None, 9, 2, &[8, 9, 10]),
+        row(
+            Some(11500.0),
+            None,
+            "t/agent_001",
+            Some("t"),
+            8,
+            1,
+            &[11, 12],
+        ),
+        row(
+            None,
+            Some(2500.0),
+            "t/agent_001",
+            Some("t"),
+            12,
+            1,
+            &[11, 12, 13],
+        ),
+        row(None, Some(12000.0), "t", None, 13, 3, &[8, 9, 14, 15]),
+    ];
+    assert_eq!(r, want);
+    // Rows 1, 4, 5, 8 lacked an id for their partial last block.
+    assert!(
+        err.contains("block size 4 (use --block-size 4 downstream); 4 rows had no id"),
+        "{err}"
+    );
+    assert!(err.contains("weka: 8 rows in, 8 rows out"), "{err}");
+    // --session-rate 0.5: one session every 2 s; no option: all at 0.
+    let (out, _) = import(&["--from", "weka", "--session-rate", "0.5", a, b], "");
+    assert_eq!(rows(&out)[4].timestamp, Some(2000.0));
+    let (out, _) = import(&["--from", "weka", a, b], "");
+    assert_eq!(rows(&out)[4].timestamp, Some(0.0));
+    // Several sessions in one stream (stdin): counted in order.
+    let (out, _) = import(
+        &["--from", "weka", "--session-gap", "5"],
+        &(weka_session("x") + "\n" + &weka_session("y")),
+    );
+    assert_eq!(rows(&out)[4].timestamp, Some(5.0));
+}
+
+#[test]
+fn weka_bad_sessions_name_the_line() {
+    // A request without `in`, inside the sub-agent: named by its path, on
+    // the line where the session starts (line 2, after a blank line).
+    let bad = format!("\n{}", weka_session("s").replace("\"in\": 12, ", ""));
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(
+        err.contains("line 2: requests[1].requests[1]: a request needs `in` and `out`"),
+        "{err}"
+    );
+    // A syntax error: line 3 starts `{"t": x` (6 characters before `x`).
+    let bad = weka_session("s").replace("\"t\": 10.5", "\"t\": x");
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(err.contains("line 3: column 7: expected value"), "{err}");
+    let err = import_bad(&["--from", "weka"], "{\"id\": \"z\", \"requests\": []}");
+    assert!(
+        err.contains("line 1: field `block_size`: missing or 0"),
+        "{err}"
+    );
+    let err = import_bad(
+        &["--from", "weka", "--block-size", "64"],
+        &weka_session("s"),
+    );
+    assert!(
+        err.contains("has block_size 4, not --block-size 64"),
+        "{err}"
+    );
+    let out = tool("mc-import")
+        .args(["--from", "weka", "--session-rate", "0"])
+        .write_stdin(weka_session("s"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn real_weka_sample() {
+    let Some(dir) = data_dir("real_weka_sample") else {
+        return;
+    };
+    let dir = dir.join("kv-cache-tester-sample");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    let mut args = vec!["--from", "auto", "--session-gap", "60000"];
+    args.extend(files.iter().map(String::as_str));
+    let (out, err) = import(&args, "");
+    let r = rows(&out);
+    // SOURCE.md: 404 requests in the 10 files, 6 sub-agents (4 in 0277, 2 in 0291).
+    assert_eq!(r.len(), 404);
+    let sessions: std::collections::BTreeSet<_> =
+        r.iter().map(|r| r.session_id.clone().unwrap()).collect();
+    assert_eq!(sessions.len(), 16);
+    assert_eq!(r.iter().filter(|r| r.timestamp.is_some()).count(), 16);
+    assert!(err.contains("block size 64"), "{err}");
+    // trace_0001 comes first. Its first request by hand: t 0.0, in 71175,
+    // out 169, 1112 ids (local 1..=1112); 71175 = 1112*64 + 7, so a 1113th
+    // fresh id; all new: 0..=1112.
+    assert_eq!(r[0].timestamp, Some(0.0));
+    assert_eq!(
+        (r[0].input_length, r[0].output_length),
+        (Some(71175), Some(169))
+    );
+    assert_eq!(
+        r[0].hash_ids.as_ref().unwrap(),
+        &(0..1113).collect::<Vec<u64>>()
+    );
+    // Its second: think_time 12.0 -> delay 12000; in 72762.
+    assert_eq!(
+        (r[1].delay, r[1].input_length),
+        (Some(12000.0), Some(72762))
+    );
+    // Its last (the 41st row): think_time 170.0, in 196860, out 1029; 3075
+    // ids in the file, ceil(196860/64) = 3076 (3075*64 = 196800).
+    assert_eq!(
+        (r[40].delay, r[40].input_length, r[40].output_length),
+        (Some(170000.0), Some(196860), Some(1029))
+    );
+    assert_eq!(r[40].hash_ids.as_ref().unwrap().len(), 3076);
+    // trace_0002 is session 1: 60 s later.
+    assert_eq!(
+        (r[41].timestamp, r[41].session_id.as_deref()),
+        (Some(60000.0), Some("trace_0002"))
+    );
+    // Every row consistent at 64.
+    for row in &r {
+        let (n, len) = (
+            row.hash_ids.as_ref().unwrap().len() as u64,
+            row.input_length.unwrap(),
+        );
+        assert!((n - 1) * 64 < len && len <= n * 64, "{row:?}");
+    }
+    // trace_0277 (session 8, at 480 s): agent_001 starts 79.224 s in.
+    let sub = r
+        .iter()
+        .find(|r| r.session_id.as_deref() == Some("trace_0277/agent_001"))
+        .unwrap();
+    assert_eq!(sub.timestamp, Some(480_000.0 + 79_224.0));
+    assert_eq!(sub.parent_session_id.as_deref(), Some("trace_0277"));
+}
+
+#[test]
+fn weka_delay_without_think_time() {
+    // No think_time: the gap (10 s) less the previous request's api_time
+    // (2.25 s) -> 7750 ms. A negative think time is a bad session.
+    let s = "{\"id\": \"q\", \"block_size\": 8, \"requests\": [\
+             {\"t\": 0, \"in\": 8, \"out\": 1, \"hash_ids\": [7], \"api_time\": 2.25},\
+             {\"t\": 10, \"in\": 16, \"out\": 1, \"hash_ids\": [7, 8]}]}";
+    let (out, _) = import(&["--from", "weka"], s);
+    let r = rows(&out);
+    assert_eq!(r[1].delay, Some(7750.0));
+    // Full blocks only: 8 and 16 tokens need no fresh id.
+    assert_eq!(r[1].hash_ids.as_deref(), Some(&[0, 1][..]));
+    // `hash_id_scope: "global"` ids mean the same block in every file:
+    // the second session reuses 7 -> 0 and 8 -> 1.
+    let global = s.replace(
+        "\"block_size\"",
+        "\"hash_id_scope\": \"global\", \"block_size\"",
+    );
+    let (out, _) = import(&["--from", "weka"], &format!("{global}\n{global}"));
+    assert_eq!(rows(&out)[3].hash_ids.as_deref(), Some(&[0, 1][..]));
+    let (out, _) = import(&["--from", "weka"], &format!("{s}\n{s}"));
+    assert_eq!(rows(&out)[3].hash_ids.as_deref(), Some(&[2, 3][..]));
+    let bad = s.replace("\"t\": 10,", "\"t\": 10, \"think_time\": -1,");
+    let err = import_bad(&["--from", "weka"], &bad);
+    assert!(
+        err.contains("line 1: requests[1]: `think_time` must be at least 0"),
+        "{err}"
+    );
+}

@@ -4,7 +4,11 @@
 //! line reader already handles CRLF and long lines, and a slice scan keeps
 //! the 27-million-row Azure files at several hundred MB/s.
 
-use crate::error::RecordError;
+use std::io::Read;
+
+use super::Sink;
+use crate::error::{Error, RecordError, Result};
+use crate::jsonl::LineReader;
 
 /// The spans of a line's fields, reused between lines.
 #[derive(Default)]
@@ -121,6 +125,89 @@ impl Header {
 
     pub fn name(&self, col: usize) -> &str {
         self.names.get(col).map_or("?", String::as_str)
+    }
+}
+
+/// Reads one CSV file: the header (its first non-blank line, BOM stripped)
+/// is handed to `columns`, which finds the columns it needs; then each row
+/// is split and handed to `row`. A row's `RecordError` is a bad record
+/// (named by line, handled per `--on-error`); the outer `Result` of `row`
+/// is for failures that stop the import (output errors).
+pub fn read_rows<C>(
+    src: Box<dyn Read>,
+    max_line: usize,
+    sink: &mut Sink,
+    columns: impl FnOnce(&Header) -> std::result::Result<C, RecordError>,
+    mut row: impl FnMut(&Row<'_, C>, &mut Sink) -> Result<std::result::Result<(), RecordError>>,
+) -> Result<()> {
+    let mut rd = LineReader::new_text(src, max_line);
+    let Some(first) = rd.next_line()? else {
+        return Ok(());
+    };
+    let no = first.no;
+    let header = Header::parse(first.bytes).map_err(|err| Error::Data { line: no, err })?;
+    let cols = columns(&header).map_err(|err| Error::Data { line: no, err })?;
+    let mut fields = Fields::default();
+    loop {
+        let line = match rd.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                sink.policy.handle(e)?;
+                continue;
+            }
+        };
+        sink.counts.rows_in += 1;
+        let no = line.no;
+        let result = match fields.split(line.bytes) {
+            Ok(()) => row(
+                &Row {
+                    header: &header,
+                    cols: &cols,
+                    fields: &fields,
+                    line: line.bytes,
+                },
+                sink,
+            )?,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            sink.bad(no, e)?;
+        }
+    }
+}
+
+/// One data row of a CSV file, with its header and the columns found in it.
+pub struct Row<'a, C> {
+    pub header: &'a Header,
+    pub cols: &'a C,
+    fields: &'a Fields,
+    line: &'a [u8],
+}
+
+impl<C> Row<'_, C> {
+    /// Field `col`, or an error naming the column when the row is short.
+    pub fn get(&self, col: usize) -> std::result::Result<&[u8], RecordError> {
+        self.fields
+            .get(self.line, col)
+            .ok_or_else(|| column_error(self.header, col, "missing (too few columns)"))
+    }
+
+    /// Field `col` as a non-negative integer.
+    pub fn uint(&self, col: usize) -> std::result::Result<u64, RecordError> {
+        let raw = self.get(col)?;
+        crate::record::parse_uint(raw).ok_or_else(|| {
+            column_error(
+                self.header,
+                col,
+                format!("expected a non-negative integer, found {}", show(raw)),
+            )
+        })
+    }
+
+    /// Field `col` as text (lossy UTF-8).
+    pub fn text(&self, col: usize) -> std::result::Result<std::borrow::Cow<'_, str>, RecordError> {
+        Ok(String::from_utf8_lossy(self.get(col)?))
     }
 }
 

@@ -91,6 +91,25 @@ mod tests {
             Some(Format::Weka)
         );
         assert_eq!(fmt("[\n  {\n    \"request_number\": 0,"), Some(Format::Nat));
+        // BurstGPT v3: new columns, in any order, with a BOM and CRLF.
+        assert_eq!(
+            fmt("\u{feff}Timestamp,Session ID,Model,Request tokens,Response tokens,Total tokens,Log Type,Elapsed time\r\n0.5,s,ChatGPT,1,1,2,API log\r\n"),
+            Some(Format::Burstgpt)
+        );
+        // AIBrix's indented JSON array (its save_workload without --jsonl).
+        assert_eq!(
+            fmt("[\n    {\n        \"timestamp\": 0,\n        \"requests\": [\n            {\n                \"prompt\": \"a\","),
+            Some(Format::Aibrix)
+        );
+        // A real RAGPulse line, and an indented WEKA session.
+        assert_eq!(
+            fmt("{\"timestamp\": \"82\", \"input_length\": 3112, \"output_length\": 192, \"hash_ids\": {\"sys_prompt\": [8302, 14332, 15199], \"passages_ids\": [7398]}, \"session_id\": \"x\"}\n"),
+            Some(Format::Ragpulse)
+        );
+        assert_eq!(
+            fmt("{\n  \"id\": \"trace_0001\",\n  \"models\": [\"m\"],\n  \"block_size\": 64,\n  \"hash_id_scope\": \"local\",\n  \"requests\": [\n    {\"t\": 0.0"),
+            Some(Format::Weka)
+        );
         assert_eq!(fmt("{\"timestamp\": 0, \"hash_ids\": [1]}"), None);
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);

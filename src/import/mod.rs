@@ -5,11 +5,15 @@
 //! for the one-line summary. `--from auto` sniffs the first bytes
 //! ([`detect`]).
 
+pub mod aibrix;
 pub mod azure;
+pub mod burstgpt;
 pub mod csv;
 pub mod detect;
+pub mod ragpulse;
 pub mod row;
 pub mod time;
+pub mod weka;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -61,11 +65,13 @@ impl Format {
 ///
 /// Formats: azure (timestamps in ms from the first row), burstgpt (seconds
 /// to ms; rows with 0 response tokens are failures and dropped), aibrix (one
-/// row per request), ragpulse (exact prefix block ids at --block-size from
-/// the component lengths), weka (one session per file, sub-agents as their
-/// own sessions linked by `parent_session_id`), nat (as nat2mc). Only
-/// ragpulse, weka and nat carry prefix information; azure and burstgpt rows
-/// get hash_ids only with --synth-hash-ids.
+/// row per request: `text_input`, or `input_length` with --no-text, as
+/// AIPerf takes one of the two), ragpulse (exact prefix block ids at
+/// --block-size from the component lengths), weka (one session per file,
+/// sub-agents as their own sessions linked by `parent_session_id`; ids kept
+/// at the file's block size), nat (as nat2mc). Only ragpulse, weka and nat
+/// carry prefix information; azure and burstgpt rows get hash_ids only with
+/// --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
 #[command(
     version,
@@ -73,6 +79,7 @@ impl Format {
   mc-import --from azure AzureLLMInferenceTrace_conv.csv > conv.jsonl
   mc-import --from auto < BurstGPT_1.csv | mc-analyze
   mc-import --from burstgpt --model GPT-4 --synth-hash-ids BurstGPT_2.csv > gpt4.jsonl
+  mc-import --from aibrix --no-text workload.jsonl > rows.jsonl
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl"
 )]
@@ -109,7 +116,8 @@ pub struct ImportArgs {
     pub synth_hash_ids: bool,
 
     /// Tokens per block: for --synth-hash-ids and ragpulse (default 512), and
-    /// nat (default 128). weka uses the file's own block_size.
+    /// nat (default 128). weka keeps each file's own block_size (a different
+    /// value here is an error).
     #[arg(long, value_name = "B")]
     pub block_size: Option<u64>,
 
@@ -136,11 +144,13 @@ pub struct ImportArgs {
     #[arg(long)]
     pub sort: bool,
 
-    /// aibrix: leave out the prompt text (`text_input`).
+    /// aibrix: leave out the prompt text: rows get `input_length` (the
+    /// request's prompt_length) instead of `text_input`.
     #[arg(long)]
     pub no_text: bool,
 
-    /// weka: session k (in file order) starts k*MS ms after the first.
+    /// weka: session k (in file order) starts k*MS ms after the first
+    /// (without this or --session-rate, every session starts at 0).
     #[arg(long, value_name = "MS", conflicts_with = "session_rate")]
     pub session_gap: Option<f64>,
 
@@ -227,6 +237,58 @@ pub trait Importer {
     }
 }
 
+/// A JSON line that does not parse: serde_json's message, with the column
+/// (the line is named by the caller).
+pub fn json_error(e: &serde_json::Error) -> RecordError {
+    RecordError::new(format!(
+        "column {}: {}",
+        e.column(),
+        nat::reader::error_text(e)
+    ))
+}
+
+/// `session_id` as the sources write it: a string, or a number (AIBrix
+/// numbers its sessions); rows always get a string.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub enum SessionId {
+    Text(String),
+    Number(serde_json::Number),
+}
+
+impl SessionId {
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            SessionId::Text(s) => s.into(),
+            SessionId::Number(n) => n.to_string().into(),
+        }
+    }
+}
+
+/// The first byte of `src` that is not whitespace (after a UTF-8 BOM), and
+/// the input again from there: JSON-array and JSON-lines files differ in it.
+pub fn peek_start(mut src: Box<dyn Read>) -> Result<(Option<u8>, Box<dyn Read>)> {
+    let mut head = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let n = loop {
+            match src.read(&mut chunk) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        head.extend_from_slice(&chunk[..n]);
+        let body = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&head);
+        let first = body.iter().position(|b| !b.is_ascii_whitespace());
+        if first.is_some() || n == 0 {
+            let first = first.map(|i| body[i]);
+            let rest = body.to_vec();
+            return Ok((first, Box::new(std::io::Cursor::new(rest).chain(src))));
+        }
+    }
+}
+
 /// How many bytes `--from auto` looks at.
 const SNIFF: usize = 64 << 10;
 
@@ -280,11 +342,12 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
     }
     let mut importer: Box<dyn Importer> = match format {
         Format::Azure => Box::new(azure::Azure::new(args)),
-        Format::Burstgpt | Format::Aibrix | Format::Ragpulse | Format::Weka => {
-            return Err(Error::Usage(format!(
-                "--from {} is not implemented yet (only azure and nat are)",
-                format.name()
-            )))
+        Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
+        Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
+        Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
+        Format::Weka => {
+            weka::Weka::check(args)?;
+            Box::new(weka::Weka::new(args))
         }
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };

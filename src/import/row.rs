@@ -36,6 +36,11 @@ impl<'a> ObjWriter<'a> {
         self.key(name).extend_from_slice(&b);
     }
 
+    pub fn int(&mut self, name: &str, v: i64) {
+        let b = itoa::Buffer::new().format(v).as_bytes().to_vec();
+        self.key(name).extend_from_slice(&b);
+    }
+
     /// A value that is already JSON text.
     pub fn raw(&mut self, name: &str, json: &[u8]) {
         self.key(name).extend_from_slice(json);

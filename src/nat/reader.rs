@@ -121,6 +121,9 @@ pub struct ArraySplitter<R> {
     base: Place,
     /// Elements returned so far.
     elements: u64,
+    /// What the file and its elements are called in messages.
+    document: &'static str,
+    element: &'static str,
 }
 
 /// A place in the input: byte offset, and 1-based line and column.
@@ -183,6 +186,12 @@ const CHUNK: usize = 1 << 20;
 
 impl<R: Read> ArraySplitter<R> {
     pub fn new(src: R) -> Self {
+        Self::named(src, "profiler trace", "request")
+    }
+
+    /// A splitter whose messages call the file `document` and its
+    /// elements `element` (other importers read JSON arrays too).
+    pub fn named(src: R, document: &'static str, element: &'static str) -> Self {
         ArraySplitter {
             src,
             buf: Vec::new(),
@@ -193,6 +202,8 @@ impl<R: Read> ArraySplitter<R> {
             cut: false,
             base: Place::START,
             elements: 0,
+            document,
+            element,
         }
     }
 
@@ -255,8 +266,8 @@ impl<R: Read> ArraySplitter<R> {
         let bad = |this: &Self, what: &str| {
             let at = this.place(this.pos);
             Error::Input(format!(
-                "invalid profiler trace: expected {what}, at byte {} ({at})",
-                at.offset
+                "invalid {}: expected {what}, at byte {} ({at})",
+                this.document, at.offset
             ))
         };
         if !self.started {
@@ -285,7 +296,11 @@ impl<R: Read> ArraySplitter<R> {
             None => return Ok(Some(Err(End::Truncated))),
             Some(b'{') => {}
             Some(_) => {
-                let what = format!("request {} to be an object ({{...}})", self.elements + 1);
+                let what = format!(
+                    "{} {} to be an object ({{...}})",
+                    self.element,
+                    self.elements + 1
+                );
                 return Err(bad(self, &what));
             }
         }
@@ -327,8 +342,10 @@ impl<R: Read> ArraySplitter<R> {
                                 // Cut right after a complete request.
                                 None => self.cut = true,
                                 Some(_) => {
-                                    let what =
-                                        format!("`,` or `]` after request {}", self.elements);
+                                    let what = format!(
+                                        "`,` or `]` after {} {}",
+                                        self.element, self.elements
+                                    );
                                     return Err(bad(self, &what));
                                 }
                             }

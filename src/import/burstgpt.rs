@@ -1,0 +1,176 @@
+//! BurstGPT (HPMLL/BurstGPT): `Timestamp,Model,Request tokens,Response
+//! tokens,Total tokens,Log Type` (v1/v2), and v3 with `Session ID` and
+//! `Elapsed time` added. Columns are found by name, so their order and the
+//! spelling of v3's new ones (`Session ID`, `SessionID`) do not matter.
+//!
+//! `Timestamp` is seconds since midnight of the trace's first day; rows
+//! keep that clock in ms (no rebasing: a `--model` filter keeps the
+//! selected rows' place in the day). A row with 0 response tokens is a
+//! failed request (the upstream README says so of `BurstGPT_1.csv`): it is
+//! dropped and counted unless `--keep-failed`.
+
+use std::io::Read;
+
+use super::csv::{column_error, read_rows, show, Header, Row};
+use super::row::SynthIds;
+use super::{time, ImportArgs, Importer, Sink};
+use crate::error::{RecordError, Result};
+
+const FORMAT: &str = "BurstGPT";
+pub const FAILED: &str = "failed: 0 response tokens";
+pub const OTHER_MODEL: &str = "--model";
+pub const OTHER_LOG_TYPE: &str = "--log-type";
+
+pub struct BurstGpt {
+    max_line: usize,
+    float: bool,
+    keep_failed: bool,
+    models: Vec<String>,
+    log_types: Vec<String>,
+    synth: Option<SynthIds>,
+    ts: Vec<u8>,
+}
+
+struct Cols {
+    ts: usize,
+    model: Option<usize>,
+    input: usize,
+    output: usize,
+    log_type: Option<usize>,
+    session: Option<usize>,
+}
+
+/// What one row becomes.
+enum Verdict {
+    Keep {
+        input: u64,
+        output: u64,
+        session: Option<String>,
+    },
+    Drop(&'static str),
+}
+
+/// Whether `value` is one of `wanted` (no filter when empty); case is
+/// ignored, as users type `chatgpt` for `ChatGPT`.
+fn selected(wanted: &[String], value: &str) -> bool {
+    wanted.is_empty() || wanted.iter().any(|w| w.eq_ignore_ascii_case(value))
+}
+
+impl BurstGpt {
+    pub fn new(args: &ImportArgs) -> Self {
+        BurstGpt {
+            max_line: args.max_line_bytes,
+            float: args.float_timestamps,
+            keep_failed: args.keep_failed,
+            models: args.model.clone(),
+            log_types: args.log_type.clone(),
+            synth: args
+                .synth_hash_ids
+                .then(|| SynthIds::new(args.block_size.unwrap_or(512))),
+            ts: Vec::new(),
+        }
+    }
+}
+
+impl Cols {
+    /// The columns of header `h`; a filter's column is required.
+    fn find(h: &Header, model: bool, log_type: bool) -> std::result::Result<Cols, RecordError> {
+        // A filter needs its column; without one the column may be absent.
+        let wanted = |name, filter: bool| {
+            if filter {
+                h.require(name, FORMAT).map(Some)
+            } else {
+                Ok(h.find(name))
+            }
+        };
+        Ok(Cols {
+            ts: h.require("Timestamp", FORMAT)?,
+            model: wanted("Model", model)?,
+            input: h.require("Request tokens", FORMAT)?,
+            output: h.require("Response tokens", FORMAT)?,
+            log_type: wanted("Log Type", log_type)?,
+            session: h.find("Session ID"),
+        })
+    }
+}
+
+impl BurstGpt {
+    fn row(&mut self, r: &Row<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
+        let c = r.cols;
+        let raw = r.get(c.ts)?;
+        let t = time::parse_seconds(raw)
+            .filter(|&t| t >= 0)
+            .ok_or_else(|| {
+                column_error(
+                    r.header,
+                    c.ts,
+                    format!(
+                        "expected seconds (like `5` or `12.25`), found {}",
+                        show(raw)
+                    ),
+                )
+            })?;
+        let (input, output) = (r.uint(c.input)?, r.uint(c.output)?);
+        // Every field is checked before a filter looks at the row, so a bad
+        // row is reported whatever the filters.
+        let model = c.model.map(|col| r.text(col)).transpose()?;
+        let log_type = c.log_type.map(|col| r.text(col)).transpose()?;
+        let session = c.session.map(|col| r.text(col)).transpose()?;
+        if !selected(&self.models, model.as_deref().unwrap_or_default()) {
+            return Ok(Verdict::Drop(OTHER_MODEL));
+        }
+        if !selected(&self.log_types, log_type.as_deref().unwrap_or_default()) {
+            return Ok(Verdict::Drop(OTHER_LOG_TYPE));
+        }
+        if output == 0 && !self.keep_failed {
+            return Ok(Verdict::Drop(FAILED));
+        }
+        self.ts.clear();
+        time::write_ms(t, self.float, &mut self.ts);
+        Ok(Verdict::Keep {
+            input,
+            output,
+            session: session.filter(|s| !s.is_empty()).map(|s| s.into_owned()),
+        })
+    }
+}
+
+impl Importer for BurstGpt {
+    fn file(&mut self, src: Box<dyn Read>, _file_no: usize, sink: &mut Sink) -> Result<()> {
+        let (model, log_type) = (!self.models.is_empty(), !self.log_types.is_empty());
+        read_rows(
+            src,
+            self.max_line,
+            sink,
+            |h| Cols::find(h, model, log_type),
+            |r, sink| {
+                let (input, output, session) = match self.row(r) {
+                    Ok(Verdict::Keep {
+                        input,
+                        output,
+                        session,
+                    }) => (input, output, session),
+                    Ok(Verdict::Drop(reason)) => {
+                        sink.counts.drop(reason);
+                        return Ok(Ok(()));
+                    }
+                    Err(e) => return Ok(Err(e)),
+                };
+                let ids = self.synth.as_mut().map(|s| s.next_row(input));
+                let ts = &self.ts;
+                sink.row(|w| {
+                    w.raw("timestamp", ts);
+                    if let Some(s) = &session {
+                        w.str("session_id", s);
+                    }
+                    w.uint("input_length", input);
+                    w.uint("output_length", output);
+                    if let Some(ids) = ids {
+                        w.ids("hash_ids", ids);
+                    }
+                })?;
+                Ok(Ok(()))
+            },
+        )
+    }
+}

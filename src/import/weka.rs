@@ -1,0 +1,347 @@
+//! kv-cache-tester (WEKA) agent traces: one JSON object per session file,
+//! `{"id", "block_size", "hash_id_scope", "requests": [...]}`. A request has
+//! `t` (s from its session's start), `in`, `out`, `hash_ids` (blocks of the
+//! file's `block_size`) and `think_time` (s between the previous answer and
+//! this request); a `"type": "subagent"` entry holds the sub-agent's own
+//! `requests`, timed from the entry's `t`.
+//!
+//! Each session becomes Mooncake turns: the first with a `timestamp` (the
+//! session's start on the common timeline plus its `t`), later ones with
+//! `delay` = the recorded think time (DESIGN.md: a later turn waits that
+//! long after the previous turn completes). A sub-agent is a session of its
+//! own, `<id>/<agent_id>`, with `parent_session_id` naming the session that
+//! started it, written where it appears. Session k (in file order) starts
+//! at k × `--session-gap` ms, or k / `--session-rate` s; at 0 by default.
+//!
+//! Ids are local to a file (`hash_id_scope: "local"`): they are renumbered
+//! through one map per file, so two files never share a block by accident,
+//! while a file's sub-agents keep sharing theirs (they all start with the
+//! same system prompt). The files hash only full blocks (`floor(in / B)`
+//! ids); a row then gets a fresh id for its partial last block, so every
+//! row is consistent at the file's block size.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use serde::Deserialize;
+
+use super::{ImportArgs, Importer, Sink};
+use crate::error::{Error, RecordError, Result};
+
+#[derive(Deserialize)]
+struct Session {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    block_size: Option<u64>,
+    #[serde(default)]
+    hash_id_scope: Option<String>,
+    requests: Vec<Request>,
+}
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(default)]
+    t: f64,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default, rename = "in")]
+    input: Option<u64>,
+    #[serde(default)]
+    out: Option<u64>,
+    #[serde(default)]
+    hash_ids: Vec<u64>,
+    #[serde(default)]
+    think_time: Option<f64>,
+    #[serde(default)]
+    api_time: Option<f64>,
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    requests: Option<Vec<Request>>,
+}
+
+pub struct Weka {
+    gap_ms: f64,
+    block_size: Option<u64>,
+    /// The block size of the files read so far (they must agree).
+    file_block: Option<(u64, String)>,
+    files: Vec<std::path::PathBuf>,
+    /// Sessions started so far (the k of the timeline).
+    sessions: u64,
+    /// Local id -> output id, per file (or across files for `global` scope).
+    ids: HashMap<u64, u64>,
+    next_id: u64,
+    out_ids: Vec<u64>,
+    /// Rows whose partial last block got a fresh id; rows cut to their length.
+    tails: u64,
+    cut: u64,
+}
+
+/// One session's place: its id, its parent's, its start (ms).
+struct Place<'a> {
+    id: &'a str,
+    parent: Option<&'a str>,
+    start_ms: f64,
+}
+
+/// Seconds to whole ms: the files give `t` to the ms and think times in s.
+fn ms(s: f64) -> f64 {
+    (s * 1000.0).round()
+}
+
+impl Weka {
+    pub fn new(args: &ImportArgs) -> Self {
+        let gap_ms = match (args.session_gap, args.session_rate) {
+            (Some(g), _) => g,
+            (None, Some(r)) => 1000.0 / r,
+            (None, None) => 0.0,
+        };
+        Weka {
+            gap_ms,
+            block_size: args.block_size,
+            file_block: None,
+            files: args.files.clone(),
+            sessions: 0,
+            ids: HashMap::new(),
+            next_id: 0,
+            out_ids: Vec::new(),
+            tails: 0,
+            cut: 0,
+        }
+    }
+
+    /// Checks option values clap cannot.
+    pub fn check(args: &ImportArgs) -> Result<()> {
+        let bad = |v: Option<f64>, ok: fn(f64) -> bool| v.is_some_and(|v| !v.is_finite() || !ok(v));
+        if bad(args.session_gap, |g| g >= 0.0) {
+            return Err(Error::usage(
+                "--session-gap must be a number of ms, at least 0",
+            ));
+        }
+        if bad(args.session_rate, |r| r > 0.0) {
+            return Err(Error::usage("--session-rate must be more than 0"));
+        }
+        Ok(())
+    }
+
+    fn fresh(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    /// The output ids of one request at block size `b`: the source ids
+    /// renumbered, then made consistent with `input`.
+    fn row_ids(&mut self, local: &[u64], input: u64, b: u64) {
+        let need = input.div_ceil(b) as usize;
+        self.out_ids.clear();
+        for &h in local.iter().take(need) {
+            let id = match self.ids.get(&h) {
+                Some(&id) => id,
+                None => {
+                    let id = self.fresh();
+                    self.ids.insert(h, id);
+                    id
+                }
+            };
+            self.out_ids.push(id);
+        }
+        if local.len() > need {
+            // More ids than blocks: cut, and a cut-short last block is not
+            // the full block that id names elsewhere.
+            self.cut += 1;
+            if !input.is_multiple_of(b) {
+                self.out_ids.pop();
+            }
+        }
+        if self.out_ids.len() < need {
+            self.tails += 1;
+        }
+        while self.out_ids.len() < need {
+            let id = self.fresh();
+            self.out_ids.push(id);
+        }
+    }
+
+    /// Writes the turns of one session (and, where they appear, its
+    /// sub-agents' sessions).
+    fn session(
+        &mut self,
+        reqs: &[Request],
+        at: &Place<'_>,
+        b: u64,
+        path: &str,
+        sink: &mut Sink,
+    ) -> Result<std::result::Result<(), RecordError>> {
+        let mut prev: Option<&Request> = None;
+        let mut subs = 0usize;
+        for (k, r) in reqs.iter().enumerate() {
+            if r.kind.as_deref() == Some("subagent") {
+                subs += 1;
+                let Some(inner) = &r.requests else {
+                    return Ok(Err(RecordError::new(format!(
+                        "{path}[{k}]: a sub-agent without `requests`"
+                    ))));
+                };
+                let name = match &r.agent_id {
+                    Some(a) => format!("{}/{a}", at.id),
+                    None => format!("{}/subagent{subs}", at.id),
+                };
+                let sub = Place {
+                    id: &name,
+                    parent: Some(at.id),
+                    start_ms: at.start_ms + ms(r.t),
+                };
+                match self.session(inner, &sub, b, &format!("{path}[{k}].requests"), sink)? {
+                    Ok(()) => continue,
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            sink.counts.rows_in += 1;
+            let (Some(input), Some(output)) = (r.input, r.out) else {
+                return Ok(Err(RecordError::new(format!(
+                    "{path}[{k}]: a request needs `in` and `out`"
+                ))));
+            };
+            let delay = prev.map(|p| match r.think_time {
+                Some(th) => ms(th),
+                // Without a think time: the gap between the two
+                // requests, less the previous one's service time.
+                None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
+            });
+            if delay.is_some_and(|d| !d.is_finite() || d < 0.0) {
+                return Ok(Err(RecordError::new(format!(
+                    "{path}[{k}]: `think_time` must be at least 0"
+                ))));
+            }
+            self.row_ids(&r.hash_ids, input, b);
+            let ts = at.start_ms + ms(r.t);
+            let ids = &self.out_ids;
+            sink.row(|w| {
+                // Whole ms (see `ms`), written as integers.
+                match delay {
+                    None => w.int("timestamp", ts as i64),
+                    Some(d) => w.int("delay", d as i64),
+                }
+                w.str("session_id", at.id);
+                if let Some(p) = at.parent {
+                    w.str("parent_session_id", p);
+                }
+                w.uint("input_length", input);
+                w.uint("output_length", output);
+                w.ids("hash_ids", ids);
+            })?;
+            prev = Some(r);
+        }
+        Ok(Ok(()))
+    }
+
+    fn one(
+        &mut self,
+        s: &Session,
+        file_no: usize,
+        sink: &mut Sink,
+    ) -> Result<std::result::Result<(), RecordError>> {
+        let Some(b) = s.block_size.filter(|&b| b > 0) else {
+            return Ok(Err(RecordError::field(
+                "block_size",
+                "missing or 0: the file must say its block size",
+            )));
+        };
+        let name = s.id.clone().unwrap_or_else(|| {
+            self.files
+                .get(file_no)
+                .and_then(|p| p.file_stem())
+                .map_or_else(
+                    || format!("session{}", self.sessions),
+                    |n| n.to_string_lossy().into_owned(),
+                )
+        });
+        match (&self.file_block, self.block_size) {
+            (_, Some(want)) if want != b => {
+                return Err(Error::Input(format!(
+                    "session `{name}` has block_size {b}, not --block-size {want} (weka keeps the file's block size)"
+                )))
+            }
+            (Some((seen, first)), _) if *seen != b => {
+                return Err(Error::Input(format!(
+                    "session `{name}` has block_size {b}, but `{first}` has {seen}: one trace needs one block size"
+                )))
+            }
+            (Some(_), _) => {}
+            (None, _) => self.file_block = Some((b, name.clone())),
+        }
+        if s.hash_id_scope.as_deref() != Some("global") {
+            self.ids.clear();
+        }
+        let at = Place {
+            id: &name,
+            parent: None,
+            start_ms: self.sessions as f64 * self.gap_ms,
+        };
+        self.sessions += 1;
+        self.session(&s.requests, &at, b, "requests", sink)
+    }
+}
+
+/// The 1-based line of byte `offset` in `bytes`.
+fn line_at(bytes: &[u8], offset: usize) -> u64 {
+    1 + memchr::memchr_iter(b'\n', &bytes[..offset.min(bytes.len())]).count() as u64
+}
+
+impl Importer for Weka {
+    fn file(&mut self, mut src: Box<dyn Read>, file_no: usize, sink: &mut Sink) -> Result<()> {
+        // A session is one JSON object (usually the whole file), so there
+        // is nothing to stream; reading it whole lets messages name lines.
+        let mut bytes = Vec::new();
+        src.read_to_end(&mut bytes)?;
+        let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Session>();
+        loop {
+            let start = stream.byte_offset();
+            let s = match stream.next() {
+                None => return Ok(()),
+                Some(Ok(s)) => s,
+                Some(Err(e)) => {
+                    // serde_json counts lines from the start of the slice.
+                    let err = RecordError::new(format!(
+                        "column {}: {}",
+                        e.column(),
+                        crate::nat::reader::error_text(&e)
+                    ));
+                    // The rest of the file cannot be read after a syntax error.
+                    return sink.bad(e.line() as u64, err);
+                }
+            };
+            let first = start
+                + body[start..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_whitespace())
+                    .count();
+            if let Err(e) = self.one(&s, file_no, sink)? {
+                sink.bad(line_at(body, first), e)?;
+            }
+        }
+    }
+
+    fn finish(&mut self, _sink: &mut Sink) -> Result<()> {
+        if let Some((b, _)) = &self.file_block {
+            let mut note =
+                format!("mc-import: weka: block size {b} (use --block-size {b} downstream)");
+            if self.tails > 0 {
+                note.push_str(&format!(
+                    "; {} rows had no id for their partial last block and got a fresh one",
+                    self.tails
+                ));
+            }
+            if self.cut > 0 {
+                note.push_str(&format!(
+                    "; {} rows had more ids than blocks and were cut",
+                    self.cut
+                ));
+            }
+            eprintln!("{note}");
+        }
+        Ok(())
+    }
+}
