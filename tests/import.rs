@@ -949,3 +949,30 @@ fn weka_delay_without_think_time() {
         "{err}"
     );
 }
+
+#[test]
+fn input_option_reads_a_file_like_the_other_tools() {
+    // `-i FILE` as in every filter; it is read before positional files.
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.csv");
+    let b = dir.path().join("b.csv");
+    std::fs::write(
+        &a,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,10,1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:04.9799600,20,2\n",
+    )
+    .unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let by_option = run_ok("mc-import", &["--from", "azure", "-i", a, b], "");
+    let positional = run_ok("mc-import", &["--from", "azure", a, b], "");
+    assert_eq!(by_option, positional);
+    assert_eq!(by_option.lines().count(), 2, "{by_option}");
+    assert!(
+        by_option.starts_with("{\"timestamp\": 0, \"input_length\": 10,"),
+        "{by_option}"
+    );
+}

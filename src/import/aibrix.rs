@@ -44,7 +44,7 @@ pub struct Aibrix {
 impl Aibrix {
     pub fn new(args: &ImportArgs) -> Self {
         Aibrix {
-            max_line: args.max_line_bytes,
+            max_line: args.io.max_line_bytes,
             text: !args.no_text,
         }
     }

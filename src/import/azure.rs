@@ -27,7 +27,7 @@ struct Cols {
 impl Azure {
     pub fn new(args: &ImportArgs) -> Self {
         Azure {
-            max_line: args.max_line_bytes,
+            max_line: args.io.max_line_bytes,
             float: args.float_timestamps,
             synth: args
                 .synth_hash_ids

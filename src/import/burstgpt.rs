@@ -59,7 +59,7 @@ fn selected(wanted: &[String], value: &str) -> bool {
 impl BurstGpt {
     pub fn new(args: &ImportArgs) -> Self {
         BurstGpt {
-            max_line: args.max_line_bytes,
+            max_line: args.io.max_line_bytes,
             float: args.float_timestamps,
             keep_failed: args.keep_failed,
             models: args.model.clone(),

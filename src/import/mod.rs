@@ -19,7 +19,8 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use crate::error::{Error, RecordError, Result};
-use crate::jsonl::{self, ErrorPolicy, OnError, Output};
+use crate::filter::IoArgs;
+use crate::jsonl::{self, ErrorPolicy, Output};
 use crate::nat;
 use row::ObjWriter;
 
@@ -88,22 +89,15 @@ pub struct ImportArgs {
     #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
     pub from: Format,
 
-    /// Input files, read in turn (default: stdin; `-` is stdin).
+    /// Input files, read in turn (default: stdin; `-` is stdin). `-i FILE`
+    /// is read before them.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Write rows to FILE instead of stdout.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// What to do with a bad record: stop with exit code 65, or skip it and
-    /// report the count at the end.
-    #[arg(long, value_enum, default_value_t = OnError::Fail, value_name = "POLICY")]
-    pub on_error: OnError,
-
-    /// Longest accepted line (line-based formats).
-    #[arg(long, default_value_t = jsonl::DEFAULT_MAX_LINE_BYTES, value_name = "BYTES")]
-    pub max_line_bytes: usize,
+    /// `--input`, `--output`, `--on-error`, `--max-line-bytes` and
+    /// `--line-buffered`, as every filter has them.
+    #[command(flatten)]
+    pub io: IoArgs,
 
     /// Keep sub-millisecond precision as float timestamps (azure, burstgpt,
     /// ragpulse); the default is whole milliseconds, floored.
@@ -304,10 +298,11 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
     if args.block_size == Some(0) {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
-    let inputs: Vec<Option<PathBuf>> = if args.files.is_empty() {
+    let named: Vec<&PathBuf> = args.io.input.iter().chain(&args.files).collect();
+    let inputs: Vec<Option<PathBuf>> = if named.is_empty() {
         vec![None]
     } else {
-        args.files.iter().cloned().map(Some).collect()
+        named.into_iter().cloned().map(Some).collect()
     };
     let mut first = Some(jsonl::open_input(inputs[0].as_deref())?);
     let mut format = args.from;
@@ -326,7 +321,7 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         }
         let opts = nat::NatOptions {
             input: inputs[0].clone(),
-            output: Some(args.output.clone().unwrap_or_else(|| "-".into())),
+            output: Some(args.io.output.clone().unwrap_or_else(|| "-".into())),
             tokenizer: args.tokenizer.clone(),
             block_size: args.block_size.unwrap_or(128) as usize,
             timing: nat::TimingMode::Auto,
@@ -352,8 +347,8 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
     let mut sink = Sink {
-        out: Output::open(args.output.as_deref(), false)?,
-        policy: ErrorPolicy::new(args.on_error),
+        out: Output::open(args.io.output.as_deref(), args.io.line_buffered)?,
+        policy: ErrorPolicy::new(args.io.on_error),
         counts: Counts::default(),
     };
     let many = inputs.len() > 1;

@@ -191,7 +191,7 @@ pub struct RagPulse {
 impl RagPulse {
     pub fn new(args: &ImportArgs) -> Self {
         RagPulse {
-            max_line: args.max_line_bytes,
+            max_line: args.io.max_line_bytes,
             float: args.float_timestamps,
             sort: args.sort,
             components: args.components.clone(),
