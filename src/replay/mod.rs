@@ -27,6 +27,7 @@ pub mod sse;
 pub mod target;
 pub mod trace;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -243,9 +244,17 @@ pub fn drive<T: Target>(
     summary.engine = target.report();
     let flushed = rec.finish();
     eprint!("{}", summary.table());
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
     if let Some(p) = &args.summary_json {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
         write_file(p, &json)?;
+    }
+    // Results written to a file get their summary beside them, so mc-report
+    // finds the run's description without being told.
+    if let Some(out) = args.io.output.as_deref().filter(|o| *o != Path::new("-")) {
+        let side = report::sidecar_path(out);
+        if args.summary_json.as_deref() != Some(side.as_path()) {
+            write_file(&side, &json)?;
+        }
     }
     if let Some(p) = &args.summary_csv {
         write_file(p, summary.csv().as_bytes())?;
