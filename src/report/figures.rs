@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::plot::{cdf, Body, Panel, Series};
+use crate::plot::{cdf, Body, Panel, Series, Style};
 use crate::replay::metrics::RequestResult;
 use crate::stats::percentile_linear;
 
@@ -31,10 +31,14 @@ fn ok<'a>(r: &'a RunData) -> impl Iterator<Item = &'a RequestResult> {
     measured(r).filter(|x| x.is_ok())
 }
 
-/// A window width that gives about 40 windows over `span_s`, rounded to
-/// 1, 2 or 5 times a power of ten.
+/// A window width that gives about 40 windows over `span_s`.
 pub fn auto_window_s(span_s: f64) -> f64 {
-    let raw = (span_s / 40.0).max(0.001);
+    nice(span_s / 40.0)
+}
+
+/// `raw` rounded up to 1, 2 or 5 times a power of ten (at least 1 ms).
+fn nice(raw: f64) -> f64 {
+    let raw = raw.max(0.001);
     let p = 10f64.powf(raw.log10().floor());
     let m = raw / p;
     let nice = if m <= 1.0 {
@@ -57,8 +61,39 @@ pub fn span_s(runs: &[RunData]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn series(name: String, points: Vec<(f64, f64)>, dots: bool) -> Series {
-    Series { name, points, dots }
+/// Palette colours of the runs, in order (blue, red, green, purple, ...).
+const RUN_COLORS: [usize; 8] = [3, 0, 1, 5, 4, 6, 7, 9];
+
+/// What a series shows of its run.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Dots,
+    P50,
+    P99,
+    Line,
+}
+
+/// One run's series: with one run, dots blue, p50 green, p99 red (dashed);
+/// overlaid runs each keep their own colour, p99 dashed.
+fn series(runs: &[RunData], k: usize, what: &str, points: Vec<(f64, f64)>, role: Role) -> Series {
+    let color = if runs.len() == 1 {
+        match role {
+            Role::P50 => 1,
+            Role::P99 => 0,
+            Role::Dots | Role::Line => 3,
+        }
+    } else {
+        RUN_COLORS[k % RUN_COLORS.len()]
+    };
+    Series {
+        name: name(runs, &runs[k], what),
+        points,
+        dots: role == Role::Dots,
+        style: Style {
+            color: Some(color),
+            dashed: role == Role::P99,
+        },
+    }
 }
 
 /// `label` alone for one run; `label name` when runs are overlaid.
@@ -111,16 +146,16 @@ fn over_run(
     window_points: &dyn Fn(&RequestResult, &mut Vec<(f64, f64)>),
 ) -> Panel {
     let mut out = Vec::new();
-    for r in runs {
+    for (k, r) in runs.iter().enumerate() {
         let d: Vec<(f64, f64)> = ok(r).filter_map(dots).collect();
         let mut wp = Vec::new();
         for x in ok(r) {
             window_points(x, &mut wp);
         }
         let (p50, p99) = window_percentiles(&wp, w);
-        out.push(series(name(runs, r, "requests"), thin(&d, MAX_DOTS), true));
-        out.push(series(name(runs, r, "p50"), p50, false));
-        out.push(series(name(runs, r, "p99"), p99, false));
+        out.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
+        out.push(series(runs, k, "p50", p50, Role::P50));
+        out.push(series(runs, k, "p99", p99, Role::P99));
     }
     Panel {
         title: title.into(),
@@ -141,9 +176,11 @@ fn gap_times(x: &RequestResult) -> impl Iterator<Item = (f64, f64)> + '_ {
 }
 
 fn cdf_panel(runs: &[RunData], title: &str, x: &str, values: &dyn Fn(&RunData) -> Vec<f64>) -> Panel {
-    let out = runs
-        .iter()
-        .map(|r| series(name(runs, r, ""), thin(&cdf(&values(r)), MAX_CDF_POINTS), false))
+    let out = (0..runs.len())
+        .map(|k| {
+            let pts = thin(&cdf(&values(&runs[k])), MAX_CDF_POINTS);
+            series(runs, k, "", pts, Role::Line)
+        })
         .collect();
     Panel {
         title: title.into(),
@@ -219,15 +256,28 @@ pub fn in_flight(r: &RunData, w: f64, n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The windows of the figures: (per-window rates, per-window
+/// percentiles). Rates get about 40 windows over the run; percentiles
+/// also at least about 10 requests a window, so p99 is not one request.
+pub fn windows(runs: &[RunData], window_s: Option<f64>) -> (f64, f64) {
+    if let Some(w) = window_s {
+        return (w, w);
+    }
+    let span = span_s(runs);
+    let most = runs.iter().map(|r| measured(r).count()).max().unwrap_or(1).max(1);
+    let per_request = span * 10.0 / most as f64;
+    (auto_window_s(span), nice(per_request.max(span / 40.0)))
+}
+
 /// Every panel of the runs' report (sessions last, one per run that has
 /// sessions).
-pub fn panels(runs: &[RunData], w: f64, max_sessions: usize) -> Vec<Panel> {
+pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> Vec<Panel> {
     let n = ((span_s(runs) / w).floor() as usize + 1).max(1);
     let s = |ms: f64| ms / 1000.0;
     let mut out = vec![
         over_run(
             runs,
-            w,
+            w_pct,
             "TTFT over the run",
             "TTFT (ms)",
             &|x| Some((s(x.t_send_ms), x.ttft_ms?)),
@@ -235,7 +285,7 @@ pub fn panels(runs: &[RunData], w: f64, max_sessions: usize) -> Vec<Panel> {
         ),
         over_run(
             runs,
-            w,
+            w_pct,
             "ITL over the run (dots: a request's mean gap)",
             "ITL (ms)",
             &|x| Some((s(x.t_first_ms?), x.itl_ms.as_ref()?.mean)),
@@ -243,7 +293,7 @@ pub fn panels(runs: &[RunData], w: f64, max_sessions: usize) -> Vec<Panel> {
         ),
         over_run(
             runs,
-            w,
+            w_pct,
             "E2E latency over the run",
             "E2E (ms)",
             &|x| Some((s(x.t_send_ms), x.e2e_ms?)),
@@ -264,8 +314,8 @@ pub fn panels(runs: &[RunData], w: f64, max_sessions: usize) -> Vec<Panel> {
         x_label: format!("time since the run's start (s), {w} s windows"),
         y_label: y.into(),
         body: Body::Lines(
-            runs.iter()
-                .map(|r| series(name(runs, r, ""), f(r), false))
+            (0..runs.len())
+                .map(|k| series(runs, k, "", f(&runs[k]), Role::Line))
                 .collect(),
         ),
     };
@@ -276,17 +326,17 @@ pub fn panels(runs: &[RunData], w: f64, max_sessions: usize) -> Vec<Panel> {
         in_flight(r, w, n)
     }));
     let mut lag = Vec::new();
-    for r in runs {
+    for (k, r) in runs.iter().enumerate() {
         let d: Vec<(f64, f64)> = measured(r)
             .map(|x| (s(x.t_sched_ms), x.lag_ms))
             .collect();
-        let (_, p99) = window_percentiles(&d, w);
-        lag.push(series(name(runs, r, "requests"), thin(&d, MAX_DOTS), true));
-        lag.push(series(name(runs, r, "p99"), p99, false));
+        let (_, p99) = window_percentiles(&d, w_pct);
+        lag.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
+        lag.push(series(runs, k, "p99", p99, Role::P99));
     }
     out.push(Panel {
         title: "Schedule lag (send − scheduled time)".into(),
-        x_label: "scheduled time since the run's start (s)".into(),
+        x_label: format!("scheduled time since the run's start (s), p99 per {w_pct} s window"),
         y_label: "lag (ms)".into(),
         body: Body::Lines(lag),
     });
@@ -347,8 +397,8 @@ pub fn sweep_panels(runs: &[&Recomputed]) -> Vec<Panel> {
             x_label: "output tokens per second".into(),
             y_label: "ms".into(),
             body: Body::Lines(vec![
-                series("p50".into(), pts.iter().map(|&(x, (a, _))| (x, a)).collect(), false),
-                series("p99".into(), pts.iter().map(|&(x, (_, b))| (x, b)).collect(), false),
+                curve_series("p50", pts.iter().map(|&(x, (a, _))| (x, a)).collect(), 1),
+                curve_series("p99", pts.iter().map(|&(x, (_, b))| (x, b)).collect(), 0),
             ]),
         }
     };
@@ -360,6 +410,18 @@ pub fn sweep_panels(runs: &[&Recomputed]) -> Vec<Panel> {
             r.summary.metrics.itl.as_ref().map(|s| (s.p50, s.p99))
         }),
     ]
+}
+
+fn curve_series(name: &str, points: Vec<(f64, f64)>, color: usize) -> Series {
+    Series {
+        name: name.into(),
+        points,
+        dots: false,
+        style: Style {
+            color: Some(color),
+            dashed: false,
+        },
+    }
 }
 
 #[cfg(test)]

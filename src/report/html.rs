@@ -20,7 +20,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;border-bottom:1px solid #
 figure{display:inline-block;margin:4px;vertical-align:top}\
 table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
 td:first-child,th:first-child{text-align:left}pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em}\
-.note{color:#555}";
+.note{color:#555}table.runs td{text-align:left}";
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -111,7 +111,7 @@ pub fn page(
          recomputed from the raw values in the result lines.</p>",
         env!("CARGO_PKG_VERSION")
     );
-    s.push_str("<h2>Runs</h2>\n<table>\n<tr><th>run</th><th>description</th><th>results</th></tr>\n");
+    s.push_str("<h2>Runs</h2>\n<table class=\"runs\">\n<tr><th>run</th><th>description</th><th>results</th></tr>\n");
     for (run, rc) in r.runs.iter().zip(&r.summaries) {
         let files: Vec<String> = run.sources.iter().map(|p| p.display().to_string()).collect();
         let _ = writeln!(

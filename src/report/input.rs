@@ -210,12 +210,13 @@ pub fn default_labels(runs: &mut [Run]) {
         ("target", |s| Some(s.run.target.clone())),
         ("input", |s| Some(s.run.input.clone())),
     ];
+    // Only described runs tell what differs; the others go by file name.
+    let described: Vec<&Summary> = runs.iter().filter_map(|r| r.info.as_ref()).collect();
     let differ: Vec<&Field> = FIELDS
         .iter()
         .filter(|(_, get)| {
-            let first = runs.first().map(|r| r.info.as_ref().and_then(get));
-            runs.iter()
-                .any(|r| Some(r.info.as_ref().and_then(get)) != first)
+            let first = described.first().map(|s| get(s));
+            described.iter().any(|s| Some(get(s)) != first)
         })
         .collect();
     for r in runs.iter_mut() {

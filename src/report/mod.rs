@@ -310,10 +310,8 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
             results: &x.results,
         })
         .collect();
-    let w = args
-        .window_s
-        .unwrap_or_else(|| figures::auto_window_s(figures::span_s(&data)));
-    let run_panels = figures::panels(&data, w, args.max_sessions);
+    let windows = figures::windows(&data, args.window_s);
+    let run_panels = figures::panels(&data, windows, args.max_sessions);
     let sweep_panels = match &r.sweep {
         Some(_) => figures::sweep_panels(&r.summaries.iter().collect::<Vec<_>>()),
         None => Vec::new(),
