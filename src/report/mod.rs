@@ -331,9 +331,21 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
                 ..IoArgs::default()
             };
             let data = trace_plot::read(&io, block, None)?;
+            // mc-plot's figure, its windows sized to the trace like the
+            // report's own (mc-plot's 10 s default leaves a short trace
+            // one window and no line).
+            let (lo, hi) = data
+                .t_ms
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &t| (l.min(t), h.max(t)));
+            let window_ms = if hi > lo {
+                figures::auto_window_s((hi - lo) / 1000.0) * 1000.0
+            } else {
+                trace_plot::WINDOW_MS
+            };
             Some(trace_plot::figure(
                 &data,
-                trace_plot::WINDOW_MS,
+                window_ms,
                 trace_plot::BINS,
                 args.max_sessions,
             )?)
