@@ -356,7 +356,11 @@ fn measured_ttft_and_itl_match_the_mock() {
     // The raw gaps: one per token after the first, summing to the span
     // (each gap and each time is a whole number of µs).
     assert_eq!(r.itl_gaps_ms.len(), 20);
-    let sum_us: i64 = r.itl_gaps_ms.iter().map(|g| (g * 1000.0).round() as i64).sum();
+    let sum_us: i64 = r
+        .itl_gaps_ms
+        .iter()
+        .map(|g| (g * 1000.0).round() as i64)
+        .sum();
     let span_us = ((r.t_last_ms.unwrap() - r.t_first_ms.unwrap()) * 1000.0).round() as i64;
     assert_eq!(sum_us, span_us);
     let max = r.itl_gaps_ms.iter().copied().fold(0.0, f64::max);

@@ -205,14 +205,7 @@ fn pooled_files_in_any_order_give_the_same_metrics() {
 
 /// A hand-made result line: sent at 0 (scheduled at 0), first token at
 /// `ttft`, done at `e2e` (ms); `error` makes it a failure.
-fn result(
-    line: u64,
-    ttft: f64,
-    e2e: f64,
-    tokens: u64,
-    cached: u64,
-    error: Option<&str>,
-) -> Value {
+fn result(line: u64, ttft: f64, e2e: f64, tokens: u64, cached: u64, error: Option<&str>) -> Value {
     let ok = error.is_none();
     let gaps: Vec<f64> = if ok && tokens > 1 {
         vec![(e2e - ttft) / (tokens - 1) as f64; tokens as usize - 1]
@@ -275,7 +268,10 @@ fn compare_hand_made_runs_with_hand_computed_changes() {
         c.runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
         ["base", "new"]
     );
-    assert!(c.runs.iter().all(|r| r.run.is_none() && r.sources.len() == 1));
+    assert!(c
+        .runs
+        .iter()
+        .all(|r| r.run.is_none() && r.sources.len() == 1));
     assert!(c.sweep.is_none());
     let close = |got: Option<f64>, want: f64| {
         let g = got.unwrap_or(f64::NAN);
@@ -326,16 +322,30 @@ fn compare_hand_made_runs_with_hand_computed_changes() {
     assert!(text.contains("run a: undescribed"), "{text}");
     let e2e = text.lines().find(|l| l.starts_with("e2e_mean_ms")).unwrap();
     assert!(e2e.ends_with("25.0 (+66.7%)"), "{e2e}");
-    let (csv, _) = report(&["--compare", "--csv", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let (csv, _) = report(&[
+        "--compare",
+        "--csv",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
     assert!(csv.starts_with("metric,run,value,change_pct\n"), "{csv}");
     assert!(csv.contains("\nrequest_throughput,a,100,\n"), "{csv}");
     assert!(csv.contains("\nrequest_throughput,b,50,-50\n"), "{csv}");
 
     // Usage errors: one run to compare, labels that do not match.
-    let one = tool("mc-report").args(["--compare", a.to_str().unwrap()]).output().unwrap();
+    let one = tool("mc-report")
+        .args(["--compare", a.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(one.status.code(), Some(2));
     let lab = tool("mc-report")
-        .args(["--compare", "--label", "x", a.to_str().unwrap(), b.to_str().unwrap()])
+        .args([
+            "--compare",
+            "--label",
+            "x",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_eq!(lab.status.code(), Some(2));
@@ -398,7 +408,10 @@ fn html_report_is_self_contained_and_well_formed() {
     // No URL at all: no network, not even the SVG namespace (HTML5 inline
     // SVG needs none); the server is named by host and port.
     assert!(!page.contains("http://") && !page.contains("https://"));
-    assert!(page.contains(&format!("server {}", mock.url.trim_start_matches("http://"))));
+    assert!(page.contains(&format!(
+        "server {}",
+        mock.url.trim_start_matches("http://")
+    )));
     // One <svg> per panel, each in its figure: TTFT, ITL, E2E over the
     // run; three CDFs; output tok/s, in flight, lag; a session timeline
     // per run (both have sessions); the trace's figure.
@@ -455,7 +468,10 @@ fn sweep_directory_curve_and_table() {
     let (out, _) = report(&["--json", dir.path().to_str().unwrap()]);
     let c: Comparison = serde_json::from_str(&out).unwrap();
     let sw = c.sweep.as_ref().unwrap();
-    assert_eq!((sw.parameter.as_str(), sw.values.clone()), ("rate", vec![20.0, 40.0]));
+    assert_eq!(
+        (sw.parameter.as_str(), sw.values.clone()),
+        ("rate", vec![20.0, 40.0])
+    );
     assert_eq!(sw.stopped.as_ref().unwrap()["value"], 40.0);
     assert_eq!(
         c.runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
@@ -464,8 +480,7 @@ fn sweep_directory_curve_and_table() {
     // Each column is that run's own summary.
     for (i, rate) in ["20", "40"].iter().enumerate() {
         let s: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join(format!("rate-{rate}/summary.json")))
-                .unwrap(),
+            &std::fs::read_to_string(dir.path().join(format!("rate-{rate}/summary.json"))).unwrap(),
         )
         .unwrap();
         assert_eq!(c.runs[i].run.as_ref().unwrap()["rate"], s["run"]["rate"]);
@@ -478,9 +493,16 @@ fn sweep_directory_curve_and_table() {
         }
     }
     let (text, _) = report(&[dir.path().to_str().unwrap()]);
-    assert!(text.contains("sweep stopped at 40: ttft p99 over the SLO"), "{text}");
+    assert!(
+        text.contains("sweep stopped at 40: ttft p99 over the SLO"),
+        "{text}"
+    );
     let html = dir.path().join("s.html");
-    report(&["--html", html.to_str().unwrap(), dir.path().to_str().unwrap()]);
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
     let page = std::fs::read_to_string(&html).unwrap();
     assert_well_formed(&page);
     assert!(page.contains("Sweep over rate"));

@@ -571,7 +571,10 @@ mod tests {
             x = x * 3 / 2 + 1;
         }
         assert!(seen > 300);
-        assert_eq!((us(-1.0), us(f64::NAN), us(0.0004), us(0.0005)), (0, 0, 0, 1));
+        assert_eq!(
+            (us(-1.0), us(f64::NAN), us(0.0004), us(0.0005)),
+            (0, 0, 0, 1)
+        );
     }
 
     #[test]
@@ -606,7 +609,10 @@ mod tests {
         // Three gaps, 0.001 to 8.499 ms, mean (1.5 + 0.001 + 8.499) / 3 = 10 / 3.
         assert_eq!((itl.count, itl.min, itl.max), (3, 0.001, 8.499));
         assert_eq!(itl.mean, 3.333);
-        assert_eq!((t.ok, t.completion_tokens, t.first_send_us), (1, 2, Some(0)));
+        assert_eq!(
+            (t.ok, t.completion_tokens, t.first_send_us),
+            (1, 2, Some(0))
+        );
         assert_eq!(t.ttft.stats().unwrap().max, 10.0);
     }
 

@@ -143,7 +143,13 @@ pub fn change_text(c: Option<f64>) -> String {
 
 /// The readable table: a column per run, the change in brackets.
 pub fn table(labels: &[String], rows: &[Row]) -> String {
-    let name_w = rows.iter().map(|r| r.metric.len()).max().unwrap_or(6).max(6) + 2;
+    let name_w = rows
+        .iter()
+        .map(|r| r.metric.len())
+        .max()
+        .unwrap_or(6)
+        .max(6)
+        + 2;
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {

@@ -61,6 +61,9 @@ pub fn span_s(runs: &[RunData]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// (x, y) points of a series.
+type Points = Vec<(f64, f64)>;
+
 /// Palette colours of the runs, in order (blue, red, green, purple, ...).
 const RUN_COLORS: [usize; 8] = [3, 0, 1, 5, 4, 6, 7, 9];
 
@@ -115,7 +118,7 @@ fn thin<T: Copy>(v: &[T], max: usize) -> Vec<T> {
 
 /// p50 and p99 of the values in each window `[k·w, (k+1)·w)`, drawn at the
 /// window's middle; windows without values are skipped.
-pub fn window_percentiles(points: &[(f64, f64)], w: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+pub fn window_percentiles(points: &[(f64, f64)], w: f64) -> (Points, Points) {
     let mut by: HashMap<u64, Vec<f64>> = HashMap::new();
     for &(t, v) in points {
         if t.is_finite() && v.is_finite() && t >= 0.0 {
@@ -143,7 +146,7 @@ fn over_run(
     title: &str,
     y: &str,
     dots: &dyn Fn(&RequestResult) -> Option<(f64, f64)>,
-    window_points: &dyn Fn(&RequestResult, &mut Vec<(f64, f64)>),
+    window_points: &dyn Fn(&RequestResult, &mut Points),
 ) -> Panel {
     let mut out = Vec::new();
     for (k, r) in runs.iter().enumerate() {
@@ -175,7 +178,12 @@ fn gap_times(x: &RequestResult) -> impl Iterator<Item = (f64, f64)> + '_ {
     })
 }
 
-fn cdf_panel(runs: &[RunData], title: &str, x: &str, values: &dyn Fn(&RunData) -> Vec<f64>) -> Panel {
+fn cdf_panel(
+    runs: &[RunData],
+    title: &str,
+    x: &str,
+    values: &dyn Fn(&RunData) -> Vec<f64>,
+) -> Panel {
     let out = (0..runs.len())
         .map(|k| {
             let pts = thin(&cdf(&values(&runs[k])), MAX_CDF_POINTS);
@@ -264,7 +272,12 @@ pub fn windows(runs: &[RunData], window_s: Option<f64>) -> (f64, f64) {
         return (w, w);
     }
     let span = span_s(runs);
-    let most = runs.iter().map(|r| measured(r).count()).max().unwrap_or(1).max(1);
+    let most = runs
+        .iter()
+        .map(|r| measured(r).count())
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let per_request = span * 10.0 / most as f64;
     (auto_window_s(span), nice(per_request.max(span / 40.0)))
 }
@@ -322,14 +335,14 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
     out.push(per_window("Output tokens per second", "tok/s", &|r| {
         output_rate(r, w, n)
     }));
-    out.push(per_window("Requests in flight (mean per window)", "requests", &|r| {
-        in_flight(r, w, n)
-    }));
+    out.push(per_window(
+        "Requests in flight (mean per window)",
+        "requests",
+        &|r| in_flight(r, w, n),
+    ));
     let mut lag = Vec::new();
     for (k, r) in runs.iter().enumerate() {
-        let d: Vec<(f64, f64)> = measured(r)
-            .map(|x| (s(x.t_sched_ms), x.lag_ms))
-            .collect();
+        let d: Vec<(f64, f64)> = measured(r).map(|x| (s(x.t_sched_ms), x.lag_ms)).collect();
         let (_, p99) = window_percentiles(&d, w_pct);
         lag.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
         lag.push(series(runs, k, "p99", p99, Role::P99));

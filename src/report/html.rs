@@ -113,7 +113,11 @@ pub fn page(
     );
     s.push_str("<h2>Runs</h2>\n<table class=\"runs\">\n<tr><th>run</th><th>description</th><th>results</th></tr>\n");
     for (run, rc) in r.runs.iter().zip(&r.summaries) {
-        let files: Vec<String> = run.sources.iter().map(|p| p.display().to_string()).collect();
+        let files: Vec<String> = run
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -59,10 +59,8 @@ pub struct Sweep {
 
 /// What the inputs turned out to be.
 pub enum Inputs {
-    /// Every file pooled into one run.
-    One(Run),
-    /// One run per argument (`--compare`).
-    Many(Vec<Run>),
+    /// One run (every file pooled), or one per argument (`--compare`).
+    Runs(Vec<Run>),
     Sweep(Sweep),
 }
 
@@ -188,7 +186,11 @@ pub fn read_sweep(dir: &Path) -> Result<Sweep> {
     for e in &file.runs {
         let summary = e.summary.as_ref().map(|s| dir.join(s));
         let label = format!("{}={}", file.parameter, e.value);
-        runs.push(read_run(label, &[dir.join(&e.results)], summary.as_deref())?);
+        runs.push(read_run(
+            label,
+            &[dir.join(&e.results)],
+            summary.as_deref(),
+        )?);
     }
     Ok(Sweep {
         dir: dir.to_path_buf(),

@@ -196,20 +196,19 @@ fn read_inputs(args: &ReportArgs) -> Result<Inputs> {
             .iter()
             .map(|p| input::read_run(String::new(), std::slice::from_ref(p), None))
             .collect::<Result<Vec<_>>>()?;
-        return Ok(Inputs::Many(runs));
+        return Ok(Inputs::Runs(runs));
     }
-    Ok(Inputs::One(input::read_run(
+    Ok(Inputs::Runs(vec![input::read_run(
         String::new(),
         &paths,
         args.run_info.as_deref(),
-    )?))
+    )?]))
 }
 
 /// Builds the report: runs labelled and summarised.
 pub fn build(args: &ReportArgs) -> Result<Report> {
     let (mut runs, sweep) = match read_inputs(args)? {
-        Inputs::One(r) => (vec![r], None),
-        Inputs::Many(rs) => (rs, None),
+        Inputs::Runs(rs) => (rs, None),
         Inputs::Sweep(s) => (
             s.runs,
             Some(SweepMeta {
@@ -337,7 +336,9 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
             let (lo, hi) = data
                 .t_ms
                 .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &t| (l.min(t), h.max(t)));
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &t| {
+                    (l.min(t), h.max(t))
+                });
             let window_ms = if hi > lo {
                 figures::auto_window_s((hi - lo) / 1000.0) * 1000.0
             } else {
