@@ -82,8 +82,9 @@ fn trace() -> String {
     ])
 }
 
-/// mc-replay against `mock` with `args`, results into `dir/NAME.jsonl`.
-fn replay_to(mock: &Mock, dir: &Path, name: &str, args: &[&str]) {
+/// mc-replay against `mock` with `args`, results into `dir/NAME.jsonl`;
+/// its stderr.
+fn replay_to(mock: &Mock, dir: &Path, name: &str, args: &[&str]) -> String {
     let out = tool("mc-replay")
         .args(["--url", &mock.url, "--model", "m"])
         .arg("-o")
@@ -94,11 +95,9 @@ fn replay_to(mock: &Mock, dir: &Path, name: &str, args: &[&str]) {
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
 }
 
 #[test]
@@ -119,7 +118,7 @@ fn json_equals_the_replay_summary_exactly() {
     ]);
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("s.json");
-    replay_to(
+    let replay_err = replay_to(
         &mock,
         dir.path(),
         "results",
@@ -155,9 +154,17 @@ fn json_equals_the_replay_summary_exactly() {
         results.to_str().unwrap(),
     ]);
     assert_eq!(named, auto);
-    // The table is mc-replay's, line for line after its first.
+    // The table is mc-replay's, line for line after the run's description.
     let (table, _) = report(&[results.to_str().unwrap()]);
     assert!(table.contains("goodput"), "{table}");
+    let replay_table: Vec<String> = replay_err
+        .lines()
+        .skip_while(|l| !(l.starts_with("mc-replay: ") && l.contains(" requests: ")))
+        .map(|l| l.replacen("mc-replay:", "mc-report:", 1))
+        .collect();
+    assert!(replay_table.len() > 5, "{replay_err}");
+    let report_table: Vec<&str> = table.lines().skip(1).take(replay_table.len()).collect();
+    assert_eq!(report_table, replay_table);
     // CSV too.
     let (csv, _) = report(&["--csv", results.to_str().unwrap()]);
     assert!(csv.starts_with("metric,value,count,mean_ms"), "{csv}");
