@@ -20,6 +20,7 @@ pub mod plot;
 pub mod prom;
 pub mod record;
 pub mod replay;
+pub mod report;
 pub mod stats;
 pub mod tokenizer;
 pub mod transform;

@@ -2,7 +2,7 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 11] = [
     "mc-import",
     "mc-scale",
     "mc-roots",
@@ -13,6 +13,7 @@ const TOOLS: [&str; 10] = [
     "mc-mock",
     "mc-gen",
     "mc-plot",
+    "mc-report",
 ];
 
 #[test]

@@ -49,6 +49,7 @@ pub mod schema {
         pub sched_latency_ms: Option<f64>,
         pub chunks: u64,
         pub itl_ms: Option<Itl>,
+        pub itl_gaps_ms: Vec<f64>,
         pub input_tokens: Option<u64>,
         pub prompt_tokens: Option<u64>,
         pub cached_tokens: Option<u64>,
@@ -415,6 +416,18 @@ fn measured_ttft_and_itl_match_the_mock() {
     // Near 8 ms; a client that reads the first token late (a loaded
     // machine) shortens the span, so the lower bound leaves room for that.
     assert!((5.0..14.0).contains(&itl.mean), "itl {itl:?}");
+    // The raw gaps: one per token after the first, summing to the span
+    // (each gap and each time is a whole number of µs).
+    assert_eq!(r.itl_gaps_ms.len(), 20);
+    let sum_us: i64 = r
+        .itl_gaps_ms
+        .iter()
+        .map(|g| (g * 1000.0).round() as i64)
+        .sum();
+    let span_us = ((r.t_last_ms.unwrap() - r.t_first_ms.unwrap()) * 1000.0).round() as i64;
+    assert_eq!(sum_us, span_us);
+    let max = r.itl_gaps_ms.iter().copied().fold(0.0, f64::max);
+    assert_eq!(max, itl.max);
     let tpot = r.tpot_ms.unwrap();
     assert!((5.0..14.0).contains(&tpot), "tpot {tpot}");
     // 20 gaps of 8 ms after the first token.

@@ -204,6 +204,11 @@ fn a_concurrency_sweep_writes_each_value_and_an_index() {
         assert!((50.0..100.0).contains(&e2e.p50), "{e2e:?}");
     }
     assert!(dir.path().join("concurrency-1/summary.csv").is_file());
+    // summary.json is where mc-report looks: no second copy beside the results.
+    assert!(!dir
+        .path()
+        .join("concurrency-1/results.summary.json")
+        .exists());
     // The run's own description names its value.
     assert_eq!(s.runs[0].summary.run.concurrency, Some(1));
     assert_eq!(s.runs[1].summary.run.concurrency, Some(2));

@@ -13,6 +13,7 @@ mod plot;
 mod props;
 mod real_data;
 mod replay;
+mod report;
 mod roots;
 mod scale;
 mod sweep;

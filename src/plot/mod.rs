@@ -29,6 +29,17 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Draw a dot per point instead of a line.
     pub dots: bool,
+    pub style: Style,
+}
+
+/// How a series is drawn, when not by its position in the panel.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Style {
+    /// Palette colour (default: the series' index), so the curves of one
+    /// run share a colour across panels.
+    pub color: Option<usize>,
+    /// A dashed line (e.g. p99 next to a solid p50).
+    pub dashed: bool,
 }
 
 /// What a panel shows.
@@ -184,17 +195,32 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<
     match &p.body {
         Body::Lines(series) => {
             for (i, s) in series.iter().enumerate() {
-                let c = color(i);
+                let c = color(s.style.color.unwrap_or(i));
                 if s.dots {
+                    // Half transparent: dense clouds show where they are dense.
+                    let d = c.mix(0.45);
                     chart
                         .draw_series(
                             s.points
                                 .iter()
-                                .map(|&(x, y)| Circle::new((x, y), 1, c.filled())),
+                                .map(|&(x, y)| Circle::new((x, y), 2, d.filled())),
                         )
                         .map_err(err)?
                         .label(s.name.as_str())
-                        .legend(move |(x, y)| Circle::new((x + 10, y), 3, c.filled()));
+                        .legend(move |(x, y)| Circle::new((x + 10, y), 3, d.filled()));
+                } else if s.style.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            s.points.iter().copied(),
+                            6,
+                            4,
+                            c.stroke_width(2),
+                        ))
+                        .map_err(err)?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+                        });
                 } else {
                     chart
                         .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
@@ -289,6 +315,7 @@ mod tests {
                     name: "req/s".into(),
                     points: vec![(0.0, 1.0), (1.0, 3.0)],
                     dots: false,
+                    style: Style::default(),
                 }]),
             ),
             panel("ISL histogram", histogram(&[1.0, 2.0, 2.0], 2)),

@@ -4,17 +4,22 @@
 
 use std::path::Path;
 
-use super::{figure_svg, Body, Panel, PlotError, Series};
+use super::{figure_svg, Body, Panel, PlotError, Series, Style};
 use crate::error::{Error, Result};
 use crate::replay::sweep::{self, Point};
 
 /// The sweep's panels, from its points in sweep order. `parameter` is
 /// `rate`, `concurrency` or `speedup` (it names the second panel's axis).
 pub fn sweep_curve(parameter: &str, points: &[Point]) -> Vec<Panel> {
+    // p99 dashed next to a solid p50, as in mc-report's panels.
     let line = |name: &str, pts: Vec<(f64, f64)>| Series {
         name: name.into(),
         points: pts,
         dots: false,
+        style: Style {
+            color: None,
+            dashed: name.ends_with("p99"),
+        },
     };
     let ttft = |q: fn(&Point) -> Option<f64>| -> Vec<(f64, f64)> {
         points

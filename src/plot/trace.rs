@@ -220,6 +220,7 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
         name: name.into(),
         points,
         dots: false,
+        style: super::Style::default(),
     }
 }
 

@@ -48,6 +48,11 @@ pub struct RequestResult {
     pub chunks: u64,
     /// The gaps between output events.
     pub itl_ms: Option<ItlSummary>,
+    /// Every gap between output events, in order (µs resolution), so the
+    /// summary's ITL distribution can be recomputed from result lines
+    /// (`mc-report`). Absent in files of older versions.
+    #[serde(default)]
+    pub itl_gaps_ms: Vec<f64>,
     /// Prompt tokens the row asked for.
     pub input_tokens: Option<u64>,
     /// Prompt tokens the server reported.
@@ -116,6 +121,19 @@ pub struct Identity {
 /// Milliseconds with µs resolution.
 pub fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
+}
+
+/// The µs a result line's ms value was made from: exact for every value
+/// [`ms`] wrote (a whole number of µs below 2^53 divided by 1000 and
+/// printed shortest-round-trip comes back within a fraction of a µs).
+/// Negative or non-finite values (hand-edited files) count as 0.
+pub fn us(ms: f64) -> u64 {
+    let us = (ms * 1000.0).round();
+    if us.is_finite() && us > 0.0 {
+        us as u64
+    } else {
+        0
+    }
 }
 
 fn round_us(x_ms: f64) -> f64 {
@@ -204,6 +222,7 @@ impl RequestResult {
             sched_latency_ms: lat.sched_latency_us.map(ms),
             chunks: o.chunks,
             itl_ms: itl_summary(&o.itl_us),
+            itl_gaps_ms: o.itl_us.iter().map(|&g| ms(g)).collect(),
             input_tokens: id.input_tokens,
             prompt_tokens: usage.prompt_tokens,
             cached_tokens: usage.cached_tokens,
@@ -252,12 +271,15 @@ pub struct Stats {
 }
 
 /// A distribution of µs values: exact count, mean, std, min and max;
-/// percentiles from an HDR histogram (3 significant digits).
+/// percentiles from an HDR histogram (3 significant digits). Every part is
+/// independent of the order values arrive in (integer sums, not a running
+/// mean), so results pooled from several files in any order give the same
+/// summary.
 pub struct Dist {
     hist: Histogram<u64>,
     n: u64,
-    mean: f64,
-    m2: f64,
+    sum: u128,
+    sum_sq: u128,
     min: u64,
     max: u64,
 }
@@ -268,8 +290,8 @@ impl Default for Dist {
             // Auto-resizing: any duration fits, from 1 µs up.
             hist: Histogram::new(3).unwrap_or_else(|_| unreachable!("3 digits is valid")),
             n: 0,
-            mean: 0.0,
-            m2: 0.0,
+            sum: 0,
+            sum_sq: 0,
             min: u64::MAX,
             max: 0,
         }
@@ -282,10 +304,8 @@ impl Dist {
         // would only lose the percentile, never the exact moments.
         let _ = self.hist.record(us);
         self.n += 1;
-        let x = us as f64;
-        let d = x - self.mean;
-        self.mean += d / self.n as f64;
-        self.m2 += d * (x - self.mean);
+        self.sum += u128::from(us);
+        self.sum_sq += u128::from(us) * u128::from(us);
         self.min = self.min.min(us);
         self.max = self.max.max(us);
     }
@@ -298,10 +318,15 @@ impl Dist {
             ms(self.hist.median_equivalent(self.hist.value_at_quantile(q)))
                 .clamp(ms(self.min), ms(self.max))
         };
+        let n = self.n as f64;
+        let mean = self.sum as f64 / n;
+        // E[x²] − mean²: both sums are exact, so the only rounding is in
+        // the final division (never negative but for that rounding).
+        let var = (self.sum_sq as f64 / n - mean * mean).max(0.0);
         Some(Stats {
             count: self.n,
-            mean: round_us(self.mean / 1000.0),
-            std: round_us((self.m2 / self.n as f64).sqrt() / 1000.0),
+            mean: round_us(mean / 1000.0),
+            std: round_us(var.sqrt() / 1000.0),
             min: ms(self.min),
             p50: q(0.5),
             p90: q(0.9),
@@ -416,23 +441,25 @@ impl SendSpan {
 }
 
 impl Tally {
-    /// Adds one request: its result line, its µs latencies and the gaps
-    /// between its output events.
-    pub fn add(&mut self, r: &RequestResult, lat: &Latencies, o: &Outcome, slo: Option<&Slo>) {
+    /// Adds one request from its result line alone (ms values converted
+    /// back to the µs they were written from), so mc-replay's summary and
+    /// one recomputed from result files (`mc-report`) are the same
+    /// function of the same numbers.
+    pub fn add(&mut self, r: &RequestResult, slo: Option<&Slo>) {
         if r.warmup {
             self.warmup += 1;
             return;
         }
         self.sent += 1;
-        let send = o.t_send_us;
+        let send = us(r.t_send_ms);
         self.first_send_us = Some(self.first_send_us.map_or(send, |f| f.min(send)));
         if r.turn == 0 {
             self.start_sends.add(send);
-            self.start_scheds.add(lat.t_sched_us);
+            self.start_scheds.add(us(r.t_sched_ms));
         }
-        self.last_end_us = self.last_end_us.max(o.t_end_us);
-        self.lag.add(lat.lag_us);
-        if let Some(e) = &o.error {
+        self.last_end_us = self.last_end_us.max(us(r.t_end_ms));
+        self.lag.add(us(r.lag_ms));
+        if let Some(e) = &r.error {
             self.failed += 1;
             *self.errors.entry(e.kind).or_default() += 1;
             return;
@@ -440,22 +467,22 @@ impl Tally {
         self.ok += 1;
         self.input_tokens += r.input_tokens.unwrap_or(0);
         self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
-        self.completion_tokens += lat.completion_tokens.unwrap_or(0);
-        if lat.tokens_estimated {
+        self.completion_tokens += r.completion_tokens.unwrap_or(0);
+        if r.tokens_estimated {
             self.estimated_tokens += 1;
         }
         for (dist, v) in [
-            (&mut self.ttft, lat.ttft_us),
-            (&mut self.tpot, lat.tpot_us),
-            (&mut self.e2e, lat.e2e_us),
-            (&mut self.sched_latency, lat.sched_latency_us),
+            (&mut self.ttft, r.ttft_ms),
+            (&mut self.tpot, r.tpot_ms),
+            (&mut self.e2e, r.e2e_ms),
+            (&mut self.sched_latency, r.sched_latency_ms),
         ] {
             if let Some(v) = v {
-                dist.add(v);
+                dist.add(us(v));
             }
         }
-        for &g in &o.itl_us {
-            self.itl.add(g);
+        for &g in &r.itl_gaps_ms {
+            self.itl.add(us(g));
         }
         if slo.is_some_and(|s| s.met(r)) {
             self.goodput += 1;
@@ -526,6 +553,67 @@ mod tests {
         assert!(slo.met(&result(50.0, None, 500.0, true)));
         // A failed request never counts.
         assert!(!slo.met(&result(1.0, Some(1.0), 2.0, false)));
+    }
+
+    #[test]
+    fn ms_in_a_result_line_comes_back_to_its_us() {
+        // Whole µs up to 2^50 (35 years) through the JSON text a result line
+        // holds: every value must come back exactly, not within a µs.
+        let mut x: u64 = 1;
+        let mut seen = 0;
+        while x < 1 << 50 {
+            for v in [x - 1, x, x + 1, x * 7 / 3] {
+                let text = serde_json::to_string(&ms(v)).unwrap();
+                let back: f64 = serde_json::from_str(&text).unwrap();
+                assert_eq!(us(back), v, "{v} µs written as {text}");
+                seen += 1;
+            }
+            x = x * 3 / 2 + 1;
+        }
+        assert!(seen > 300);
+        assert_eq!(
+            (us(-1.0), us(f64::NAN), us(0.0004), us(0.0005)),
+            (0, 0, 0, 1)
+        );
+    }
+
+    #[test]
+    fn dist_is_the_same_in_any_order() {
+        let vals: Vec<u64> = (0..500u64).map(|i| (i * 7919) % 1013 * 37 + 5).collect();
+        let (mut a, mut b) = (Dist::default(), Dist::default());
+        for &v in &vals {
+            a.add(v);
+        }
+        for &v in vals.iter().rev() {
+            b.add(v);
+        }
+        assert_eq!(a.stats(), b.stats());
+        // Hand-computed moments of {1, 2, 3, 4} ms: mean 2.5, population
+        // variance (1.5² + 0.5² + 0.5² + 1.5²) / 4 = 1.25, std √1.25.
+        let mut d = Dist::default();
+        for v in [4000, 1000, 3000, 2000] {
+            d.add(v);
+        }
+        let s = d.stats().unwrap();
+        assert_eq!(s.mean, 2.5);
+        assert_eq!(s.std, (1.25f64.sqrt() * 1000.0).round() / 1000.0);
+    }
+
+    #[test]
+    fn tally_takes_the_itl_gaps_of_the_line() {
+        let mut r = result(10.0, Some(2.0), 20.0, true);
+        r.itl_gaps_ms = vec![1.5, 0.001, 8.499];
+        let mut t = Tally::default();
+        t.add(&r, None);
+        let itl = t.itl.stats().unwrap();
+        // Three gaps, 0.001 to 8.499 ms, mean (1.5 + 0.001 + 8.499) / 3 = 10 / 3.
+        assert_eq!((itl.count, itl.min, itl.max), (3, 0.001, 8.499));
+        assert_eq!(itl.mean, 3.333);
+        assert_eq!(
+            (t.ok, t.completion_tokens, t.first_send_us),
+            (1, 2, Some(0))
+        );
+        assert_eq!(t.ttft.stats().unwrap().max, 10.0);
     }
 
     #[test]

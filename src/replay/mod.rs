@@ -34,6 +34,7 @@ pub mod sweep;
 pub mod target;
 pub mod trace;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -337,9 +338,21 @@ fn drive_observed<T: Target>(
     }
     let flushed = rec.finish();
     eprint!("{}", summary.table());
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
     if let Some(p) = &args.summary_json {
-        let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
         write_file(p, &json)?;
+    }
+    // Results written to a file get their summary beside them, so mc-report
+    // finds the run's description without being told; not when --summary
+    // already wrote it where mc-report looks (a sweep's `summary.json`).
+    if let Some(out) = args.io.output.as_deref().filter(|o| *o != Path::new("-")) {
+        let side = report::sidecar_path(out);
+        let found_anyway = [side.clone(), out.with_file_name("summary.json")]
+            .iter()
+            .any(|p| args.summary_json.as_deref() == Some(p.as_path()));
+        if !found_anyway {
+            write_file(&side, &json)?;
+        }
     }
     if let Some(p) = &args.summary_csv {
         write_file(p, summary.csv().as_bytes())?;

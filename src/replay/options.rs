@@ -205,7 +205,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "BOUNDS", value_parser = Slo::parse)]
     pub slo: Option<Slo>,
 
-    /// Write the summary as JSON to FILE.
+    /// Write the summary as JSON to FILE. With `--output R.jsonl` it is
+    /// also written beside the results as `R.summary.json`, where
+    /// mc-report finds the run's description.
     #[arg(long = "summary", value_name = "FILE")]
     pub summary_json: Option<PathBuf>,
 

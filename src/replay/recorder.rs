@@ -112,7 +112,7 @@ impl Recorder {
         };
         let lat = Latencies::of(done.job.t_sched_us, o);
         let r = RequestResult::new(id, &lat, o);
-        self.tally.add(&r, &lat, o, self.slo.as_ref());
+        self.tally.add(&r, self.slo.as_ref());
         self.write(&r);
         if self.write_error.is_some() {
             return Verdict::OutputClosed;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -214,6 +215,17 @@ pub fn summarize(
     }
 }
 
+/// Where the summary goes beside a results file, so the two travel
+/// together (mc-replay writes it next to `--output FILE`; mc-report looks
+/// for it): `results.jsonl` → `results.summary.json`.
+pub fn sidecar_path(results: &Path) -> PathBuf {
+    let name = results
+        .file_name()
+        .map_or_else(|| "results".into(), |n| n.to_string_lossy().into_owned());
+    let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
+    results.with_file_name(format!("{stem}.summary.json"))
+}
+
 /// The distributions, in the order the table and the CSV show them.
 const METRICS: [&str; 6] = ["ttft", "tpot", "itl", "e2e", "sched_latency", "lag"];
 
@@ -235,8 +247,14 @@ impl Summary {
 
     /// The readable table for stderr, section by section.
     pub fn table(&self) -> String {
+        self.table_as("mc-replay")
+    }
+
+    /// The table with `tool` naming the first line (mc-report prints the
+    /// same table).
+    pub fn table_as(&self, tool: &str) -> String {
         let mut s = String::new();
-        self.table_requests(&mut s);
+        self.table_requests(tool, &mut s);
         self.table_rates(&mut s);
         self.table_tokens(&mut s);
         self.table_goodput(&mut s);
@@ -249,11 +267,11 @@ impl Summary {
     }
 
     /// `mc-replay: 10 requests: 9 ok, 1 failed (http_5xx 1); …`
-    fn table_requests(&self, s: &mut String) {
+    fn table_requests(&self, tool: &str, s: &mut String) {
         let r = &self.requests;
         let _ = write!(
             s,
-            "mc-replay: {} requests: {} ok, {} failed",
+            "{tool}: {} requests: {} ok, {} failed",
             r.sent, r.ok, r.failed
         );
         if !self.errors.is_empty() {
@@ -441,7 +459,7 @@ fn bound(b: Option<f64>) -> String {
 
 /// A time in ms with as many decimals as its size deserves: 3 below
 /// 10 ms, 1 below 1 s, none above. Padding applies to the whole number.
-struct Ms(f64);
+pub struct Ms(pub f64);
 
 impl std::fmt::Display for Ms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -555,6 +573,17 @@ mod tests {
     #[test]
     fn csv_snapshot() {
         insta::assert_snapshot!(summary().csv());
+    }
+
+    #[test]
+    fn sidecar_beside_the_results() {
+        for (results, sidecar) in [
+            ("out/results.jsonl", "out/results.summary.json"),
+            ("r", "r.summary.json"),
+            ("a/b.json", "a/b.json.summary.json"),
+        ] {
+            assert_eq!(sidecar_path(Path::new(results)), Path::new(sidecar));
+        }
     }
 
     #[test]

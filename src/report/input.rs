@@ -1,0 +1,263 @@
+//! What mc-report reads: result files (stdin, paths, directories of them),
+//! the run description beside them, and sweep directories.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::jsonl::{open_input, LineReader, DEFAULT_MAX_LINE_BYTES};
+use crate::replay::metrics::RequestResult;
+use crate::replay::report::{sidecar_path, Summary};
+
+/// One run: its result lines, pooled from every file given for it, and
+/// its description when one was found.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub label: String,
+    /// The files read (`-` for stdin).
+    pub sources: Vec<PathBuf>,
+    pub results: Vec<RequestResult>,
+    /// mc-replay's `--summary` JSON of the run (the run description and
+    /// what result lines do not hold).
+    pub info: Option<Summary>,
+    pub info_path: Option<PathBuf>,
+}
+
+/// A sweep directory's `sweep.json` (written by mc-replay's sweeps).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SweepFile {
+    pub parameter: String,
+    pub runs: Vec<SweepEntry>,
+    #[serde(default)]
+    pub stopped: Option<Stopped>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SweepEntry {
+    pub value: f64,
+    /// Relative to the sweep directory.
+    pub results: PathBuf,
+    #[serde(default)]
+    pub summary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Stopped {
+    pub reason: String,
+    #[serde(default)]
+    pub value: Option<f64>,
+}
+
+/// A sweep: its runs in the order of `sweep.json`, each labelled
+/// `parameter=value`.
+pub struct Sweep {
+    pub dir: PathBuf,
+    pub file: SweepFile,
+    pub runs: Vec<Run>,
+}
+
+/// What the inputs turned out to be.
+pub enum Inputs {
+    /// One run (every file pooled), or one per argument (`--compare`).
+    Runs(Vec<Run>),
+    Sweep(Sweep),
+}
+
+/// The result files a path names: itself, or every `*.jsonl` in a
+/// directory (sorted, so pooling is reproducible).
+fn result_files(p: &Path) -> Result<Vec<PathBuf>> {
+    if !p.is_dir() {
+        return Ok(vec![p.to_path_buf()]);
+    }
+    let no_input = |source| Error::NoInput {
+        path: p.to_path_buf(),
+        source,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(p)
+        .map_err(no_input)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(no_input(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "a directory without result files (*.jsonl) or sweep.json",
+        )));
+    }
+    Ok(files)
+}
+
+/// Reads one result file (or stdin for `-`), appending its lines.
+pub fn read_results(path: &Path, out: &mut Vec<RequestResult>) -> Result<()> {
+    let input = open_input(Some(path))?;
+    let mut reader = LineReader::new_text(input, DEFAULT_MAX_LINE_BYTES);
+    let name = if path == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    };
+    while let Some(line) = reader.next_line()? {
+        let r: RequestResult = serde_json::from_slice(line.bytes).map_err(|e| {
+            Error::Input(format!(
+                "{name}: line {}: not an mc-replay result line: {e}",
+                line.no
+            ))
+        })?;
+        out.push(r);
+    }
+    Ok(())
+}
+
+/// Reads mc-replay's `--summary` JSON.
+pub fn read_summary(path: &Path) -> Result<Summary> {
+    let bytes = std::fs::read(path).map_err(|source| Error::NoInput {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::Input(format!(
+            "{}: not an mc-replay summary (--summary JSON): {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The description found beside a results file: `<stem>.summary.json`
+/// (what mc-replay writes next to `--output`), else `summary.json` in the
+/// same directory.
+pub fn find_sidecar(results: &Path) -> Option<PathBuf> {
+    if results == Path::new("-") {
+        return None;
+    }
+    let own = sidecar_path(results);
+    if own.is_file() {
+        return Some(own);
+    }
+    let dir = if results.is_dir() {
+        results.to_path_buf()
+    } else {
+        results.parent().unwrap_or(Path::new("")).to_path_buf()
+    };
+    let shared = dir.join("summary.json");
+    shared.is_file().then_some(shared)
+}
+
+/// Reads the files of one run (pooled) and its description: `run_info`,
+/// else the first sidecar found beside a file.
+pub fn read_run(label: String, paths: &[PathBuf], run_info: Option<&Path>) -> Result<Run> {
+    let mut results = Vec::new();
+    let mut sources = Vec::new();
+    let mut sidecar = run_info.map(Path::to_path_buf);
+    for p in paths {
+        if sidecar.is_none() {
+            sidecar = find_sidecar(p);
+        }
+        for f in result_files(p)? {
+            read_results(&f, &mut results)?;
+            sources.push(f);
+        }
+    }
+    let info = sidecar.as_deref().map(read_summary).transpose()?;
+    Ok(Run {
+        label,
+        sources,
+        results,
+        info,
+        info_path: sidecar,
+    })
+}
+
+/// A sweep directory: one holding `sweep.json`.
+pub fn is_sweep(p: &Path) -> bool {
+    p.join("sweep.json").is_file()
+}
+
+pub fn read_sweep(dir: &Path) -> Result<Sweep> {
+    let path = dir.join("sweep.json");
+    let bytes = std::fs::read(&path).map_err(|source| Error::NoInput {
+        path: path.clone(),
+        source,
+    })?;
+    let file: SweepFile = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Input(format!("{}: not a sweep description: {e}", path.display())))?;
+    let mut runs = Vec::new();
+    for e in &file.runs {
+        let summary = e.summary.as_ref().map(|s| dir.join(s));
+        let label = format!("{}={}", file.parameter, e.value);
+        runs.push(read_run(
+            label,
+            &[dir.join(&e.results)],
+            summary.as_deref(),
+        )?);
+    }
+    Ok(Sweep {
+        dir: dir.to_path_buf(),
+        file,
+        runs,
+    })
+}
+
+/// A run's label when none is given: the run fields that tell the runs
+/// apart, else the file name.
+pub fn default_labels(runs: &mut [Run]) {
+    type Field = (&'static str, fn(&Summary) -> Option<String>);
+    const FIELDS: [Field; 7] = [
+        ("rate", |s| s.run.rate.map(|r| r.to_string())),
+        ("concurrency", |s| s.run.concurrency.map(|c| c.to_string())),
+        ("speedup", |s| Some(s.run.speedup.to_string())),
+        ("model", |s| s.run.model.clone()),
+        ("arrival", |s| Some(s.run.arrival.clone())),
+        ("target", |s| Some(s.run.target.clone())),
+        ("input", |s| Some(s.run.input.clone())),
+    ];
+    // Only described runs tell what differs; the others go by file name.
+    let described: Vec<&Summary> = runs.iter().filter_map(|r| r.info.as_ref()).collect();
+    let differ: Vec<&Field> = FIELDS
+        .iter()
+        .filter(|(_, get)| {
+            let first = described.first().map(|s| get(s));
+            described.iter().any(|s| Some(get(s)) != first)
+        })
+        .collect();
+    for r in runs.iter_mut() {
+        let parts: Vec<String> = match &r.info {
+            Some(s) => differ
+                .iter()
+                .filter_map(|(name, get)| get(s).map(|v| format!("{name}={v}")))
+                .collect(),
+            None => Vec::new(),
+        };
+        r.label = if parts.is_empty() {
+            file_label(&r.sources)
+        } else {
+            parts.join(" ")
+        };
+    }
+    // Two runs must never share a label: number the repeats.
+    let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
+    for (i, r) in runs.iter_mut().enumerate() {
+        if labels.iter().filter(|l| **l == labels[i]).count() > 1 {
+            r.label = format!("{} #{}", labels[i], i + 1);
+        }
+    }
+}
+
+/// `results.jsonl` → its directory's name, else the file's stem.
+fn file_label(sources: &[PathBuf]) -> String {
+    let Some(p) = sources.first() else {
+        return "stdin".into();
+    };
+    if p == Path::new("-") {
+        return "stdin".into();
+    }
+    let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned());
+    match stem.as_deref() {
+        Some("results") | None => p
+            .parent()
+            .and_then(|d| d.file_name())
+            .map_or_else(|| "results".into(), |d| d.to_string_lossy().into_owned()),
+        Some(s) => s.to_string(),
+    }
+}

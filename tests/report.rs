@@ -1,0 +1,518 @@
+//! mc-report end to end: summaries recomputed from mc-replay's result files
+//! (against mc-mock on 127.0.0.1), comparisons of hand-made runs with
+//! hand-computed changes, HTML well-formedness, sweep directories.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::replay::Mock;
+use crate::util::tool;
+
+/// `mc-report --json` for several runs, as the tests expect it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Comparison {
+    runs: Vec<RunOut>,
+    metrics: Vec<RowOut>,
+    #[serde(default)]
+    sweep: Option<SweepOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunOut {
+    label: String,
+    sources: Vec<String>,
+    run: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowOut {
+    metric: String,
+    unit: String,
+    values: Vec<Option<f64>>,
+    change_pct: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepOut {
+    parameter: String,
+    values: Vec<f64>,
+    stopped: Option<Value>,
+}
+
+impl Comparison {
+    fn row(&self, metric: &str) -> &RowOut {
+        self.metrics
+            .iter()
+            .find(|r| r.metric == metric)
+            .unwrap_or_else(|| panic!("no row {metric}"))
+    }
+}
+
+fn report(args: &[&str]) -> (String, String) {
+    let out = tool("mc-report")
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "mc-report {args:?}: {stderr}");
+    (String::from_utf8(out.stdout).unwrap(), stderr)
+}
+
+fn lines(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// Two sessions of two turns, and two single rows: 6 requests.
+fn trace() -> String {
+    lines(&[
+        json!({"session_id": "a", "timestamp": 0, "input_length": 600, "output_length": 12, "hash_ids": [1, 2]}),
+        json!({"session_id": "b", "timestamp": 30, "input_length": 300, "output_length": 8, "hash_ids": [3]}),
+        json!({"session_id": "a", "delay": 10, "input_length": 900, "output_length": 6, "hash_ids": [1, 2]}),
+        json!({"timestamp": 60, "input_length": 40, "output_length": 1}),
+        json!({"session_id": "b", "delay": 5, "input_length": 700, "output_length": 9, "hash_ids": [3, 4]}),
+        json!({"timestamp": 90, "input_length": 100, "output_length": 20}),
+    ])
+}
+
+/// mc-replay against `mock` with `args`, results into `dir/NAME.jsonl`;
+/// its stderr.
+fn replay_to(mock: &Mock, dir: &Path, name: &str, args: &[&str]) -> String {
+    let out = tool("mc-replay")
+        .args(["--url", &mock.url, "--model", "m"])
+        .arg("-o")
+        .arg(dir.join(format!("{name}.jsonl")))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .write_stdin(trace())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn json_equals_the_replay_summary_exactly() {
+    // Faults, warm-up and an SLO, so errors by kind, warm-up counts and
+    // goodput are recomputed too.
+    let mock = Mock::start(&[
+        "--ttft-ms",
+        "5",
+        "--itl-ms",
+        "1",
+        "--status",
+        "503",
+        "--fail-rate",
+        "0.3",
+        "--seed",
+        "3",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let replay_err = replay_to(
+        &mock,
+        dir.path(),
+        "results",
+        &[
+            "--warmup",
+            "1",
+            "--slo",
+            "ttft=6",
+            "--summary",
+            summary.to_str().unwrap(),
+        ],
+    );
+    let want = std::fs::read_to_string(&summary).unwrap();
+    let want_v: Value = serde_json::from_str(&want).unwrap();
+    assert!(
+        want_v["requests"]["failed"].as_u64().unwrap() > 0
+            && want_v["requests"]["ok"].as_u64().unwrap() > 0,
+        "the test needs both kinds: {want}"
+    );
+    // The sidecar mc-replay wrote beside -o is the same document.
+    let side = std::fs::read_to_string(dir.path().join("results.summary.json")).unwrap();
+    assert_eq!(side, want);
+    let results = dir.path().join("results.jsonl");
+    // Found beside the results, or named: the same bytes mc-replay wrote
+    // (no field is left out: nothing in the summary is wall-clock only
+    // once the run description is read from the run's own summary).
+    let (auto, _) = report(&["--json", results.to_str().unwrap()]);
+    assert_eq!(auto, format!("{want}\n"));
+    let (named, _) = report(&[
+        "--json",
+        "--run-info",
+        summary.to_str().unwrap(),
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(named, auto);
+    // The table is mc-replay's, line for line after the run's description.
+    let (table, _) = report(&[results.to_str().unwrap()]);
+    assert!(table.contains("goodput"), "{table}");
+    let replay_table: Vec<String> = replay_err
+        .lines()
+        .skip_while(|l| !(l.starts_with("mc-replay: ") && l.contains(" requests: ")))
+        .map(|l| l.replacen("mc-replay:", "mc-report:", 1))
+        .collect();
+    assert!(replay_table.len() > 5, "{replay_err}");
+    let report_table: Vec<&str> = table.lines().skip(1).take(replay_table.len()).collect();
+    assert_eq!(report_table, replay_table);
+    // CSV too.
+    let (csv, _) = report(&["--csv", results.to_str().unwrap()]);
+    assert!(csv.starts_with("metric,value,count,mean_ms"), "{csv}");
+    assert!(csv.contains("errors_http_5xx,"), "{csv}");
+}
+
+#[test]
+fn pooled_files_in_any_order_give_the_same_metrics() {
+    let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "results", &[]);
+    let all = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    let ls: Vec<&str> = all.lines().collect();
+    assert_eq!(ls.len(), 6);
+    // Split in two files whose sorted order reverses the lines' order.
+    let split = tempfile::tempdir().unwrap();
+    let part = |v: &[&str]| v.iter().map(|l| format!("{l}\n")).collect::<String>();
+    std::fs::write(split.path().join("a.jsonl"), part(&ls[3..])).unwrap();
+    std::fs::write(split.path().join("b.jsonl"), part(&ls[..3])).unwrap();
+    std::fs::copy(
+        dir.path().join("results.summary.json"),
+        split.path().join("summary.json"),
+    )
+    .unwrap();
+    let (one, _) = report(&["--json", dir.path().join("results.jsonl").to_str().unwrap()]);
+    let (pooled, err) = report(&["--json", split.path().to_str().unwrap()]);
+    assert!(err.contains("6 result lines from 2 files"), "{err}");
+    assert_eq!(one, pooled);
+    // From stdin, without a description: the same metrics, `run` null.
+    let out = tool("mc-report")
+        .arg("--json")
+        .write_stdin(all.clone())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(v["run"], Value::Null);
+    assert_eq!(v["metrics"], want["metrics"]);
+    assert_eq!(v["tokens"], want["tokens"]);
+    let out = tool("mc-report").write_stdin(all).output().unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("run stdin: undescribed"));
+}
+
+/// A hand-made result line: sent at 0 (scheduled at 0), first token at
+/// `ttft`, done at `e2e` (ms); `error` makes it a failure.
+fn result(line: u64, ttft: f64, e2e: f64, tokens: u64, cached: u64, error: Option<&str>) -> Value {
+    let ok = error.is_none();
+    let gaps: Vec<f64> = if ok && tokens > 1 {
+        vec![(e2e - ttft) / (tokens - 1) as f64; tokens as usize - 1]
+    } else {
+        vec![]
+    };
+    json!({
+        "line": line, "session_id": null, "turn": 0, "request_id": format!("r-{line}"),
+        "x_request_id": "u", "target": "http", "warmup": false,
+        "status": if ok { "ok" } else { "error" }, "http_status": if ok { 200 } else { 500 },
+        "error": error.map(|k| json!({"kind": k, "message": "x"})),
+        "t_sched_ms": 0.0, "t_send_ms": 0.0,
+        "t_first_ms": ok.then_some(ttft), "t_last_ms": ok.then_some(e2e), "t_end_ms": e2e,
+        "lag_ms": 0.0, "ttft_ms": ok.then_some(ttft), "e2e_ms": ok.then_some(e2e),
+        "tpot_ms": (ok && tokens > 1).then(|| (e2e - ttft) / (tokens - 1) as f64),
+        "sched_latency_ms": ok.then_some(e2e), "chunks": if ok { tokens } else { 0 },
+        "itl_ms": null, "itl_gaps_ms": gaps, "input_tokens": 100,
+        "prompt_tokens": ok.then_some(100), "cached_tokens": ok.then_some(cached),
+        "output_tokens": tokens, "completion_tokens": ok.then_some(tokens),
+        "tokens_estimated": false, "finish_reason": ok.then_some("length")
+    })
+}
+
+#[test]
+fn compare_hand_made_runs_with_hand_computed_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.jsonl");
+    let b = dir.path().join("b.jsonl");
+    // Run A: TTFT 1.0 and 2.0 ms, E2E 10 and 20 ms, 10 + 20 tokens, 50 of
+    // 200 prompt tokens cached, one http_5xx; it lasts 20 ms.
+    std::fs::write(
+        &a,
+        lines(&[
+            result(1, 1.0, 10.0, 10, 50, None),
+            result(2, 2.0, 20.0, 20, 0, None),
+            result(3, 0.0, 5.0, 4, 0, Some("http_5xx")),
+        ]),
+    )
+    .unwrap();
+    // Run B: TTFT 1.5 and 1.5 ms, E2E 10 and 40 ms, the same tokens, 100
+    // of 200 cached, no failure; it lasts 40 ms.
+    std::fs::write(
+        &b,
+        lines(&[
+            result(1, 1.5, 10.0, 10, 60, None),
+            result(2, 1.5, 40.0, 20, 40, None),
+        ]),
+    )
+    .unwrap();
+    let (out, _) = report(&[
+        "--compare",
+        "--json",
+        "--label",
+        "base,new",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    let c: Comparison = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        c.runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
+        ["base", "new"]
+    );
+    assert!(c
+        .runs
+        .iter()
+        .all(|r| r.run.is_none() && r.sources.len() == 1));
+    assert!(c.sweep.is_none());
+    let close = |got: Option<f64>, want: f64| {
+        let g = got.unwrap_or(f64::NAN);
+        assert!((g - want).abs() < 1e-9, "{got:?} vs {want}");
+    };
+    let check = |metric: &str, a: f64, b: f64, pct: Option<f64>| {
+        let r = c.row(metric);
+        close(r.values[0], a);
+        close(r.values[1], b);
+        assert_eq!(r.change_pct[0], None, "{metric}");
+        match pct {
+            Some(p) => close(r.change_pct[1], p),
+            None => assert_eq!(r.change_pct[1], None, "{metric}"),
+        }
+    };
+    // ok 2 → 2: 0 %; failed 1 → 0: −100 %; http_5xx the same.
+    check("requests_ok", 2.0, 2.0, Some(0.0));
+    check("requests_failed", 1.0, 0.0, Some(-100.0));
+    check("errors_http_5xx", 1.0, 0.0, Some(-100.0));
+    // 20 ms vs 40 ms: 2 / 0.02 s = 100 req/s vs 2 / 0.04 = 50 (−50 %);
+    // 30 tokens: 1500 vs 750 tok/s (−50 %); 300 vs 200 prompt tokens
+    // (successful only): 10000 vs 5000 tok/s.
+    check("duration_s", 0.02, 0.04, Some(100.0));
+    check("request_throughput", 100.0, 50.0, Some(-50.0));
+    check("output_token_throughput", 1500.0, 750.0, Some(-50.0));
+    check("input_token_throughput", 10000.0, 5000.0, Some(-50.0));
+    // TTFT mean (1 + 2) / 2 = 1.5 vs 1.5: 0 %; E2E mean 15 vs 25: +66.7 %.
+    check("ttft_mean_ms", 1.5, 1.5, Some(0.0));
+    check("e2e_mean_ms", 15.0, 25.0, Some(200.0 / 3.0));
+    // Below 2.048 ms the histogram is exact: p50 of {1, 2} is the first
+    // value reaching half the count, 1.0; of {1.5, 1.5} 1.5 (+50 %).
+    check("ttft_p50_ms", 1.0, 1.5, Some(50.0));
+    // TPOT: (10 − 1) / 9 = 1 and (20 − 2) / 19 ms vs (10 − 1.5) / 9 and
+    // (40 − 1.5) / 19; means of µs-rounded values.
+    let tpot_a = (1000.0 + (18000.0f64 / 19.0).round()) / 2.0 / 1000.0;
+    let tpot_b = ((8500.0f64 / 9.0).round() + (38500.0f64 / 19.0).round()) / 2.0 / 1000.0;
+    let r = c.row("tpot_mean_ms");
+    close(r.values[0], (tpot_a * 1000.0).round() / 1000.0);
+    close(r.values[1], (tpot_b * 1000.0).round() / 1000.0);
+    // Prefix-cache hit rate 50 / 200 = 0.25 vs 100 / 200 = 0.5: +100 %.
+    check("prefix_cache_hit_rate", 0.25, 0.5, Some(100.0));
+    assert_eq!(c.row("prefix_cache_hit_rate").unit, "ratio");
+    // The lag is 0 in both: no change to compute against 0.
+    check("lag_mean_ms", 0.0, 0.0, None);
+
+    // The text table and the CSV say the same.
+    let (text, _) = report(&["--compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(text.contains("run a: undescribed"), "{text}");
+    let e2e = text.lines().find(|l| l.starts_with("e2e_mean_ms")).unwrap();
+    assert!(e2e.ends_with("25.0 (+66.7%)"), "{e2e}");
+    let (csv, _) = report(&[
+        "--compare",
+        "--csv",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert!(csv.starts_with("metric,run,value,change_pct\n"), "{csv}");
+    assert!(csv.contains("\nrequest_throughput,a,100,\n"), "{csv}");
+    assert!(csv.contains("\nrequest_throughput,b,50,-50\n"), "{csv}");
+
+    // Usage errors: one run to compare, labels that do not match.
+    let one = tool("mc-report")
+        .args(["--compare", a.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(one.status.code(), Some(2));
+    let lab = tool("mc-report")
+        .args([
+            "--compare",
+            "--label",
+            "x",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(lab.status.code(), Some(2));
+    // A line that is not a result names its file and line (exit 65).
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"timestamp\": 0}\n").unwrap();
+    let out = tool("mc-report").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl: line 1"));
+}
+
+/// Checks that every tag is closed in order (void HTML elements and
+/// self-closed SVG elements aside) and that no text holds a bare `<`.
+fn assert_well_formed(html: &str) {
+    const VOID: [&str; 6] = ["meta", "br", "hr", "img", "input", "link"];
+    let mut stack: Vec<&str> = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find('<') {
+        let after = &rest[i + 1..];
+        let j = after.find('>').expect("a tag left open");
+        let tag = &after[..j];
+        assert!(!tag.contains('<'), "a bare < before {tag:?}");
+        rest = &after[j + 1..];
+        if tag.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(stack.pop(), Some(name.trim()), "closing {name}");
+        } else if !tag.ends_with('/') {
+            let name = tag.split_whitespace().next().unwrap_or("");
+            if !VOID.contains(&name) {
+                stack.push(name);
+            }
+        }
+    }
+    assert!(stack.is_empty(), "left open: {stack:?}");
+}
+
+#[test]
+fn html_report_is_self_contained_and_well_formed() {
+    let mock = Mock::start(&["--ttft-ms", "4", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "one", &[]);
+    replay_to(&mock, dir.path(), "two", &["--speedup", "2"]);
+    let trace_file = dir.path().join("trace.jsonl");
+    std::fs::write(&trace_file, trace()).unwrap();
+    let html = dir.path().join("r.html");
+    report(&[
+        "--compare",
+        "--html",
+        html.to_str().unwrap(),
+        "--trace",
+        trace_file.to_str().unwrap(),
+        dir.path().join("one.jsonl").to_str().unwrap(),
+        dir.path().join("two.jsonl").to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_well_formed(&page);
+    // No URL at all: no network, not even the SVG namespace (HTML5 inline
+    // SVG needs none); the server is named by host and port.
+    assert!(!page.contains("http://") && !page.contains("https://"));
+    assert!(page.contains(&format!(
+        "server {}",
+        mock.url.trim_start_matches("http://")
+    )));
+    // One <svg> per panel, each in its figure: TTFT, ITL, E2E over the
+    // run; three CDFs; output tok/s, in flight, lag; a session timeline
+    // per run (both have sessions); the trace's figure.
+    let panels = 3 + 3 + 3 + 2 + 1;
+    assert_eq!(page.matches("<svg").count(), panels);
+    assert_eq!(page.matches("<figure>").count(), panels);
+    for title in [
+        "TTFT over the run",
+        "ITL over the run",
+        "E2E latency over the run",
+        "TTFT CDF",
+        "ITL CDF",
+        "E2E latency CDF",
+        "Output tokens per second",
+        "Requests in flight",
+        "Schedule lag",
+        "Sessions of speedup=1",
+        "Sessions of speedup=2",
+        "Requests per second", // mc-plot's figure of the trace
+    ] {
+        assert!(page.contains(title), "{title}");
+    }
+    // Overlaid runs are named in the legends.
+    assert!(page.contains("speedup=2 p99"));
+}
+
+#[test]
+fn sweep_directory_curve_and_table() {
+    let mock = Mock::start(&["--ttft-ms", "4", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = Vec::new();
+    for rate in ["20", "40"] {
+        let sub = dir.path().join(format!("rate-{rate}"));
+        std::fs::create_dir(&sub).unwrap();
+        let summary = sub.join("summary.json");
+        replay_to(
+            &mock,
+            &sub,
+            "results",
+            &["--rate", rate, "--summary", summary.to_str().unwrap()],
+        );
+        runs.push(json!({
+            "value": rate.parse::<f64>().unwrap(),
+            "results": format!("rate-{rate}/results.jsonl"),
+            "summary": format!("rate-{rate}/summary.json"),
+        }));
+    }
+    std::fs::write(
+        dir.path().join("sweep.json"),
+        json!({"parameter": "rate", "runs": runs, "stopped": {"reason": "ttft p99 over the SLO", "value": 40.0}})
+            .to_string(),
+    )
+    .unwrap();
+    let (out, _) = report(&["--json", dir.path().to_str().unwrap()]);
+    let c: Comparison = serde_json::from_str(&out).unwrap();
+    let sw = c.sweep.as_ref().unwrap();
+    assert_eq!(
+        (sw.parameter.as_str(), sw.values.clone()),
+        ("rate", vec![20.0, 40.0])
+    );
+    assert_eq!(sw.stopped.as_ref().unwrap()["value"], 40.0);
+    assert_eq!(
+        c.runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
+        ["rate=20", "rate=40"]
+    );
+    // Each column is that run's own summary.
+    for (i, rate) in ["20", "40"].iter().enumerate() {
+        let s: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(format!("rate-{rate}/summary.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c.runs[i].run.as_ref().unwrap()["rate"], s["run"]["rate"]);
+        for (metric, want) in [
+            ("ttft_p99_ms", &s["metrics"]["ttft"]["p99"]),
+            ("itl_p50_ms", &s["metrics"]["itl"]["p50"]),
+            ("output_token_throughput", &s["output_token_throughput"]),
+        ] {
+            assert_eq!(c.row(metric).values[i], want.as_f64(), "{metric} at {rate}");
+        }
+    }
+    let (text, _) = report(&[dir.path().to_str().unwrap()]);
+    assert!(
+        text.contains("sweep stopped at 40: ttft p99 over the SLO"),
+        "{text}"
+    );
+    let html = dir.path().join("s.html");
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_well_formed(&page);
+    assert!(page.contains("Sweep over rate"));
+    assert!(page.contains("TTFT against throughput") && page.contains("ITL against throughput"));
+    assert!(!page.contains("http://") && !page.contains("https://"));
+}
