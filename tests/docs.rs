@@ -2,8 +2,9 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 11] = [
     "mc-import",
+    "mc-merge",
     "mc-scale",
     "mc-roots",
     "mc-cap",
