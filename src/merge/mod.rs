@@ -32,7 +32,7 @@ use rewrite::{FileRule, Rewriter};
 #[command(
     version,
     after_help = "Examples:
-  mc-merge concat --gap-ms 60000 monday.jsonl tuesday.jsonl > week.jsonl
+  mc-merge concat --gap-ms 60000 monday.jsonl tuesday.jsonl > two-days.jsonl
   mc-merge interleave chat.jsonl agent.jsonl --weights 3,1 | mc-analyze
   mc-scale --speedup 2 < a.jsonl | mc-merge interleave - b.jsonl --scale-rate 1,0.5"
 )]
@@ -47,7 +47,7 @@ pub struct MergeArgs {
 pub enum Mode {
     /// One file after another: each file's timestamps are shifted so that
     /// its earliest arrival comes --gap-ms after the latest arrival written
-    /// before it (the first file keeps its own). Files are unsorted-safe:
+    /// before it (the first file keeps its own). Unsorted files are fine:
     /// each file after the first is read twice (once for its earliest
     /// arrival); stdin in a later place is held in memory for that.
     #[command(after_help = "Examples:
