@@ -14,6 +14,7 @@ pub mod hash;
 pub mod idmap;
 pub mod import;
 pub mod jsonl;
+pub mod merge;
 pub mod mock;
 pub mod nat;
 pub mod plot;

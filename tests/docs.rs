@@ -2,8 +2,9 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 12] = [
     "mc-import",
+    "mc-merge",
     "mc-scale",
     "mc-roots",
     "mc-cap",

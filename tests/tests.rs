@@ -6,6 +6,7 @@ mod docs;
 mod engine;
 mod gen;
 mod import;
+mod merge;
 mod mock;
 mod nat;
 mod pipe;

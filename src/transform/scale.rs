@@ -233,24 +233,14 @@ impl RowScaler {
         if o.speedup != 1.0 {
             if let Some(t) = rec.number(Field::Timestamp)? {
                 ts.clear();
-                // AIPerf's rule: int(t / R), truncating toward zero.
-                let scaled = whole("timestamp", t.as_f64() / o.speedup, "--speedup")?;
-                record::write_number(Number::Int(scaled), ts);
+                let scaled = speed_up_timestamp(t, o.speedup, "--speedup")?;
+                record::write_number(scaled, ts);
                 edits[0] = Some((Field::Timestamp, ts));
             }
             if !o.keep_delays {
                 if let Some(d) = rec.number(Field::Delay)? {
                     delay.clear();
-                    let scaled = match d {
-                        Number::Int(_) | Number::UInt(_) => {
-                            Number::Int(whole("delay", d.as_f64() / o.speedup, "--speedup")?)
-                        }
-                        Number::Float(f) => match f / o.speedup {
-                            v if v.is_finite() => Number::Float(v),
-                            _ => return Err(too_big("delay", f / o.speedup, "--speedup")),
-                        },
-                    };
-                    record::write_number(scaled, delay);
+                    record::write_number(speed_up_delay(d, o.speedup, "--speedup")?, delay);
                     edits[1] = Some((Field::Delay, delay));
                 }
             }
@@ -289,6 +279,31 @@ impl RowScaler {
         }
         rec.write_edited(&mut list, out);
         Ok(Emit::Written)
+    }
+}
+
+/// The time rule of `--speedup R` (shared with mc-merge's `--scale-rate`):
+/// a timestamp becomes `trunc(t / R)` (AIPerf's `int(t / R)`), an integer
+/// always. `option` names the flag in the error when the result is too
+/// large to write exactly.
+pub fn speed_up_timestamp(
+    t: Number,
+    r: f64,
+    option: &str,
+) -> std::result::Result<Number, RecordError> {
+    whole("timestamp", t.as_f64() / r, option).map(Number::Int)
+}
+
+/// The delay rule of `--speedup R`: an integer delay becomes `trunc(d / R)`,
+/// a fractional one `d / R`, so a session's think time shrinks with its
+/// arrivals.
+pub fn speed_up_delay(d: Number, r: f64, option: &str) -> std::result::Result<Number, RecordError> {
+    match d {
+        Number::Int(_) | Number::UInt(_) => whole("delay", d.as_f64() / r, option).map(Number::Int),
+        Number::Float(f) => match f / r {
+            v if v.is_finite() => Ok(Number::Float(v)),
+            v => Err(too_big("delay", v, option)),
+        },
     }
 }
 

@@ -1,0 +1,9 @@
+use mctrace::cli;
+use mctrace::merge::{self, MergeArgs};
+
+const TOOL: &str = "mc-merge";
+
+fn main() -> std::process::ExitCode {
+    let args: MergeArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, merge::run(TOOL, &args))
+}

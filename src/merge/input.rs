@@ -1,0 +1,275 @@
+//! The inputs of mc-merge: opening each file (stdin held in memory when it
+//! must be read more than once), the look-ahead passes (row counts for
+//! `--weights`, the earliest arrival for concat), and the row stream of one
+//! file with its next row rewritten and ready to write.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use crate::error::{Error, Result};
+use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
+use crate::record::{Number, Record};
+
+use super::rewrite::Rewriter;
+
+/// Where one input's bytes come from.
+enum Bytes {
+    File(PathBuf),
+    Stdin,
+    /// stdin read whole, for a tool that reads this input more than once.
+    Held(Rc<Vec<u8>>),
+}
+
+/// One input file, by the name its messages use.
+pub struct Input {
+    pub name: String,
+    bytes: Bytes,
+    max_line: usize,
+}
+
+/// The held bytes as a reader's source.
+struct Shared(Rc<Vec<u8>>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Input {
+    /// `-` is stdin. The file is opened once here, so a missing file stops
+    /// the run before anything is written.
+    pub fn new(path: &std::path::Path, max_line: usize) -> Result<Self> {
+        if path == std::path::Path::new("-") {
+            return Ok(Input {
+                name: "stdin".into(),
+                bytes: Bytes::Stdin,
+                max_line,
+            });
+        }
+        drop(jsonl::open_input(Some(path))?);
+        Ok(Input {
+            name: path.display().to_string(),
+            bytes: Bytes::File(path.to_path_buf()),
+            max_line,
+        })
+    }
+
+    /// Reads stdin into memory, so it can be read again. Files are not held:
+    /// they are opened again for each pass.
+    pub fn hold(&mut self) -> Result<()> {
+        if let Bytes::Stdin = self.bytes {
+            let mut all = Vec::new();
+            std::io::stdin().lock().read_to_end(&mut all)?;
+            self.bytes = Bytes::Held(Rc::new(all));
+        }
+        Ok(())
+    }
+
+    /// A reader from the start of the input.
+    pub fn lines(&self) -> Result<LineReader<Box<dyn Read>>> {
+        let src: Box<dyn Read> = match &self.bytes {
+            Bytes::File(p) => jsonl::open_input(Some(p))?,
+            Bytes::Stdin => jsonl::open_input(None)?,
+            Bytes::Held(b) => Box::new(std::io::Cursor::new(Shared(Rc::clone(b)))),
+        };
+        Ok(LineReader::new(src, self.max_line))
+    }
+
+    /// Names this file in a message about one of its lines.
+    pub fn err(&self, e: Error) -> Error {
+        in_file(&self.name, e)
+    }
+
+    /// Records in the input (non-blank lines; bad ones count too, they are
+    /// reported by the pass that writes).
+    pub fn count_rows(&self) -> Result<u64> {
+        let mut reader = self.lines()?;
+        let mut n = 0;
+        loop {
+            match reader.next_line() {
+                Ok(Some(_)) => n += 1,
+                Ok(None) => return Ok(n),
+                Err(e @ Error::Data { .. }) => drop(e),
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+    }
+
+    /// The earliest timestamp of the rows `rw` keeps, after its
+    /// `--scale-rate`. Bad lines are passed over here: the pass that
+    /// writes reports them where they are.
+    pub fn earliest(&self, rw: &Rewriter) -> Result<Option<f64>> {
+        let mut reader = self.lines()?;
+        let mut min: Option<f64> = None;
+        loop {
+            let line = match reader.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => return Ok(min),
+                Err(Error::Data { .. }) => continue,
+                Err(e) => return Err(self.err(e)),
+            };
+            let Ok(rec) = Record::parse(line.bytes) else {
+                continue;
+            };
+            if let (Ok(true), Ok(Some(t))) = (rw.keeps(&rec, line.no), rw.scaled_time(&rec)) {
+                let t = t.as_f64();
+                min = Some(min.map_or(t, |m| m.min(t)));
+            }
+        }
+    }
+}
+
+/// Puts the file's name in front of a message about its data.
+pub fn in_file(name: &str, e: Error) -> Error {
+    match e {
+        Error::Data { .. } | Error::Input(_) => Error::Input(format!("{name}: {e}")),
+        e => e,
+    }
+}
+
+/// The rows of one file, in file order or sorted.
+enum Rows {
+    Stream(LineReader<Box<dyn Read>>),
+    /// `--sort`: every row rewritten into `arena`, in timestamp order.
+    Sorted {
+        arena: Vec<u8>,
+        rows: Vec<Held>,
+        next: usize,
+    },
+}
+
+struct Held {
+    key: f64,
+    timestamp: Option<Number>,
+    start: usize,
+    end: usize,
+}
+
+/// One input being merged: its next row, rewritten, waits in `pending`.
+pub struct Source {
+    pub name: String,
+    rows: Rows,
+    rw: Rewriter,
+    policy: ErrorPolicy,
+    /// The next row as it will be written (without its `\n`).
+    pub pending: Vec<u8>,
+    /// Its written timestamp, if it has one.
+    pub timestamp: Option<Number>,
+    /// Its merge key: its timestamp, or for a row without one, the key of
+    /// the row before it (so a turn that carries only a `delay` stays right
+    /// behind its predecessor); before any timestamp, -inf.
+    pub key: f64,
+    /// Refuse rows whose key goes back (interleave without `--sort`).
+    check_sorted: bool,
+    /// Line of the last row with a timestamp, for the unsorted message.
+    key_line: u64,
+    /// Records read, and those `--weights` dropped.
+    pub rows_read: u64,
+    pub dropped: u64,
+}
+
+impl Source {
+    pub fn new(input: &Input, rw: Rewriter, on_error: OnError, check_sorted: bool) -> Result<Self> {
+        Ok(Source {
+            name: input.name.clone(),
+            rows: Rows::Stream(input.lines()?),
+            rw,
+            policy: ErrorPolicy::new(on_error),
+            pending: Vec::new(),
+            timestamp: None,
+            key: f64::NEG_INFINITY,
+            check_sorted,
+            key_line: 0,
+            rows_read: 0,
+            dropped: 0,
+        })
+    }
+
+    /// Reads the whole file, rewritten, and sorts it by timestamp (stable:
+    /// equal times keep file order). Memory: about the file's size.
+    pub fn sort(&mut self) -> Result<()> {
+        let (mut arena, mut rows) = (Vec::new(), Vec::new());
+        while self.advance()? {
+            let start = arena.len();
+            arena.extend_from_slice(&self.pending);
+            rows.push(Held {
+                key: self.key,
+                timestamp: self.timestamp,
+                start,
+                end: arena.len(),
+            });
+        }
+        rows.sort_by(|a: &Held, b: &Held| a.key.total_cmp(&b.key));
+        self.rows = Rows::Sorted {
+            arena,
+            rows,
+            next: 0,
+        };
+        Ok(())
+    }
+
+    /// Moves to the next row kept; false at the end of the file.
+    pub fn advance(&mut self) -> Result<bool> {
+        let reader = match &mut self.rows {
+            Rows::Stream(r) => r,
+            Rows::Sorted { arena, rows, next } => {
+                let Some(row) = rows.get(*next) else {
+                    return Ok(false);
+                };
+                *next += 1;
+                self.pending.clear();
+                self.pending.extend_from_slice(&arena[row.start..row.end]);
+                self.timestamp = row.timestamp;
+                self.key = row.key;
+                return Ok(true);
+            }
+        };
+        loop {
+            let line = match reader.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => return Ok(false),
+                Err(e) => {
+                    self.policy.handle(e).map_err(|e| in_file(&self.name, e))?;
+                    continue;
+                }
+            };
+            let no = line.no;
+            self.pending.clear();
+            match self.rw.row(line.bytes, no, &mut self.pending) {
+                Ok(Some(kept)) => {
+                    self.rows_read += 1;
+                    let key = kept.timestamp.map_or(self.key, Number::as_f64);
+                    if self.check_sorted && key < self.key {
+                        return Err(Error::Input(format!(
+                            "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
+                             interleave reads each input in timestamp order; pass --sort to \
+                             sort the inputs in memory",
+                            self.name, self.key, self.key_line
+                        )));
+                    }
+                    if kept.timestamp.is_some() {
+                        self.key_line = no;
+                    }
+                    self.key = key;
+                    self.timestamp = kept.timestamp;
+                    return Ok(true);
+                }
+                Ok(None) => {
+                    self.rows_read += 1;
+                    self.dropped += 1;
+                }
+                Err(e) => self
+                    .policy
+                    .record(no, e)
+                    .map_err(|e| in_file(&self.name, e))?,
+            }
+        }
+    }
+
+    /// The `--on-error skip` notice for this file, if it skipped anything.
+    pub fn skipped(&self) -> Option<String> {
+        self.policy.summary().map(|s| format!("{}: {s}", self.name))
+    }
+}

@@ -1,0 +1,401 @@
+//! `mc-merge`: several traces into one, one after another (`concat`) or
+//! side by side in time (`interleave`), with each file's session and hash
+//! ids kept apart by default.
+//!
+//! `rewrite` holds the per-row rules (weights, rate, shift, id namespaces),
+//! `input` the files and their row streams; this module the options and the
+//! two ways of putting the streams together.
+
+pub mod input;
+pub mod rewrite;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::filter::IoArgs;
+use crate::jsonl::Output;
+use crate::record::{self, Number};
+use input::{Input, Source};
+use rewrite::{FileRule, Rewriter};
+
+/// Merge Mooncake traces: one after another (concat) or by timestamp
+/// (interleave).
+///
+/// Session ids and hash ids of different files are made disjoint (two traces
+/// that both number ids from 0 share nothing in reality) by mc-roots' rule:
+/// in file t of k, hash id h becomes h*k + t; a numeric session id the same,
+/// a string session id gets the prefix `f{t}:`. --shared-ids keeps them.
+/// Every other byte of a row is written as read. A one-line summary (rows
+/// per file, rows written, time span) goes to stderr.
+#[derive(Debug, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-merge concat --gap-ms 60000 monday.jsonl tuesday.jsonl > two-days.jsonl
+  mc-merge interleave chat.jsonl agent.jsonl --weights 3,1 | mc-analyze
+  mc-scale --speedup 2 < a.jsonl | mc-merge interleave - b.jsonl --scale-rate 1,0.5"
+)]
+pub struct MergeArgs {
+    // Optional for clap so `--completions`/`--man` work without a mode;
+    // a missing mode is a usage error in `run`.
+    #[command(subcommand)]
+    pub mode: Option<Mode>,
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Mode {
+    /// One file after another: each file's timestamps are shifted so that
+    /// its earliest arrival comes --gap-ms after the latest arrival written
+    /// before it (the first file keeps its own). Unsorted files are fine:
+    /// each file after the first is read twice (once for its earliest
+    /// arrival); stdin in a later place is held in memory for that.
+    #[command(after_help = "Examples:
+  mc-merge concat --gap-ms 1000 a.jsonl b.jsonl c.jsonl > abc.jsonl
+  mc-gen constant --qps 2 --duration-ms 60000 | mc-merge concat - burst.jsonl")]
+    Concat(ConcatArgs),
+    /// All rows by timestamp: a streaming k-way merge of inputs sorted by
+    /// timestamp, in constant memory. Ties go to the lower file index, then
+    /// file order. A row without a timestamp stays right behind the row
+    /// before it in its file. An unsorted input is an error naming the file
+    /// and line; --sort sorts every input in memory first.
+    #[command(after_help = "Examples:
+  mc-merge interleave chat.jsonl code.jsonl > mixed.jsonl
+  mc-merge interleave --sort --weights 1,1 --seed 7 a.jsonl b.jsonl | mc-analyze")]
+    Interleave(InterleaveArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConcatArgs {
+    /// Milliseconds between the latest arrival of the files before and the
+    /// earliest arrival of the next file.
+    #[arg(long, default_value_t = 0.0, value_name = "MS", value_parser = non_negative)]
+    pub gap_ms: f64,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct InterleaveArgs {
+    /// Sort each input by timestamp (stable) instead of refusing an
+    /// unsorted one. Holds all inputs in memory (about their size).
+    #[arg(long)]
+    pub sort: bool,
+
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// What both modes take.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
+    /// Input files, in order (`-` is stdin, at most once).
+    #[arg(value_name = "FILE", required_unless_present = "input")]
+    pub files: Vec<PathBuf>,
+
+    /// Keep session and hash ids as they are: equal ids in two files then
+    /// name the same session and the same block content.
+    #[arg(long)]
+    pub shared_ids: bool,
+
+    /// Mix the files' rows in these proportions (one weight a file): the
+    /// largest output whose rows per file are in proportion to the weights.
+    /// The file that limits it keeps all its rows; the others keep a seeded
+    /// sample of sessions (whole sessions; a row without a session_id is
+    /// its own), so the proportions hold in expectation. Row counts are
+    /// taken in a first pass (stdin is held in memory for it).
+    #[arg(long, value_name = "W,W,…", value_delimiter = ',', value_parser = non_negative)]
+    pub weights: Option<Vec<f64>>,
+
+    /// Multiply each file's arrival rate (one factor a file): timestamps
+    /// become trunc(t / R) and delays shrink by R, as `mc-scale --speedup R`.
+    /// Applied before concat's shift.
+    #[arg(long, value_name = "R,R,…", value_delimiter = ',', value_parser = positive)]
+    pub scale_rate: Option<Vec<f64>>,
+
+    /// Seed of the --weights sample: the same seed, the same rows.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
+
+    /// `--input` (read before the FILEs), `--output`, `--on-error`,
+    /// `--max-line-bytes` and `--line-buffered`, as every filter has them.
+    #[command(flatten)]
+    pub io: IoArgs,
+}
+
+impl CommonArgs {
+    /// The inputs in order: `-i FILE` first, then the FILEs.
+    fn inputs(&self) -> Vec<&PathBuf> {
+        self.io.input.iter().chain(&self.files).collect()
+    }
+}
+
+fn number(s: &str) -> std::result::Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| format!("`{s}` is not a number"))
+}
+
+fn non_negative(s: &str) -> std::result::Result<f64, String> {
+    number(s).and_then(|v| {
+        if v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{v} is negative; expected a number >= 0"))
+        }
+    })
+}
+
+fn positive(s: &str) -> std::result::Result<f64, String> {
+    number(s).and_then(|v| {
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("expected a number > 0, got {v}"))
+        }
+    })
+}
+
+pub fn run(tool: &str, args: &MergeArgs) -> Result<()> {
+    match &args.mode {
+        Some(Mode::Concat(a)) => concat(tool, a),
+        Some(Mode::Interleave(a)) => interleave(tool, a),
+        None => Err(Error::usage(
+            "a mode is required: `mc-merge concat FILE…` or `mc-merge interleave FILE…`",
+        )),
+    }
+}
+
+/// The inputs, opened, and the rule for each.
+struct Plan {
+    inputs: Vec<Input>,
+    rules: Vec<FileRule>,
+}
+
+impl Plan {
+    /// Opens every input (stdin held in memory when `read_twice` says a
+    /// file is read more than once) and decides each file's rule;
+    /// `--weights` counts rows here.
+    fn new(c: &CommonArgs, read_twice: impl Fn(usize) -> bool) -> Result<Plan> {
+        let files = c.inputs();
+        let n = files.len();
+        for (name, list) in [("--weights", &c.weights), ("--scale-rate", &c.scale_rate)] {
+            if let Some(v) = list.as_ref().filter(|v| v.len() != n) {
+                return Err(Error::usage(format!(
+                    "{name} has {} values for {n} files; give one per file",
+                    v.len()
+                )));
+            }
+        }
+        if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+            return Err(Error::usage("`-` (stdin) may be given only once"));
+        }
+        if c.weights
+            .as_ref()
+            .is_some_and(|w| w.iter().all(|&w| w == 0.0))
+        {
+            return Err(Error::usage(
+                "--weights are all 0: nothing would be written",
+            ));
+        }
+        let mut inputs = files
+            .iter()
+            .map(|f| Input::new(f, c.io.max_line_bytes))
+            .collect::<Result<Vec<_>>>()?;
+        for (t, input) in inputs.iter_mut().enumerate() {
+            if read_twice(t) || c.weights.is_some() {
+                input.hold()?;
+            }
+        }
+        let keep = match &c.weights {
+            Some(w) => {
+                let rows = inputs
+                    .iter()
+                    .map(Input::count_rows)
+                    .collect::<Result<Vec<_>>>()?;
+                rewrite::keep_fractions(w, &rows)
+            }
+            None => vec![1.0; n],
+        };
+        let k = if c.shared_ids { 1 } else { n as u64 };
+        let rules = (0..n)
+            .map(|t| FileRule {
+                t: t as u64,
+                k,
+                rate: c.scale_rate.as_ref().map_or(1.0, |r| r[t]),
+                keep: keep[t],
+                seed: c.seed,
+                offset: 0.0,
+            })
+            .collect();
+        Ok(Plan { inputs, rules })
+    }
+}
+
+/// What was written: rows per file and the time span, for the summary.
+#[derive(Default)]
+struct Written {
+    /// (name, rows read, rows dropped by --weights, rows written).
+    files: Vec<(String, u64, u64, u64)>,
+    rows: u64,
+    first: Option<Number>,
+    last: Option<Number>,
+    skipped: Vec<String>,
+}
+
+impl Written {
+    fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
+        out.write_line(&src.pending)?;
+        self.rows += 1;
+        if let Some(t) = src.timestamp {
+            let f = t.as_f64();
+            if self.first.is_none_or(|m| f < m.as_f64()) {
+                self.first = Some(t);
+            }
+            if self.last.is_none_or(|m| f > m.as_f64()) {
+                self.last = Some(t);
+            }
+        }
+        Ok(())
+    }
+
+    fn file_done(&mut self, src: &Source, written: u64) {
+        self.files
+            .push((src.name.clone(), src.rows_read, src.dropped, written));
+        self.skipped.extend(src.skipped());
+    }
+
+    fn report(&self, tool: &str, mode: &str) {
+        for s in &self.skipped {
+            eprintln!("{tool}: {s}");
+        }
+        let files: Vec<String> = self
+            .files
+            .iter()
+            .map(|(name, read, dropped, written)| {
+                if *dropped > 0 {
+                    format!("{name} {written} of {read} rows")
+                } else {
+                    format!("{name} {written} rows")
+                }
+            })
+            .collect();
+        let span = match (self.first, self.last) {
+            (Some(a), Some(b)) => format!("timestamps {} to {} ms", fmt(a), fmt(b)),
+            _ => "no timestamps".to_string(),
+        };
+        eprintln!(
+            "{tool}: {mode}: {}; {} rows written, {span}",
+            files.join(", "),
+            self.rows
+        );
+    }
+}
+
+fn fmt(n: Number) -> String {
+    let mut v = Vec::new();
+    record::write_number(n, &mut v);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+/// Runs `body` writing into the output, then flushes what was written even
+/// when `body` failed (the good rows before a bad one are kept).
+fn with_output(
+    c: &CommonArgs,
+    body: impl FnOnce(&mut Output, &mut Written) -> Result<()>,
+) -> Result<Written> {
+    let mut out = Output::open(c.io.output.as_deref(), c.io.line_buffered)?;
+    let mut written = Written::default();
+    let result = body(&mut out, &mut written);
+    let flushed = out.flush();
+    result.and(flushed).map(|()| written)
+}
+
+fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
+    let c = &a.common;
+    // Every file but the first is read once ahead for its earliest arrival.
+    let plan = Plan::new(c, |t| t > 0)?;
+    let written = with_output(c, |out, w| {
+        for (input, rule) in plan.inputs.iter().zip(&plan.rules) {
+            let mut rule = rule.clone();
+            if let Some(end) = w.last {
+                if let Some(min) = input.earliest(&Rewriter::new(rule.clone()))? {
+                    rule.offset = end.as_f64() + a.gap_ms - min;
+                }
+            }
+            let mut src = Source::new(input, Rewriter::new(rule), c.io.on_error, false)?;
+            let before = w.rows;
+            while src.advance()? {
+                w.row(out, &src)?;
+            }
+            w.file_done(&src, w.rows - before);
+        }
+        Ok(())
+    })?;
+    written.report(tool, "concat");
+    Ok(())
+}
+
+/// A merge key: the timestamp (total order on floats), then the file index.
+#[derive(PartialEq)]
+struct Key(f64, usize);
+
+impl Eq for Key {}
+
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
+    let c = &a.common;
+    let plan = Plan::new(c, |_| false)?;
+    let mut sources = plan
+        .inputs
+        .iter()
+        .zip(&plan.rules)
+        .map(|(input, rule)| {
+            Source::new(input, Rewriter::new(rule.clone()), c.io.on_error, !a.sort)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let written = with_output(c, |out, w| {
+        let mut counts = vec![0u64; sources.len()];
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (t, src) in sources.iter_mut().enumerate() {
+            if a.sort {
+                src.sort()?;
+            }
+            if src.advance()? {
+                heap.push(Reverse(Key(src.key, t)));
+            }
+        }
+        // The smallest (timestamp, file) goes out; its file's next row
+        // takes its place. Each file's rows leave in file order, so equal
+        // timestamps keep the file order within a file.
+        while let Some(Reverse(Key(_, t))) = heap.pop() {
+            let src = &mut sources[t];
+            w.row(out, src)?;
+            counts[t] += 1;
+            if src.advance()? {
+                heap.push(Reverse(Key(src.key, t)));
+            }
+        }
+        for (src, n) in sources.iter().zip(counts) {
+            w.file_done(src, n);
+        }
+        Ok(())
+    })?;
+    written.report(tool, "interleave");
+    Ok(())
+}

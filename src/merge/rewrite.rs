@@ -1,0 +1,369 @@
+//! What mc-merge does to one row of input file `t`: keep or drop it
+//! (`--weights`), scale its time (`--scale-rate`, mc-scale's `--speedup`
+//! rule), shift it (concat), and move its session and hash ids into the
+//! file's own namespace. Every other byte of the row is kept as read.
+
+use crate::error::RecordError;
+use crate::hash::{splitmix64, stable_hash, unit, GOLDEN_GAMMA};
+use crate::record::{self, Edit, Field, Number, Record};
+use crate::transform::roots::namespace_id;
+use crate::transform::scale::{speed_up_delay, speed_up_timestamp};
+
+/// Largest integer written as an integer after a shift: beyond 2^53 a
+/// reader that parses numbers as doubles (jq, JavaScript) loses it.
+const MAX_EXACT_INT: f64 = 9_007_199_254_740_992.0;
+
+/// The rules for the rows of one input file.
+#[derive(Debug, Clone)]
+pub struct FileRule {
+    /// The file's index, its id namespace.
+    pub t: u64,
+    /// Namespaces in use: the number of files, or 1 with `--shared-ids`.
+    pub k: u64,
+    /// `--scale-rate` factor: arrivals come this many times faster.
+    pub rate: f64,
+    /// Fraction of sessions kept (`--weights`); 1 keeps every row.
+    pub keep: f64,
+    /// `--seed`.
+    pub seed: u64,
+    /// Added to every (scaled) timestamp: concat's shift, 0 for interleave.
+    pub offset: f64,
+}
+
+/// A row after the rules: the written timestamp, if it has one.
+#[derive(Debug)]
+pub struct Kept {
+    pub timestamp: Option<Number>,
+}
+
+/// Applies a [`FileRule`] to rows, with scratch buffers reused across rows.
+pub struct Rewriter {
+    pub rule: FileRule,
+    ids: Vec<u64>,
+    ids_text: Vec<u8>,
+    session: Vec<u8>,
+    ts: Vec<u8>,
+    delay: Vec<u8>,
+}
+
+impl Rewriter {
+    pub fn new(rule: FileRule) -> Self {
+        Rewriter {
+            rule,
+            ids: Vec::new(),
+            ids_text: Vec::new(),
+            session: Vec::new(),
+            ts: Vec::new(),
+            delay: Vec::new(),
+        }
+    }
+
+    /// Whether `--weights` keeps this row: one seeded draw per session (so a
+    /// conversation is kept or dropped whole), per line for a row without one.
+    pub fn keeps(&self, rec: &Record<'_>, line: u64) -> Result<bool, RecordError> {
+        let p = self.rule.keep;
+        if p >= 1.0 {
+            return Ok(true);
+        }
+        if p <= 0.0 {
+            return Ok(false);
+        }
+        // The file index is in the seed: equal session ids in two files are
+        // different sessions and get independent draws.
+        let seed = self.rule.seed ^ splitmix64(self.rule.t);
+        let h = match rec.session_id()? {
+            Some(s) => stable_hash(seed, s),
+            None => stable_hash(seed ^ GOLDEN_GAMMA, &line.to_le_bytes()),
+        };
+        Ok(unit(h) < p)
+    }
+
+    /// The row's timestamp after `--scale-rate` (before any shift).
+    pub fn scaled_time(&self, rec: &Record<'_>) -> Result<Option<Number>, RecordError> {
+        let Some(t) = rec.number(Field::Timestamp)? else {
+            return Ok(None);
+        };
+        if self.rule.rate == 1.0 {
+            return Ok(Some(t));
+        }
+        speed_up_timestamp(t, self.rule.rate, "--scale-rate").map(Some)
+    }
+
+    /// Writes line `line` (`bytes`) with the rules applied into `out`, or
+    /// returns `None` (writing nothing) when `--weights` drops it.
+    pub fn row(
+        &mut self,
+        bytes: &[u8],
+        line: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Kept>, RecordError> {
+        let rec = Record::parse(bytes)?;
+        if !self.keeps(&rec, line)? {
+            return Ok(None);
+        }
+        let mut edits: Vec<Edit<'_>> = Vec::new();
+        let timestamp = match self.scaled_time(&rec)? {
+            Some(t) => {
+                let shifted = shift(t, self.rule.offset)?;
+                if self.rule.rate != 1.0 || self.rule.offset != 0.0 {
+                    self.ts.clear();
+                    record::write_number(shifted, &mut self.ts);
+                    edits.push(Edit {
+                        field: Field::Timestamp,
+                        value: &self.ts,
+                    });
+                }
+                Some(shifted)
+            }
+            None => None,
+        };
+        if self.rule.rate != 1.0 {
+            if let Some(d) = rec.number(Field::Delay)? {
+                self.delay.clear();
+                let scaled = speed_up_delay(d, self.rule.rate, "--scale-rate")?;
+                record::write_number(scaled, &mut self.delay);
+                edits.push(Edit {
+                    field: Field::Delay,
+                    value: &self.delay,
+                });
+            }
+        }
+        if self.rule.k > 1 {
+            if let Some(raw) = rec.session_id()? {
+                self.session.clear();
+                namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;
+                edits.push(Edit {
+                    field: Field::SessionId,
+                    value: &self.session,
+                });
+            }
+            if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
+                let (k, t) = (self.rule.k, self.rule.t);
+                for id in &mut self.ids {
+                    *id = namespace_id(*id, k, t).ok_or_else(|| {
+                        RecordError::field(
+                            "hash_ids",
+                            format!(
+                                "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                                 or renumber the ids)"
+                            ),
+                        )
+                    })?;
+                }
+                self.ids_text.clear();
+                record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.ids_text);
+                edits.push(Edit {
+                    field: Field::HashIds,
+                    value: &self.ids_text,
+                });
+            }
+        }
+        if edits.is_empty() {
+            out.extend_from_slice(bytes);
+        } else {
+            rec.write_edited(&mut edits, out);
+        }
+        Ok(Some(Kept { timestamp }))
+    }
+}
+
+/// `t + offset`, an integer when both are (and it stays exact).
+pub fn shift(t: Number, offset: f64) -> Result<Number, RecordError> {
+    if offset == 0.0 {
+        return Ok(t);
+    }
+    let v = t.as_f64() + offset;
+    if !v.is_finite() {
+        return Err(RecordError::field(
+            "timestamp",
+            format!("shifted by {offset} ms it is not a finite number"),
+        ));
+    }
+    match t {
+        Number::Int(_) if offset.fract() == 0.0 => {
+            if v.abs() > MAX_EXACT_INT {
+                return Err(RecordError::field(
+                    "timestamp",
+                    format!("shifted to {v:.3e} ms, too large to write exactly (above 2^53)"),
+                ));
+            }
+            Ok(Number::Int(v as i64))
+        }
+        _ => Ok(Number::Float(v)),
+    }
+}
+
+/// The session id of file `t` (of `k`) in that file's namespace: a string
+/// gets the prefix `f{t}:`, a non-negative integer becomes `id*k + t` (the
+/// hash-id rule), so ids of different files never meet and stay the type
+/// they were.
+pub fn namespace_session(raw: &[u8], k: u64, t: u64, out: &mut Vec<u8>) -> Result<(), RecordError> {
+    if raw.first() == Some(&b'"') {
+        out.extend_from_slice(format!("\"f{t}:").as_bytes());
+        out.extend_from_slice(&raw[1..]);
+        return Ok(());
+    }
+    let n = record::parse_uint(raw).ok_or_else(|| {
+        RecordError::field(
+            "session_id",
+            format!(
+                "{} is not a non-negative integer or a string, so it cannot be given a \
+                 namespace per file (use --shared-ids)",
+                String::from_utf8_lossy(raw)
+            ),
+        )
+    })?;
+    let id = namespace_id(n, k, t).ok_or_else(|| {
+        RecordError::field(
+            "session_id",
+            format!("{n} times {k} files overflows 64 bits (use --shared-ids)"),
+        )
+    })?;
+    out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+    Ok(())
+}
+
+/// The fraction of each file's rows `--weights` keeps: the largest output
+/// whose rows are in proportion `weights` and which takes no more rows from
+/// a file than it has. With `n_t` rows and weight `w_t`, the scale is
+/// `s = min(n_t / w_t)` over files of positive weight; file t keeps
+/// `s * w_t / n_t` of its rows (the limiting file keeps all of them). An
+/// empty file cannot contribute and is left out of the proportions.
+pub fn keep_fractions(weights: &[f64], rows: &[u64]) -> Vec<f64> {
+    let s = weights
+        .iter()
+        .zip(rows)
+        .filter(|(&w, &n)| w > 0.0 && n > 0)
+        .map(|(&w, &n)| n as f64 / w)
+        .fold(f64::INFINITY, f64::min);
+    weights
+        .iter()
+        .zip(rows)
+        .map(|(&w, &n)| {
+            if w <= 0.0 {
+                0.0
+            } else if n == 0 || !s.is_finite() {
+                1.0
+            } else {
+                (s * w / n as f64).min(1.0)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(t: u64, k: u64) -> FileRule {
+        FileRule {
+            t,
+            k,
+            rate: 1.0,
+            keep: 1.0,
+            seed: 0,
+            offset: 0.0,
+        }
+    }
+
+    fn rewrite(rule: FileRule, line: &str) -> Option<String> {
+        let mut out = Vec::new();
+        Rewriter::new(rule)
+            .row(line.as_bytes(), 1, &mut out)
+            .unwrap()
+            .map(|_| String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn sessions_and_ids_move_to_the_file_namespace() {
+        // File 1 of 3: id h -> 3h + 1 (0 -> 1, 4 -> 13), session 5 -> 16.
+        assert_eq!(
+            rewrite(
+                rule(1, 3),
+                r#"{"timestamp": 7, "session_id": "a\"b", "hash_ids": [0, 4], "x": [1]}"#
+            )
+            .unwrap(),
+            r#"{"timestamp": 7, "session_id": "f1:a\"b", "hash_ids": [1, 13], "x": [1]}"#
+        );
+        assert_eq!(
+            rewrite(rule(1, 3), r#"{"session_id":5,"hash_ids":[0,4]}"#).unwrap(),
+            r#"{"session_id":16,"hash_ids":[1,13]}"#
+        );
+        // One namespace: the row is written as read.
+        let line = r#"{"session_id": 5, "hash_ids": [0, 4]}"#;
+        assert_eq!(rewrite(rule(0, 1), line).unwrap(), line);
+    }
+
+    #[test]
+    fn bad_session_ids_and_overflow_are_errors() {
+        let mut out = Vec::new();
+        let err = Rewriter::new(rule(0, 2))
+            .row(br#"{"session_id": -3}"#, 1, &mut out)
+            .unwrap_err();
+        assert!(err.to_string().contains("--shared-ids"), "{err}");
+        let err = Rewriter::new(rule(1, 2))
+            .row(br#"{"hash_ids": [18446744073709551615]}"#, 1, &mut out)
+            .unwrap_err();
+        assert!(err.to_string().contains("overflows 64 bits"), "{err}");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn shifts_keep_integers_integers() {
+        assert_eq!(shift(Number::Int(5), 10.0).unwrap(), Number::Int(15));
+        assert_eq!(shift(Number::Int(5), 0.5).unwrap(), Number::Float(5.5));
+        assert_eq!(
+            shift(Number::Float(1.25), 2.0).unwrap(),
+            Number::Float(3.25)
+        );
+        assert!(shift(Number::Int(1), 1e300 * 1e10).is_err());
+        assert!(shift(Number::Int(1), 2f64.powi(60)).is_err());
+    }
+
+    #[test]
+    fn rate_and_shift_apply_in_that_order() {
+        // rate 2: 15 -> trunc(7.5) = 7, + offset 100 = 107; delay 9 -> 4.
+        let r = FileRule {
+            rate: 2.0,
+            offset: 100.0,
+            ..rule(0, 1)
+        };
+        assert_eq!(
+            rewrite(r, r#"{"timestamp": 15, "delay": 9}"#).unwrap(),
+            r#"{"timestamp": 107, "delay": 4}"#
+        );
+    }
+
+    #[test]
+    fn keep_fractions_follow_the_weights() {
+        // 100 and 40 rows at 3:1: s = min(100/3, 40/1) = 33.3, so file 0
+        // keeps all 100 and file 1 keeps 33.3 of 40.
+        let f = keep_fractions(&[3.0, 1.0], &[100, 40]);
+        assert_eq!(f[0], 1.0);
+        assert!((f[1] - (100.0 / 3.0) / 40.0).abs() < 1e-12);
+        // 1:1 on 10 and 30 rows: file 1 keeps a third.
+        let f = keep_fractions(&[1.0, 1.0], &[10, 30]);
+        assert_eq!(f[0], 1.0);
+        assert!((f[1] - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(keep_fractions(&[0.0, 1.0], &[10, 30]), vec![0.0, 1.0]);
+        assert_eq!(keep_fractions(&[1.0, 1.0], &[0, 30]), vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn sessions_are_kept_or_dropped_whole() {
+        let r = Rewriter::new(FileRule {
+            keep: 0.5,
+            ..rule(0, 1)
+        });
+        let mut kept = 0;
+        for s in 0..1000 {
+            let a = format!(r#"{{"session_id": "s{s}", "timestamp": 1}}"#);
+            let b = format!(r#"{{"timestamp": 2, "session_id": "s{s}"}}"#);
+            let ka = r.keeps(&Record::parse(a.as_bytes()).unwrap(), 1).unwrap();
+            let kb = r.keeps(&Record::parse(b.as_bytes()).unwrap(), 99).unwrap();
+            assert_eq!(ka, kb);
+            kept += usize::from(ka);
+        }
+        assert!((400..600).contains(&kept), "{kept}");
+    }
+}

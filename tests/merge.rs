@@ -1,0 +1,445 @@
+//! mc-merge: interleave order (ties stable), concat gaps, unsorted inputs,
+//! disjoint ids checked through mc-analyze's cache model, --weights,
+//! --scale-rate and stdin; every expected value worked out by hand.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::util::{run_ok, tool};
+
+/// Writes `files` (name, content) into a fresh temporary folder.
+fn files(list: &[(&str, &str)]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = list
+        .iter()
+        .map(|(name, text)| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        })
+        .collect();
+    (dir, paths)
+}
+
+fn args<'a>(head: &[&'a str], paths: &'a [PathBuf]) -> Vec<&'a std::ffi::OsStr> {
+    head.iter()
+        .map(|s| std::ffi::OsStr::new(*s))
+        .chain(paths.iter().map(|p| p.as_os_str()))
+        .collect()
+}
+
+fn merge_ok(head: &[&str], paths: &[PathBuf], stdin: &str) -> String {
+    run_ok("mc-merge", &args(head, paths), stdin)
+}
+
+/// The value of `"tag"` on every output row.
+fn tags(out: &str) -> Vec<String> {
+    out.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["tag"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn timestamps(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["timestamp"].clone())
+        .collect()
+}
+
+const A: &str = r#"{"timestamp": 0, "tag": "a1", "input_length": 3}
+{"timestamp": 5, "tag": "a2", "session_id": "s"}
+{"session_id": "s", "delay": 100, "tag": "a2b"}
+{"timestamp": 5, "tag": "a3"}
+{"timestamp": 9, "tag": "a4"}
+"#;
+
+const B: &str = r#"{"timestamp": 5, "tag": "b1"}
+{"tag": "b2", "timestamp": 5}
+{"timestamp": 7, "tag": "b3"}
+"#;
+
+#[test]
+fn interleave_orders_by_time_and_keeps_ties_stable() {
+    let (_d, p) = files(&[("a.jsonl", A), ("b.jsonl", B)]);
+    let out = merge_ok(&["interleave", "--shared-ids"], &p, "");
+    // Times a: 0 5 (5) 5 9, b: 5 5 7. At 5 file a (index 0) goes first, in
+    // its file order, and a2b (no timestamp) stays behind a2.
+    assert_eq!(
+        tags(&out),
+        ["a1", "a2", "a2b", "a3", "b1", "b2", "b3", "a4"]
+    );
+    // Rows are written as read (key order, spacing) with --shared-ids.
+    assert!(out.contains("{\"tag\": \"b2\", \"timestamp\": 5}\n"));
+    assert!(out.starts_with("{\"timestamp\": 0, \"tag\": \"a1\", \"input_length\": 3}\n"));
+    // B before A: ties now go to b.
+    let rev = vec![p[1].clone(), p[0].clone()];
+    let out = merge_ok(&["interleave", "--shared-ids"], &rev, "");
+    assert_eq!(
+        tags(&out),
+        ["a1", "b1", "b2", "a2", "a2b", "a3", "b3", "a4"]
+    );
+}
+
+#[test]
+fn summary_names_rows_per_file_and_the_span() {
+    let (_d, p) = files(&[("a.jsonl", A), ("b.jsonl", B)]);
+    let out = tool("mc-merge")
+        .args(args(&["interleave"], &p))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    let a = p[0].display();
+    let b = p[1].display();
+    assert_eq!(
+        err,
+        format!(
+            "mc-merge: interleave: {a} 5 rows, {b} 3 rows; 8 rows written, timestamps 0 to 9 ms\n"
+        )
+    );
+}
+
+#[test]
+fn concat_shifts_each_file_after_the_last_arrival() {
+    // a is unsorted: its last line is not its latest arrival (30).
+    let a = "{\"timestamp\": 10}\n{\"timestamp\": 30}\n{\"timestamp\": 20}\n";
+    // b: earliest 3, latest 12; offset = 30 + 100 - 3 = 127 -> 134 130 139.
+    let b = "{\"timestamp\": 7}\n{\"timestamp\": 3}\n{\"timestamp\": 12}\n";
+    // c: earliest 40; offset = 139 + 100 - 40 = 199 -> 249 239; a row
+    // without a timestamp is not moved.
+    let c = "{\"timestamp\": 50}\n{\"input_length\": 1}\n{\"timestamp\": 40}\n";
+    let (_d, p) = files(&[("a", a), ("b", b), ("c", c)]);
+    let out = merge_ok(&["concat", "--gap-ms", "100"], &p, "");
+    assert_eq!(
+        out,
+        "{\"timestamp\": 10}\n{\"timestamp\": 30}\n{\"timestamp\": 20}\n\
+         {\"timestamp\": 134}\n{\"timestamp\": 130}\n{\"timestamp\": 139}\n\
+         {\"timestamp\": 249}\n{\"input_length\": 1}\n{\"timestamp\": 239}\n"
+    );
+    // No gap: b starts at a's latest arrival (offset 30 - 3 = 27 -> 34 30 39).
+    let out = merge_ok(&["concat"], &p[..2], "");
+    assert_eq!(
+        timestamps(&out),
+        [10, 30, 20, 34, 30, 39].map(serde_json::Value::from)
+    );
+    // A fractional gap makes the shifted times fractional: 30 + 0.5 - 3.
+    let out = merge_ok(&["concat", "--gap-ms", "0.5"], &p[..2], "");
+    assert_eq!(
+        timestamps(&out)[3..],
+        [34.5, 30.5, 39.5].map(serde_json::Value::from)
+    );
+}
+
+const UNSORTED_A: &str = "{\"timestamp\": 10, \"tag\": \"a1\"}\n{\"timestamp\": 30, \"tag\": \"a2\"}\n{\"timestamp\": 20, \"tag\": \"a3\"}\n";
+const UNSORTED_B: &str = "{\"timestamp\": 7, \"tag\": \"b1\"}\n{\"timestamp\": 3, \"tag\": \"b2\"}\n{\"timestamp\": 12, \"tag\": \"b3\"}\n";
+
+#[test]
+fn an_unsorted_input_is_an_error_naming_file_and_line() {
+    let (_d, p) = files(&[("a.jsonl", UNSORTED_A), ("b.jsonl", UNSORTED_B)]);
+    let out = tool("mc-merge")
+        .args(args(&["interleave"], &p))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    // Heads a1 (10) and b1 (7): b1 is written, then b's line 2 goes back.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\"timestamp\": 7, \"tag\": \"b1\"}\n"
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "{}: line 2: timestamp 3 is earlier than 7 on line 1",
+            p[1].display()
+        )) && err.contains("--sort"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sort_orders_unsorted_inputs_in_memory() {
+    let (_d, p) = files(&[("a.jsonl", UNSORTED_A), ("b.jsonl", UNSORTED_B)]);
+    let out = merge_ok(&["interleave", "--sort"], &p, "");
+    // a sorted: 10 20 30; b sorted: 3 7 12.
+    assert_eq!(tags(&out), ["b2", "b1", "a1", "b3", "a3", "a2"]);
+}
+
+/// The part of `mc-analyze --json` these tests read, strictly.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct Cache {
+    order: String,
+    input_tokens: f64,
+    results: Vec<CacheResult>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct CacheResult {
+    cache_blocks: Option<u64>,
+    hit_tokens: f64,
+    hit_rate: f64,
+}
+
+fn cache_of(trace: &str) -> Cache {
+    let json = run_ok("mc-analyze", &["--json", "--block-size", "512"], trace);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    serde_json::from_value(v["cache"].clone()).unwrap()
+}
+
+#[test]
+fn ids_of_different_files_are_disjoint_unless_shared() {
+    // One file: row 2 extends row 1's two blocks. B = 512.
+    let one = "{\"timestamp\": 0, \"input_length\": 1024, \"hash_ids\": [0, 1], \"session_id\": 1}\n\
+               {\"timestamp\": 10, \"input_length\": 1536, \"hash_ids\": [0, 1, 2], \"session_id\": 1}\n";
+    let (_d, p) = files(&[("x", one), ("y", one)]);
+    // Inside one file, row 2 hits [0, 1]: 1024 of 2560 tokens.
+    let single = cache_of(one);
+    assert_eq!(
+        (single.input_tokens, single.results[0].hit_tokens),
+        (2560.0, 1024.0)
+    );
+
+    // Disjoint (default): each file only hits itself, 2 x 1024 of 5120.
+    let merged = merge_ok(&["concat"], &p, "");
+    let c = cache_of(&merged);
+    assert_eq!(c.order, "file");
+    assert_eq!(c.results[0].cache_blocks, None);
+    assert_eq!((c.input_tokens, c.results[0].hit_tokens), (5120.0, 2048.0));
+    assert_eq!(c.results[0].hit_rate, 2048.0 / 5120.0);
+    // Ids and sessions in file t of 2: h -> 2h + t; session 1 -> 2 and 3.
+    let rows: Vec<serde_json::Value> = merged
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows[1]["hash_ids"], serde_json::json!([0, 2, 4]));
+    assert_eq!(rows[3]["hash_ids"], serde_json::json!([1, 3, 5]));
+    assert_eq!(rows[0]["session_id"], 2);
+    assert_eq!(rows[2]["session_id"], 3);
+
+    // --shared-ids: file y's row 1 hits [0, 1] (1024) and its row 2 hits
+    // [0, 1, 2] (1536): 1024 + 1024 + 1536 = 3584 of 5120.
+    let shared = merge_ok(&["concat", "--shared-ids"], &p, "");
+    let c = cache_of(&shared);
+    assert_eq!((c.input_tokens, c.results[0].hit_tokens), (5120.0, 3584.0));
+    // Same through interleave (times 0, 0, 10, 10: x1 y1 x2 y2): disjoint
+    // gives 2048 again; shared: y1 hits 1024, x2 1024, y2 1536 = 3584.
+    assert_eq!(
+        cache_of(&merge_ok(&["interleave"], &p, "")).results[0].hit_tokens,
+        2048.0
+    );
+    assert_eq!(
+        cache_of(&merge_ok(&["interleave", "--shared-ids"], &p, "")).results[0].hit_tokens,
+        3584.0
+    );
+}
+
+#[test]
+fn string_session_ids_get_a_file_prefix() {
+    let (_d, p) = files(&[
+        ("x", "{\"session_id\": \"chat-1\", \"timestamp\": 0}\n"),
+        ("y", "{\"session_id\": \"chat-1\", \"timestamp\": 0}\n"),
+    ]);
+    assert_eq!(
+        merge_ok(&["interleave"], &p, ""),
+        "{\"session_id\": \"f0:chat-1\", \"timestamp\": 0}\n{\"session_id\": \"f1:chat-1\", \"timestamp\": 0}\n"
+    );
+}
+
+/// `n` sessions of 3 rows each, tagged with `name`.
+fn sessions(name: &str, n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        for turn in 0..3 {
+            s.push_str(&format!(
+                "{{\"timestamp\": {}, \"session_id\": \"{name}{i}\", \"tag\": \"{name}\"}}\n",
+                i * 10 + turn
+            ));
+        }
+    }
+    s
+}
+
+#[test]
+fn weights_mix_rows_in_proportion_keeping_sessions_whole() {
+    let (_d, p) = files(&[("a", &sessions("a", 100)), ("b", &sessions("b", 100))]);
+    // 300 rows each at 1:2: s = min(300/1, 300/2) = 150; b keeps all 300,
+    // a keeps 150/300 = half its sessions in expectation (100 sessions,
+    // sd 5 sessions = 15 rows).
+    let out = merge_ok(&["interleave", "--weights", "1,2", "--seed", "3"], &p, "");
+    let t = tags(&out);
+    let a = t.iter().filter(|x| *x == "a").count();
+    assert_eq!(t.len() - a, 300);
+    assert!((90..=210).contains(&a) && a % 3 == 0, "{a}");
+    // Whole sessions: every kept session has its 3 turns.
+    let mut per: std::collections::HashMap<String, usize> = Default::default();
+    for l in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        *per.entry(v["session_id"].as_str().unwrap().into())
+            .or_default() += 1;
+    }
+    assert!(per.values().all(|&n| n == 3));
+    // The same seed gives the same bytes; another seed another sample.
+    assert_eq!(
+        out,
+        merge_ok(&["interleave", "--weights", "1,2", "--seed", "3"], &p, "")
+    );
+    assert_ne!(
+        out,
+        merge_ok(&["interleave", "--weights", "1,2", "--seed", "4"], &p, "")
+    );
+    // Weight 0 leaves a file out; equal weights on equal files keep all.
+    let out = merge_ok(&["concat", "--weights", "0,1"], &p, "");
+    assert_eq!(tags(&out), vec!["b"; 300]);
+    assert_eq!(
+        merge_ok(&["concat", "--weights", "1,1"], &p, "")
+            .lines()
+            .count(),
+        600
+    );
+}
+
+#[test]
+fn weights_summary_counts_dropped_rows() {
+    let (_d, p) = files(&[("a", &sessions("a", 2)), ("b", &sessions("b", 1))]);
+    let out = tool("mc-merge")
+        .args(args(&["concat", "--weights", "0,1"], &p))
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    // a (weight 0) writes none of its 6 rows; with nothing written before
+    // it, b keeps its own times 0 1 2.
+    assert!(
+        err.contains(&format!(
+            "{} 0 of 6 rows, {} 3 rows; 3 rows written, timestamps 0 to 2 ms",
+            p[0].display(),
+            p[1].display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn scale_rate_speeds_each_file_up() {
+    // a at rate 2: 0 10 21 -> 0 5 10 (trunc(21/2) = 10), delay 9 -> 4.
+    let a = "{\"timestamp\": 0, \"tag\": \"a1\"}\n{\"timestamp\": 10, \"tag\": \"a2\"}\n{\"timestamp\": 21, \"tag\": \"a3\", \"delay\": 9}\n";
+    // b as is: 3 8.
+    let b = "{\"timestamp\": 3, \"tag\": \"b1\"}\n{\"timestamp\": 8, \"tag\": \"b2\"}\n";
+    let (_d, p) = files(&[("a", a), ("b", b)]);
+    let out = merge_ok(&["interleave", "--scale-rate", "2,1"], &p, "");
+    assert_eq!(tags(&out), ["a1", "b1", "a2", "b2", "a3"]);
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "{\"timestamp\": 10, \"tag\": \"a3\", \"delay\": 4}"
+    );
+    // concat: b at rate 0.5 becomes 6 16; a ends at 21; offset = 21 + 5 -
+    // 6 = 20 -> 26 36.
+    let out = merge_ok(
+        &["concat", "--gap-ms", "5", "--scale-rate", "1,0.5"],
+        &p,
+        "",
+    );
+    assert_eq!(
+        timestamps(&out),
+        [0, 10, 21, 26, 36].map(serde_json::Value::from)
+    );
+}
+
+#[test]
+fn stdin_is_a_file_named_dash() {
+    let (_d, p) = files(&[("a", UNSORTED_A), ("b", UNSORTED_B)]);
+    let want = merge_ok(&["concat", "--gap-ms", "1"], &p, "");
+    // stdin first (streamed) and second (held in memory for its earliest arrival).
+    let dash = PathBuf::from("-");
+    assert_eq!(
+        merge_ok(
+            &["concat", "--gap-ms", "1"],
+            &[dash.clone(), p[1].clone()],
+            UNSORTED_A
+        ),
+        want
+    );
+    let want = merge_ok(
+        &["concat", "--gap-ms", "1"],
+        &[p[1].clone(), p[0].clone()],
+        "",
+    );
+    assert_eq!(
+        merge_ok(
+            &["concat", "--gap-ms", "1"],
+            &[p[1].clone(), dash.clone()],
+            UNSORTED_A
+        ),
+        want
+    );
+    let want = merge_ok(&["interleave", "--sort"], &p, "");
+    assert_eq!(
+        merge_ok(
+            &["interleave", "--sort"],
+            &[dash.clone(), p[1].clone()],
+            UNSORTED_A
+        ),
+        want
+    );
+    // Errors name stdin.
+    let out = tool("mc-merge")
+        .args(["interleave", "-"])
+        .arg(&p[1])
+        .write_stdin("{\"timestamp\": 1}\n{\"timestamp\": 0}\n")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("stdin: line 2: timestamp 0 is earlier than 1 on line 1"));
+}
+
+#[test]
+fn bad_lines_name_the_file_and_follow_on_error() {
+    let bad = "{\"timestamp\": 1, \"tag\": \"c1\"}\n{\"timestamp\": 2,\n{\"timestamp\": 3, \"tag\": \"c3\"}\n";
+    let (_d, p) = files(&[("a", "{\"timestamp\": 0, \"tag\": \"a1\"}\n"), ("c", bad)]);
+    let out = tool("mc-merge")
+        .args(args(&["concat"], &p))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with(&format!(
+            "mc-merge: {}: line 2: invalid JSON",
+            p[1].display()
+        )),
+        "{err}"
+    );
+    // The good rows before the bad one were written.
+    assert_eq!(tags(&String::from_utf8(out.stdout).unwrap()), ["a1", "c1"]);
+    let out = tool("mc-merge")
+        .args(args(&["concat", "--on-error", "skip"], &p))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        tags(&String::from_utf8(out.stdout).unwrap()),
+        ["a1", "c1", "c3"]
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!("{}: skipped 1 bad line (line 2)", p[1].display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors() {
+    let (_d, p) = files(&[("a", "{}\n"), ("b", "{}\n")]);
+    let code = |a: &[&std::ffi::OsStr]| tool("mc-merge").args(a).output().unwrap().status.code();
+    assert_eq!(code(&[]), Some(2));
+    assert_eq!(code(&args(&["concat", "--weights", "1"], &p)), Some(2));
+    assert_eq!(code(&args(&["concat", "--scale-rate", "0,1"], &p)), Some(2));
+    assert_eq!(code(&args(&["concat", "--weights", "0,0"], &p)), Some(2));
+    assert_eq!(code(&args(&["interleave", "-", "-"], &[])), Some(2));
+    let missing = [Path::new("/nonexistent/x.jsonl").to_path_buf()];
+    assert_eq!(code(&args(&["concat"], &missing)), Some(66));
+}
