@@ -532,3 +532,43 @@ fn completions(mock: &Mock) -> usize {
         .filter(|r| r["method"] == "POST")
         .count()
 }
+
+/// What a sweep writes is what mc-report reads: each value's folder gives
+/// back exactly the summary mc-replay wrote, and the sweep folder gives the
+/// HTML report its throughput-latency section.
+#[test]
+fn mc_report_reads_a_sweep_folder_back() {
+    let dir = temp_dir("report");
+    let mut args = vec!["--rate", "20,100", "--arrival", "constant"];
+    args.extend(QUEUE);
+    let s = sweep(dir.path(), &args, &twenty_rows());
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    for name in ["rate-20", "rate-100"] {
+        let run = dir.path().join(name);
+        let out = tool("mc-report").arg("--json").arg(&run).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let theirs: Value =
+            serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(ours, theirs, "{name}");
+    }
+    let html = dir.path().join("report.html");
+    let out = tool("mc-report")
+        .arg("--html")
+        .arg(&html)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Sweep over rate</h2>"));
+    assert!(!page.contains("http://") && !page.contains("https://"));
+}

@@ -22,19 +22,23 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Walks a JSON array of plain non-negative integers from `i`, just after
-/// its `[`, calling `each` with every id's digits. Returns the index just
-/// after the `]` and the array's shape, or `Err` with the index of the first
-/// byte that does not belong to such an array. What that byte means is the
-/// caller's to judge: the scanner falls back to its general path (the array
-/// may be valid JSON of another kind), the decoder names the element.
+/// its `[`, calling `each` with every id's digits and value. Returns the
+/// index just after the `]` and the array's shape, or `Err` with the index
+/// of the first byte that does not belong to such an array. What that byte
+/// means is the caller's to judge: the scanner falls back to its general
+/// path (the array may be valid JSON of another kind), the decoder names
+/// the element.
 ///
 /// This is the hot loop of every tool (`hash_ids` is most of a Mooncake
-/// line), so it is one tight pass with the visitor inlined.
+/// line), so it is one tight pass: the value is accumulated while the
+/// digits are found (wrapping; only ids of more than 19 digits can wrap,
+/// and the decoder checks those), and a visitor that ignores it costs
+/// nothing once inlined.
 #[inline]
 pub(crate) fn walk(
     b: &[u8],
     i: usize,
-    mut each: impl FnMut(&[u8]),
+    mut each: impl FnMut(&[u8], u64),
 ) -> Result<(usize, IdArrayShape), usize> {
     let mut shape = IdArrayShape::default();
     let mut i = skip_ws(b, i);
@@ -42,18 +46,32 @@ pub(crate) fn walk(
         return Ok((i + 1, shape));
     }
     loop {
+        // Mooncake traces write `, ` between ids: one space is the common case.
+        if b.get(i) == Some(&b' ') {
+            i += 1;
+        }
         i = skip_ws(b, i);
         let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
+        let mut v = 0u64;
+        while let Some(&c) = b.get(i) {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
             i += 1;
         }
         // No digits, or a leading zero (`01` is not JSON).
         if i == start || (b[start] == b'0' && i - start > 1) {
             return Err(start);
         }
-        each(&b[start..i]);
+        each(&b[start..i], v);
         shape.count += 1;
         shape.longest_digits = shape.longest_digits.max(i - start);
+        if b.get(i) == Some(&b',') {
+            i += 1;
+            continue;
+        }
         i = skip_ws(b, i);
         match b.get(i) {
             Some(b',') => i += 1,
@@ -96,14 +114,13 @@ fn expect_array(raw: &[u8]) -> Result<(), String> {
 /// anything but non-negative integers.
 pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
     expect_array(raw)?;
-    walk(raw, 1, |_| {})
+    walk(raw, 1, |_, _| {})
         .map(|(_, shape)| shape)
         .map_err(|at| not_ids(raw, at))
 }
 
-/// Decodes an id array into `out` (appending). `shape` is what the scanner
-/// already knows: with every id at most 19 digits, no id can overflow u64,
-/// so digits accumulate unchecked.
+/// Decodes an id array into `out` (appending); `shape`, when the scanner
+/// already knows it, sizes `out` up front.
 pub(crate) fn decode(
     raw: &[u8],
     shape: Option<IdArrayShape>,
@@ -114,11 +131,10 @@ pub(crate) fn decode(
         out.reserve(s.count);
     }
     let mut too_big = false;
-    let walked = walk(raw, 1, |digits| {
+    let walked = walk(raw, 1, |digits, v| {
+        // Up to 19 digits the walker's value is exact; beyond, it wrapped.
         let v = if digits.len() <= 19 {
-            digits
-                .iter()
-                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0'))
+            v
         } else {
             super::parse_uint(digits).unwrap_or_else(|| {
                 too_big = true;
@@ -161,7 +177,7 @@ mod tests {
         );
         assert_eq!(shape("[]").unwrap().count, 0);
         // The end index is just after `]`, so the scanner can go on from it.
-        assert_eq!(walk(b"[1, 2], 3", 1, |_| {}).unwrap().0, 6);
+        assert_eq!(walk(b"[1, 2], 3", 1, |_, _| {}).unwrap().0, 6);
     }
 
     #[test]
