@@ -40,21 +40,25 @@ pub(crate) fn walk(
     i: usize,
     mut each: impl FnMut(&[u8], u64),
 ) -> Result<(usize, IdArrayShape), usize> {
+    let n = b.len();
     let mut shape = IdArrayShape::default();
     let mut i = skip_ws(b, i);
-    if b.get(i) == Some(&b']') {
+    if i < n && b[i] == b']' {
         return Ok((i + 1, shape));
     }
     loop {
-        // Mooncake traces write `, ` between ids: one space is the common case.
-        if b.get(i) == Some(&b' ') {
+        // Mooncake traces write `, ` between ids: spaces are the common
+        // case and get the tight loop; other JSON whitespace the general one.
+        while i < n && b[i] == b' ' {
             i += 1;
         }
-        i = skip_ws(b, i);
+        if i < n && matches!(b[i], b'\t' | b'\n' | b'\r') {
+            i = skip_ws(b, i);
+        }
         let start = i;
         let mut v = 0u64;
-        while let Some(&c) = b.get(i) {
-            let d = c.wrapping_sub(b'0');
+        while i < n {
+            let d = b[i].wrapping_sub(b'0');
             if d > 9 {
                 break;
             }
@@ -68,11 +72,12 @@ pub(crate) fn walk(
         each(&b[start..i], v);
         shape.count += 1;
         shape.longest_digits = shape.longest_digits.max(i - start);
-        if b.get(i) == Some(&b',') {
+        while i < n && b[i] == b' ' {
             i += 1;
-            continue;
         }
-        i = skip_ws(b, i);
+        if i < n && matches!(b[i], b'\t' | b'\n' | b'\r') {
+            i = skip_ws(b, i);
+        }
         match b.get(i) {
             Some(b',') => i += 1,
             Some(b']') => return Ok((i + 1, shape)),
