@@ -66,7 +66,7 @@ pub struct RowVisit {
 /// meaning is the pass's: one field rather than three keeps an entry at 16
 /// bytes (the table is the analysis's largest structure). The table knows
 /// its pass, entering a pass clears the scratch, and each pass touches it
-/// only through its own accessor on [`Entry`], so no pass reads another's
+/// only through its own accessor on `Entry`, so no pass reads another's
 /// leftovers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Pass {

@@ -9,8 +9,8 @@
 //! `benches/parse.rs` and docs/ARCHITECTURE.md for the comparison with
 //! simd-json and serde_json).
 //!
-//! [`scan`] validates a line and finds the fields, [`ids`] is the one walker
-//! over id arrays, [`write`] writes edited records and values.
+//! `scan` validates a line and finds the fields, `ids` is the one walker
+//! over id arrays, `write` writes edited records and values.
 
 mod ids;
 mod scan;
