@@ -125,23 +125,11 @@ impl Importer for Aibrix {
             return Ok(());
         }
         let mut rd = LineReader::new(src, self.max_line);
-        loop {
-            let line = match rd.next_line() {
-                Ok(Some(l)) => l,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    sink.policy.handle(e)?;
-                    continue;
-                }
-            };
-            let no = line.no;
-            let parsed = match serde_json::from_slice::<Entry>(line.bytes) {
+        sink.each_line(&mut rd, |sink, bytes| {
+            Ok(match serde_json::from_slice::<Entry>(bytes) {
                 Ok(e) => self.entry(&e, sink)?,
                 Err(e) => Err(json_error(&e)),
-            };
-            if let Err(e) = parsed {
-                sink.bad(no, e)?;
-            }
-        }
+            })
+        })
     }
 }

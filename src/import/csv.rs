@@ -148,33 +148,21 @@ pub fn read_rows<C>(
     let header = Header::parse(first.bytes).map_err(|err| Error::Data { line: no, err })?;
     let cols = columns(&header).map_err(|err| Error::Data { line: no, err })?;
     let mut fields = Fields::default();
-    loop {
-        let line = match rd.next_line() {
-            Ok(Some(l)) => l,
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                sink.policy.handle(e)?;
-                continue;
-            }
-        };
+    sink.each_line(&mut rd, |sink, bytes| {
         sink.counts.rows_in += 1;
-        let no = line.no;
-        let result = match fields.split(line.bytes) {
+        match fields.split(bytes) {
             Ok(()) => row(
                 &Row {
                     header: &header,
                     cols: &cols,
                     fields: &fields,
-                    line: line.bytes,
+                    line: bytes,
                 },
                 sink,
-            )?,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            sink.bad(no, e)?;
+            ),
+            Err(e) => Ok(Err(e)),
         }
-    }
+    })
 }
 
 /// One data row of a CSV file, with its header and the columns found in it.

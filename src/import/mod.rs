@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, RecordError, Result};
 use crate::filter::IoArgs;
-use crate::jsonl::{self, ErrorPolicy, Output};
+use crate::jsonl::{self, ErrorPolicy, LineReader, Output};
 use crate::nat;
 use row::ObjWriter;
 
@@ -214,6 +214,31 @@ impl Sink {
         self.out.buffer().extend_from_slice(bytes);
         self.counts.rows_out += 1;
         self.out.end_line()
+    }
+
+    /// Converts `rd` line by line. A line that cannot be read (too long)
+    /// goes to the error policy; `convert` turns a line into rows, or into
+    /// a bad-record error that is named by the line's number and handled
+    /// per `--on-error`; its outer `Result` stops the import.
+    pub fn each_line<R: Read>(
+        &mut self,
+        rd: &mut LineReader<R>,
+        mut convert: impl FnMut(&mut Sink, &[u8]) -> Result<std::result::Result<(), RecordError>>,
+    ) -> Result<()> {
+        loop {
+            let line = match rd.next_line() {
+                Ok(Some(l)) => l,
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    self.policy.handle(e)?;
+                    continue;
+                }
+            };
+            let no = line.no;
+            if let Err(e) = convert(self, line.bytes)? {
+                self.bad(no, e)?;
+            }
+        }
     }
 
     /// A bad record on `line`: stops or is counted, per `--on-error`.

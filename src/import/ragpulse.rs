@@ -391,23 +391,17 @@ impl Importer for RagPulse {
             self.folder = Some(folder);
         }
         let mut rd = LineReader::new(src, self.max_line);
-        loop {
-            let line = match rd.next_line() {
-                Ok(Some(l)) => l,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    sink.policy.handle(e)?;
-                    continue;
-                }
-            };
+        sink.each_line(&mut rd, |sink, bytes| {
             sink.counts.rows_in += 1;
-            let no = line.no;
-            match self.convert(line.bytes)? {
-                Ok(t) if self.sort => self.held.push((t, self.row.clone())),
-                Ok(_) => sink.raw_row(&self.row)?,
-                Err(e) => sink.bad(no, e)?,
-            }
-        }
+            Ok(match self.convert(bytes)? {
+                Ok(t) if self.sort => {
+                    self.held.push((t, self.row.clone()));
+                    Ok(())
+                }
+                Ok(_) => sink.raw_row(&self.row).map(Ok)?,
+                Err(e) => Err(e),
+            })
+        })
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
