@@ -21,11 +21,11 @@ use crate::nat::reader::ArraySplitter;
 #[derive(Deserialize)]
 struct Entry {
     timestamp: serde_json::Number,
-    requests: Vec<Request>,
+    requests: Vec<AibrixRequest>,
 }
 
 #[derive(Deserialize)]
-struct Request {
+struct AibrixRequest {
     #[serde(default)]
     prompt: Option<String>,
     #[serde(default, alias = "Prompt Length")]

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use super::csv::{column_error, read_rows, show, Row};
+use super::csv::{column_error, read_rows, show, CsvRow};
 use super::row::SynthIds;
 use super::{time, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
@@ -37,7 +37,7 @@ impl Azure {
         }
     }
 
-    fn row(&mut self, r: &Row<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
+    fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_datetime(raw).ok_or_else(|| {

@@ -11,7 +11,7 @@
 
 use std::io::Read;
 
-use super::csv::{column_error, read_rows, show, Header, Row};
+use super::csv::{column_error, read_rows, show, CsvRow, Header};
 use super::row::SynthIds;
 use super::{time, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
@@ -95,7 +95,7 @@ impl Cols {
 }
 
 impl BurstGpt {
-    fn row(&mut self, r: &Row<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
+    fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_seconds(raw)

@@ -138,7 +138,7 @@ pub fn read_rows<C>(
     max_line: usize,
     sink: &mut Sink,
     columns: impl FnOnce(&Header) -> std::result::Result<C, RecordError>,
-    mut row: impl FnMut(&Row<'_, C>, &mut Sink) -> Result<std::result::Result<(), RecordError>>,
+    mut row: impl FnMut(&CsvRow<'_, C>, &mut Sink) -> Result<std::result::Result<(), RecordError>>,
 ) -> Result<()> {
     let mut rd = LineReader::new_text(src, max_line);
     let Some(first) = rd.next_line()? else {
@@ -152,7 +152,7 @@ pub fn read_rows<C>(
         sink.counts.rows_in += 1;
         match fields.split(bytes) {
             Ok(()) => row(
-                &Row {
+                &CsvRow {
                     header: &header,
                     cols: &cols,
                     fields: &fields,
@@ -166,14 +166,14 @@ pub fn read_rows<C>(
 }
 
 /// One data row of a CSV file, with its header and the columns found in it.
-pub struct Row<'a, C> {
+pub struct CsvRow<'a, C> {
     pub header: &'a Header,
     pub cols: &'a C,
     fields: &'a Fields,
     line: &'a [u8],
 }
 
-impl<C> Row<'_, C> {
+impl<C> CsvRow<'_, C> {
     /// Field `col`, or an error naming the column when the row is short.
     pub fn get(&self, col: usize) -> std::result::Result<&[u8], RecordError> {
         self.fields

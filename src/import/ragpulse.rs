@@ -154,7 +154,7 @@ impl<'de> Deserialize<'de> for Components {
 }
 
 #[derive(Deserialize)]
-struct Request {
+struct RagRequest {
     timestamp: Seconds,
     input_length: u64,
     output_length: u64,
@@ -250,7 +250,7 @@ impl RagPulse {
 
     /// Converts one trace line into `self.row`; returns its time in ns.
     fn convert(&mut self, line: &[u8]) -> Result<std::result::Result<i64, RecordError>> {
-        let req: Request = match serde_json::from_slice(line) {
+        let req: RagRequest = match serde_json::from_slice(line) {
             Ok(r) => r,
             Err(e) => return Ok(Err(json_error(&e))),
         };

@@ -36,11 +36,11 @@ struct Session {
     block_size: Option<u64>,
     #[serde(default)]
     hash_id_scope: Option<String>,
-    requests: Vec<Request>,
+    requests: Vec<WekaRequest>,
 }
 
 #[derive(Deserialize)]
-struct Request {
+struct WekaRequest {
     #[serde(default)]
     t: f64,
     #[serde(default, rename = "type")]
@@ -58,7 +58,7 @@ struct Request {
     #[serde(default)]
     agent_id: Option<String>,
     #[serde(default)]
-    requests: Option<Vec<Request>>,
+    requests: Option<Vec<WekaRequest>>,
 }
 
 pub struct Weka {
@@ -167,13 +167,13 @@ impl Weka {
     /// sub-agents' sessions).
     fn session(
         &mut self,
-        reqs: &[Request],
+        reqs: &[WekaRequest],
         at: &Place<'_>,
         b: u64,
         path: &str,
         sink: &mut Sink,
     ) -> Result<std::result::Result<(), RecordError>> {
-        let mut prev: Option<&Request> = None;
+        let mut prev: Option<&WekaRequest> = None;
         let mut subs = 0usize;
         for (k, r) in reqs.iter().enumerate() {
             if r.kind.as_deref() == Some("subagent") {

@@ -23,7 +23,7 @@ pub enum Unit {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub struct MetricRow {
     pub metric: String,
     pub unit: Unit,
     /// One per run; null where the run has no such value.
@@ -56,7 +56,7 @@ pub fn change(base: Option<f64>, v: Option<f64>) -> Option<f64> {
 }
 
 /// The comparison rows of `runs` (in order; the first is the base).
-pub fn rows(runs: &[&Recomputed]) -> Vec<Row> {
+pub fn rows(runs: &[&Recomputed]) -> Vec<MetricRow> {
     let mut out = Vec::new();
     let mut add = |metric: String, unit: Unit, f: &dyn Fn(&Recomputed) -> Option<f64>| {
         let values: Vec<Option<f64>> = runs.iter().map(|r| f(r)).collect();
@@ -66,7 +66,7 @@ pub fn rows(runs: &[&Recomputed]) -> Vec<Row> {
             .enumerate()
             .map(|(i, &v)| if i == 0 { None } else { change(base, v) })
             .collect();
-        out.push(Row {
+        out.push(MetricRow {
             metric,
             unit,
             values,
@@ -142,7 +142,7 @@ pub fn change_text(c: Option<f64>) -> String {
 }
 
 /// The readable table: a column per run, the change in brackets.
-pub fn table(labels: &[String], rows: &[Row]) -> String {
+pub fn table(labels: &[String], rows: &[MetricRow]) -> String {
     let name_w = rows
         .iter()
         .map(|r| r.metric.len())
@@ -192,7 +192,7 @@ pub fn table(labels: &[String], rows: &[Row]) -> String {
 }
 
 /// Long CSV: one line per metric and run.
-pub fn csv(labels: &[String], rows: &[Row]) -> String {
+pub fn csv(labels: &[String], rows: &[MetricRow]) -> String {
     let mut s = String::from("metric,run,value,change_pct\n");
     for r in rows {
         for ((l, v), c) in labels.iter().zip(&r.values).zip(&r.change_pct) {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::plot::{panel_svg, Panel, PlotError};
 
-use super::compare::{change_text, Row, Unit};
+use super::compare::{change_text, MetricRow, Unit};
 use super::summary::describe;
 use super::Report;
 
@@ -59,7 +59,7 @@ fn section(out: &mut String, title: &str, panels: &[Panel]) -> Result<(), PlotEr
     Ok(())
 }
 
-fn compare_table(out: &mut String, labels: &[String], rows: &[Row]) {
+fn compare_table(out: &mut String, labels: &[String], rows: &[MetricRow]) {
     out.push_str("<table>\n<tr><th>metric</th>");
     for l in labels {
         let _ = write!(out, "<th>{}</th>", esc(l));

@@ -124,7 +124,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn rows(&self) -> Vec<compare::Row> {
+    pub fn rows(&self) -> Vec<compare::MetricRow> {
         compare::rows(&self.summaries.iter().collect::<Vec<_>>())
     }
 
