@@ -62,26 +62,29 @@ gen_azure() { # BYTES
 # RAGPulse's shape (see $MCTRACE_DATA/ragpulse/SOURCE.md): a trace whose
 # hash_ids is an object of component id lists, string timestamps in whole
 # seconds, a session_id; and the five component length files.
+# Component lengths are functions of the id, so the trace's input_length can
+# be their sum plus RAGPulse's 6-12 template tokens (the importer checks it).
 gen_ragpulse() { # DIR BYTES
   local d=$1 limit=$2
   mkdir -p "$d"
-  awk -v d="$d" 'BEGIN { srand(2)
+  awk -v d="$d" 'BEGIN {
     for (i = 0; i < 64; i++) printf "{\"sys_prompt_id\": %d, \"token_length\": 512}\n", i > (d "/1_sys_prompt.jsonl")
-    for (i = 0; i < 20000; i++) printf "{\"passage_id\": %d, \"token_length\": %d}\n", 1000 + i, 50 + int(rand() * 400) > (d "/2_passages.jsonl")
-    for (i = 0; i < 20000; i++) printf "{\"history_id\": %d, \"token_length\": %d}\n", 30000 + i, 5 + int(rand() * 300) > (d "/3_history.jsonl")
-    for (i = 0; i < 20000; i++) printf "{\"user_input_id\": %d, \"token_length\": %d}\n", 60000 + i, 3 + int(rand() * 60) > (d "/4_user_input.jsonl")
-    for (i = 0; i < 500; i++) printf "{\"web_search_id\": %d, \"token_length\": 512}\n", 90000 + i > (d "/5_web_search.jsonl")
+    for (i = 1000; i < 21000; i++) printf "{\"passage_id\": %d, \"token_length\": %d}\n", i, 50 + (i * 7919) % 400 > (d "/2_passages.jsonl")
+    for (i = 30000; i < 50000; i++) printf "{\"history_id\": %d, \"token_length\": %d}\n", i, 5 + (i * 104729) % 300 > (d "/3_history.jsonl")
+    for (i = 60000; i < 80000; i++) printf "{\"user_input_id\": %d, \"token_length\": %d}\n", i, 3 + i % 60 > (d "/4_user_input.jsonl")
+    for (i = 90000; i < 90500; i++) printf "{\"web_search_id\": %d, \"token_length\": 512}\n", i > (d "/5_web_search.jsonl")
   }'
   awk -v limit="$limit" 'BEGIN { srand(3); bytes = 0; t = 0; n = 0
     while (bytes < limit) {
       n++; t += int(rand() * 3)
-      sys = sprintf("%d, %d, %d", int(rand() * 4), 4 + int(rand() * 20), 24 + int(rand() * 40))
+      sys = sprintf("%d, %d, %d", int(rand() * 4), 4 + int(rand() * 20), 24 + int(rand() * 40)); len = 3 * 512
       p = ""; np = 3 + int(rand() * 6)
-      for (i = 0; i < np; i++) p = p (i ? ", " : "") (1000 + int(rand() * 20000))
-      h = rand() < 0.5 ? "" : sprintf("%d", 30000 + int(rand() * 20000))
-      w = rand() < 0.1 ? sprintf("%d", 90000 + int(rand() * 500)) : ""
-      line = sprintf("{\"timestamp\": \"%d\", \"input_length\": %d, \"output_length\": %d, \"hash_ids\": {\"sys_prompt\": [%s], \"passages_ids\": [%s], \"history\": [%s], \"web_search\": [%s], \"user_input\": [%d]}, \"session_id\": \"%d-%06d\"}",
-        t, 2000 + int(rand() * 2000), 20 + int(rand() * 400), sys, p, h, w, 60000 + int(rand() * 20000), 1757476916000 + t, n % 100000)
+      for (i = 0; i < np; i++) { id = 1000 + int(rand() * 20000); p = p (i ? ", " : "") id; len += 50 + (id * 7919) % 400 }
+      h = ""; if (rand() < 0.5) { id = 30000 + int(rand() * 20000); h = id; len += 5 + (id * 104729) % 300 }
+      w = ""; if (rand() < 0.1) { id = 90000 + int(rand() * 500); w = id; len += 512 }
+      u = 60000 + int(rand() * 20000); len += 3 + u % 60
+      line = sprintf("{\"timestamp\": \"%d\", \"input_length\": %d, \"output_length\": %d, \"hash_ids\": {\"sys_prompt\": [%s], \"passages_ids\": [%s], \"history\": [%s], \"web_search\": [%s], \"user_input\": [%d]}, \"session_id\": \"%.0f-%06d\"}",
+        t, len + 6 + int(rand() * 7), 20 + int(rand() * 400), sys, p, h, w, u, 1757476916000 + t, n % 100000)
       print line; bytes += length(line) + 1
     }
   }' > "$d/0_trace.jsonl"
