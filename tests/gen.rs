@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::util::{run_ok, tool};
+use crate::util::{assert_success, run_ok, tool};
 
 fn gen(args: &[&str]) -> String {
     run_ok("mc-gen", args, "")
@@ -673,11 +673,7 @@ fn prompts_are_matched_within_tolerance() {
             .arg(&cache)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         (
             String::from_utf8(out.stdout).unwrap(),
             String::from_utf8(out.stderr).unwrap(),

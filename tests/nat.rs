@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::util::{data_dir, tool};
+use crate::util::{assert_success, data_dir, tool};
 
 /// A WordLevel tokenizer: one token per word, unknown words -> [UNK].
 fn word_tokenizer(dir: &Path) -> PathBuf {
@@ -111,11 +111,7 @@ fn convert(args: &[&str], input: &str) -> (Vec<Value>, String) {
         .write_stdin(input.to_string())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     (rows(&out.stdout), String::from_utf8(out.stderr).unwrap())
 }
 
@@ -350,11 +346,7 @@ fn model_ids_resolve_from_the_hf_cache_and_are_inferred_from_the_trace() {
             .unwrap()
     };
     let out = run(&["--tokenizer", "meta-llama/Llama-3.3-70B-Instruct"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(rows(&out.stdout)[0]["hash_ids"], json!([0, 1]));
     // No --tokenizer: the trace's model name picks it.
     let out = run(&[]);
@@ -377,11 +369,7 @@ fn model_ids_resolve_from_the_hf_cache_and_are_inferred_from_the_trace() {
         .write_stdin(nat_file())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
 }
 
 #[test]
@@ -441,11 +429,7 @@ fn a_model_not_cached_is_downloaded_from_hf_endpoint() {
         .write_stdin(nat_file())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let head = server.join().unwrap();
     assert!(
         head.starts_with("GET /org/remote/resolve/main/tokenizer.json "),
@@ -472,11 +456,7 @@ fn the_real_nat_file_with_the_real_tokenizer() {
         .arg("-")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let rows = rows(&out.stdout);
     // SOURCE.md: 3, 1, 2 and 1 LLM calls in the 4 requests.
     assert_eq!(rows.len(), 7);

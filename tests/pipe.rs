@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use crate::util::tool;
+use crate::util::{assert_success, tool};
 
 const TOOLS: [&str; 3] = ["mc-scale", "mc-roots", "mc-cap"];
 
@@ -254,11 +254,7 @@ fn a_utf8_bom_is_accepted_and_stripped() {
         .write_stdin("\u{feff}{\"input_length\": 5}\r\n{\"input_length\": 7}\r\n")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["input"]["rows"], 2, "{report}");
     assert_eq!(report["aiperf"]["total_requests"], 2, "{report}");

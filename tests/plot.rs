@@ -1,6 +1,6 @@
 //! mc-plot: the figure of a trace, run as a user would.
 
-use crate::util::{run_ok, tool};
+use crate::util::{assert_success, run_ok, tool};
 
 const TRACE: &str = r#"{"timestamp": 0, "session_id": "a", "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}
 {"timestamp": 500, "session_id": "b", "input_length": 512, "output_length": 20, "hash_ids": [1]}
@@ -62,11 +62,7 @@ fn mc_gen_plot_is_mc_plots_figure_of_the_generated_rows() {
         .arg(&gen_svg)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let plotted = crate::util::tool("mc-plot")
         .arg("--svg")
         .arg(&plot_svg)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::tool;
+use crate::util::{assert_success, tool};
 use schema::{RequestResult, Summary};
 
 /// mc-replay's output schema as the tests expect it, written here rather
@@ -1050,11 +1050,7 @@ fn request_bodies_and_headers() {
         .timeout(Duration::from_secs(30))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // The key is never printed nor written to results.
     let all = [out.stdout.clone(), out.stderr.clone()].concat();
     assert!(!String::from_utf8_lossy(&all).contains("sk-secret"));
@@ -1753,11 +1749,7 @@ fn the_summary_describes_the_run() {
         .timeout(Duration::from_secs(30))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let s: Summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     let r = &s.run;
     assert_eq!(

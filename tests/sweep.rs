@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::replay::schema::{RequestResult, Summary};
 use crate::replay::Mock;
-use crate::util::tool;
+use crate::util::{assert_success, tool};
 
 /// `sweep.json` as the tests expect it (the report reads this schema).
 #[derive(Debug, Deserialize)]
@@ -503,11 +503,7 @@ fn mc_plot_draws_a_sweep_curve() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let svg = String::from_utf8(out.stdout).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for title in ["TTFT by output throughput", "Output throughput by rate"] {
@@ -546,11 +542,7 @@ fn mc_report_reads_a_sweep_folder_back() {
     for name in ["rate-20", "rate-100"] {
         let run = dir.path().join(name);
         let out = tool("mc-report").arg("--json").arg(&run).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
         let theirs: Value =
             serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
@@ -563,11 +555,7 @@ fn mc_report_reads_a_sweep_folder_back() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<h2>Sweep over rate</h2>"));
     assert!(!page.contains("http://") && !page.contains("https://"));

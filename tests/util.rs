@@ -25,6 +25,15 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Fails the test, showing the tool's stderr, unless it exited 0.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `name` with `args` on `input` and returns its stdout, failing the
 /// test (with the tool's stderr) if it does not succeed.
 pub fn run_ok<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S], input: &str) -> String {
