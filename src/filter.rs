@@ -196,26 +196,25 @@ where
 {
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    let mut ahead: Vec<(u64, Vec<u8>)> = Vec::new();
+    // The rows read ahead, in one buffer: line number and end offset of each.
+    let (mut ahead, mut ahead_ends): (Vec<u8>, Vec<(u64, usize)>) = (Vec::new(), Vec::new());
     let b = match size {
         BlockSize::Fixed(b) => b,
         BlockSize::Auto => {
             let mut sizes = FeasibleSizes::default();
-            let mut ids = Vec::new();
-            let mut bytes = 0;
-            while ahead.len() < LOOKAHEAD_ROWS && bytes < LOOKAHEAD_BYTES {
+            while ahead_ends.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
                 match reader.next_line() {
                     Ok(Some(line)) => {
                         // Bad lines decide nothing; the pass below reports them.
                         if let Ok(rec) = Record::parse(line.bytes) {
-                            if let (Ok(true), Ok(Some(len))) =
-                                (rec.hash_ids_into(&mut ids), rec.uint(Field::InputLength))
+                            if let (Ok(Some(n)), Ok(Some(len))) =
+                                (rec.hash_ids_len(), rec.uint(Field::InputLength))
                             {
-                                sizes.add(ids.len() as u64, len);
+                                sizes.add(n as u64, len);
                             }
                         }
-                        bytes += line.bytes.len();
-                        ahead.push((line.no, line.bytes.to_vec()));
+                        ahead.extend_from_slice(line.bytes);
+                        ahead_ends.push((line.no, ahead.len()));
                     }
                     Ok(None) => break,
                     Err(e) => policy.handle(e)?,
@@ -244,10 +243,12 @@ where
     let mut step = make_step(b);
     let mut out = io.writer()?;
     let mut counts = RowCounts::default();
-    let result = ahead
+    let mut start = 0;
+    let result = ahead_ends
         .iter()
-        .try_for_each(|(no, bytes)| {
-            write_record(&mut out, &mut policy, *no, bytes, &mut step, &mut counts)
+        .try_for_each(|&(no, end)| {
+            let bytes = &ahead[std::mem::replace(&mut start, end)..end];
+            write_record(&mut out, &mut policy, no, bytes, &mut step, &mut counts)
         })
         .and_then(|()| {
             for_each_line(&mut reader, &mut policy, |no, bytes, policy| {

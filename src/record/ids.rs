@@ -22,7 +22,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Walks a JSON array of plain non-negative integers from `i`, just after
-/// its `[`, calling `each` with every id's digits and value. Returns the
+/// its `[`, calling `each` with every id's digits. Returns the
 /// index just after the `]` and the array's shape, or `Err` with the index
 /// of the first byte that does not belong to such an array. What that byte
 /// means is the caller's to judge: the scanner falls back to its general
@@ -30,15 +30,14 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// the element.
 ///
 /// This is the hot loop of every tool (`hash_ids` is most of a Mooncake
-/// line), so it is one tight pass: the value is accumulated while the
-/// digits are found (wrapping; only ids of more than 19 digits can wrap,
-/// and the decoder checks those), and a visitor that ignores it costs
-/// nothing once inlined.
+/// line), so it is one tight pass that only finds the digits: the
+/// decoders turn them into values (accumulating them here cost the
+/// scanner, which ignores them, 3% of its instructions).
 #[inline]
 pub(crate) fn walk(
     b: &[u8],
     i: usize,
-    mut each: impl FnMut(&[u8], u64),
+    mut each: impl FnMut(&[u8]),
 ) -> Result<(usize, IdArrayShape), usize> {
     let n = b.len();
     let mut shape = IdArrayShape::default();
@@ -47,37 +46,37 @@ pub(crate) fn walk(
         return Ok((i + 1, shape));
     }
     loop {
-        // Mooncake traces write `, ` between ids: spaces are the common
-        // case and get the tight loop; other JSON whitespace the general one.
+        // Mooncake traces write `[1, 2]`: spaces before an id and a comma
+        // right after it are the path every element takes, so they are
+        // tested first; other JSON whitespace is handled off that path
+        // (testing for it on every element cost the scanner 10% of its
+        // instructions, measured with cachegrind on a 64 MB trace).
         while i < n && b[i] == b' ' {
             i += 1;
-        }
-        if i < n && matches!(b[i], b'\t' | b'\n' | b'\r') {
-            i = skip_ws(b, i);
         }
         let start = i;
-        let mut v = 0u64;
-        while i < n {
-            let d = b[i].wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        while i < n && b[i].is_ascii_digit() {
             i += 1;
         }
-        // No digits, or a leading zero (`01` is not JSON).
-        if i == start || (b[start] == b'0' && i - start > 1) {
+        if i == start {
+            if matches!(b.get(i), Some(b'\t' | b'\n' | b'\r')) {
+                i = skip_ws(b, i);
+                continue;
+            }
             return Err(start);
         }
-        each(&b[start..i], v);
+        // A leading zero (`01` is not JSON).
+        if b[start] == b'0' && i - start > 1 {
+            return Err(start);
+        }
+        each(&b[start..i]);
         shape.count += 1;
         shape.longest_digits = shape.longest_digits.max(i - start);
-        while i < n && b[i] == b' ' {
+        if b.get(i) == Some(&b',') {
             i += 1;
+            continue;
         }
-        if i < n && matches!(b[i], b'\t' | b'\n' | b'\r') {
-            i = skip_ws(b, i);
-        }
+        i = skip_ws(b, i);
         match b.get(i) {
             Some(b',') => i += 1,
             Some(b']') => return Ok((i + 1, shape)),
@@ -119,7 +118,7 @@ fn expect_array(raw: &[u8]) -> Result<(), String> {
 /// anything but non-negative integers.
 pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
     expect_array(raw)?;
-    walk(raw, 1, |_, _| {})
+    walk(raw, 1, |_| {})
         .map(|(_, shape)| shape)
         .map_err(|at| not_ids(raw, at))
 }
@@ -141,17 +140,11 @@ pub(crate) fn decode(
         return Ok(());
     }
     let mut too_big = false;
-    let walked = walk(raw, 1, |digits, v| {
-        // Up to 19 digits the walker's value is exact; beyond, it wrapped.
-        let v = if digits.len() <= 19 {
-            v
-        } else {
-            super::parse_uint(digits).unwrap_or_else(|| {
-                too_big = true;
-                0
-            })
-        };
-        out.push(v);
+    let walked = walk(raw, 1, |digits| {
+        out.push(super::parse_uint(digits).unwrap_or_else(|| {
+            too_big = true;
+            0
+        }));
     });
     match walked {
         Err(at) => Err(not_ids(raw, at)),
@@ -197,6 +190,12 @@ mod tests {
         assert_eq!(ids("[1, 22,333]").unwrap(), vec![1, 22, 333]);
         assert_eq!(ids("[ 0 ,\t7\n]").unwrap(), vec![0, 7]);
         assert_eq!(ids("[ ]").unwrap(), Vec::<u64>::new());
+        // Whitespace off the fast path: before an id, before a comma, before `]`.
+        assert_eq!(ids("[\n1 ,\t 2\r\n]").unwrap(), vec![1, 2]);
+        assert_eq!(ids("[1 ]").unwrap(), vec![1]);
+        for bad in ["[1 2]", "[1,]", "[,1]", "[1,,2]", "[\t1\t", "[1 \t"] {
+            assert!(ids(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             shape("[7, 123456, 0]").unwrap(),
             IdArrayShape {
@@ -206,7 +205,7 @@ mod tests {
         );
         assert_eq!(shape("[]").unwrap().count, 0);
         // The end index is just after `]`, so the scanner can go on from it.
-        assert_eq!(walk(b"[1, 2], 3", 1, |_, _| {}).unwrap().0, 6);
+        assert_eq!(walk(b"[1, 2], 3", 1, |_| {}).unwrap().0, 6);
     }
 
     #[test]

@@ -250,7 +250,7 @@ impl Scanner<'_> {
         if depth > MAX_DEPTH {
             return Err(RecordError::new("invalid JSON: nested too deeply"));
         }
-        if let Ok((end, shape)) = ids::walk(self.b, self.i + 1, |_, _| {}) {
+        if let Ok((end, shape)) = ids::walk(self.b, self.i + 1, |_| {}) {
             self.i = end;
             // Only a field's own value counts, not an array nested in it.
             if depth == 1 {

@@ -53,10 +53,19 @@ pub fn write_id_array(ids: &[u64], out: &mut Vec<u8>) {
 pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u8>) {
     let compact =
         original.is_some_and(|raw| raw.contains(&b',') && !raw.windows(2).any(|w| w == b", "));
-    write_ids(ids, if compact { b"," } else { b", " }, out);
+    if compact {
+        write_ids(ids, b",", out);
+    } else {
+        write_ids(ids, b", ", out);
+    }
 }
 
-fn write_ids(ids: &[u64], separator: &[u8], out: &mut Vec<u8>) {
+/// The separator's length is a constant of each call, so appending it
+/// compiles to a store rather than a `memcpy` call per id: with a slice
+/// separator, mc-roots spent 18% of its instructions in those calls
+/// (cachegrind, 64 MB trace).
+#[inline(always)]
+fn write_ids<const N: usize>(ids: &[u64], separator: &[u8; N], out: &mut Vec<u8>) {
     out.push(b'[');
     let mut buf = itoa::Buffer::new();
     for (k, id) in ids.iter().enumerate() {
