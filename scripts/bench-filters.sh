@@ -16,6 +16,15 @@
 # also runs the same commands with the binaries in BASE_BIN, alternating
 # old and new run by run so both see the same load, and prints the ratio
 # (the house issue's before/after check).
+#
+#   MEASURE=instructions BASE_BIN=... scripts/bench-filters.sh
+#
+# counts the instructions each command executes on the 64 MB slice, under
+# valgrind's cachegrind, instead of timing it. The count does not depend on
+# the neighbours, so on a shared machine it is the before/after check that
+# gives the same answer twice (times there swing by 15-30% run to run). It
+# does not see cache misses or branch mispredictions: a change that moves
+# those needs the timed comparison on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size="${1:-1G}"
@@ -28,11 +37,13 @@ echo "profile: $profile (target/$profile)" >&2
 bin=target/$profile
 trace="$dir/trace-$size.jsonl"
 slice="$dir/slice-64M.jsonl"
-[ -s "$trace" ] || $bin/examples/gen_trace --bytes "$size" --seed 1 > "$trace"
 [ -s "$slice" ] || $bin/examples/gen_trace --bytes 64M --seed 1 > "$slice"
-bytes=$(stat -c %s "$trace")
 slice_bytes=$(stat -c %s "$slice")
-cat "$trace" > /dev/null   # into the page cache
+if [ "${MEASURE:-time}" != instructions ]; then
+  [ -s "$trace" ] || $bin/examples/gen_trace --bytes "$size" --seed 1 > "$trace"
+  bytes=$(stat -c %s "$trace")
+  cat "$trace" > /dev/null   # into the page cache
+fi
 
 best_s=""; best_cpu=""; best_kb=""
 min() { awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'; }
@@ -53,16 +64,30 @@ measure() { # INPUT CMD... -> best_s, best_cpu (best of 3) and best_kb (peak RSS
 }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s < 0.005) s = 0.005; printf "%.0f", b / 1048576 / s }'; }
 
-measure "$trace" cat; cat_mbps=$(mbps "$bytes" "$best_s")
-measure "$trace" sh -c 'cat | cat'; pipe_mbps=$(mbps "$bytes" "$best_s")
-
-printf '\nprofile: %s; input: %s (%d MB, %d lines); cat: %s MB/s; cat | cat: %s MB/s\n\n' \
-  "$profile" "$trace" $((bytes / 1048576)) "$(wc -l < "$trace")" "$cat_mbps" "$pipe_mbps"
-if [ -n "${BASE_BIN:-}" ]; then
-  printf 'baseline: %s\n\n' "$BASE_BIN"
-  printf '| command | MB/s | CPU MB/s | before MB/s | before CPU MB/s | CPU now/before | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+# instructions CMD...: instructions executed on the slice (cachegrind's I refs).
+instructions() {
+  valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" \
+    < "$slice" 2>&1 >/dev/null | awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
+}
+if [ "${MEASURE:-time}" = instructions ]; then
+  command -v valgrind > /dev/null || { echo "MEASURE=instructions needs valgrind" >&2; exit 2; }
+  printf '\nprofile: %s; instructions on %s (%d MB)\n\n' "$profile" "$slice" $((slice_bytes / 1048576))
+  if [ -n "${BASE_BIN:-}" ]; then
+    printf 'baseline: %s\n\n| command | instructions/byte | before | now/before |\n|---|---:|---:|---:|\n' "$BASE_BIN"
+  else
+    printf '| command | instructions/byte |\n|---|---:|\n'
+  fi
 else
-  printf '| command | MB/s | CPU MB/s | x cat | jq -c MB/s | x jq | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+  measure "$trace" cat; cat_mbps=$(mbps "$bytes" "$best_s")
+  measure "$trace" sh -c 'cat | cat'; pipe_mbps=$(mbps "$bytes" "$best_s")
+  printf '\nprofile: %s; input: %s (%d MB, %d lines); cat: %s MB/s; cat | cat: %s MB/s\n\n' \
+    "$profile" "$trace" $((bytes / 1048576)) "$(wc -l < "$trace")" "$cat_mbps" "$pipe_mbps"
+  if [ -n "${BASE_BIN:-}" ]; then
+    printf 'baseline: %s\n\n' "$BASE_BIN"
+    printf '| command | MB/s | CPU MB/s | before MB/s | before CPU MB/s | CPU now/before | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+  else
+    printf '| command | MB/s | CPU MB/s | x cat | jq -c MB/s | x jq | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
+  fi
 fi
 
 # before/after: old and new alternate, best of 3 each.
@@ -80,9 +105,26 @@ compare() { # LABEL CMD... (the command's first word is a path under $bin)
     "$(awk -v a="$oc" -v b="$nc" 'BEGIN { printf "%.2f", a / b }')" $((peak / 1024))
 }
 
+# instruction counts, now and (with BASE_BIN) before.
+count() { # LABEL CMD... (the command's first word is a path under $bin)
+  local label=$1; shift
+  local tool=${1#"$bin"/}; shift
+  local now; now=$(instructions "$bin/$tool" "$@")
+  if [ -z "${BASE_BIN:-}" ]; then
+    printf '| `%s` | %s |\n' "$label" "$(awk -v n="$now" -v b="$slice_bytes" 'BEGIN { printf "%.2f", n / b }')"
+    return
+  fi
+  local before; before=$(instructions "$BASE_BIN/$tool" "$@")
+  printf '| `%s` | %s | %s | %s |\n' "$label" \
+    "$(awk -v n="$now" -v b="$slice_bytes" 'BEGIN { printf "%.2f", n / b }')" \
+    "$(awk -v n="$before" -v b="$slice_bytes" 'BEGIN { printf "%.2f", n / b }')" \
+    "$(awk -v a="$now" -v b="$before" 'BEGIN { printf "%.3f", a / b }')"
+}
+
 # run LABEL JQ-PROGRAM|- CMD...: prints one table row; the command reads the trace on stdin.
 row() { # LABEL JQ-PROGRAM|- CMD...
   local label=$1 jqprog=$2; shift 2
+  if [ "${MEASURE:-time}" = instructions ]; then count "$label" "$@"; return; fi
   if [ -n "${BASE_BIN:-}" ]; then compare "$label" "$@"; return; fi
   measure "$trace" "$@"
   local m c kb; m=$(mbps "$bytes" "$best_s"); c=$(mbps "$bytes" "$best_cpu"); kb=$best_kb
@@ -106,5 +148,9 @@ row "mc-roots --roots 4" '.hash_ids |= map(. * 4 + 1)' $bin/mc-roots --roots 4
 row "mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5" - \
   $bin/mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5
 echo
+if [ "${MEASURE:-time}" = instructions ]; then
+  echo "(instructions executed, counted by valgrind's cachegrind, over the slice's bytes)"
+  exit 0
+fi
 echo "(best of 3 runs; jq on a $((slice_bytes / 1048576)) MB slice of the same shape; mc-scale with"
 echo " multipliers has no jq equivalent: it needs the id counts of the whole trace)"

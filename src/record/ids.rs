@@ -21,6 +21,32 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The number of ASCII digits `b` starts with, eight bytes at a time.
+///
+/// A byte `c` is a digit when its high nibble is 3 and so is that of
+/// `c + 6` (which carries `:`..`?` into 4). Both tests run on eight bytes
+/// in one `u64`; the first byte that fails is the lowest set byte. The add
+/// can carry between bytes only out of a byte of 0xFA or more, which is not
+/// a digit, and a carry only reaches later bytes, so the first non-digit is
+/// always found exactly.
+#[inline]
+fn digit_run(b: &[u8]) -> usize {
+    const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    let mut k = 0;
+    while let Some(chunk) = b[k..].first_chunk::<8>() {
+        let x = u64::from_le_bytes(*chunk);
+        let not_digit =
+            ((x & HIGH_NIBBLES) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH_NIBBLES) ^ THREES);
+        if not_digit != 0 {
+            return k + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        k += 8;
+    }
+    k + b[k..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
 /// Walks a JSON array of plain non-negative integers from `i`, just after
 /// its `[`, calling `each` with every id's digits. Returns the
 /// index just after the `]` and the array's shape, or `Err` with the index
@@ -32,8 +58,13 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// This is the hot loop of every tool (`hash_ids` is most of a Mooncake
 /// line), so it is one tight pass that only finds the digits: the
 /// decoders turn them into values (accumulating them here cost the
-/// scanner, which ignores them, 3% of its instructions).
-#[inline]
+/// scanner, which ignores them, 3% of its instructions), and digits are
+/// found eight at a time ([`digit_run`]). It is kept out of line so its
+/// loops sit where its own code puts them: inlined into the scanner, the
+/// same instructions ran up to 1.9x slower in one build than in another,
+/// depending on where the code around them placed the loop
+/// (`docs/ARCHITECTURE.md`, section 5).
+#[inline(never)]
 pub(crate) fn walk(
     b: &[u8],
     i: usize,
@@ -55,9 +86,7 @@ pub(crate) fn walk(
             i += 1;
         }
         let start = i;
-        while i < n && b[i].is_ascii_digit() {
-            i += 1;
-        }
+        i += digit_run(&b[i..]);
         if i == start {
             if matches!(b.get(i), Some(b'\t' | b'\n' | b'\r')) {
                 i = skip_ws(b, i);
@@ -206,6 +235,28 @@ mod tests {
         assert_eq!(shape("[]").unwrap().count, 0);
         // The end index is just after `]`, so the scanner can go on from it.
         assert_eq!(walk(b"[1, 2], 3", 1, |_| {}).unwrap().0, 6);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn digit_run_counts_leading_digits(bytes in proptest::collection::vec(
+            proptest::prop_oneof![b'0'..=b'9', proptest::num::u8::ANY], 0..40)
+        ) {
+            let expected = bytes.iter().take_while(|c| c.is_ascii_digit()).count();
+            proptest::prop_assert_eq!(digit_run(&bytes), expected);
+        }
+    }
+
+    #[test]
+    fn digit_run_finds_the_first_non_digit_in_every_lane() {
+        for len in 0..20 {
+            for stop in [b'/', b':', b' ', b',', b']', 0xFF, 0xFA, 0x00] {
+                let mut b = vec![b'7'; len];
+                b.push(stop);
+                b.extend_from_slice(b"123456789");
+                assert_eq!(digit_run(&b), len, "{len} digits then {stop:#x}");
+            }
+        }
     }
 
     #[test]
