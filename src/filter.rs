@@ -8,6 +8,7 @@ use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, OnError, Output};
 use crate::record::{Field, Record};
+use std::ops::Range;
 use std::path::PathBuf;
 
 /// Input, output and error-policy options common to all filters.
@@ -196,13 +197,13 @@ where
 {
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    // The rows read ahead, in one buffer: line number and end offset of each.
-    let (mut ahead, mut ahead_ends): (Vec<u8>, Vec<(u64, usize)>) = (Vec::new(), Vec::new());
+    // The rows read ahead, in one buffer: each row's line number and span.
+    let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
     let b = match size {
         BlockSize::Fixed(b) => b,
         BlockSize::Auto => {
             let mut sizes = FeasibleSizes::default();
-            while ahead_ends.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
+            while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
                 match reader.next_line() {
                     Ok(Some(line)) => {
                         // Bad lines decide nothing; the pass below reports them.
@@ -213,8 +214,9 @@ where
                                 sizes.add(n as u64, len);
                             }
                         }
+                        let start = ahead.len();
                         ahead.extend_from_slice(line.bytes);
-                        ahead_ends.push((line.no, ahead.len()));
+                        ahead_rows.push((line.no, start..ahead.len()));
                     }
                     Ok(None) => break,
                     Err(e) => policy.handle(e)?,
@@ -243,12 +245,11 @@ where
     let mut step = make_step(b);
     let mut out = io.writer()?;
     let mut counts = RowCounts::default();
-    let mut start = 0;
-    let result = ahead_ends
+    let result = ahead_rows
         .iter()
-        .try_for_each(|&(no, end)| {
-            let bytes = &ahead[std::mem::replace(&mut start, end)..end];
-            write_record(&mut out, &mut policy, no, bytes, &mut step, &mut counts)
+        .try_for_each(|(no, span)| {
+            let bytes = &ahead[span.clone()];
+            write_record(&mut out, &mut policy, *no, bytes, &mut step, &mut counts)
         })
         .and_then(|()| {
             for_each_line(&mut reader, &mut policy, |no, bytes, policy| {

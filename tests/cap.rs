@@ -159,3 +159,41 @@ fn caps_and_fresh_ids_stay_within_63_bits() {
             "mc-cap: line 2: field `hash_ids`: fresh ids are used up",
         ));
 }
+
+#[test]
+fn auto_block_size_replays_the_look_ahead_rows_in_order_and_reports_bad_ones() {
+    // 10,005 rows: the look-ahead (10,000 rows) ends inside the trace, and
+    // line 3 is bad. Rows alternate 600 tokens at block size 512 (two ids,
+    // cut to 512 = one id) and 100 tokens (one id, kept), so every row that
+    // comes out shows whether it went through the step exactly once and in
+    // its place: row k has ids [k, k+1] or [k].
+    let mut input = String::new();
+    let mut want = String::new();
+    for k in 1..=10_005u64 {
+        if k == 3 {
+            input.push_str("{\"input_length\": oops}\n");
+            continue;
+        }
+        if k % 2 == 0 {
+            input.push_str(&format!(
+                "{{\"input_length\": 600, \"hash_ids\": [{k}, {}]}}\n",
+                k + 1
+            ));
+            want.push_str(&format!("{{\"input_length\": 512, \"hash_ids\": [{k}]}}\n"));
+        } else {
+            let line = format!("{{\"input_length\": 100, \"hash_ids\": [{k}]}}\n");
+            input.push_str(&line);
+            want.push_str(&line);
+        }
+    }
+    tool("mc-cap")
+        .args(["--max-isl", "512", "--on-error", "skip"])
+        .write_stdin(input)
+        .assert()
+        .code(0)
+        .stdout(want)
+        .stderr(predicate::str::contains(
+            "mc-cap: block size 512 (detected from the first 9999 rows with hash_ids)",
+        ))
+        .stderr(predicate::str::contains("line 3"));
+}
