@@ -1,4 +1,4 @@
-//! Block-size rules (DESIGN.md §2), in one place: which (ids, length) pairs
+//! Block-size rules (ARCHITECTURE.md §1), in one place: which (ids, length) pairs
 //! are consistent, which block sizes a set of rows allows, and the size
 //! `--block-size auto` settles on.
 

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-/// Exit codes, following `sysexits.h` where one fits (DESIGN.md §3).
+/// Exit codes, following `sysexits.h` where one fits (ARCHITECTURE.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCode {
     Success = 0,

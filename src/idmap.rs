@@ -3,7 +3,7 @@
 //! Ids are conventionally dense (0, 1, 2, … in first-use order), so values
 //! live in a table indexed by id while that table stays within a small
 //! multiple of the ids met; ids far beyond go to a hash map. Ids are only
-//! names (DESIGN.md §2), so the split must never change an answer: every id
+//! names (ARCHITECTURE.md §1), so the split must never change an answer: every id
 //! lives in exactly one of the two, and when the table grows over ids kept
 //! in the map, they move into the table with their values. (Before this
 //! type, two hand-written copies looked in the table first and lost the

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, RecordError, Result};
 use crate::finding::Finding;
 
-/// Default cap on one line (DESIGN.md §3): a longer line is an error, never an OOM.
+/// Default cap on one line (ARCHITECTURE.md §2): a longer line is an error, never an OOM.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
 
 const READ_CHUNK: usize = 1 << 20;

@@ -1,5 +1,5 @@
 //! mctrace: small, fast Unix-pipe filters for Mooncake-format LLM serving
-//! traces. The record format and the pipe conventions are in DESIGN.md; the
+//! traces. The record format and the pipe conventions are in docs/ARCHITECTURE.md; the
 //! binaries in `src/bin` only wire arguments to the functions here.
 
 pub mod analyze;
@@ -22,6 +22,7 @@ pub mod prom;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod results;
 pub mod stats;
 pub mod tokenizer;
 pub mod transform;

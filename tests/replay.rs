@@ -1291,7 +1291,7 @@ fn prompts_with_a_real_tokenizer_are_exact() {
     };
     let tok_path = data.join("tokenizers/deepseek-v4/tokenizer.json");
     let tok = tokenizers::Tokenizer::from_file(&tok_path).unwrap();
-    use mctrace::replay::prompt::{Synth, Vocab};
+    use mctrace::replay::http::prompt::{Synth, Vocab};
     // Every built-in word is one token in this tokenizer, so even without
     // --tokenizer the prompts have exactly the intended length.
     let own = Vocab::for_tokenizer(&tok).unwrap();
@@ -2207,4 +2207,62 @@ fn fidelity_without_server_metrics_the_run_goes_on() {
         .cloned()
         .collect();
     assert!(asked.is_empty(), "{asked:?}");
+}
+
+/// A listener that only counts the connections made to it.
+fn counting_listener() -> (String, Arc<Mutex<u64>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = Arc::new(Mutex::new(0u64));
+    let c = count.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if conn.is_ok() {
+                *c.lock().unwrap() += 1;
+            }
+        }
+    });
+    (url, count)
+}
+
+#[test]
+fn an_output_in_a_missing_folder_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    for option in ["--summary", "--summary-csv", "--output", "--metrics-out"] {
+        let (url, count) = counting_listener();
+        let path = missing.join("x.json");
+        let out = tool("mc-replay")
+            .args(["--url", &url, option, path.to_str().unwrap()])
+            .write_stdin(two_rows())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(73), "{option}: {stderr}");
+        assert!(
+            stderr.contains(option) && stderr.contains("does not exist"),
+            "{option}: {stderr}"
+        );
+        // Give a connection that was made time to be counted.
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            *count.lock().unwrap(),
+            0,
+            "{option}: the server was contacted"
+        );
+        assert!(!missing.exists());
+    }
+}
+
+#[test]
+fn an_output_in_a_missing_folder_is_refused_on_the_engine_model_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-such-dir").join("s.json");
+    let out = tool("mc-replay")
+        .args(["--summary", path.to_str().unwrap()])
+        .write_stdin(two_rows())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(73));
+    assert!(out.stdout.is_empty(), "no result line before the check");
 }

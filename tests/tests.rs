@@ -1,6 +1,7 @@
 //! One integration-test binary (so the suite links once); each tool has a module.
 
 mod analyze;
+mod architecture;
 mod cap;
 mod docs;
 mod engine;

@@ -65,7 +65,7 @@ pub struct Sink {
 }
 
 /// A live count on a terminal (every 0.5 s), a plain line every 10 s
-/// otherwise (DESIGN.md §3); checked every 64k requests so it costs nothing.
+/// otherwise (ARCHITECTURE.md §2); checked every 64k requests so it costs nothing.
 struct Progress {
     tty: bool,
     started: std::time::Instant,

@@ -7,7 +7,7 @@
 //!
 //! Each session becomes Mooncake turns: the first with a `timestamp` (the
 //! session's start on the common timeline plus its `t`), later ones with
-//! `delay` = the recorded think time (DESIGN.md: a later turn waits that
+//! `delay` = the recorded think time (ARCHITECTURE.md §1: a later turn waits that
 //! long after the previous turn completes). A sub-agent is a session of its
 //! own, `<id>/<agent_id>`, with `parent_session_id` naming the session that
 //! started it, written where it appears. Session k (in file order) starts

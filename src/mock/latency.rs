@@ -2,7 +2,7 @@
 //!
 //! Every deadline is computed from the request's arrival, never from the
 //! previous token: relative sleeps one after another drift by about a timer
-//! tick per token (DESIGN.md §7).
+//! tick per token (ARCHITECTURE.md §2, wire formats).
 
 use std::thread;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The JSON the mock sends, shaped and ordered as vLLM's (DESIGN.md §7).
+//! The JSON the mock sends, shaped and ordered as vLLM's (ARCHITECTURE.md §2, wire formats).
 //!
 //! Structs rather than `json!` so keys keep vLLM's order (serde_json's
 //! `Value` would sort them).

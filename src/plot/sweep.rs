@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{figure_svg, Body, Panel, PlotError, Series, Style};
 use crate::error::{Error, Result};
-use crate::replay::sweep::{self, Point};
+use crate::results::sweep::{self, Point};
 
 /// The sweep's panels, from its points in sweep order. `parameter` is
 /// `rate`, `concurrency` or `speedup` (it names the second panel's axis).

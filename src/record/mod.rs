@@ -1,4 +1,4 @@
-//! A borrowed view of one trace record (DESIGN.md §2).
+//! A borrowed view of one trace record (ARCHITECTURE.md §1).
 //!
 //! The scanner walks the top-level object once, validating it as JSON, and
 //! remembers where the value of each known field lies in the line. Nothing is

@@ -4,21 +4,22 @@
 //! server's has (lag 0: the model is never late to receive).
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
-use super::outcome::{ErrorKind, Failure, Outcome};
-use super::sse::StreamUsage;
+use super::error::ReplayError;
+use super::outcome::{ErrorKind, Failure, Outcome, StreamUsage};
+use super::plan::Plan;
 use super::target::{Done, Job, Target};
 use super::trace::{Content, Trace};
-use super::{report, ReplayArgs, Turns};
+use super::ReplayArgs;
 use crate::engine::{
     row_blocks, text_blocks, token_blocks, Engine, EngineParams, EngineRequest, Finished,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::results::Summary;
 
 /// Output tokens for a row without `output_length` (what mc-mock and the
 /// OpenAI completions API default to).
@@ -245,80 +246,50 @@ pub fn table(r: &EngineReport) -> String {
     )
 }
 
-/// mc-replay against the engine model: the same schedule and result files
-/// as a real run, in virtual time.
-pub fn run(args: &ReplayArgs, stop: Arc<AtomicBool>) -> Result<report::Summary> {
-    check(args)?;
-    let loaded = super::load_checked(args)?;
-    run_loaded(args, &loaded, stop)
-}
-
-/// The engine's parameters, and the options it cannot honour (usage
-/// errors, before the trace is read).
-pub fn check(args: &ReplayArgs) -> Result<EngineParams> {
-    let params = args.engine_model.params()?;
-    if args.turns == Turns::Delta {
-        return Err(Error::Usage(
-            "--turns delta needs a real server (--url): each turn appends the server's own \
-             answer, which the engine model does not write"
-                .into(),
-        ));
-    }
-    Ok(params)
-}
-
-/// [`run`] on a trace already loaded and checked.
-pub fn run_loaded(
-    args: &ReplayArgs,
-    loaded: &super::Loaded,
-    stop: Arc<AtomicBool>,
-) -> Result<report::Summary> {
-    let params = check(args)?;
-    let args = &args.with_block_size(loaded.block_size);
-    let tokenizer = match &args.tokenizer {
-        Some(spec)
-            if loaded
-                .trace
-                .turns
-                .iter()
-                .any(|t| !matches!(t.content, Content::Synth)) =>
-        {
-            Some(
+impl EngineTarget {
+    /// The target for a plan: the engine, and the tokenizer for rows of
+    /// literal text when `--tokenizer` is given.
+    pub fn for_plan(args: &ReplayArgs, plan: &Plan, params: EngineParams) -> Result<EngineTarget> {
+        let literal = plan
+            .trace
+            .turns
+            .iter()
+            .any(|t| !matches!(t.content, Content::Synth));
+        let tokenizer = match &args.tokenizer {
+            Some(spec) if literal => Some(
                 crate::tokenizer::resolve(spec)
-                    .map_err(|e| super::error::ReplayError::Tokenizer {
+                    .map_err(|e| ReplayError::Tokenizer {
                         spec: spec.clone(),
                         source: e.into(),
                     })?
                     .tokenizer,
-            )
-        }
-        _ => None,
-    };
-    eprintln!(
-        "mc-replay: {}: simulating {} in virtual time; pass --url to measure a real server",
-        if args.url.is_some() {
-            "--engine"
-        } else {
-            "no --url"
-        },
-        params.profile.name
-    );
-    let mut target = EngineTarget::new(loaded.trace.clone(), params, args.block_size, tokenizer);
-    let summary = super::drive(
-        args,
-        loaded,
-        &mut target,
-        None,
-        // From the seed, so the same input gives the same result lines.
-        super::request::RunId(crate::hash::splitmix64(args.seed ^ 0x656e_6769_6e65)),
-        &stop,
-    )?;
-    if let Some(r) = summary
-        .engine
-        .clone()
-        .and_then(|v| serde_json::from_value::<EngineReport>(v).ok())
-    {
-        eprint!("{}", table(&r));
+            ),
+            _ => None,
+        };
+        eprintln!(
+            "mc-replay: {}: simulating {} in virtual time; pass --url to measure a real server",
+            if args.url.is_some() {
+                "--engine"
+            } else {
+                "no --url"
+            },
+            params.profile.name
+        );
+        Ok(EngineTarget::new(
+            plan.trace.clone(),
+            params,
+            plan.block_size,
+            tokenizer,
+        ))
     }
-    Ok(summary)
+}
+
+impl EngineReport {
+    /// The engine section of a summary, when it has one.
+    pub fn of(summary: &Summary) -> Option<EngineReport> {
+        summary
+            .engine
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
 }

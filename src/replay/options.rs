@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use clap::Parser;
 use serde_json::{Map, Value};
 
-use super::body::Endpoint;
-use super::metrics::Slo;
-use super::{ArrivalKind, Turns};
+use super::http::body::Endpoint;
 use crate::filter::IoArgs;
+use crate::results::Slo;
 
 /// The longest time any option accepts, in seconds (about 11.6 days):
 /// larger values are a usage error rather than an overflow.
@@ -53,8 +52,10 @@ pub const MAX_SECONDS: f64 = 1e6;
 /// Exit codes: 0 the run completed (some requests may have failed); 1 every
 /// request failed; 2 usage error; 65 bad trace; 69 stopped early because
 /// the server could not be reached (--max-consecutive-failures), with every
-/// sent request written; 73 a sweep would overwrite files in --out-dir
-/// (--force) or cannot create them.
+/// sent request written; 73 an output cannot be created (a missing folder
+/// for -o, --summary, --summary-csv or --metrics-out; checked before
+/// anything is sent), or a sweep would overwrite files in --out-dir
+/// (--force).
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
@@ -124,19 +125,11 @@ pub struct ReplayArgs {
           value_delimiter = ',', value_parser = positive)]
     pub speedups: Vec<f64>,
 
-    /// The --speedup of this run (one value of the list).
-    #[arg(skip = 1.0)]
-    pub speedup: f64,
-
     /// Open loop at R requests/s (ignores timestamps). A comma list
     /// (`1,2,4,8`) is a sweep (see --out-dir).
     #[arg(long = "rate", visible_alias = "request-rate", value_name = "R[,R…]",
           value_delimiter = ',', value_parser = rate)]
     pub rates: Vec<f64>,
-
-    /// The --rate of this run (one value of the list).
-    #[arg(skip)]
-    pub rate: Option<f64>,
 
     /// Gaps between arrivals under --rate.
     #[arg(long, value_enum, default_value_t = ArrivalKind::Poisson)]
@@ -148,10 +141,6 @@ pub struct ReplayArgs {
     #[arg(long = "concurrency", value_name = "C[,C…]", value_delimiter = ',',
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub concurrencies: Vec<u64>,
-
-    /// The --concurrency of this run (one value of the list).
-    #[arg(skip)]
-    pub concurrency: Option<u64>,
 
     /// Send at most N measured requests; the run ends when they have.
     #[arg(long, visible_aliases = ["num-prompts", "request-count"], value_name = "N")]
@@ -191,11 +180,6 @@ pub struct ReplayArgs {
     #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
     pub block: crate::blocks::BlockSize,
 
-    /// The block size in use: `--block-size`, or the one detected from the
-    /// trace (set when the trace is loaded).
-    #[arg(skip = crate::blocks::DEFAULT_BLOCK_SIZE)]
-    pub block_size: u64,
-
     /// A tokenizer.json, a folder holding one, or a HuggingFace model id:
     /// prompts are then exactly input_length tokens of it (checked).
     #[arg(long, value_name = "TOKENIZER")]
@@ -233,9 +217,9 @@ pub struct ReplayArgs {
     /// `throughput-gain` over the best earlier value while TTFT p99 rose
     /// past `ttft-p99` times the lowest earlier one or lag p99 passed
     /// `lag-p99`. Failing: more than `error-rate` of the requests failed.
-    #[arg(long, value_name = "TESTS", value_parser = super::sweep::StopWhen::parse,
-          default_value = super::sweep::StopWhen::DEFAULT)]
-    pub stop_when: super::sweep::StopWhen,
+    #[arg(long, value_name = "TESTS", value_parser = super::sweep::stop::StopWhen::parse,
+          default_value = super::sweep::stop::StopWhen::DEFAULT)]
+    pub stop_when: super::sweep::stop::StopWhen,
 
     /// Scrape the server's Prometheus metrics (GET /metrics at the server's
     /// root) before, during and after the run for the summary's fidelity
@@ -286,7 +270,7 @@ pub struct ReplayArgs {
 
     /// Flag the run when the server's prefix-cache hit rate is more than
     /// this many percentage points from the trace's.
-    #[arg(long, default_value_t = super::fidelity::DEFAULT_THRESHOLD_PP, value_name = "PP",
+    #[arg(long, default_value_t = super::observe::fidelity::DEFAULT_THRESHOLD_PP, value_name = "PP",
           value_parser = percentage_points, help_heading = "Server metrics")]
     pub fidelity_threshold: f64,
 
@@ -306,6 +290,23 @@ pub struct ReplayArgs {
     // Last: its help heading applies to every option after it.
     #[command(flatten)]
     pub engine_model: crate::engine::EngineArgs,
+}
+
+/// How session rows relate to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Turns {
+    /// Each row is the whole prompt (Mooncake's meaning).
+    Cumulative,
+    /// Each row is appended to the conversation so far, with the server's
+    /// live answers (AIPerf's reading).
+    Delta,
+}
+
+/// Gaps between arrivals under `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrivalKind {
+    Poisson,
+    Constant,
 }
 
 fn number(s: &str) -> Result<f64, String> {

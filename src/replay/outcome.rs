@@ -1,55 +1,15 @@
 //! What happened to one request, as a target reports it: every time in µs
 //! on the run's clock, so nothing downstream rebuilds µs from rounded ms.
 
-use serde::{Deserialize, Serialize};
+use crate::results::line::{itl_summary, ms, ErrorOut, RequestResult, Status};
+pub use crate::results::ErrorKind;
 
-use super::sse::StreamUsage;
-
-/// Why a request failed, as written in its result line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The server refused or reset the connection before answering.
-    Connect,
-    /// The host name did not resolve.
-    Dns,
-    /// `--timeout` passed before the answer was complete.
-    Timeout,
-    /// HTTP 429.
-    RateLimited,
-    /// Any other 4xx.
-    #[serde(rename = "http_4xx")]
-    Http4xx,
-    /// 5xx (and any other non-2xx).
-    #[serde(rename = "http_5xx")]
-    Http5xx,
-    /// `data: {"error": ...}` after the stream began.
-    StreamError,
-    /// An event that is not JSON.
-    BadSse,
-    /// The stream ended (or broke) before `[DONE]`.
-    Incomplete,
-    /// Any other transport or protocol failure.
-    Transport,
-    /// Still in flight when the run was stopped and the drain time ran out.
-    Cancelled,
-}
-
-impl ErrorKind {
-    /// Failures that say the server cannot be reached at all (as opposed
-    /// to a server that answers badly): these count towards
-    /// `--max-consecutive-failures`.
-    pub fn is_unreachable(self) -> bool {
-        matches!(self, ErrorKind::Connect | ErrorKind::Dns)
-    }
-}
-
-impl std::fmt::Display for ErrorKind {
-    /// The serde name, so result lines, the summary and its table agree.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
-        f.write_str(v.as_str().unwrap_or_default())
-    }
+/// The token counts a server reported for one answer (its `usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StreamUsage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,9 +71,162 @@ impl Outcome {
     }
 }
 
+/// Names the requests of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunId(pub u64);
+
+impl RunId {
+    /// A run id from the wall clock: two runs never share one in practice.
+    pub fn from_clock() -> RunId {
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        RunId(crate::hash::splitmix64(ns))
+    }
+
+    /// The readable id of request `seq` (in result lines): `RUN-SEQ`.
+    pub fn request_id(self, seq: u64) -> String {
+        format!("{:x}-{seq}", self.0)
+    }
+
+    /// The `x-request-id` header of request `seq`: a version-4-shaped UUID
+    /// (some servers, e.g. llama-cpp-python's, refuse anything else). The
+    /// first half is the run id and the second the sequence number, so ids
+    /// are unique within a run and reproducible from the result line.
+    pub fn request_uuid(self, seq: u64) -> String {
+        let hi = (self.0 & !0xF000) | 0x4000;
+        let lo = (seq & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000;
+        format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xFFFF,
+            hi & 0xFFFF,
+            lo >> 48,
+            lo & 0xFFFF_FFFF_FFFF
+        )
+    }
+}
+
+/// The row's side of a result: who it was and what it asked for.
+pub struct Identity {
+    pub line: u64,
+    pub session_id: Option<String>,
+    pub turn: u32,
+    pub request_id: String,
+    pub x_request_id: String,
+    pub target: &'static str,
+    pub warmup: bool,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl From<&Failure> for ErrorOut {
+    fn from(f: &Failure) -> Self {
+        ErrorOut {
+            kind: f.kind,
+            message: f.message.clone(),
+            retry_after_s: f.retry_after_s,
+        }
+    }
+}
+
+/// A request's latencies in µs, derived once from its outcome: the result
+/// line shows them in ms, the summary's distributions take them as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Latencies {
+    pub t_sched_us: u64,
+    pub lag_us: u64,
+    pub ttft_us: Option<u64>,
+    /// When the answer was complete: the last output event, or the end of
+    /// a successful answer without output.
+    pub answered_us: Option<u64>,
+    pub e2e_us: Option<u64>,
+    pub sched_latency_us: Option<u64>,
+    /// Rounded to whole µs (the result line's resolution).
+    pub tpot_us: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub tokens_estimated: bool,
+}
+
+impl Latencies {
+    pub fn of(t_sched_us: u64, o: &Outcome) -> Latencies {
+        let send = o.t_send_us;
+        let usage = o.usage.unwrap_or_default();
+        let cancelled = o
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == ErrorKind::Cancelled);
+        let (completion_tokens, tokens_estimated) = match usage.completion_tokens {
+            Some(n) => (Some(n), false),
+            None if !cancelled && (o.error.is_none() || o.chunks > 0) => (Some(o.chunks), true),
+            None => (None, false),
+        };
+        let answered_us = o.t_last_us.or(o.error.is_none().then_some(o.t_end_us));
+        let tpot_us = match (o.t_first_us, o.t_last_us, completion_tokens) {
+            (Some(f), Some(l), Some(n)) if n >= 2 => {
+                Some((l.saturating_sub(f) as f64 / (n - 1) as f64).round() as u64)
+            }
+            _ => None,
+        };
+        Latencies {
+            t_sched_us,
+            lag_us: send.saturating_sub(t_sched_us),
+            ttft_us: o.t_first_us.map(|f| f.saturating_sub(send)),
+            answered_us,
+            e2e_us: answered_us.map(|a| a.saturating_sub(send)),
+            sched_latency_us: answered_us.map(|a| a.saturating_sub(t_sched_us)),
+            tpot_us,
+            completion_tokens,
+            tokens_estimated,
+        }
+    }
+}
+
+/// The result line of one request: the row's side, its latencies, and
+/// what the target reported.
+pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult {
+    let usage = o.usage.unwrap_or_default();
+    RequestResult {
+        line: id.line,
+        session_id: id.session_id,
+        turn: id.turn,
+        request_id: id.request_id,
+        x_request_id: id.x_request_id,
+        target: id.target.to_string(),
+        warmup: id.warmup,
+        status: if o.error.is_none() {
+            Status::Ok
+        } else {
+            Status::Error
+        },
+        http_status: o.http_status,
+        error: o.error.as_ref().map(ErrorOut::from),
+        t_sched_ms: ms(lat.t_sched_us),
+        t_send_ms: ms(o.t_send_us),
+        t_first_ms: o.t_first_us.map(ms),
+        t_last_ms: o.t_last_us.map(ms),
+        t_end_ms: ms(o.t_end_us),
+        lag_ms: ms(lat.lag_us),
+        ttft_ms: lat.ttft_us.map(ms),
+        e2e_ms: lat.e2e_us.map(ms),
+        tpot_ms: lat.tpot_us.map(ms),
+        sched_latency_ms: lat.sched_latency_us.map(ms),
+        chunks: o.chunks,
+        itl_ms: itl_summary(&o.itl_us),
+        itl_gaps_ms: o.itl_us.iter().map(|&g| ms(g)).collect(),
+        input_tokens: id.input_tokens,
+        prompt_tokens: usage.prompt_tokens,
+        cached_tokens: usage.cached_tokens,
+        output_tokens: id.output_tokens,
+        completion_tokens: lat.completion_tokens,
+        tokens_estimated: lat.tokens_estimated,
+        finish_reason: o.finish_reason.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ErrorKind;
+    use crate::results::ErrorKind;
 
     #[test]
     fn kinds_print_as_their_serde_names() {

@@ -5,8 +5,15 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use super::metrics::Tally;
-use super::recorder::Counts;
+use crate::results::Tally;
+
+/// Counts for the progress line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub sent: u64,
+    pub done: u64,
+    pub failed: u64,
+}
 
 pub struct Progress {
     mode: Mode,

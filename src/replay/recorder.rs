@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use super::fidelity::SentRequest;
-use super::metrics::{Identity, Latencies, RequestResult, Slo, Tally};
-use super::outcome::Outcome;
-use super::progress::Progress;
-use super::report::StoppedEarly;
-use super::request::RunId;
+use super::observe::fidelity::SentRequest;
+use super::outcome::{result_line, Identity, Latencies, Outcome, RunId};
+use super::progress::{Counts, Progress};
 use super::target::Done;
 use super::trace::Trace;
 use crate::error::Error;
 use crate::jsonl::SendOutput;
+use crate::results::line::{self, RequestResult};
+use crate::results::summary::StoppedEarly;
+use crate::results::{Slo, Tally};
 
 /// What the scheduler must do after a result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,14 +27,6 @@ pub enum Verdict {
     OutputClosed,
     /// `--max-consecutive-failures` connection failures in a row.
     ServerGone,
-}
-
-/// Counts for the progress line.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Counts {
-    pub sent: u64,
-    pub done: u64,
-    pub failed: u64,
 }
 
 pub struct Recorder {
@@ -111,7 +103,7 @@ impl Recorder {
             output_tokens: turn.output_length,
         };
         let lat = Latencies::of(done.job.t_sched_us, o);
-        let r = RequestResult::new(id, &lat, o);
+        let r = result_line(id, &lat, o);
         self.tally.add(&r, self.slo.as_ref());
         self.write(&r);
         if self.write_error.is_some() {
@@ -125,8 +117,7 @@ impl Recorder {
             return;
         }
         self.line.clear();
-        // Serialising plain structs into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut self.line, r);
+        line::write(&mut self.line, r);
         if let Err(e) = self.out.write_line(&self.line) {
             self.write_error = Some(e);
         }

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value;
 
 use super::recorder::ResultSink;
-use super::report::StoppedEarly;
 use super::target::{Done, Job, Target};
 use super::trace::Trace;
 use crate::hash::SplitMix64;
@@ -50,8 +49,6 @@ pub struct RunEnd {
     pub interrupted: bool,
     /// In flight when the drain time ran out.
     pub cancelled: u64,
-    /// Stopped by `--max-consecutive-failures`.
-    pub stopped_early: Option<StoppedEarly>,
     pub workers: usize,
 }
 
@@ -421,9 +418,9 @@ mod tests {
     use super::*;
     use crate::jsonl::{ErrorPolicy, LineReader, OnError, SendOutput};
     use crate::replay::outcome::Outcome;
+    use crate::replay::outcome::RunId;
     use crate::replay::progress::{Mode, Progress};
     use crate::replay::recorder::{record_on_thread, Recorder, RecorderOptions};
-    use crate::replay::request::RunId;
 
     /// Every request takes `service_us`; time moves only in `wait`.
     struct Virtual {

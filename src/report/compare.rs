@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::replay::metrics::Stats;
-use crate::replay::report::Ms;
+use crate::results::summary::Ms;
+use crate::results::Stats;
 
 use super::summary::Recomputed;
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::plot::{cdf, Body, Panel, Series, Style};
-use crate::replay::metrics::RequestResult;
+use crate::results::RequestResult;
 use crate::stats::percentile_linear;
 
 use super::summary::Recomputed;

@@ -72,7 +72,7 @@ fn compare_table(out: &mut String, labels: &[String], rows: &[MetricRow]) {
                 (_, None) => "-".to_string(),
                 (Unit::Ratio, Some(v)) => format!("{:.2}%", v * 100.0),
                 (Unit::Count, Some(v)) => format!("{v:.0}"),
-                (Unit::Ms, Some(v)) => crate::replay::report::Ms(*v).to_string(),
+                (Unit::Ms, Some(v)) => crate::results::summary::Ms(*v).to_string(),
                 (_, Some(v)) => format!("{v:.3}"),
             };
             let c = change_text(*c);
@@ -130,7 +130,7 @@ pub fn page(
     if let Some(sw) = &r.sweep {
         let _ = writeln!(s, "<h2>Sweep over {}</h2>", esc(&sw.file.parameter));
         if let Some(st) = &sw.file.stopped {
-            let at = st.value.map_or(String::new(), |v| format!(" at {v}"));
+            let at = format!(" at {}", st.value);
             let _ = writeln!(
                 s,
                 "<p>The sweep stopped{}: {}</p>",

@@ -3,12 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use crate::error::{Error, Result};
-use crate::jsonl::{open_input, LineReader, DEFAULT_MAX_LINE_BYTES};
-use crate::replay::metrics::RequestResult;
-use crate::replay::report::{sidecar_path, Summary};
+use crate::results::summary::{self, sidecar_path};
+use crate::results::sweep::{under, SweepFile};
+use crate::results::{line, RequestResult, Summary};
 
 /// One run: its result lines, pooled from every file given for it, and
 /// its description when one was found.
@@ -22,31 +20,6 @@ pub struct Run {
     /// what result lines do not hold).
     pub info: Option<Summary>,
     pub info_path: Option<PathBuf>,
-}
-
-/// A sweep directory's `sweep.json` (written by mc-replay's sweeps).
-#[derive(Debug, Clone, Deserialize)]
-pub struct SweepFile {
-    pub parameter: String,
-    pub runs: Vec<SweepEntry>,
-    #[serde(default)]
-    pub stopped: Option<Stopped>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct SweepEntry {
-    pub value: f64,
-    /// Relative to the sweep directory.
-    pub results: PathBuf,
-    #[serde(default)]
-    pub summary: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Stopped {
-    pub reason: String,
-    #[serde(default)]
-    pub value: Option<f64>,
 }
 
 /// A sweep: its runs in the order of `sweep.json`, each labelled
@@ -89,41 +62,6 @@ fn result_files(p: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Reads one result file (or stdin for `-`), appending its lines.
-pub fn read_results(path: &Path, out: &mut Vec<RequestResult>) -> Result<()> {
-    let input = open_input(Some(path))?;
-    let mut reader = LineReader::new_text(input, DEFAULT_MAX_LINE_BYTES);
-    let name = if path == Path::new("-") {
-        "stdin".to_string()
-    } else {
-        path.display().to_string()
-    };
-    while let Some(line) = reader.next_line()? {
-        let r: RequestResult = serde_json::from_slice(line.bytes).map_err(|e| {
-            Error::Input(format!(
-                "{name}: line {}: not an mc-replay result line: {e}",
-                line.no
-            ))
-        })?;
-        out.push(r);
-    }
-    Ok(())
-}
-
-/// Reads mc-replay's `--summary` JSON.
-pub fn read_summary(path: &Path) -> Result<Summary> {
-    let bytes = std::fs::read(path).map_err(|source| Error::NoInput {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Error::Input(format!(
-            "{}: not an mc-replay summary (--summary JSON): {e}",
-            path.display()
-        ))
-    })
-}
-
 /// The description found beside a results file: `<stem>.summary.json`
 /// (what mc-replay writes next to `--output`), else `summary.json` in the
 /// same directory.
@@ -155,11 +93,11 @@ pub fn read_run(label: String, paths: &[PathBuf], run_info: Option<&Path>) -> Re
             sidecar = find_sidecar(p);
         }
         for f in result_files(p)? {
-            read_results(&f, &mut results)?;
+            line::read_file(&f, &mut results)?;
             sources.push(f);
         }
     }
-    let info = sidecar.as_deref().map(read_summary).transpose()?;
+    let info = sidecar.as_deref().map(summary::read).transpose()?;
     Ok(Run {
         label,
         sources,
@@ -175,22 +113,12 @@ pub fn is_sweep(p: &Path) -> bool {
 }
 
 pub fn read_sweep(dir: &Path) -> Result<Sweep> {
-    let path = dir.join("sweep.json");
-    let bytes = std::fs::read(&path).map_err(|source| Error::NoInput {
-        path: path.clone(),
-        source,
-    })?;
-    let file: SweepFile = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Input(format!("{}: not a sweep description: {e}", path.display())))?;
+    let file = crate::results::sweep::read_index(dir)?;
     let mut runs = Vec::new();
     for e in &file.runs {
-        let summary = e.summary.as_ref().map(|s| dir.join(s));
+        let summary = under(dir, &e.summary);
         let label = format!("{}={}", file.parameter, e.value);
-        runs.push(read_run(
-            label,
-            &[dir.join(&e.results)],
-            summary.as_deref(),
-        )?);
+        runs.push(read_run(label, &[under(dir, &e.results)], Some(&summary))?);
     }
     Ok(Sweep {
         dir: dir.to_path_buf(),

@@ -22,9 +22,10 @@ use crate::error::{Error, Result};
 use crate::filter::IoArgs;
 use crate::jsonl::Output;
 use crate::plot::trace as trace_plot;
-use crate::replay::metrics::Slo;
+use crate::results::Slo;
 
-use input::{Inputs, Run, SweepFile};
+use crate::results::sweep::SweepFile;
+use input::{Inputs, Run};
 use summary::{recompute, Recomputed};
 
 /// Summarise, compare and draw mc-replay runs from their result files.
@@ -283,7 +284,7 @@ pub fn render(r: &Report, args: &ReportArgs) -> Result<String> {
         }
         if let Some(sw) = &r.sweep {
             if let Some(st) = &sw.file.stopped {
-                let at = st.value.map_or(String::new(), |v| format!(" at {v}"));
+                let at = format!(" at {}", st.value);
                 s.push_str(&format!("sweep stopped{at}: {}\n", st.reason));
             }
         }

@@ -1,9 +1,8 @@
 //! A run's summary recomputed from its result lines: the same [`Tally`]
 //! and [`summarize`] mc-replay uses, so the numbers are mc-replay's own.
 
-use crate::replay::metrics::{Slo, Tally};
-use crate::replay::report::{summarize, RunInfo, Summary, TraceRate};
-use crate::replay::schedule::RunEnd;
+use crate::results::summary::{summarize, Ending, RunInfo, Summary, TraceRate};
+use crate::results::{Slo, Tally};
 
 use super::input::Run;
 
@@ -58,7 +57,7 @@ pub fn recompute(run: &Run, slo: Option<Slo>) -> Recomputed {
         let target = run.results.first().map_or("", |r| r.target.as_str());
         let summary = summarize(
             &tally,
-            &RunEnd::default(),
+            &Ending::default(),
             TraceRate::Timed,
             slo,
             undescribed(target),
@@ -70,12 +69,11 @@ pub fn recompute(run: &Run, slo: Option<Slo>) -> Recomputed {
             missing_gaps,
         };
     };
-    let end = RunEnd {
+    let end = Ending {
         not_sent: side.requests.not_sent,
         interrupted: side.requests.interrupted,
         stopped_early: side.stopped_early.clone(),
         workers: side.workers,
-        ..RunEnd::default()
     };
     let c = summarize(&tally, &end, trace_rate(&side.run), slo, side.run.clone());
     // Everything the result lines decide is recomputed; the rest (the run,

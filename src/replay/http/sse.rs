@@ -89,12 +89,7 @@ pub enum Event {
     Malformed(String),
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct StreamUsage {
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-}
+pub use crate::replay::outcome::StreamUsage;
 
 /// Reads one event's data. A chunk can carry both a token and usage (some
 /// servers put usage on every chunk): then it is a token and `usage` is set.

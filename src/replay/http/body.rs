@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::trace::{Content, Turn};
+use crate::replay::trace::{Content, Turn};
 
 /// Which OpenAI endpoint requests go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

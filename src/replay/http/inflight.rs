@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::target::Job;
+use crate::replay::target::Job;
 
 /// Live facts about a request in flight, written by its worker as the
 /// answer streams in.

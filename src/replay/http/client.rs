@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::inflight::Live;
-pub use super::outcome::{ErrorKind, Failure, Outcome};
 use super::sse::{self, Event, EventSplitter};
+pub use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 
 /// One prepared request.
 pub struct Outgoing<'a> {

@@ -1,5 +1,8 @@
-//! The run's summary: a table on stderr, JSON (`--summary`) and CSV
-//! (`--summary-csv`), all from one [`Summary`].
+//! A run's summary: the table on stderr, the JSON (`--summary`, and the
+//! `R.summary.json` beside `-o R.jsonl`) and the CSV (`--summary-csv`), all
+//! from one [`Summary`], made by [`summarize`] from a [`Tally`] of result
+//! lines and an [`Ending`] (how the run ended). mc-replay and mc-report
+//! both summarise through it, so their numbers are the same numbers.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -7,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::{ms, Slo, Stats, Tally};
-use super::outcome::ErrorKind;
-use super::schedule::RunEnd;
+use super::fidelity::Fidelity;
+use super::line::{ms, ErrorKind};
+use super::tally::{Slo, Stats, Tally};
+use crate::error::{Error, Result};
 
 /// Schedule lag p99 above this means the client could not keep the schedule.
 pub const DEGRADED_LAG_P99_MS: f64 = 50.0;
@@ -48,7 +52,7 @@ pub struct Summary {
     /// The engine model's parameters and statistics (engine target only).
     pub engine: Option<serde_json::Value>,
     /// Did the server see the run the trace describes (real servers only).
-    pub fidelity: Option<super::fidelity::Fidelity>,
+    pub fidelity: Option<Fidelity>,
 }
 
 /// The run's description.
@@ -147,9 +151,23 @@ pub struct Goodput {
     pub rate: f64,
 }
 
+/// How a run ended, as far as its summary needs to know (what result
+/// lines cannot say).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ending {
+    /// Rows never sent (limits, a stop, a session cut short).
+    pub not_sent: u64,
+    /// Stopped by a signal (or a closed output).
+    pub interrupted: bool,
+    /// Stopped by `--max-consecutive-failures`.
+    pub stopped_early: Option<StoppedEarly>,
+    /// Requests the client could have in flight at once.
+    pub workers: usize,
+}
+
 pub fn summarize(
     t: &Tally,
-    end: &RunEnd,
+    end: &Ending,
     trace_rate: TraceRate,
     slo: Option<Slo>,
     run: RunInfo,
@@ -213,6 +231,20 @@ pub fn summarize(
         engine: None,
         fidelity: None,
     }
+}
+
+/// Reads a summary JSON (`--summary`, or the one beside a results file).
+pub fn read(path: &Path) -> Result<Summary> {
+    let bytes = std::fs::read(path).map_err(|source| Error::NoInput {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::Input(format!(
+            "{}: not an mc-replay summary (--summary JSON): {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Where the summary goes beside a results file, so the two travel

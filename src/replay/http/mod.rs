@@ -8,12 +8,21 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
 
-use super::client::{self, Clock};
-use super::inflight::Registry;
-use super::outcome::Outcome;
-use super::request::RequestBuilder;
-use super::target::{Done, Job, Target};
-use super::trace::Trace;
+pub mod body;
+pub mod client;
+pub mod connect;
+pub mod inflight;
+pub mod prompt;
+pub mod request;
+pub mod sse;
+
+use client::Clock;
+use inflight::Registry;
+use request::RequestBuilder;
+
+use crate::replay::outcome::Outcome;
+use crate::replay::target::{Done, Job, Target};
+use crate::replay::trace::Trace;
 
 /// What every worker reads.
 struct Shared {

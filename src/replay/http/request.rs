@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 
 use super::body::{self, BodyOptions, Prompt};
 use super::prompt::Synth;
-use super::trace::{Content, Turn};
+use crate::replay::outcome::RunId;
+use crate::replay::trace::{Content, Turn};
 
 /// What every request of a run shares.
 #[derive(Debug, Clone)]
@@ -22,42 +23,6 @@ pub struct RequestBuilder {
 pub struct BuiltRequest {
     pub body: Vec<u8>,
     pub headers: Vec<(String, String)>,
-}
-
-/// Names the requests of one run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunId(pub u64);
-
-impl RunId {
-    /// A run id from the wall clock: two runs never share one in practice.
-    pub fn from_clock() -> RunId {
-        let ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        RunId(crate::hash::splitmix64(ns))
-    }
-
-    /// The readable id of request `seq` (in result lines): `RUN-SEQ`.
-    pub fn request_id(self, seq: u64) -> String {
-        format!("{:x}-{seq}", self.0)
-    }
-
-    /// The `x-request-id` header of request `seq`: a version-4-shaped UUID
-    /// (some servers, e.g. llama-cpp-python's, refuse anything else). The
-    /// first half is the run id and the second the sequence number, so ids
-    /// are unique within a run and reproducible from the result line.
-    pub fn request_uuid(self, seq: u64) -> String {
-        let hi = (self.0 & !0xF000) | 0x4000;
-        let lo = (seq & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000;
-        format!(
-            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-            hi >> 32,
-            (hi >> 16) & 0xFFFF,
-            hi & 0xFFFF,
-            lo >> 48,
-            lo & 0xFFFF_FFFF_FFFF
-        )
-    }
 }
 
 impl RequestBuilder {
@@ -142,8 +107,8 @@ pub fn header_safe(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::body::Endpoint;
-    use crate::replay::prompt::Vocab;
+    use crate::replay::http::body::Endpoint;
+    use crate::replay::http::prompt::Vocab;
 
     fn builder() -> RequestBuilder {
         RequestBuilder {

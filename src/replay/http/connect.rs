@@ -1,0 +1,252 @@
+//! What a run on a real server needs before its first request: the HTTP
+//! agent, the model (`--model`, or the first the server lists), the prompt
+//! builder (checked against `--tokenizer`), and the target itself.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::body::BodyOptions;
+use super::client::Clock;
+use super::prompt::{Synth, Vocab};
+use super::request::RequestBuilder;
+use super::HttpTarget;
+use crate::error::Result;
+use crate::replay::error::{ModelsError, ReplayError};
+use crate::replay::outcome::RunId;
+use crate::replay::trace::{Content, Trace, Turn};
+use crate::replay::ReplayArgs;
+
+/// A server found and a run's requests ready to build; the target is
+/// made last ([`Server::target`]), because its clock starts the run.
+pub struct Server {
+    pub model: String,
+    pub run_id: RunId,
+    /// `--url` as `…/v1`.
+    pub base: String,
+    /// `--header`s and the API key, for the metrics scrape too.
+    pub headers: Vec<(String, String)>,
+    builder: RequestBuilder,
+    agent: ureq::Agent,
+}
+
+/// Resolves the model and prepares the run's requests for `url`.
+pub fn connect(args: &ReplayArgs, trace: &Trace, block_size: u64, url: &str) -> Result<Server> {
+    let synth = synthesizer(trace, args, block_size)?;
+    let agent = agent(Duration::from_secs_f64(args.timeout));
+    let base = base_url(url);
+    let mut headers = args.headers.clone();
+    if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
+        headers.push(("authorization".into(), format!("Bearer {key}")));
+    }
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => discover_model(&agent, &base, &headers)?,
+    };
+    let run_id = RunId::from_clock();
+    let builder = RequestBuilder {
+        synth,
+        body: BodyOptions {
+            endpoint: args.endpoint,
+            model: model.clone(),
+            exact_output: !args.no_exact_output,
+            extra_body: args.extra_body.clone(),
+        },
+        headers: headers.clone(),
+        run_id,
+    };
+    Ok(Server {
+        model,
+        run_id,
+        base,
+        headers,
+        builder,
+        agent,
+    })
+}
+
+impl Server {
+    /// The target; its clock (the run's zero) starts now.
+    pub fn target(
+        self,
+        args: &ReplayArgs,
+        trace: &Arc<Trace>,
+        stop: Arc<AtomicBool>,
+    ) -> HttpTarget {
+        HttpTarget::new(
+            trace.clone(),
+            self.builder,
+            format!("{}{}", self.base, args.endpoint.path()),
+            self.agent,
+            Clock {
+                start: Instant::now(),
+            },
+            stop,
+        )
+    }
+}
+
+/// The prompt builder; with a tokenizer, its words are checked to be one
+/// token each and sample prompts are re-encoded to the intended length.
+pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64) -> Result<Synth> {
+    let Some(spec) = &opts.tokenizer else {
+        return Ok(Synth::new(Vocab::builtin(), opts.seed, block_size));
+    };
+    eprintln!(
+        "mc-replay: tokenizer {spec}: loading it and checking that prompts built for it \
+         have their exact lengths (this may take a while)"
+    );
+    let resolved = crate::tokenizer::resolve(spec).map_err(|e| ReplayError::Tokenizer {
+        spec: spec.clone(),
+        source: e.into(),
+    })?;
+    let vocab = Vocab::for_tokenizer(&resolved.tokenizer)?;
+    let synth = Synth::new(vocab, opts.seed, block_size);
+    let check = prompt_check(trace, &synth, &resolved.tokenizer)?;
+    eprintln!(
+        "mc-replay: tokenizer {}: {} prompts re-encoded, largest difference {} tokens ({:.3}%)",
+        resolved.source, check.prompts, check.max_abs, check.max_pct
+    );
+    if check.max_pct > 1.0 {
+        return Err(ReplayError::TokenizerMismatch {
+            pct: check.max_pct,
+            line: check.worst_line,
+        }
+        .into());
+    }
+    Ok(synth)
+}
+
+struct PromptCheck {
+    prompts: u64,
+    max_abs: u64,
+    max_pct: f64,
+    worst_line: u64,
+}
+
+/// Re-encodes the built prompts of up to 64 rows (and at most about 2 M
+/// tokens), including the longest row.
+fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Result<PromptCheck> {
+    let mut rows: Vec<&Turn> = trace
+        .turns
+        .iter()
+        .filter(|t| matches!(t.content, Content::Synth))
+        .take(64)
+        .collect();
+    if let Some(longest) = trace
+        .turns
+        .iter()
+        .filter(|t| matches!(t.content, Content::Synth))
+        .max_by_key(|t| t.input_length)
+    {
+        rows.push(longest);
+    }
+    let mut c = PromptCheck {
+        prompts: 0,
+        max_abs: 0,
+        max_pct: 0.0,
+        worst_line: 0,
+    };
+    let mut budget: u64 = 2_000_000;
+    let mut text = String::new();
+    for t in rows {
+        let want = t.intended_input(synth.block_size()).unwrap_or(0);
+        if want == 0 || want > budget {
+            continue;
+        }
+        budget -= want;
+        text.clear();
+        synth.prompt(t.line, want, &t.hash_ids, &mut text);
+        let got = tok
+            .encode(text.as_str(), false)
+            .map_err(|source| ReplayError::Tokenize {
+                line: t.line,
+                source,
+            })?
+            .get_ids()
+            .len() as u64;
+        let abs = got.abs_diff(want);
+        let pct = abs as f64 / want as f64 * 100.0;
+        c.prompts += 1;
+        if abs > c.max_abs || c.prompts == 1 {
+            c.max_abs = c.max_abs.max(abs);
+        }
+        if pct > c.max_pct {
+            c.max_pct = pct;
+            c.worst_line = t.line;
+        }
+    }
+    Ok(c)
+}
+
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        // One idle connection per worker, so every request reuses one.
+        .max_idle_connections(100_000)
+        .max_idle_connections_per_host(100_000)
+        .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
+/// `--url` without a trailing `/`, ending in `/v1`.
+pub fn base_url(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    let url = url
+        .strip_suffix("/chat/completions")
+        .or_else(|| url.strip_suffix("/completions"))
+        .unwrap_or(url);
+    if url.ends_with("/v1") {
+        url.to_string()
+    } else {
+        format!("{url}/v1")
+    }
+}
+
+/// The first model the server lists.
+fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)]) -> Result<String> {
+    let url = format!("{base}/models");
+    let mut req = agent.get(&url);
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let found = (|| -> Result<String, ModelsError> {
+        let mut resp = req.call()?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(ModelsError::Status(format!("HTTP {status}")));
+        }
+        let v: Value = serde_json::from_str(&resp.body_mut().read_to_string()?)?;
+        v.get("data")
+            .and_then(|d| d.as_array())
+            .and_then(|d| d.first())
+            .and_then(|m| m.get("id"))
+            .and_then(|id| id.as_str())
+            .map(str::to_string)
+            .ok_or(ModelsError::NoModel)
+    })();
+    found.map_err(|source| ReplayError::ListModels { url, source }.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base_url;
+
+    #[test]
+    fn base_url_forms() {
+        for u in [
+            "http://h:1",
+            "http://h:1/",
+            "http://h:1/v1",
+            "http://h:1/v1/",
+            "http://h:1/v1/chat/completions",
+            "http://h:1/v1/completions",
+        ] {
+            assert_eq!(base_url(u), "http://h:1/v1", "{u}");
+        }
+    }
+}

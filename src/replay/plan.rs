@@ -1,0 +1,434 @@
+//! One checked plan per invocation: [`plan`] turns the options into a
+//! [`Plan`] (the loaded trace, its block size, the target, one [`Run`] per
+//! sweep value) after every usage and data check, and after every output
+//! path has been checked, so that nothing found wrong later can lose a run:
+//! no request is sent before all of it holds.
+//!
+//! The order of the checks is the order a user fixes things in: usage
+//! (options that contradict each other, the engine's parameters), outputs
+//! (a missing folder, files a sweep would overwrite), then the trace (bad
+//! lines, the block size, each run's schedule).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::http::body::{self, Endpoint};
+use super::options::{ArrivalKind, Turns};
+use super::schedule::{self, Arrivals, Limits};
+use super::sweep::plan::{self as sweep_plan, Sweep};
+use super::trace::{self, Trace};
+use super::ReplayArgs;
+use crate::engine::EngineParams;
+use crate::error::{Error, RecordError, Result};
+use crate::filter::report_skipped;
+use crate::jsonl::ErrorPolicy;
+use crate::results::sweep::{run_name, under, Param};
+
+/// Where the requests go.
+pub enum TargetKind {
+    /// The engine model, in virtual time (no `--url`, or `--engine`).
+    Engine(EngineParams),
+    /// A real server at `--url`.
+    Http { url: String },
+}
+
+/// Everything a replay runs, checked.
+pub struct Plan {
+    pub trace: Arc<Trace>,
+    /// `--block-size`, or the size the rows decide under `auto`.
+    pub block_size: u64,
+    pub target: TargetKind,
+    /// One run, or one per sweep value in order.
+    pub runs: Vec<Run>,
+    /// Set for a sweep (`--out-dir`).
+    pub sweep: Option<Sweep>,
+}
+
+/// One run: the values of the options a sweep varies, its schedule and
+/// where its files go.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The sweep's option and this run's value of it.
+    pub point: Option<(Param, f64)>,
+    pub speedup: f64,
+    pub rate: Option<f64>,
+    pub concurrency: Option<u64>,
+    pub arrivals: Arrivals,
+    pub outputs: Outputs,
+}
+
+/// Where one run writes (every path checked before the first request).
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// The run's own folder, made when the run starts (a sweep's value).
+    pub dir: Option<PathBuf>,
+    /// Result lines; `None` is stdout.
+    pub results: Option<PathBuf>,
+    pub summary_json: Option<PathBuf>,
+    /// The summary beside the results file (`R.summary.json`), unless
+    /// `summary_json` already is where mc-report looks.
+    pub sidecar: Option<PathBuf>,
+    pub summary_csv: Option<PathBuf>,
+}
+
+impl Run {
+    /// The schedule's limits, in µs (the options are bounded, so these fit).
+    pub fn limits(&self, args: &ReplayArgs) -> Limits {
+        let us = |s: f64| (s * 1e6).round() as u64;
+        Limits {
+            concurrency: self.concurrency.map(|c| c as usize),
+            max_requests: args.max_requests,
+            duration_us: args.duration.map(us),
+            warmup: args.warmup,
+            drain_us: us(args.drain_timeout),
+        }
+    }
+}
+
+/// Every check, then the plan.
+pub fn plan(args: &ReplayArgs) -> Result<Plan> {
+    let sweep = sweep_plan::sweep(args)?;
+    let target = match (&args.url, args.engine) {
+        (Some(url), false) => TargetKind::Http { url: url.clone() },
+        _ => TargetKind::Engine(engine_params(args)?),
+    };
+    if args.turns == Turns::Delta && args.endpoint == Endpoint::Completions {
+        return Err(Error::usage(
+            "--turns delta needs --endpoint chat (it sends the conversation as messages)",
+        ));
+    }
+    match &sweep {
+        Some(s) => sweep_plan::prepare(s, args.force)?,
+        None => check_outputs(args)?,
+    }
+    if args.fixed_schedule {
+        eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
+    }
+    let trace = Arc::new(load(args)?);
+    let block_size = decide_block_size(&trace, args.block)?;
+    let points: Vec<Option<(Param, f64)>> = match &sweep {
+        Some(s) => s.values.iter().map(|&v| Some((s.param, v))).collect(),
+        None => vec![None],
+    };
+    let mut runs = Vec::with_capacity(points.len());
+    for point in points {
+        runs.push(run(args, &trace, point, sweep.as_ref())?);
+    }
+    check_rows(&trace, args, block_size)?;
+    Ok(Plan {
+        trace,
+        block_size,
+        target,
+        runs,
+        sweep,
+    })
+}
+
+/// The engine model's parameters, and the options it cannot honour
+/// (usage errors, before the trace is read).
+fn engine_params(args: &ReplayArgs) -> Result<EngineParams> {
+    let params = args.engine_model.params()?;
+    if args.turns == Turns::Delta {
+        return Err(Error::usage(
+            "--turns delta needs a real server (--url): each turn appends the server's own \
+             answer, which the engine model does not write",
+        ));
+    }
+    Ok(params)
+}
+
+/// One run's values: the sweep's value for its option, the single value
+/// (if any) of each other list.
+fn run(
+    args: &ReplayArgs,
+    trace: &Trace,
+    point: Option<(Param, f64)>,
+    sweep: Option<&Sweep>,
+) -> Result<Run> {
+    let mut rate = args.rates.first().copied();
+    let mut concurrency = args.concurrencies.first().copied();
+    let mut speedup = args.speedups.first().copied().unwrap_or(1.0);
+    match point {
+        Some((Param::Rate, v)) => rate = Some(v),
+        // Listed values are whole numbers of at most 10^6 (checked by the
+        // option's parser), so this is exact.
+        Some((Param::Concurrency, v)) => concurrency = Some(v as u64),
+        Some((Param::Speedup, v)) => speedup = v,
+        None => {}
+    }
+    let arrivals = arrivals(trace, args, rate, concurrency, speedup)?;
+    if matches!(point, Some((Param::Speedup, _))) && !matches!(arrivals, Arrivals::Timed { .. }) {
+        return Err(Error::usage(
+            "a --speedup sweep needs a trace with timestamps (speedup divides them)",
+        ));
+    }
+    let outputs = match (sweep, point) {
+        (Some(s), Some((param, v))) => {
+            let name = run_name(param, v);
+            Outputs {
+                dir: Some(s.dir.join(&name)),
+                results: Some(under(&s.dir, &format!("{name}/results.jsonl"))),
+                summary_json: Some(under(&s.dir, &format!("{name}/summary.json"))),
+                sidecar: None,
+                summary_csv: Some(under(&s.dir, &format!("{name}/summary.csv"))),
+            }
+        }
+        _ => plain_outputs(args),
+    };
+    Ok(Run {
+        point,
+        speedup,
+        rate,
+        concurrency,
+        arrivals,
+        outputs,
+    })
+}
+
+/// A plain run's files: `-o`, `--summary`, `--summary-csv`, and the
+/// summary beside a results file.
+fn plain_outputs(args: &ReplayArgs) -> Outputs {
+    let results = args
+        .io
+        .output
+        .clone()
+        .filter(|o| o.as_path() != Path::new("-"));
+    // Results written to a file get their summary beside them, so
+    // mc-report finds the run's description without being told; not when
+    // --summary already writes it where mc-report looks.
+    let sidecar = results.as_deref().and_then(|out| {
+        let side = crate::results::summary::sidecar_path(out);
+        let found_anyway = [side.clone(), out.with_file_name("summary.json")]
+            .iter()
+            .any(|p| args.summary_json.as_deref() == Some(p.as_path()));
+        (!found_anyway).then_some(side)
+    });
+    Outputs {
+        dir: None,
+        results,
+        summary_json: args.summary_json.clone(),
+        sidecar,
+        summary_csv: args.summary_csv.clone(),
+    }
+}
+
+/// Every file a plain run writes must be creatable before the first
+/// request: its folder exists (exit 73 names it otherwise), and the path
+/// is not a folder.
+fn check_outputs(args: &ReplayArgs) -> Result<()> {
+    let o = plain_outputs(args);
+    let files = [
+        ("--output", o.results.as_deref()),
+        ("--summary", o.summary_json.as_deref()),
+        ("--summary-csv", o.summary_csv.as_deref()),
+        ("--metrics-out", args.metrics_out.as_deref()),
+    ];
+    for (option, path) in files {
+        if let Some(p) = path {
+            check_creatable(option, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// `path` can be created or overwritten: its folder is an existing folder
+/// and it is not one itself.
+pub fn check_creatable(option: &str, path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(Error::CantCreate(format!(
+            "{option} {}: the folder {} does not exist (create it first; nothing was sent)",
+            path.display(),
+            parent.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(Error::CantCreate(format!(
+            "{option} {}: is a folder, not a file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn load(args: &ReplayArgs) -> Result<Trace> {
+    let mut reader = args.io.reader()?;
+    let mut policy = ErrorPolicy::new(args.io.on_error);
+    let trace = trace::load(&mut reader, &mut policy)?;
+    report_skipped("mc-replay", &policy);
+    if trace.turns.is_empty() {
+        return Err(Error::Input(
+            "no records in the input: nothing to replay".into(),
+        ));
+    }
+    Ok(trace)
+}
+
+/// `--block-size`, or under `auto` the one power of two every row that
+/// builds its prompt from hash ids allows.
+fn decide_block_size(trace: &Trace, size: crate::blocks::BlockSize) -> Result<u64> {
+    use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
+    let BlockSize::Fixed(b) = size else {
+        let mut sizes = FeasibleSizes::default();
+        for t in &trace.turns {
+            if let (trace::Content::Synth, Some(len)) = (&t.content, t.input_length) {
+                sizes.add(t.hash_ids.len() as u64, len);
+            }
+        }
+        return match sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "mc-replay: block size {b} (detected from {} rows with hash_ids)",
+                    sizes.rows
+                );
+                Ok(b)
+            }
+            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+            Err(e) => Err(Error::Input(format!("--block-size auto: {e}"))),
+        };
+    };
+    Ok(b)
+}
+
+/// Picks the schedule from the trace and the run's values.
+fn arrivals(
+    trace: &Trace,
+    args: &ReplayArgs,
+    rate: Option<f64>,
+    concurrency: Option<u64>,
+    speedup: f64,
+) -> Result<Arrivals> {
+    if let Some(rate) = rate {
+        if trace.turns.iter().any(|t| t.timestamp_ms.is_some()) {
+            eprintln!("mc-replay: note: --rate {rate}: the trace's timestamps are ignored");
+        }
+        return Ok(Arrivals::Rate {
+            rate,
+            poisson: args.arrival == ArrivalKind::Poisson,
+            seed: args.seed,
+        });
+    }
+    check_span(trace, speedup)?;
+    let untimed = trace
+        .starts()
+        .map(|i| &trace.turns[i])
+        .find(|t| t.timestamp_ms.is_none());
+    let any_timed = trace
+        .starts()
+        .any(|i| trace.turns[i].timestamp_ms.is_some());
+    match (untimed, any_timed) {
+        (None, _) => Ok(Arrivals::Timed { speedup }),
+        (Some(t), true) => Err(Error::Data {
+            line: t.line,
+            err: RecordError::field(
+                "timestamp",
+                "missing on a row that starts a session, while other rows have one \
+                 (give every first turn a timestamp, or use --rate / --concurrency)",
+            ),
+        }),
+        (Some(_), false) if concurrency.is_some() => Ok(Arrivals::Closed),
+        (Some(_), false) => Err(Error::usage(
+            "the trace has no timestamps: give --rate R (open loop) or --concurrency C (closed loop)",
+        )),
+    }
+}
+
+/// The schedule must end within [`trace::MAX_SPAN_MS`]: the latest
+/// timestamp after the earliest, and every delay, divided by --speedup.
+fn check_span(trace: &Trace, speedup: f64) -> Result<()> {
+    let limit = |line: u64, field: &str, what: String| Error::Data {
+        line,
+        err: RecordError::field(
+            field,
+            format!(
+                "{what} is more than the limit of {:e} ms (about 3 years); \
+                 is the field in ms, and --speedup right?",
+                trace::MAX_SPAN_MS
+            ),
+        ),
+    };
+    if let Some(t0) = schedule::first_timestamp(trace) {
+        for t in &trace.turns {
+            let Some(ts) = t.timestamp_ms else { continue };
+            let span = (ts - t0) / speedup;
+            if span > trace::MAX_SPAN_MS {
+                return Err(limit(
+                    t.line,
+                    "timestamp",
+                    format!("{span:.0} ms after the first row (after --speedup)"),
+                ));
+            }
+        }
+    }
+    for t in &trace.turns {
+        if let Some(d) = t.delay_ms.map(|d| d / speedup) {
+            if d > trace::MAX_SPAN_MS {
+                return Err(limit(t.line, "delay", format!("{d:.0} ms after --speedup")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rows against the options: prompt size limits, rows the endpoint
+/// cannot send, and the block size (a wrong one would send other prompts
+/// than the trace means).
+fn check_rows(trace: &Trace, args: &ReplayArgs, block_size: u64) -> Result<()> {
+    if let Some(t) = trace
+        .turns
+        .iter()
+        .find(|t| t.intended_input(block_size).unwrap_or(0) > trace::MAX_INPUT_TOKENS)
+    {
+        return Err(Error::Data {
+            line: t.line,
+            err: RecordError::field(
+                "hash_ids",
+                format!(
+                    "{} ids of {} tokens is more than the limit of {} prompt tokens",
+                    t.hash_ids.len(),
+                    block_size,
+                    trace::MAX_INPUT_TOKENS
+                ),
+            ),
+        });
+    }
+    if args.endpoint == Endpoint::Completions {
+        if let Some(t) = trace.turns.iter().find(|t| body::needs_chat(t)) {
+            return Err(Error::Data {
+                line: t.line,
+                err: RecordError::field("messages", "rows with messages need --endpoint chat"),
+            });
+        }
+    }
+    let c = trace::check_blocks(trace, block_size);
+    if let Some(&line) = c.broken.first_lines.first() {
+        // The rule is in blocks.rs: a bad line, before anything is sent.
+        let t = trace.turns.iter().find(|t| t.line == line);
+        return Err(Error::Data {
+            line,
+            err: RecordError::field(
+                "input_length",
+                format!(
+                    "{} tokens do not fill {} hash ids at block size {} ({} such rows; check --block-size)",
+                    t.and_then(|t| t.input_length).unwrap_or(0),
+                    t.map_or(0, |t| t.hash_ids.len()),
+                    block_size,
+                    c.broken.count
+                ),
+            ),
+        });
+    }
+    if c.tail.count > 0 {
+        eprintln!(
+            "mc-replay: note: {} rows have more tokens than their hash ids cover at \
+             --block-size {} ({}); the rest is text unique to the row",
+            c.tail.count,
+            block_size,
+            c.tail.first_lines_text()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! The result line: one JSON object per request, the one format every
+//! tool that reads a run's results shares (mc-replay writes it; mc-report,
+//! mc-plot and the fit read it). Times are ms from the run's zero with µs
+//! resolution ([`ms`], [`us`]).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::jsonl::{open_input, LineReader, DEFAULT_MAX_LINE_BYTES};
+
+/// One request's result line (stdout, JSONL). Times are ms from run start
+/// (µs resolution).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestResult {
+    /// Input line of the row.
+    pub line: u64,
+    pub session_id: Option<String>,
+    /// 0-based turn within the session.
+    pub turn: u32,
+    /// Readable id: run id and sequence number.
+    pub request_id: String,
+    /// The `x-request-id` header sent (a UUID made of the same two parts).
+    pub x_request_id: String,
+    /// Where the request went: `http` (a server) or `engine` (the model).
+    pub target: String,
+    /// Sent to warm up; left out of the summary.
+    pub warmup: bool,
+    pub status: Status,
+    pub http_status: Option<u16>,
+    pub error: Option<ErrorOut>,
+    pub t_sched_ms: f64,
+    pub t_send_ms: f64,
+    pub t_first_ms: Option<f64>,
+    pub t_last_ms: Option<f64>,
+    pub t_end_ms: f64,
+    /// t_send − t_sched: how late the client was.
+    pub lag_ms: f64,
+    /// t_first − t_send.
+    pub ttft_ms: Option<f64>,
+    /// t_last − t_send (t_end − t_send when nothing was generated).
+    pub e2e_ms: Option<f64>,
+    /// (t_last − t_first) / (output tokens − 1).
+    pub tpot_ms: Option<f64>,
+    /// t_last − t_sched: latency as the schedule saw it.
+    pub sched_latency_ms: Option<f64>,
+    /// Events that carried output.
+    pub chunks: u64,
+    /// The gaps between output events.
+    pub itl_ms: Option<ItlSummary>,
+    /// Every gap between output events, in order (µs resolution), so the
+    /// summary's ITL distribution can be recomputed from result lines
+    /// (`mc-report`). Absent in files of older versions.
+    #[serde(default)]
+    pub itl_gaps_ms: Vec<f64>,
+    /// Prompt tokens the row asked for.
+    pub input_tokens: Option<u64>,
+    /// Prompt tokens the server reported.
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// Output tokens the row asked for.
+    pub output_tokens: Option<u64>,
+    /// Output tokens the server reported (or, without usage, the event count).
+    pub completion_tokens: Option<u64>,
+    /// True when the server sent no usage and `completion_tokens` is the
+    /// number of output events.
+    pub tokens_estimated: bool,
+    pub finish_reason: Option<String>,
+}
+
+/// Why a request failed, as written in its result line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The server refused or reset the connection before answering.
+    Connect,
+    /// The host name did not resolve.
+    Dns,
+    /// `--timeout` passed before the answer was complete.
+    Timeout,
+    /// HTTP 429.
+    RateLimited,
+    /// Any other 4xx.
+    #[serde(rename = "http_4xx")]
+    Http4xx,
+    /// 5xx (and any other non-2xx).
+    #[serde(rename = "http_5xx")]
+    Http5xx,
+    /// `data: {"error": ...}` after the stream began.
+    StreamError,
+    /// An event that is not JSON.
+    BadSse,
+    /// The stream ended (or broke) before `[DONE]`.
+    Incomplete,
+    /// Any other transport or protocol failure.
+    Transport,
+    /// Still in flight when the run was stopped and the drain time ran out.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// Failures that say the server cannot be reached at all (as opposed
+    /// to a server that answers badly): these count towards
+    /// `--max-consecutive-failures`.
+    pub fn is_unreachable(self) -> bool {
+        matches!(self, ErrorKind::Connect | ErrorKind::Dns)
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    /// The serde name, so result lines, the summary and its table agree.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
+        f.write_str(v.as_str().unwrap_or_default())
+    }
+}
+
+/// A request's status in its result line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Error,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorOut {
+    pub kind: ErrorKind,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItlSummary {
+    pub mean: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Milliseconds with µs resolution.
+pub fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// The µs a result line's ms value was made from: exact for every value
+/// [`ms`] wrote (a whole number of µs below 2^53 divided by 1000 and
+/// printed shortest-round-trip comes back within a fraction of a µs).
+/// Negative or non-finite values (hand-edited files) count as 0.
+pub fn us(ms: f64) -> u64 {
+    let us = (ms * 1000.0).round();
+    if us.is_finite() && us > 0.0 {
+        us as u64
+    } else {
+        0
+    }
+}
+
+pub fn round_us(x_ms: f64) -> f64 {
+    (x_ms * 1000.0).round() / 1000.0
+}
+
+impl RequestResult {
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// Mean, min, p50, p99 and max of a request's gaps between output events.
+pub fn itl_summary(gaps_us: &[u64]) -> Option<ItlSummary> {
+    if gaps_us.is_empty() {
+        return None;
+    }
+    let mut v = gaps_us.to_vec();
+    v.sort_unstable();
+    let pick = |q: f64| ms(v[((v.len() - 1) as f64 * q).round() as usize]);
+    Some(ItlSummary {
+        mean: round_us(ms(v.iter().sum::<u64>()) / v.len() as f64),
+        min: ms(v[0]),
+        p50: pick(0.5),
+        p99: pick(0.99),
+        max: ms(v[v.len() - 1]),
+    })
+}
+
+/// Appends `r` as one JSON line, without the newline (the output adds it).
+pub fn write(buf: &mut Vec<u8>, r: &RequestResult) {
+    // Serialising plain structs into a Vec cannot fail.
+    let _ = serde_json::to_writer(buf, r);
+}
+
+/// Reads one result file (or stdin for `-`), appending its lines; a line
+/// that is not a result line is an error naming the file and the line.
+pub fn read_file(path: &Path, out: &mut Vec<RequestResult>) -> Result<()> {
+    let input = open_input(Some(path))?;
+    let mut reader = LineReader::new_text(input, DEFAULT_MAX_LINE_BYTES);
+    let name = if path == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        path.display().to_string()
+    };
+    while let Some(line) = reader.next_line()? {
+        let r: RequestResult = serde_json::from_slice(line.bytes).map_err(|e| {
+            Error::Input(format!(
+                "{name}: line {}: not an mc-replay result line: {e}",
+                line.no
+            ))
+        })?;
+        out.push(r);
+    }
+    Ok(())
+}
