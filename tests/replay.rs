@@ -57,6 +57,7 @@ pub mod schema {
         pub completion_tokens: Option<u64>,
         pub tokens_estimated: bool,
         pub finish_reason: Option<String>,
+        pub short: bool,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -195,6 +196,8 @@ pub mod schema {
         pub warmup: u64,
         pub not_sent: u64,
         pub interrupted: bool,
+        pub short: u64,
+        pub cut_at_done: u64,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -204,6 +207,8 @@ pub mod schema {
         pub input_reported: u64,
         pub output: u64,
         pub output_estimated_requests: u64,
+        pub output_requested: u64,
+        pub output_received: u64,
     }
 
     #[derive(Debug, Clone, Deserialize)]

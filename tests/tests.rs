@@ -5,6 +5,7 @@ mod architecture;
 mod cap;
 mod docs;
 mod engine;
+mod faults;
 mod gen;
 mod import;
 mod merge;

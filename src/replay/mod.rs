@@ -154,6 +154,7 @@ fn drive<T: Target>(
             run_id,
             target: target.name(),
             block_size: plan.block_size,
+            exact_output: !args.no_exact_output,
             max_consecutive_failures: args.max_consecutive_failures,
         },
     );

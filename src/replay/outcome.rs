@@ -118,6 +118,9 @@ pub struct Identity {
     pub warmup: bool,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// The request asked for exactly `output_tokens` (`min_tokens`,
+    /// `ignore_eos`): an ok answer with fewer is `short`.
+    pub exact_output: bool,
 }
 
 impl From<&Failure> for ErrorOut {
@@ -221,6 +224,9 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
         completion_tokens: lat.completion_tokens,
         tokens_estimated: lat.tokens_estimated,
         finish_reason: o.finish_reason.clone(),
+        short: o.error.is_none()
+            && id.exact_output
+            && matches!((id.output_tokens, lat.completion_tokens), (Some(want), Some(got)) if got < want),
     }
 }
 

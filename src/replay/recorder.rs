@@ -36,6 +36,7 @@ pub struct Recorder {
     run_id: RunId,
     target: &'static str,
     block_size: u64,
+    exact_output: bool,
     /// 0: never stop on failures.
     max_consecutive_failures: u64,
     consecutive_unreachable: u64,
@@ -59,6 +60,7 @@ pub struct RecorderOptions {
     pub run_id: RunId,
     pub target: &'static str,
     pub block_size: u64,
+    pub exact_output: bool,
     pub max_consecutive_failures: u64,
 }
 
@@ -71,6 +73,7 @@ impl Recorder {
             run_id: o.run_id,
             target: o.target,
             block_size: o.block_size,
+            exact_output: o.exact_output,
             max_consecutive_failures: o.max_consecutive_failures,
             consecutive_unreachable: 0,
             last_failure: None,
@@ -101,6 +104,7 @@ impl Recorder {
             warmup: done.job.warmup,
             input_tokens: turn.intended_input(self.block_size),
             output_tokens: turn.output_length,
+            exact_output: self.exact_output,
         };
         let lat = Latencies::of(done.job.t_sched_us, o);
         let r = result_line(id, &lat, o);

@@ -496,6 +496,7 @@ mod tests {
                 run_id: RunId(1),
                 target: "virtual",
                 block_size: 4,
+                exact_output: true,
                 max_consecutive_failures: 0,
             },
         );

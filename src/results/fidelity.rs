@@ -83,8 +83,9 @@ pub struct HitRate {
     pub note: Option<String>,
 }
 
-/// Tokens asked for and reported, over successful requests whose answer
-/// reported usage.
+/// Tokens asked for and realised: prompt tokens over successful requests
+/// whose answer reported usage; output tokens over every answer the server
+/// accepted (usage, else the output events counted).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TokenCheck {

@@ -68,6 +68,11 @@ pub struct RequestResult {
     /// number of output events.
     pub tokens_estimated: bool,
     pub finish_reason: Option<String>,
+    /// A successful answer with fewer output tokens than the exact length
+    /// asked for (`min_tokens`/`ignore_eos`): the server ignored them.
+    /// Absent in files of older versions.
+    #[serde(default)]
+    pub short: bool,
 }
 
 /// Why a request failed, as written in its result line.
@@ -116,6 +121,10 @@ impl std::fmt::Display for ErrorKind {
         f.write_str(v.as_str().unwrap_or_default())
     }
 }
+
+/// How an `incomplete` stream's message begins when `[DONE]` came before
+/// any `finish_reason`: the server cut the stream (the summary counts these).
+pub const CUT_AT_DONE: &str = "[DONE] arrived before any finish_reason";
 
 /// A request's status in its result line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -118,6 +118,13 @@ pub struct Counts {
     pub not_sent: u64,
     /// Stopped by a signal or a closed output.
     pub interrupted: bool,
+    /// Ok answers shorter than the exact length asked for.
+    #[serde(default)]
+    pub short: u64,
+    /// Streams the server ended at `[DONE]` without a finish reason (among
+    /// the `incomplete` errors).
+    #[serde(default)]
+    pub cut_at_done: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -131,6 +138,12 @@ pub struct Tokens {
     pub output: u64,
     /// Requests whose output count is estimated from events.
     pub output_estimated_requests: u64,
+    /// Output tokens asked for and received over every measured request,
+    /// failed ones included.
+    #[serde(default)]
+    pub output_requested: u64,
+    #[serde(default)]
+    pub output_received: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -198,6 +211,8 @@ pub fn summarize(
             warmup: t.warmup,
             not_sent: end.not_sent,
             interrupted: end.interrupted,
+            short: t.short,
+            cut_at_done: t.cut_at_done,
         },
         errors: t.errors.clone(),
         duration_s,
@@ -209,6 +224,8 @@ pub fn summarize(
             input_reported: t.prompt_tokens,
             output: t.completion_tokens,
             output_estimated_requests: t.estimated_tokens,
+            output_requested: t.output_requested,
+            output_received: t.output_received,
         },
         send_rate,
         trace_rate,
@@ -291,6 +308,7 @@ impl Summary {
         self.table_tokens(&mut s);
         self.table_goodput(&mut s);
         self.table_metrics(&mut s);
+        self.table_counts(&mut s);
         if let Some(f) = &self.fidelity {
             f.table(&mut s);
         }
@@ -396,6 +414,57 @@ impl Summary {
                 let _ = write!(s, "{:>9}", Ms(v));
             }
             let _ = writeln!(s, "{:>9}", st.count);
+        }
+    }
+
+    /// Every distribution over fewer requests than the ok ones says why,
+    /// and answers that are short or cut say what it likely means.
+    fn table_counts(&self, s: &mut String) {
+        let ok = self.requests.ok;
+        let m = &self.metrics;
+        let why = [
+            ("ttft", &m.ttft, "had no output event"),
+            ("tpot", &m.tpot, "had fewer than 2 output tokens"),
+            ("e2e", &m.e2e, "had no end time"),
+        ];
+        for (name, st, reason) in why {
+            let n = st.as_ref().map_or(0, |st| st.count);
+            if ok > 0 && n < ok {
+                let _ = writeln!(
+                    s,
+                    "note: {name} over {n} of {ok} ok requests: {} {reason}",
+                    ok - n
+                );
+            }
+        }
+        let r = &self.requests;
+        if r.short > 0 {
+            let _ = writeln!(
+                s,
+                "note: {} ok requests ended short of the exact length asked for: the server \
+                 ignored ignore_eos/min_tokens (--no-exact-output stops asking)",
+                r.short
+            );
+        }
+        if r.cut_at_done > 0 {
+            let _ = writeln!(
+                s,
+                "note: the server cut {} streams ([DONE] before any finish_reason): \
+                 llama-cpp-python does this to a stream when another request arrives, \
+                 unless started with `--interrupt_requests False`",
+                r.cut_at_done
+            );
+        }
+        let tk = &self.tokens;
+        if tk.output_requested > 0 && tk.output_received != tk.output_requested {
+            let _ = writeln!(
+                s,
+                "output tokens: {} requested, {} received over all {} measured requests ({:+.2}%)",
+                tk.output_requested,
+                tk.output_received,
+                r.sent,
+                pct(tk.output_received, tk.output_requested)
+            );
         }
     }
 
@@ -558,6 +627,8 @@ mod tests {
                 warmup: 1,
                 not_sent: 3,
                 interrupted: false,
+                short: 0,
+                cut_at_done: 0,
             },
             errors: [(ErrorKind::Http5xx, 1), (ErrorKind::Timeout, 1)].into(),
             duration_s: 12.5,
@@ -569,6 +640,8 @@ mod tests {
                 input_reported: 20500,
                 output: 640,
                 output_estimated_requests: 2,
+                output_requested: 640,
+                output_received: 640,
             },
             send_rate: 0.8,
             trace_rate: Some(0.75),

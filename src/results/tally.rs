@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::line::{ms, round_us, us, ErrorKind, RequestResult};
+use super::line::{ms, round_us, us, ErrorKind, RequestResult, CUT_AT_DONE};
 
 /// Statistics of one metric, in ms.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -159,6 +159,14 @@ pub struct Tally {
     pub completion_tokens: u64,
     /// Successful requests whose output count is estimated from events.
     pub estimated_tokens: u64,
+    /// Successful answers shorter than the exact length asked for.
+    pub short: u64,
+    /// `incomplete` streams that reached `[DONE]` without a finish reason.
+    pub cut_at_done: u64,
+    /// Output tokens asked for and received, over every measured request
+    /// (failed ones too: a cut stream received what it received).
+    pub output_requested: u64,
+    pub output_received: u64,
     pub goodput: u64,
     pub ttft: Dist,
     pub tpot: Dist,
@@ -213,12 +221,20 @@ impl Tally {
         }
         self.last_end_us = self.last_end_us.max(us(r.t_end_ms));
         self.lag.add(us(r.lag_ms));
+        self.output_requested += r.output_tokens.unwrap_or(0);
+        self.output_received += r.completion_tokens.unwrap_or(0);
         if let Some(e) = &r.error {
             self.failed += 1;
             *self.errors.entry(e.kind).or_default() += 1;
+            if e.kind == ErrorKind::Incomplete && e.message.starts_with(CUT_AT_DONE) {
+                self.cut_at_done += 1;
+            }
             return;
         }
         self.ok += 1;
+        if r.short {
+            self.short += 1;
+        }
         self.input_tokens += r.input_tokens.unwrap_or(0);
         self.prompt_tokens += r.prompt_tokens.unwrap_or(0);
         self.completion_tokens += r.completion_tokens.unwrap_or(0);

@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::inflight::Live;
-use super::sse::{self, Event, EventSplitter};
+use super::sse::{self, Event};
+use super::stream::{BodyEnd, StreamReader};
 pub use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 
 /// One prepared request.
@@ -81,7 +82,8 @@ pub fn execute(agent: &ureq::Agent, req: &Outgoing<'_>, clock: Clock, live: &Liv
     out
 }
 
-/// Reads an SSE stream, timing each read that completes events.
+/// Reads an SSE stream, timing each read that completes events; the
+/// stream's verdict is [`StreamReader`]'s.
 fn read_stream(
     body: &mut impl Read,
     keep_text: bool,
@@ -89,90 +91,22 @@ fn read_stream(
     live: &Live,
     out: &mut Outcome,
 ) {
-    let mut splitter = EventSplitter::default();
+    let mut reader = StreamReader::new(std::mem::take(out), keep_text);
     let mut buf = vec![0u8; 16 * 1024];
-    let mut done = false;
-    let mut usage = None;
-    let mut first_problem: Option<Failure> = None;
-    loop {
-        let n = match body.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            // Everything arrived; only the end of the HTTP body went wrong.
-            Err(_) if done => break,
+    let end = loop {
+        match body.read(&mut buf) {
+            Ok(0) => break BodyEnd::Clean,
+            Ok(n) => reader.feed(&buf[..n], clock.now_us(), live),
             Err(e) => {
                 let e = ureq::Error::from(e);
-                let f = match e {
-                    ureq::Error::Timeout(_) => Failure::new(ErrorKind::Timeout, e.to_string()),
-                    _ => Failure::new(
-                        ErrorKind::Incomplete,
-                        format!("stream broke after {} output events: {e}", out.chunks),
-                    ),
+                break match e {
+                    ureq::Error::Timeout(_) => BodyEnd::Timeout(e.to_string()),
+                    _ => BodyEnd::Broken(e.to_string()),
                 };
-                first_problem.get_or_insert(f);
-                break;
             }
-        };
-        let now = clock.now_us();
-        let mut on_event = |data: &[u8]| match sse::classify(data, &mut usage) {
-            Event::Done => done = true,
-            Event::Token {
-                text,
-                finish_reason,
-            } => {
-                match out.t_last_us {
-                    None => {
-                        out.t_first_us = Some(now);
-                        live.first_us_plus1.store(now + 1, Ordering::Relaxed);
-                    }
-                    Some(prev) => out.itl_us.push(now.saturating_sub(prev)),
-                }
-                out.t_last_us = Some(now);
-                out.chunks += 1;
-                live.chunks.store(out.chunks, Ordering::Relaxed);
-                if keep_text {
-                    out.text.push_str(&text);
-                }
-                if finish_reason.is_some() {
-                    out.finish_reason = finish_reason;
-                }
-            }
-            Event::Empty { finish_reason } => {
-                if finish_reason.is_some() {
-                    out.finish_reason = finish_reason;
-                }
-            }
-            Event::StreamUsage(_) => {}
-            Event::Error(msg) => {
-                first_problem.get_or_insert(Failure::new(ErrorKind::StreamError, msg));
-            }
-            Event::Malformed(msg) => {
-                first_problem.get_or_insert(Failure::new(
-                    ErrorKind::BadSse,
-                    format!("malformed event: {msg}"),
-                ));
-            }
-        };
-        splitter.feed(&buf[..n], &mut on_event);
-    }
-    splitter.finish(&mut |data| {
-        if data == b"[DONE]" {
-            done = true;
         }
-    });
-    out.t_end_us = clock.now_us();
-    out.usage = usage;
-    out.error = first_problem.or_else(|| {
-        (!done).then(|| {
-            Failure::new(
-                ErrorKind::Incomplete,
-                format!(
-                    "stream ended without [DONE] after {} output events",
-                    out.chunks
-                ),
-            )
-        })
-    });
+    };
+    *out = reader.finish(end, clock.now_us());
 }
 
 /// A server that ignored `stream: true` and sent one JSON answer.

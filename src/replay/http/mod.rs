@@ -15,6 +15,7 @@ pub mod inflight;
 pub mod prompt;
 pub mod request;
 pub mod sse;
+pub mod stream;
 
 use client::Clock;
 use inflight::Registry;

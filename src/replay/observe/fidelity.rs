@@ -48,7 +48,9 @@ impl SentRequest {
             accepted: o.http_status.is_some_and(|s| (200..300).contains(&s)),
             ok: o.error.is_none(),
             prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
+            // Without usage, the output events are the count (an estimate,
+            // as in the result line).
+            completion_tokens: usage.completion_tokens.or(Some(o.chunks)),
         }
     }
 }
@@ -224,13 +226,21 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
         (None, Some(k)) => (Some(k), Some(Source::Server)),
         (None, None) => (None, None),
     };
-    let prompt_tokens = token_check(inp, |r| {
-        let t = &inp.trace.turns[r.row];
-        Some((t.intended_input(inp.trace_block)?, r.prompt_tokens?))
-    });
-    let output_tokens = token_check(inp, |r| {
-        Some((inp.trace.turns[r.row].output_length?, r.completion_tokens?))
-    });
+    let prompt_tokens = token_check(
+        inp,
+        |r| r.ok,
+        |r| {
+            let t = &inp.trace.turns[r.row];
+            Some((t.intended_input(inp.trace_block)?, r.prompt_tokens?))
+        },
+    );
+    // Every answer the server accepted, cut ones too: what was asked for
+    // against what arrived.
+    let output_tokens = token_check(
+        inp,
+        |r| r.accepted,
+        |r| Some((inp.trace.turns[r.row].output_length?, r.completion_tokens?)),
+    );
     let mut hit_rate = hit_rate_of(inp, block_size, kv_tokens);
     hit_rate.block_size_from = block_size_from;
     hit_rate.kv_tokens_from = kv_tokens_from;
@@ -291,16 +301,20 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
     }
 }
 
-/// Requested and realised tokens over successful requests: `pick` gives
+/// Requested and realised tokens over the `counted` requests: `pick` gives
 /// the pair, or `None` when either is unknown.
-fn token_check(inp: &Inputs<'_>, pick: impl Fn(&SentRequest) -> Option<(u64, u64)>) -> TokenCheck {
+fn token_check(
+    inp: &Inputs<'_>,
+    counted: impl Fn(&SentRequest) -> bool,
+    pick: impl Fn(&SentRequest) -> Option<(u64, u64)>,
+) -> TokenCheck {
     let mut c = TokenCheck {
         requests: 0,
         requested: 0,
         realised: 0,
         diff_pct: None,
     };
-    for (want, got) in inp.sent.iter().filter(|r| r.ok).filter_map(pick) {
+    for (want, got) in inp.sent.iter().filter(|r| counted(r)).filter_map(pick) {
         c.requests += 1;
         c.requested += want;
         c.realised += got;

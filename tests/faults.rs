@@ -1,0 +1,261 @@
+//! Servers that break streams in every way a real one does, each answering
+//! raw bytes: every fault gives exactly one result line, of the right kind,
+//! and no cut stream passes as `ok`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::replay::{replay, Run};
+
+/// What the server does after writing its bytes.
+#[derive(Clone, Copy)]
+enum Then {
+    Close,
+    /// Close with SO_LINGER 0: the client sees a reset.
+    Reset,
+    /// Keep the connection open, silent, for this long.
+    Stall(Duration),
+}
+
+/// A server that answers every POST with `bytes`, then does `then`.
+fn serve(bytes: &'static str, then: Then) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || answer(conn, bytes, then));
+        }
+    });
+    url
+}
+
+fn answer(conn: TcpStream, bytes: &str, then: Then) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut len = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let l = line.trim_end().to_ascii_lowercase();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; len];
+    let _ = reader.read_exact(&mut body);
+    let mut w = conn;
+    let _ = w.write_all(bytes.as_bytes());
+    let _ = w.flush();
+    match then {
+        Then::Close => {}
+        Then::Reset => {
+            let _ = socket_linger_zero(&w);
+        }
+        Then::Stall(d) => std::thread::sleep(d),
+    }
+}
+
+/// SO_LINGER 0, so closing sends a reset (std has no setter for it).
+fn socket_linger_zero(s: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    #[repr(C)]
+    struct Linger {
+        on: i32,
+        secs: i32,
+    }
+    extern "C" {
+        fn setsockopt(fd: i32, level: i32, name: i32, val: *const Linger, len: u32) -> i32;
+    }
+    const SOL_SOCKET: i32 = 1;
+    const SO_LINGER: i32 = 13;
+    let l = Linger { on: 1, secs: 0 };
+    // SAFETY: a valid fd and a pointer to a live struct of the given size.
+    let rc = unsafe {
+        setsockopt(
+            s.as_raw_fd(),
+            SOL_SOCKET,
+            SO_LINGER,
+            &l,
+            std::mem::size_of::<Linger>() as u32,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+const ROLE: &str = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+
+/// One row asking for exactly 2 tokens, one request at a time.
+fn one_row() -> String {
+    format!(
+        "{}\n",
+        json!({"timestamp": 0, "input_length": 4, "output_length": 2})
+    )
+}
+
+fn run(url: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["--model", "m", "--no-server-metrics", "--timeout", "2"];
+    args.extend_from_slice(extra);
+    replay(url, &args, &one_row())
+}
+
+/// The one result's error kind (`ok` when none), and the run.
+fn kind_of(url: &str) -> (String, Run) {
+    let run = run(url, &[]);
+    assert_eq!(run.results.len(), 1, "one result line: {}", run.stderr);
+    let k = run.results[0]
+        .error
+        .as_ref()
+        .map_or("ok".to_string(), |e| e.kind.clone());
+    (k, run)
+}
+
+#[test]
+fn a_stream_cut_mid_chunk_is_incomplete() {
+    // Chunk of 0x40 bytes announced, 10 sent, then the connection closes.
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n40\r\ndata: {\"ch",
+        Then::Close,
+    );
+    assert_eq!(kind_of(&url).0, "incomplete");
+}
+
+#[test]
+fn a_bad_chunk_size_is_not_ok() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nzz\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+        Then::Close,
+    );
+    let (k, run) = kind_of(&url);
+    assert_ne!(k, "ok", "{:?}", run.results[0]);
+}
+
+#[test]
+fn a_close_delimited_http_1_0_body_is_read_to_its_end() {
+    // HTTP/1.0, no length, no chunking: the body ends where the connection
+    // does. A whole stream is ok; one without [DONE] is incomplete.
+    let whole = "HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+        data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\
+        data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"},\"finish_reason\":\"length\"}]}\n\n\
+        data: [DONE]\n\n";
+    let (k, run) = kind_of(&serve(whole, Then::Close));
+    assert_eq!(k, "ok", "{}", run.stderr);
+    assert_eq!(run.results[0].chunks, 2);
+    assert!(!run.results[0].short);
+    let cut = "HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+        data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n";
+    let (k, run) = kind_of(&serve(cut, Then::Close));
+    assert_eq!(k, "incomplete");
+    assert_eq!(run.results[0].chunks, 1, "the token before the cut is kept");
+    assert!(run.results[0].ttft_ms.is_some());
+}
+
+#[test]
+fn a_reset_after_the_headers_is_incomplete() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        Then::Reset,
+    );
+    assert_eq!(kind_of(&url).0, "incomplete");
+}
+
+#[test]
+fn a_body_shorter_than_its_content_length_is_incomplete() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 500\r\n\r\ndata: [DONE]\n\n",
+        Then::Close,
+    );
+    assert_eq!(kind_of(&url).0, "incomplete");
+}
+
+#[test]
+fn a_stall_longer_than_the_timeout_is_a_timeout() {
+    let url = serve(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        Then::Stall(Duration::from_secs(5)),
+    );
+    assert_eq!(kind_of(&url).0, "timeout");
+}
+
+/// llama-cpp-python's interrupted stream: the role chunk, `[DONE]`, and a
+/// close without the chunked body's terminating chunk.
+#[test]
+fn llama_cpp_pythons_interrupted_stream_is_incomplete_and_explained() {
+    let body: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\ndata: {ROLE}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n",
+            ROLE.len() + 8
+        )
+        .into_boxed_str(),
+    );
+    let (k, run) = kind_of(&serve(body, Then::Close));
+    assert_eq!(k, "incomplete", "{:?}", run.results[0]);
+    assert_eq!(run.code, 1, "every request failed");
+    // Even with the body's end intact, [DONE] before a finish_reason is a
+    // cut stream, and the summary names the likely cause.
+    let whole: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\ndata: {ROLE}\n\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+            ROLE.len() + 8
+        )
+        .into_boxed_str(),
+    );
+    let (k, run) = kind_of(&serve(whole, Then::Close));
+    assert_eq!(k, "incomplete");
+    let msg = &run.results[0].error.as_ref().unwrap().message;
+    assert!(
+        msg.starts_with("[DONE] arrived before any finish_reason"),
+        "{msg}"
+    );
+    assert!(
+        run.stderr.contains("the server cut 1 streams")
+            && run.stderr.contains("--interrupt_requests False"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_normal_finish_short_of_the_exact_length_is_ok_and_short() {
+    // One token and `finish_reason: stop` where two were asked for exactly.
+    let url = serve(
+        "HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n\
+         data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"},\"finish_reason\":\"stop\"}]}\n\n\
+         data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1,\"total_tokens\":5}}\n\n\
+         data: [DONE]\n\n",
+        Then::Close,
+    );
+    let (k, run) = kind_of(&url);
+    assert_eq!(k, "ok");
+    assert!(run.results[0].short);
+    assert!(
+        run.stderr.contains("1 ok requests ended short") && run.stderr.contains("ignore_eos"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("output tokens: 2 requested, 1 received"),
+        "{}",
+        run.stderr
+    );
+    // Not asking for exact lengths, a short answer is just an answer.
+    let run = run_plain(&url);
+    assert!(!run.results[0].short);
+}
+
+fn run_plain(url: &str) -> Run {
+    run(url, &["--no-exact-output"])
+}
