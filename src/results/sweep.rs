@@ -261,27 +261,29 @@ pub fn read_index(dir: &Path) -> Result<SweepFile> {
         .map_err(|e| Error::Input(format!("{}: not a sweep.json: {e}", index.display())))
 }
 
+/// A point for tests: value, output tok/s, TTFT p99, lag p99, error rate.
+#[cfg(test)]
+pub fn sample_point(value: f64, tok_s: f64, ttft_p99: f64, lag_p99: f64, errors: f64) -> Point {
+    Point {
+        value,
+        request_throughput: tok_s / 100.0,
+        output_token_throughput: tok_s,
+        ttft_p50_ms: Some(ttft_p99 / 2.0),
+        ttft_p99_ms: Some(ttft_p99),
+        itl_p50_ms: Some(10.0),
+        itl_p99_ms: Some(20.0),
+        e2e_p50_ms: Some(1000.0),
+        e2e_p99_ms: Some(2000.0),
+        lag_p99_ms: Some(lag_p99),
+        error_rate: errors,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A run as the rule sees it: value, output tok/s, TTFT p99, lag p99,
-    /// error rate.
-    fn pt(value: f64, tok_s: f64, ttft_p99: f64, lag_p99: f64, errors: f64) -> Point {
-        Point {
-            value,
-            request_throughput: tok_s / 100.0,
-            output_token_throughput: tok_s,
-            ttft_p50_ms: Some(ttft_p99 / 2.0),
-            ttft_p99_ms: Some(ttft_p99),
-            itl_p50_ms: Some(10.0),
-            itl_p99_ms: Some(20.0),
-            e2e_p50_ms: Some(1000.0),
-            e2e_p99_ms: Some(2000.0),
-            lag_p99_ms: Some(lag_p99),
-            error_rate: errors,
-        }
-    }
+    use super::sample_point as pt;
 
     #[test]
     fn names_are_short_decimals() {

@@ -196,23 +196,7 @@ pub fn stop_reason(rule: &StopWhen, earlier: &[Point], now: &Point) -> Option<St
 mod tests {
     use super::*;
 
-    /// A run as the rule sees it: value, output tok/s, TTFT p99, lag p99,
-    /// error rate.
-    fn pt(value: f64, tok_s: f64, ttft_p99: f64, lag_p99: f64, errors: f64) -> Point {
-        Point {
-            value,
-            request_throughput: tok_s / 100.0,
-            output_token_throughput: tok_s,
-            ttft_p50_ms: Some(ttft_p99 / 2.0),
-            ttft_p99_ms: Some(ttft_p99),
-            itl_p50_ms: Some(10.0),
-            itl_p99_ms: Some(20.0),
-            e2e_p50_ms: Some(1000.0),
-            e2e_p99_ms: Some(2000.0),
-            lag_p99_ms: Some(lag_p99),
-            error_rate: errors,
-        }
-    }
+    use crate::results::sweep::sample_point as pt;
 
     fn default_rule() -> StopWhen {
         StopWhen::parse(StopWhen::DEFAULT).unwrap()
