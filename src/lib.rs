@@ -17,6 +17,7 @@ pub mod jsonl;
 pub mod merge;
 pub mod mock;
 pub mod nat;
+pub mod options;
 pub mod plot;
 pub mod prom;
 pub mod record;

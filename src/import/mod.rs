@@ -145,11 +145,12 @@ pub struct ImportArgs {
 
     /// weka: session k (in file order) starts k*MS ms after the first
     /// (without this or --session-rate, every session starts at 0).
-    #[arg(long, value_name = "MS", conflicts_with = "session_rate")]
+    #[arg(long, value_name = "MS", conflicts_with = "session_rate",
+          value_parser = crate::options::non_negative)]
     pub session_gap: Option<f64>,
 
     /// weka: start sessions at RATE per second (evenly spaced).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
     pub session_rate: Option<f64>,
 
     /// nat: the tokenizer (as nat2mc --tokenizer).
@@ -365,10 +366,7 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
-        Format::Weka => {
-            weka::Weka::check(args)?;
-            Box::new(weka::Weka::new(args))
-        }
+        Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
     let mut sink = Sink {

@@ -134,7 +134,6 @@ impl MockOptions {
 
 /// Serves until the process is killed; returns only if it cannot start.
 pub fn run(opts: MockOptions) -> Result<()> {
-    opts.latency.validate().map_err(Error::usage)?;
     opts.faults.validate().map_err(Error::usage)?;
     let listener = TcpListener::bind((opts.host.as_str(), opts.port))
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;

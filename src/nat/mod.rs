@@ -96,7 +96,7 @@ pub struct NatOptions {
     pub timing: TimingMode,
 
     /// A constant delay (ms) for later rows instead of the measured one.
-    #[arg(long, value_name = "MS", value_parser = delay_ms)]
+    #[arg(long, value_name = "MS", value_parser = crate::options::delay_ms)]
     pub delay: Option<f64>,
 
     /// input_length from the hashed text's tokens, or the server's prompt_tokens.
@@ -121,17 +121,6 @@ pub struct NatOptions {
     /// (without it, an existing file is refused with exit code 73).
     #[arg(long)]
     pub force: bool,
-}
-
-/// `--delay`: a finite number of ms, at least 0 and at most a year (a
-/// larger one is a typo, and `inf` would be written as 2^64 - 1).
-fn delay_ms(s: &str) -> std::result::Result<f64, String> {
-    const YEAR_MS: f64 = 365.0 * 24.0 * 3600.0 * 1000.0;
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..=YEAR_MS).contains(&v) => Ok(v),
-        Ok(v) => Err(format!("{v} ms is not a delay: expected 0 to {YEAR_MS} ms")),
-        Err(_) => Err(format!("expected a number of ms, got {s:?}")),
-    }
 }
 
 /// Requests parsed (and their calls tokenized) together, in parallel: at most

@@ -26,7 +26,7 @@ pub const MAX_SESSIONS: usize = 60;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlotArgs {
     /// Width of a time window, in ms (rates are per second within it).
-    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS")]
+    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS", value_parser = crate::options::positive)]
     pub window_ms: f64,
 
     /// Tokens per hash id, for the prefix-cache hit rate.
@@ -317,9 +317,6 @@ pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
         write_svg(io, args, &svg)?;
         eprintln!("{about}");
         return Ok(());
-    }
-    if !(args.window_ms.is_finite() && args.window_ms > 0.0) {
-        return Err(usage("--window-ms: expected a positive number of ms"));
     }
     if args.block_size == 0 {
         return Err(usage("--block-size: expected at least 1 token"));
