@@ -19,6 +19,7 @@ pub mod mock;
 pub mod nat;
 pub mod options;
 pub mod plot;
+pub mod progress;
 pub mod prom;
 pub mod record;
 pub mod replay;

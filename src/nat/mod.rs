@@ -6,13 +6,13 @@ pub mod calls;
 pub mod hasher;
 pub mod reader;
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::jsonl::{self, Output};
+use crate::progress::Progress;
 use crate::record::write_id_array;
 use crate::tokenizer::{self, Resolved};
 use calls::{Call, SkipReason};
@@ -127,6 +127,10 @@ pub struct NatOptions {
 /// this many, or this many bytes of raw requests, so memory stays bounded.
 const BATCH: usize = 256;
 const BATCH_BYTES: usize = 16 << 20;
+
+/// A plain progress line this often when stderr is not a terminal: a long
+/// conversion in a log is never silent.
+const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
@@ -467,7 +471,7 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
             .map(|n| n.saturating_add(opts.skip_requests)),
     );
     let mut conv = Converter::new(opts)?;
-    let progress = std::io::stderr().is_terminal();
+    let mut progress = Progress::for_stderr("nat2mc", PLAIN_EVERY);
     let mut split = reader::ArraySplitter::new(src);
     let (mut index, mut batch, mut batch_bytes) = (0usize, Vec::new(), 0usize);
     let end = loop {
@@ -488,15 +492,11 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
         if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
             conv.add_batch(std::mem::take(&mut batch))?;
             batch_bytes = 0;
-            if progress {
-                let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
-            }
+            progress.tick(|| format!("{index} requests…"));
         }
     };
     conv.add_batch(batch)?;
-    if progress && index >= BATCH {
-        eprintln!();
-    }
+    progress.finish();
     let mut out = Output::open(out_path.as_deref(), false)?;
     conv.write_rows(&mut out)?;
     let mut summary = conv.summary(&end);
