@@ -320,7 +320,11 @@ fn sniff(mut src: Box<dyn Read>) -> Result<(Vec<u8>, Box<dyn Read>)> {
     Ok((head, Box::new(again)))
 }
 
-pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-import";
+
+pub fn run(args: &ImportArgs) -> Result<()> {
+    let tool = TOOL;
     if args.block_size == Some(0) {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
@@ -345,7 +349,7 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
                 "--from nat reads one profiler file at a time".into(),
             ));
         }
-        let opts = nat::NatOptions {
+        let opts = nat::NatArgs {
             input: inputs[0].clone(),
             output: Some(args.io.output.clone().unwrap_or_else(|| "-".into())),
             tokenizer: args.tokenizer.clone(),

@@ -133,7 +133,11 @@ impl CommonArgs {
     }
 }
 
-pub fn run(tool: &str, args: &MergeArgs) -> Result<()> {
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-merge";
+
+pub fn run(args: &MergeArgs) -> Result<()> {
+    let tool = TOOL;
     match &args.mode {
         Some(Mode::Concat(a)) => concat(tool, a),
         Some(Mode::Interleave(a)) => interleave(tool, a),

@@ -56,7 +56,7 @@ pub enum InputLength {
   nat2mc --input-file traces.json --tokenizer meta-llama/Llama-3.3-70B-Instruct   # writes traces_mooncake.jsonl
   nat2mc --tokenizer tok/ < traces.json | mc-scale --speedup 2 | mc-analyze --block-size 128"
 )]
-pub struct NatOptions {
+pub struct NatArgs {
     /// The profiler trace (default: stdin).
     #[arg(
         long = "input-file",
@@ -173,7 +173,7 @@ struct Pending {
 }
 
 pub struct Converter {
-    opts: NatOptions,
+    opts: NatArgs,
     tokenizer: Option<Resolved>,
     hasher: BlockHasher,
     pending: Vec<Pending>,
@@ -183,7 +183,7 @@ pub struct Converter {
 }
 
 impl Converter {
-    pub fn new(opts: NatOptions) -> Result<Self> {
+    pub fn new(opts: NatArgs) -> Result<Self> {
         if opts.block_size == 0 {
             return Err(Error::Usage("--block-size must be at least 1".into()));
         }
@@ -433,7 +433,7 @@ impl Converter {
 
 /// Where rows go: `--output-file`, else `<input stem>_mooncake.jsonl` beside
 /// `--input-file` (as the upstream converter does), else stdout.
-pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
+pub fn output_path(opts: &NatArgs) -> Option<PathBuf> {
     if let Some(o) = &opts.output {
         return Some(o.clone());
     }
@@ -448,14 +448,17 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
     Some(input.with_file_name(format!("{stem}_mooncake.jsonl")))
 }
 
-pub fn run(opts: NatOptions) -> Result<()> {
-    let src = jsonl::open_input(opts.input.as_deref())?;
-    run_from(src, opts)
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "nat2mc";
+
+pub fn run(args: &NatArgs) -> Result<()> {
+    let src = jsonl::open_input(args.input.as_deref())?;
+    run_from(src, args.clone())
 }
 
 /// [`run`] on an already opened input (`opts.input` then only names the
 /// default output file): `mc-import --from nat` hands in what it sniffed.
-pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
+pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     let out_path = output_path(&opts);
     // The path beside the input is chosen for the user: never overwrite a
     // file there without being told to (an explicit --output-file is the
@@ -471,7 +474,7 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
             .map(|n| n.saturating_add(opts.skip_requests)),
     );
     let mut conv = Converter::new(opts)?;
-    let mut progress = Progress::for_stderr("nat2mc", PLAIN_EVERY);
+    let mut progress = Progress::for_stderr(TOOL, PLAIN_EVERY);
     let mut split = reader::ArraySplitter::new(src);
     let (mut index, mut batch, mut batch_bytes) = (0usize, Vec::new(), 0usize);
     let end = loop {

@@ -350,8 +350,12 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
         .map_err(|e| Error::Other(e.into()))
 }
 
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-report";
+
 /// Runs `mc-report`.
-pub fn run(tool: &str, args: &ReportArgs) -> Result<()> {
+pub fn run(args: &ReportArgs) -> Result<()> {
+    let tool = TOOL;
     let report = build(args)?;
     let text = render(&report, args)?;
     let mut out = Output::open(None, false)?;
