@@ -10,6 +10,7 @@ use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::idmap::IdMap;
 use crate::jsonl::{ErrorPolicy, Output};
+use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
 
 /// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
@@ -40,7 +41,8 @@ pub struct ScaleArgs {
         long,
         default_value_t = 1.0,
         value_name = "R",
-        alias = "synthesis-speedup-ratio"
+        alias = "synthesis-speedup-ratio",
+        value_parser = options::positive
     )]
     pub speedup: f64,
 
@@ -55,7 +57,8 @@ pub struct ScaleArgs {
         long = "prefix-len-multiplier",
         default_value_t = 1.0,
         value_name = "P",
-        alias = "synthesis-prefix-len-multiplier"
+        alias = "synthesis-prefix-len-multiplier",
+        value_parser = options::positive
     )]
     pub prefix_mult: f64,
 
@@ -64,7 +67,8 @@ pub struct ScaleArgs {
         long = "prompt-len-multiplier",
         default_value_t = 1.0,
         value_name = "Q",
-        alias = "synthesis-prompt-len-multiplier"
+        alias = "synthesis-prompt-len-multiplier",
+        value_parser = options::non_negative
     )]
     pub prompt_mult: f64,
 
@@ -72,7 +76,8 @@ pub struct ScaleArgs {
     #[arg(
         long = "output-len-multiplier",
         default_value_t = 1.0,
-        value_name = "O"
+        value_name = "O",
+        value_parser = options::non_negative
     )]
     pub output_mult: f64,
 
@@ -107,32 +112,6 @@ impl Default for ScaleArgs {
 }
 
 impl ScaleArgs {
-    pub fn validate(&self) -> Result<()> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(Error::usage(format!(
-                    "{name} must be a number > 0, got {v}"
-                )))
-            }
-        };
-        let non_negative = |name: &str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(Error::usage(format!(
-                    "{name} must be a number >= 0, got {v}"
-                )))
-            }
-        };
-        positive("--speedup", self.speedup)?;
-        positive("--prefix-len-multiplier", self.prefix_mult)?;
-        non_negative("--prompt-len-multiplier", self.prompt_mult)?;
-        non_negative("--output-len-multiplier", self.output_mult)?;
-        Ok(())
-    }
-
     /// The prefix and prompt multipliers need the id counts of the whole trace.
     pub fn needs_whole_input(&self) -> bool {
         self.prefix_mult != 1.0 || self.prompt_mult != 1.0
@@ -146,7 +125,6 @@ pub const TOOL: &str = "mc-scale";
 pub fn run(args: &ScaleArgs) -> Result<()> {
     let tool = TOOL;
     let io = &args.io;
-    args.validate()?;
     if !args.needs_whole_input() {
         let mut scaler = RowScaler::new(args.clone());
         let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
