@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::util::{assert_success, run_ok, tool};
+use crate::util::{self, assert_success, run_ok, tool, write_file};
 
 fn gen(args: &[&str]) -> String {
     run_ok("mc-gen", args, "")
@@ -319,12 +319,6 @@ fn rising_length_presets_work_and_never_decrease() {
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
-}
-
 fn per_window(out: &str, w: u64, n: usize) -> Vec<usize> {
     let mut c = vec![0; n];
     for v in rows(out) {
@@ -337,7 +331,7 @@ fn per_window(out: &str, w: u64, n: usize) -> Vec<usize> {
 fn stat_maas_rates_per_window() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let traffic = write(
+    let traffic = write_file(
         d,
         "qps.csv",
         "Time,Total,Success,4xx Error,5xx Error\n\
@@ -345,7 +339,7 @@ fn stat_maas_rates_per_window() {
          2024-05-01 10:00:10,1,0.5,0,0.5\n\
          2024-05-01 10:00:20,3,3,0,0\n",
     );
-    let input = write(
+    let input = write_file(
         d,
         "in.csv",
         "Time,P50,P70,P90,P99\n\
@@ -353,7 +347,7 @@ fn stat_maas_rates_per_window() {
          2024-05-01 10:00:10,200,300,400,900\n\
          2024-05-01 10:00:20,50,50,50,50\n",
     );
-    let output = write(
+    let output = write_file(
         d,
         "out.csv",
         "Time,P50,P70,P95,P99\n\
@@ -410,12 +404,12 @@ fn stat_maas_rates_per_window() {
 fn stat_cloudide_rates_and_byte_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let traffic = write(
+    let traffic = write_file(
         d,
         "rate.csv",
         "Time,rate\n1700000000000,4\n1700000005000,1\n1700000010000,undefined\n",
     );
-    let bytes = write(
+    let bytes = write_file(
         d,
         "bytes.csv",
         "Time,recv_bytes.rate@a,recv_bytes.rate@b,sent_bytes.rate@a\n\
@@ -451,12 +445,12 @@ fn stat_cloudide_rates_and_byte_sizes() {
 fn stat_errors_name_file_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let traffic = write(
+    let traffic = write_file(
         d,
         "rate.csv",
         "Time,rate\n1700000000000,4\n1700000005000,lots\n",
     );
-    let bytes = write(
+    let bytes = write_file(
         d,
         "bytes.csv",
         "Time,recv_bytes.x,sent_bytes.x\n1700000000000,1,1\n",
@@ -607,7 +601,7 @@ fn agent_rows_follow_aibrix_config() {
     let _ = hit_rate(&out);
     // Every tool fails once (max_tool_retries 1): two latencies per branch.
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(
+    let cfg = write_file(
         dir.path(),
         "agent.json",
         &json!({"num_sessions": 3, "turns_per_session": [1, 1], "parallel_tools": 4,
@@ -622,7 +616,7 @@ fn agent_rows_follow_aibrix_config() {
         assert_eq!(u(&pair[1], "delay"), 200);
         assert_eq!(u(&pair[1], "input_length"), 256 + 4 * 10);
     }
-    let bad = write(dir.path(), "bad.json", r#"{"parallel_tools": [3, 1]}"#);
+    let bad = write_file(dir.path(), "bad.json", r#"{"parallel_tools": [3, 1]}"#);
     let o = tool("mc-gen")
         .args(["agent", "--config", bad.to_str().unwrap()])
         .output()
@@ -633,13 +627,7 @@ fn agent_rows_follow_aibrix_config() {
 
 /// A WordLevel tokenizer: one token per word.
 fn word_tokenizer(dir: &Path) -> PathBuf {
-    let tok = json!({
-        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
-        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
-        "post_processor": null, "decoder": null,
-        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "w": 1}, "unk_token": "[UNK]"}
-    });
-    write(dir, "tokenizer.json", &tok.to_string())
+    util::word_tokenizer(dir, &["w"])
 }
 
 fn words(n: usize, tag: &str) -> String {
@@ -660,7 +648,7 @@ fn prompts_are_matched_within_tolerance() {
         file.push_str(&json!({"prompt": words(n, &format!("p{n}"))}).to_string());
         file.push('\n');
     }
-    let prompts = write(d, "prompts.jsonl", &file);
+    let prompts = write_file(d, "prompts.jsonl", &file);
     let cache = d.join("cache");
     let run = |extra: &[&str]| {
         let out = tool("mc-gen")
@@ -726,7 +714,7 @@ fn prompts_are_matched_within_tolerance() {
         .all(|v| v["text_input"].as_str().unwrap().starts_with("p10 ")));
     assert!(err.contains("3 nearest"), "{err}");
     // Trace-driven: 10% first, so 100 picks only the 100-word prompt.
-    let trace = write(
+    let trace = write_file(
         d,
         "trace.jsonl",
         "{\"timestamp\":5,\"input_length\":100,\"output_length\":9,\"hash_ids\":[1]}\n{\"timestamp\":1500,\"input_length\":400,\"output_length\":3,\"hash_ids\":[2]}\n",
@@ -753,7 +741,7 @@ fn sessioned_prompt_files_give_session_ids_and_turn_text() {
     ]
     .map(|v| v.to_string())
     .join("\n");
-    let prompts = write(d, "sessions.jsonl", &file);
+    let prompts = write_file(d, "sessions.jsonl", &file);
     let out = run_ok(
         "mc-gen",
         &[
@@ -797,7 +785,7 @@ fn sessioned_prompt_files_give_session_ids_and_turn_text() {
     ]
     .map(|v| v.to_string())
     .join("\n");
-    let prompts = write(d, "two.jsonl", &two);
+    let prompts = write_file(d, "two.jsonl", &two);
     let out = run_ok(
         "mc-gen",
         &[
@@ -1031,7 +1019,7 @@ fn a_closed_pipe_ends_quietly_and_bad_prompt_files_name_the_line() {
 
     let dir = tempfile::tempdir().unwrap();
     let tok = word_tokenizer(dir.path());
-    let bad = write(
+    let bad = write_file(
         dir.path(),
         "bad.jsonl",
         "{\"prompt\": \"a b\"}\n{\"prompt\": 3}\n",

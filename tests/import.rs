@@ -1,6 +1,6 @@
 //! mc-import: expected values are checked by hand against the source rows.
 
-use crate::util::{data_dir, run_ok, tool};
+use crate::util::{data_dir, run_code, run_ok, run_ok_both, tool};
 
 #[test]
 fn azure_2023_shape_crlf_no_final_newline() {
@@ -185,25 +185,12 @@ fn rows(out: &str) -> Vec<Row> {
 
 /// Runs mc-import and returns (stdout, stderr), asserting success.
 fn import(args: &[&str], input: &str) -> (String, String) {
-    let out = tool("mc-import")
-        .args(args)
-        .write_stdin(input.to_string())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "mc-import {args:?} failed: {err}");
-    (String::from_utf8(out.stdout).unwrap(), err)
+    run_ok_both("mc-import", args, input)
 }
 
 /// Runs mc-import expecting exit code 65 and returns stderr.
 fn import_bad(args: &[&str], input: &str) -> String {
-    let out = tool("mc-import")
-        .args(args)
-        .write_stdin(input.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65), "{out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    run_code("mc-import", args, input, 65)
 }
 
 const BURST_V1: &str = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r\n\

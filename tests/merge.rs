@@ -6,21 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::util::temp_files as files;
 use crate::util::{run_ok, tool};
-
-/// Writes `files` (name, content) into a fresh temporary folder.
-fn files(list: &[(&str, &str)]) -> (tempfile::TempDir, Vec<PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = list
-        .iter()
-        .map(|(name, text)| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, text).unwrap();
-            p
-        })
-        .collect();
-    (dir, paths)
-}
 
 fn args<'a>(head: &[&'a str], paths: &'a [PathBuf]) -> Vec<&'a std::ffi::OsStr> {
     head.iter()

@@ -3,44 +3,32 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-/// A running mc-mock, killed when dropped (also when a test fails).
-struct Mock {
-    child: Child,
-    log: BufReader<ChildStdout>,
-    addr: String,
-}
+use crate::util::MockServer;
+
+/// A running mc-mock (the shared launcher), with this module's readers of
+/// its log and its connections.
+struct Mock(MockServer);
 
 impl Mock {
     fn start(args: &[&str]) -> Mock {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-mock"))
-            .args(["--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut mock = Mock {
-            child,
-            log: BufReader::new(stdout),
-            addr: String::new(),
-        };
-        let first = mock.next_line();
-        let listening: Listening = serde_json::from_str(&first).unwrap();
-        assert_eq!(listening.event, "listening");
-        mock.addr = listening.addr;
-        mock
+        let server = MockServer::start(args);
+        // Strictly: the line holds exactly these fields.
+        let listening: Listening = serde_json::from_str(&server.listening).unwrap();
+        assert_eq!(
+            (listening.event.as_str(), listening.addr.as_str()),
+            ("listening", server.addr.as_str())
+        );
+        Mock(server)
     }
 
     fn next_line(&mut self) -> String {
         let mut line = String::new();
-        self.log.read_line(&mut line).unwrap();
+        self.0.log.read_line(&mut line).unwrap();
         assert!(line.ends_with('\n'), "no log line: {line:?}");
         line
     }
@@ -52,18 +40,11 @@ impl Mock {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}{path}", self.0.url())
     }
 
     fn raw(&self) -> Raw {
-        Raw::connect(&self.addr)
-    }
-}
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Raw::connect(&self.0.addr)
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::replay::Mock;
-use crate::util::tool;
+use crate::util::{run_ok_both, tool};
 
 /// `mc-report --json` for several runs, as the tests expect it.
 #[derive(Debug, Deserialize)]
@@ -56,14 +56,7 @@ impl Comparison {
 }
 
 fn report(args: &[&str]) -> (String, String) {
-    let out = tool("mc-report")
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "mc-report {args:?}: {stderr}");
-    (String::from_utf8(out.stdout).unwrap(), stderr)
+    run_ok_both("mc-report", args, "")
 }
 
 fn lines(rows: &[Value]) -> String {

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A command for one of the crate's binaries.
 pub fn tool(name: &str) -> assert_cmd::Command {
@@ -37,15 +37,135 @@ pub fn assert_success(out: &std::process::Output) {
 /// Runs `name` with `args` on `input` and returns its stdout, failing the
 /// test (with the tool's stderr) if it does not succeed.
 pub fn run_ok<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S], input: &str) -> String {
+    run_ok_both(name, args, input).0
+}
+
+/// What a finished tool run left: its exit code and its output as text.
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `name` with `args` on `input`, whatever its exit code.
+pub fn run<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S], input: &str) -> Ran {
     let out = tool(name)
         .args(args)
         .write_stdin(input.to_string())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `name` and returns (stdout, stderr), failing the test (with the
+/// tool's stderr) if it does not succeed.
+pub fn run_ok_both<S: AsRef<std::ffi::OsStr>>(
+    name: &str,
+    args: &[S],
+    input: &str,
+) -> (String, String) {
+    let r = run(name, args, input);
+    assert_eq!(r.code, Some(0), "{name} failed: {}", r.stderr);
+    (r.stdout, r.stderr)
+}
+
+/// Runs `name` expecting exit code `code`; returns its stderr.
+pub fn run_code<S: AsRef<std::ffi::OsStr>>(
+    name: &str,
+    args: &[S],
+    input: &str,
+    code: i32,
+) -> String {
+    let r = run(name, args, input);
+    assert_eq!(r.code, Some(code), "{name}: {}", r.stderr);
+    r.stderr
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Writes `files` (name, content) into a fresh temporary folder, which
+/// lives as long as the returned handle.
+pub fn temp_files(list: &[(&str, &str)]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = list
+        .iter()
+        .map(|(name, text)| write_file(dir.path(), name, text))
+        .collect();
+    (dir, paths)
+}
+
+/// A WordLevel `tokenizer.json` in `dir`: one token per whitespace-separated
+/// word, `vocab` numbered from 1, any other word `[UNK]` (0).
+pub fn word_tokenizer(dir: &Path, vocab: &[&str]) -> PathBuf {
+    let mut words = serde_json::Map::new();
+    words.insert("[UNK]".into(), 0.into());
+    for (i, w) in vocab.iter().enumerate() {
+        words.insert((*w).into(), (i + 1).into());
+    }
+    let tok = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": words, "unk_token": "[UNK]"}
+    });
+    write_file(dir, "tokenizer.json", &tok.to_string())
+}
+
+/// mc-mock on a free port (`--port 0`), killed when dropped (also when a
+/// test fails). Its request log (stdout) is left to the caller after the
+/// `listening` line, which gave `addr`.
+pub struct MockServer {
+    child: std::process::Child,
+    pub log: std::io::BufReader<std::process::ChildStdout>,
+    pub addr: String,
+    /// The `listening` line as mc-mock wrote it.
+    pub listening: String,
+}
+
+impl MockServer {
+    pub fn start(args: &[&str]) -> MockServer {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-mock"))
+            .args(["--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut log = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        log.read_line(&mut first).unwrap();
+        let listening: serde_json::Value = serde_json::from_str(&first)
+            .unwrap_or_else(|e| panic!("mc-mock's first line {first:?}: {e}"));
+        assert_eq!(listening["event"], "listening", "{first}");
+        let addr = listening["addr"].as_str().unwrap().to_string();
+        MockServer {
+            child,
+            log,
+            addr,
+            listening: first,
+        }
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -51,7 +51,7 @@ use crate::blocks::DEFAULT_BLOCK_SIZE;
   mc-analyze --block-size auto --cache-blocks 1000,10000,100000 < trace.jsonl
   mc-scale --speedup 2 < trace.jsonl | mc-analyze --pass --output-file stats.json | mc-replay ..."
 )]
-pub struct AnalyzeOptions {
+pub struct AnalyzeArgs {
     /// Tokens per hash id, or `auto` (the default): the one power of two every
     /// row allows, else the one most rows allow, else 512; the size used is
     /// in the report, and named on stderr when rows break it.
@@ -178,7 +178,7 @@ impl Analyzer {
     }
 
     /// The second pass: the report, for the options' block size and cache sizes.
-    pub fn finish(mut self, opts: &AnalyzeOptions, policy: &ErrorPolicy) -> Report {
+    pub fn finish(mut self, opts: &AnalyzeArgs, policy: &ErrorPolicy) -> Report {
         let feasible = blocksize::feasible(&self.rows);
         let detected = blocksize::detect(&self.rows, feasible);
         let b = match opts.block_size {
@@ -217,14 +217,18 @@ impl Analyzer {
     }
 }
 
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-analyze";
+
 /// Runs `mc-analyze`: reads `io`, writes the report (and, with `--pass`,
 /// the records).
-pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
-    let io = &opts.io;
+pub fn run(args: &AnalyzeArgs) -> Result<()> {
+    let tool = TOOL;
+    let io = &args.io;
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();
-    let mut records = if opts.pass { Some(io.writer()?) } else { None };
+    let mut records = if args.pass { Some(io.writer()?) } else { None };
     let mut last_line = 0;
     let read = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         last_line = no;
@@ -242,7 +246,7 @@ pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
         // With --pass, a reader that leaves early (`| head`) is a normal end
         // for the records, but the report would be of a part of the trace:
         // say so instead of ending without a word.
-        if opts.pass && e.is_broken_pipe() {
+        if args.pass && e.is_broken_pipe() {
             eprintln!(
                 "{tool}: stdout was closed after line {last_line}: stopped early, no report \
                  (the report needs the whole trace)"
@@ -251,12 +255,12 @@ pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
         }
         return Err(e);
     }
-    let report = analyzer.finish(opts, &policy);
+    let report = analyzer.finish(args, &policy);
     // The block size decides half the report: never let a wrong one pass
     // without a word on stderr, where a script sees it even when the report
     // goes to a file or a pipe (with --pass the report is on stderr itself).
     let blocks = &report.blocks;
-    if blocks.inconsistent_rows.count > 0 && !opts.pass {
+    if blocks.inconsistent_rows.count > 0 && !args.pass {
         eprintln!(
             "{tool}: warning: {} rows are inconsistent with block size {}{} (first: {}); check --block-size",
             blocks.inconsistent_rows.count,
@@ -268,7 +272,7 @@ pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
             blocks.inconsistent_rows.first_lines_text(),
         );
     }
-    if let Some(path) = &opts.output_file {
+    if let Some(path) = &args.output_file {
         let text = serde_json::to_string_pretty(&report.aiperf).map_err(anyhow::Error::from)?;
         // Byte for byte what AIPerf writes (pydantic, indent 2, no final newline).
         std::fs::write(path, text).map_err(|source| Error::Output {
@@ -276,12 +280,12 @@ pub fn run(tool: &str, opts: &AnalyzeOptions) -> Result<()> {
             source,
         })?;
     }
-    let text = if opts.json {
+    let text = if args.json {
         serde_json::to_string(&report).map_err(anyhow::Error::from)? + "\n"
     } else {
         report::render_text(&report)
     };
-    if opts.pass {
+    if args.pass {
         eprint!("{text}");
     } else {
         let mut out = io.writer()?;

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::transform::cap::{self, CapOptions};
-
-const TOOL: &str = "mc-cap";
+use mctrace::transform::cap::{self, CapArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
-    let opts: CapOptions = cli::parse_args(TOOL);
-    cli::exit(TOOL, cap::run(TOOL, &opts))
+    let args: CapArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, cap::run(&args))
 }

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::import::{self, ImportArgs};
-
-const TOOL: &str = "mc-import";
+use mctrace::import::{self, ImportArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
     let args: ImportArgs = cli::parse_args(TOOL);
-    cli::exit(TOOL, import::run(TOOL, &args))
+    cli::exit(TOOL, import::run(&args))
 }

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::merge::{self, MergeArgs};
-
-const TOOL: &str = "mc-merge";
+use mctrace::merge::{self, MergeArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
     let args: MergeArgs = cli::parse_args(TOOL);
-    cli::exit(TOOL, merge::run(TOOL, &args))
+    cli::exit(TOOL, merge::run(&args))
 }

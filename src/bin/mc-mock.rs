@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::mock::{self, MockOptions};
-
-const TOOL: &str = "mc-mock";
+use mctrace::mock::{self, MockArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
-    let opts: MockOptions = cli::parse_args(TOOL);
-    cli::exit(TOOL, mock::run(opts))
+    let args: MockArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, mock::run(&args))
 }

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::report::{self, ReportArgs};
-
-const TOOL: &str = "mc-report";
+use mctrace::report::{self, ReportArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
     let args: ReportArgs = cli::parse_args(TOOL);
-    cli::exit(TOOL, report::run(TOOL, &args))
+    cli::exit(TOOL, report::run(&args))
 }

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::transform::roots::{self, RootsOptions};
-
-const TOOL: &str = "mc-roots";
+use mctrace::transform::roots::{self, RootsArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
-    let opts: RootsOptions = cli::parse_args(TOOL);
-    cli::exit(TOOL, roots::run(TOOL, &opts))
+    let args: RootsArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, roots::run(&args))
 }

@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::transform::scale::{self, ScaleOptions};
-
-const TOOL: &str = "mc-scale";
+use mctrace::transform::scale::{self, ScaleArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
-    let opts: ScaleOptions = cli::parse_args(TOOL);
-    cli::exit(TOOL, scale::run(TOOL, &opts))
+    let args: ScaleArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, scale::run(&args))
 }

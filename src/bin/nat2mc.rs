@@ -1,9 +1,7 @@
 use mctrace::cli;
-use mctrace::nat::{self, NatOptions};
-
-const TOOL: &str = "nat2mc";
+use mctrace::nat::{self, NatArgs, TOOL};
 
 fn main() -> std::process::ExitCode {
-    let opts: NatOptions = cli::parse_args(TOOL);
-    cli::exit(TOOL, nat::run(opts))
+    let args: NatArgs = cli::parse_args(TOOL);
+    cli::exit(TOOL, nat::run(&args))
 }

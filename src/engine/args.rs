@@ -6,6 +6,7 @@ use super::{
     DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
+use crate::options;
 
 /// A paragraph for `--help`: what the engine model is and what it leaves out.
 pub const MODEL_HELP: &str = "\
@@ -54,22 +55,22 @@ pub struct EngineArgs {
     pub max_seqs: Option<u64>,
 
     /// roofline: fixed cost of a step, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub t_fix_ms: Option<f64>,
     /// roofline: cost per request in a step, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub c_seq_ms: Option<f64>,
     /// roofline: weight-read floor of a forward pass, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub t_w_ms: Option<f64>,
     /// roofline: cost per scheduled token, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub c_lin_ms: Option<f64>,
     /// roofline: cost per prefill query-key pair, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub k_ms: Option<f64>,
     /// roofline: cost per context token of a decode, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub c_kv_ms: Option<f64>,
     /// dynamo-polynomial: prefill ms = a·X² + b·X + c in new prefill tokens X.
     #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
@@ -78,7 +79,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
     pub decode_ms: Option<Coefficients>,
     /// dynamo-polynomial: floor of the decode time, ms.
-    #[arg(long, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, value_name = "MS", value_parser = options::non_negative)]
     pub decode_min_ms: Option<f64>,
 }
 
@@ -86,23 +87,8 @@ pub struct EngineArgs {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Coefficients(pub [f64; 3]);
 
-fn non_negative(s: &str) -> std::result::Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("`{s}` is not a finite number >= 0")),
-    }
-}
-
 fn coefficients(s: &str) -> std::result::Result<Coefficients, String> {
-    let v: Vec<f64> = s
-        .split(',')
-        .map(|x| x.trim().parse::<f64>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| format!("`{s}`: expected three numbers A,B,C"))?;
-    match v[..] {
-        [a, b, c] if v.iter().all(|x| x.is_finite()) => Ok(Coefficients([a, b, c])),
-        _ => Err(format!("`{s}`: expected three finite numbers A,B,C")),
-    }
+    options::three_numbers(s).map(Coefficients)
 }
 
 impl EngineArgs {

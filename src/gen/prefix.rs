@@ -10,11 +10,12 @@ use super::rng::{Rng, Zipf};
 use super::sink::{GenRequest, Sink};
 use super::{Bound, Common, Ids};
 use crate::error::{Error, Result};
+use crate::options;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct PrefixArgs {
     /// Requests per second.
-    #[arg(long, default_value_t = 10.0, value_name = "R")]
+    #[arg(long, default_value_t = 10.0, value_name = "R", value_parser = options::positive)]
     pub qps: f64,
 
     #[command(flatten)]
@@ -36,7 +37,7 @@ pub struct PrefixArgs {
 
     /// Share of each prompt that is its group's prefix (0 < R <= 1): the
     /// prompt is prefix / R tokens long.
-    #[arg(long, default_value_t = 0.5, value_name = "R")]
+    #[arg(long, default_value_t = 0.5, value_name = "R", value_parser = options::share)]
     pub share_ratio: f64,
 
     /// Choose groups by Zipf with exponent S (default: uniformly).
@@ -49,18 +50,6 @@ pub struct PrefixArgs {
 }
 
 pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
-    if !(a.qps > 0.0 && a.qps.is_finite()) {
-        return Err(Error::Usage(format!(
-            "--qps must be positive, got {}",
-            a.qps
-        )));
-    }
-    if !(a.share_ratio > 0.0 && a.share_ratio <= 1.0) {
-        return Err(Error::Usage(format!(
-            "--share-ratio must be in (0, 1], got {}",
-            a.share_ratio
-        )));
-    }
     if a.prefix_groups == 0 {
         return Err(Error::Usage("--prefix-groups must be at least 1".into()));
     }

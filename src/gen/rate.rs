@@ -11,6 +11,7 @@ use super::sink::{GenRequest, Sink};
 use super::stat::{self, Scales, StatType};
 use super::{blocks, Bound, Common, Ids};
 use crate::error::{Error, Result};
+use crate::options;
 
 // Independent random streams of one seed.
 const ARRIVALS: u64 = 1;
@@ -27,7 +28,7 @@ pub enum Ramp {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConstantArgs {
     /// Requests per second (fractions allowed); the final rate with --ramp-up.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = options::positive)]
     pub qps: f64,
 
     #[command(flatten)]
@@ -52,7 +53,7 @@ pub struct ConstantArgs {
     pub ramp_up: Option<Ramp>,
 
     /// The starting rate of --ramp-up.
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = options::positive)]
     pub qps_start: Option<f64>,
 }
 
@@ -81,21 +82,12 @@ fn emit_fresh(
     })
 }
 
-fn positive(name: &str, v: f64) -> Result<f64> {
-    if v > 0.0 && v.is_finite() {
-        Ok(v)
-    } else {
-        Err(Error::Usage(format!(
-            "{name} must be a positive number, got {v}"
-        )))
-    }
-}
-
 pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()> {
-    let end_rate = positive("--qps", a.qps)?;
+    let end_rate = a.qps;
     let (duration, n_max) = a.bound.limits()?;
     let start_rate = match a.ramp_up {
-        Some(_) => positive("--qps-start", a.qps_start.unwrap_or(0.0))?,
+        // clap: --ramp-up requires --qps-start, a positive number.
+        Some(_) => a.qps_start.unwrap_or(end_rate),
         None => end_rate,
     };
     let rate_at = |t: f64, i: u64| -> f64 {
@@ -247,15 +239,15 @@ pub struct StatArgs {
     pub completion_len_file: Option<PathBuf>,
 
     /// Divide every rate by this.
-    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = options::positive)]
     pub qps_scale: f64,
 
     /// Divide every prompt length by this.
-    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = options::positive)]
     pub input_scale: f64,
 
     /// Divide every completion length by this.
-    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    #[arg(long, default_value_t = 1.0, value_name = "X", value_parser = options::positive)]
     pub output_scale: f64,
 
     /// Stop at this time (default: the end of the last window).
@@ -269,9 +261,9 @@ pub struct StatArgs {
 
 pub fn stat(common: &Common, a: &StatArgs, sink: &mut Sink) -> Result<()> {
     let scales = Scales {
-        qps: positive("--qps-scale", a.qps_scale)?,
-        input: positive("--input-scale", a.input_scale)?,
-        output: positive("--output-scale", a.output_scale)?,
+        qps: a.qps_scale,
+        input: a.input_scale,
+        output: a.output_scale,
     };
     let (windows, window_ms) = stat::read(
         a.stat_type,

@@ -8,7 +8,7 @@ use super::dist::LengthDist;
 use super::rng::Rng;
 use super::sink::{GenRequest, Sink};
 use super::{blocks, Common, Ids};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SessionArgs {
@@ -17,7 +17,7 @@ pub struct SessionArgs {
     pub sessions: u64,
 
     /// Conversations started per second (Poisson).
-    #[arg(long, default_value_t = 1.0, value_name = "R")]
+    #[arg(long, default_value_t = 1.0, value_name = "R", value_parser = crate::options::positive)]
     pub session_rate: f64,
 
     /// Turns per conversation (N or a distribution as for --isl; at least 1).
@@ -58,12 +58,6 @@ pub fn extend_ids(
 }
 
 pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
-    if !(a.session_rate > 0.0 && a.session_rate.is_finite()) {
-        return Err(Error::Usage(format!(
-            "--session-rate must be positive, got {}",
-            a.session_rate
-        )));
-    }
     sink.set_unordered();
     let b = common.block_size;
     let mut ids = Ids::default();

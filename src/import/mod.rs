@@ -145,11 +145,12 @@ pub struct ImportArgs {
 
     /// weka: session k (in file order) starts k*MS ms after the first
     /// (without this or --session-rate, every session starts at 0).
-    #[arg(long, value_name = "MS", conflicts_with = "session_rate")]
+    #[arg(long, value_name = "MS", conflicts_with = "session_rate",
+          value_parser = crate::options::non_negative)]
     pub session_gap: Option<f64>,
 
     /// weka: start sessions at RATE per second (evenly spaced).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
     pub session_rate: Option<f64>,
 
     /// nat: the tokenizer (as nat2mc --tokenizer).
@@ -319,7 +320,11 @@ fn sniff(mut src: Box<dyn Read>) -> Result<(Vec<u8>, Box<dyn Read>)> {
     Ok((head, Box::new(again)))
 }
 
-pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-import";
+
+pub fn run(args: &ImportArgs) -> Result<()> {
+    let tool = TOOL;
     if args.block_size == Some(0) {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
@@ -344,7 +349,7 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
                 "--from nat reads one profiler file at a time".into(),
             ));
         }
-        let opts = nat::NatOptions {
+        let opts = nat::NatArgs {
             input: inputs[0].clone(),
             output: Some(args.io.output.clone().unwrap_or_else(|| "-".into())),
             tokenizer: args.tokenizer.clone(),
@@ -365,10 +370,7 @@ pub fn run(tool: &str, args: &ImportArgs) -> Result<()> {
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
-        Format::Weka => {
-            weka::Weka::check(args)?;
-            Box::new(weka::Weka::new(args))
-        }
+        Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
     let mut sink = Sink {

@@ -111,20 +111,6 @@ impl Weka {
         }
     }
 
-    /// Checks option values clap cannot.
-    pub fn check(args: &ImportArgs) -> Result<()> {
-        let bad = |v: Option<f64>, ok: fn(f64) -> bool| v.is_some_and(|v| !v.is_finite() || !ok(v));
-        if bad(args.session_gap, |g| g >= 0.0) {
-            return Err(Error::usage(
-                "--session-gap must be a number of ms, at least 0",
-            ));
-        }
-        if bad(args.session_rate, |r| r > 0.0) {
-            return Err(Error::usage("--session-rate must be more than 0"));
-        }
-        Ok(())
-    }
-
     fn fresh(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id - 1

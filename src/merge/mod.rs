@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::filter::IoArgs;
 use crate::jsonl::Output;
+use crate::options;
 use crate::record::{self, Number};
 use input::{Input, Source};
 use rewrite::{FileRule, Rewriter};
@@ -70,7 +71,7 @@ pub enum Mode {
 pub struct ConcatArgs {
     /// Milliseconds between the latest arrival of the files before and the
     /// earliest arrival of the next file.
-    #[arg(long, default_value_t = 0.0, value_name = "MS", value_parser = non_negative)]
+    #[arg(long, default_value_t = 0.0, value_name = "MS", value_parser = options::non_negative)]
     pub gap_ms: f64,
 
     #[command(flatten)]
@@ -106,13 +107,13 @@ pub struct CommonArgs {
     /// sample of sessions (whole sessions; a row without a session_id is
     /// its own), so the proportions hold in expectation. Row counts are
     /// taken in a first pass (stdin is held in memory for it).
-    #[arg(long, value_name = "W,W,…", value_delimiter = ',', value_parser = non_negative)]
+    #[arg(long, value_name = "W,W,…", value_delimiter = ',', value_parser = options::non_negative)]
     pub weights: Option<Vec<f64>>,
 
     /// Multiply each file's arrival rate (one factor a file): timestamps
     /// become trunc(t / R) and delays shrink by R, as `mc-scale --speedup R`.
     /// Applied before concat's shift.
-    #[arg(long, value_name = "R,R,…", value_delimiter = ',', value_parser = positive)]
+    #[arg(long, value_name = "R,R,…", value_delimiter = ',', value_parser = options::positive)]
     pub scale_rate: Option<Vec<f64>>,
 
     /// Seed of the --weights sample: the same seed, the same rows.
@@ -132,35 +133,11 @@ impl CommonArgs {
     }
 }
 
-fn number(s: &str) -> std::result::Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("`{s}` is not a number"))
-}
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-merge";
 
-fn non_negative(s: &str) -> std::result::Result<f64, String> {
-    number(s).and_then(|v| {
-        if v >= 0.0 {
-            Ok(v)
-        } else {
-            Err(format!("{v} is negative; expected a number >= 0"))
-        }
-    })
-}
-
-fn positive(s: &str) -> std::result::Result<f64, String> {
-    number(s).and_then(|v| {
-        if v > 0.0 {
-            Ok(v)
-        } else {
-            Err(format!("expected a number > 0, got {v}"))
-        }
-    })
-}
-
-pub fn run(tool: &str, args: &MergeArgs) -> Result<()> {
+pub fn run(args: &MergeArgs) -> Result<()> {
+    let tool = TOOL;
     match &args.mode {
         Some(Mode::Concat(a)) => concat(tool, a),
         Some(Mode::Interleave(a)) => interleave(tool, a),

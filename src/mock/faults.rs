@@ -14,7 +14,7 @@ pub struct Faults {
     #[arg(long, default_value_t = 1, value_name = "S")]
     pub retry_after: u64,
     /// Fraction (0 to 1) of requests that get the faults [default: 1].
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", value_parser = crate::options::fraction)]
     pub fail_rate: Option<f64>,
     /// Seeds the --fail-rate choice, which depends only on the seed and the
     /// request's sequence number (the log's `seq`, which counts every request).
@@ -59,15 +59,11 @@ impl Faults {
                 ));
             }
         }
-        if let Some(r) = self.fail_rate {
-            if !(0.0..=1.0).contains(&r) {
-                return Err(format!("--fail-rate must be between 0 and 1, not {r}"));
-            }
-            if !self.any_per_request() {
-                return Err("--fail-rate needs a fault to apply: --status, --hang, \
-                     --drop-after, --error-after or --malformed-after"
-                    .into());
-            }
+        // The rate's range is checked by its value parser.
+        if self.fail_rate.is_some() && !self.any_per_request() {
+            return Err("--fail-rate needs a fault to apply: --status, --hang, \
+                 --drop-after, --error-after or --malformed-after"
+                .into());
         }
         Ok(())
     }

@@ -14,30 +14,17 @@ const MAX_DELAY: Duration = Duration::from_secs(1_000_000);
 #[derive(Debug, Clone, Copy, Default, PartialEq, clap::Args)]
 pub struct Latency {
     /// Time to first token, fixed part, in ms.
-    #[arg(long, default_value_t = 0.0, value_name = "X")]
+    #[arg(long, default_value_t = 0.0, value_name = "X", value_parser = crate::options::non_negative)]
     pub ttft_ms: f64,
     /// Time to first token added per 1000 prompt tokens (prefill), in ms.
-    #[arg(long, default_value_t = 0.0, value_name = "Y")]
+    #[arg(long, default_value_t = 0.0, value_name = "Y", value_parser = crate::options::non_negative)]
     pub ttft_per_1k_tokens_ms: f64,
     /// Time between tokens, in ms.
-    #[arg(long, default_value_t = 0.0, value_name = "Z")]
+    #[arg(long, default_value_t = 0.0, value_name = "Z", value_parser = crate::options::non_negative)]
     pub itl_ms: f64,
 }
 
 impl Latency {
-    pub fn validate(&self) -> Result<(), String> {
-        for (name, v) in [
-            ("--ttft-ms", self.ttft_ms),
-            ("--ttft-per-1k-tokens-ms", self.ttft_per_1k_tokens_ms),
-            ("--itl-ms", self.itl_ms),
-        ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("{name} must be a finite number >= 0, not {v}"));
-            }
-        }
-        Ok(())
-    }
-
     /// Time to first token for a prompt of `prompt_tokens` tokens, in ms.
     pub fn ttft(&self, prompt_tokens: u64) -> f64 {
         self.ttft_ms + self.ttft_per_1k_tokens_ms * prompt_tokens as f64 / 1000.0
@@ -85,19 +72,5 @@ mod tests {
         };
         let t0 = Instant::now();
         assert_eq!(l.deadline(t0, u64::MAX, u64::MAX) - t0, MAX_DELAY);
-    }
-
-    #[test]
-    fn rejects_negative_and_nan() {
-        let neg = Latency {
-            itl_ms: -1.0,
-            ..Latency::default()
-        };
-        assert!(neg.validate().is_err());
-        let nan = Latency {
-            ttft_ms: f64::NAN,
-            ..Latency::default()
-        };
-        assert!(nan.validate().is_err());
     }
 }

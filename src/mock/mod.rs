@@ -76,7 +76,7 @@ use wire::{Reply, WireUsage};
   curl -N localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
     -d '{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"max_tokens\":4}'"
 )]
-pub struct MockOptions {
+pub struct MockArgs {
     /// Simulate an infinite prefix cache: usage reports as
     /// `prompt_tokens_details.cached_tokens` the prompt's leading blocks of
     /// --cache-block-size words that earlier requests already sent.
@@ -121,7 +121,7 @@ pub struct MockOptions {
     pub engine_model: crate::engine::EngineArgs,
 }
 
-impl MockOptions {
+impl MockArgs {
     /// Words per simulated cache block; 0 without --prefix-cache.
     pub fn cache_block(&self) -> u64 {
         if self.prefix_cache {
@@ -133,15 +133,19 @@ impl MockOptions {
 }
 
 /// Serves until the process is killed; returns only if it cannot start.
-pub fn run(opts: MockOptions) -> Result<()> {
-    opts.latency.validate().map_err(Error::usage)?;
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-mock";
+
+pub fn run(args: &MockArgs) -> Result<()> {
+    // The server owns its options for as long as it serves.
+    let opts = args.clone();
     opts.faults.validate().map_err(Error::usage)?;
     let listener = TcpListener::bind((opts.host.as_str(), opts.port))
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
     let log = Log::new(Box::new(io::stdout()));
     log.listening(addr);
-    eprintln!("mc-mock: serving {} on http://{addr}", opts.model);
+    eprintln!("{TOOL}: serving {} on http://{addr}", opts.model);
     let mut server = Server::new(opts, log);
     if server.opts.engine {
         let params = server.opts.engine_model.params()?;
@@ -286,7 +290,7 @@ fn route(req: &HttpRequest, cache_block: u64) -> Route {
 }
 
 struct Server {
-    opts: MockOptions,
+    opts: MockArgs,
     start: Instant,
     started: SystemTime,
     /// Makes response ids differ between runs.
@@ -301,7 +305,7 @@ struct Server {
 }
 
 impl Server {
-    fn new(opts: MockOptions, log: Log) -> Self {
+    fn new(opts: MockArgs, log: Log) -> Self {
         let opts_cache_block = opts.cache_block();
         let started = SystemTime::now();
         let nonce = started

@@ -6,13 +6,13 @@ pub mod calls;
 pub mod hasher;
 pub mod reader;
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::jsonl::{self, Output};
+use crate::progress::Progress;
 use crate::record::write_id_array;
 use crate::tokenizer::{self, Resolved};
 use calls::{Call, SkipReason};
@@ -56,7 +56,7 @@ pub enum InputLength {
   nat2mc --input-file traces.json --tokenizer meta-llama/Llama-3.3-70B-Instruct   # writes traces_mooncake.jsonl
   nat2mc --tokenizer tok/ < traces.json | mc-scale --speedup 2 | mc-analyze --block-size 128"
 )]
-pub struct NatOptions {
+pub struct NatArgs {
     /// The profiler trace (default: stdin).
     #[arg(
         long = "input-file",
@@ -96,7 +96,7 @@ pub struct NatOptions {
     pub timing: TimingMode,
 
     /// A constant delay (ms) for later rows instead of the measured one.
-    #[arg(long, value_name = "MS", value_parser = delay_ms)]
+    #[arg(long, value_name = "MS", value_parser = crate::options::delay_ms)]
     pub delay: Option<f64>,
 
     /// input_length from the hashed text's tokens, or the server's prompt_tokens.
@@ -123,21 +123,14 @@ pub struct NatOptions {
     pub force: bool,
 }
 
-/// `--delay`: a finite number of ms, at least 0 and at most a year (a
-/// larger one is a typo, and `inf` would be written as 2^64 - 1).
-fn delay_ms(s: &str) -> std::result::Result<f64, String> {
-    const YEAR_MS: f64 = 365.0 * 24.0 * 3600.0 * 1000.0;
-    match s.parse::<f64>() {
-        Ok(v) if (0.0..=YEAR_MS).contains(&v) => Ok(v),
-        Ok(v) => Err(format!("{v} ms is not a delay: expected 0 to {YEAR_MS} ms")),
-        Err(_) => Err(format!("expected a number of ms, got {s:?}")),
-    }
-}
-
 /// Requests parsed (and their calls tokenized) together, in parallel: at most
 /// this many, or this many bytes of raw requests, so memory stays bounded.
 const BATCH: usize = 256;
 const BATCH_BYTES: usize = 16 << 20;
+
+/// A plain progress line this often when stderr is not a terminal: a long
+/// conversion in a log is never silent.
+const PLAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One finished row, kept until the end: timestamps are relative to the
 /// earliest LLM_START of the whole file.
@@ -180,7 +173,7 @@ struct Pending {
 }
 
 pub struct Converter {
-    opts: NatOptions,
+    opts: NatArgs,
     tokenizer: Option<Resolved>,
     hasher: BlockHasher,
     pending: Vec<Pending>,
@@ -190,7 +183,7 @@ pub struct Converter {
 }
 
 impl Converter {
-    pub fn new(opts: NatOptions) -> Result<Self> {
+    pub fn new(opts: NatArgs) -> Result<Self> {
         if opts.block_size == 0 {
             return Err(Error::Usage("--block-size must be at least 1".into()));
         }
@@ -440,7 +433,7 @@ impl Converter {
 
 /// Where rows go: `--output-file`, else `<input stem>_mooncake.jsonl` beside
 /// `--input-file` (as the upstream converter does), else stdout.
-pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
+pub fn output_path(opts: &NatArgs) -> Option<PathBuf> {
     if let Some(o) = &opts.output {
         return Some(o.clone());
     }
@@ -455,14 +448,17 @@ pub fn output_path(opts: &NatOptions) -> Option<PathBuf> {
     Some(input.with_file_name(format!("{stem}_mooncake.jsonl")))
 }
 
-pub fn run(opts: NatOptions) -> Result<()> {
-    let src = jsonl::open_input(opts.input.as_deref())?;
-    run_from(src, opts)
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "nat2mc";
+
+pub fn run(args: &NatArgs) -> Result<()> {
+    let src = jsonl::open_input(args.input.as_deref())?;
+    run_from(src, args.clone())
 }
 
 /// [`run`] on an already opened input (`opts.input` then only names the
 /// default output file): `mc-import --from nat` hands in what it sniffed.
-pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
+pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     let out_path = output_path(&opts);
     // The path beside the input is chosen for the user: never overwrite a
     // file there without being told to (an explicit --output-file is the
@@ -478,7 +474,7 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
             .map(|n| n.saturating_add(opts.skip_requests)),
     );
     let mut conv = Converter::new(opts)?;
-    let progress = std::io::stderr().is_terminal();
+    let mut progress = Progress::for_stderr(TOOL, PLAIN_EVERY);
     let mut split = reader::ArraySplitter::new(src);
     let (mut index, mut batch, mut batch_bytes) = (0usize, Vec::new(), 0usize);
     let end = loop {
@@ -499,15 +495,11 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatOptions) -> Result<()> {
         if batch_bytes >= BATCH_BYTES || batch.len() >= BATCH {
             conv.add_batch(std::mem::take(&mut batch))?;
             batch_bytes = 0;
-            if progress {
-                let _ = write!(std::io::stderr(), "\rnat2mc: {index} requests…");
-            }
+            progress.tick(|| format!("{index} requests…"));
         }
     };
     conv.add_batch(batch)?;
-    if progress && index >= BATCH {
-        eprintln!();
-    }
+    progress.finish();
     let mut out = Output::open(out_path.as_deref(), false)?;
     conv.write_rows(&mut out)?;
     let mut summary = conv.summary(&end);

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::analyze::cache::RowByRow;
-use crate::cli::usage;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{for_each_line, report_skipped, IoArgs};
 use crate::jsonl::ErrorPolicy;
@@ -22,11 +21,30 @@ pub const WINDOW_MS: f64 = 10_000.0;
 pub const BINS: usize = 40;
 pub const MAX_SESSIONS: usize = 60;
 
-/// `mc-plot`'s options (besides input/output).
-#[derive(Debug, Clone, clap::Args)]
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-plot";
+
+/// Draw the figure of a workload: requests/s, input and output tokens/s and
+/// their per-request means per window, the prefix-cache hit rate per window
+/// (mc-analyze's causal model), ISL/OSL histograms and a session timeline.
+///
+/// Reads a Mooncake trace on stdin (or --input) and writes one SVG document
+/// to stdout (or --svg FILE). Memory grows with the number of rows.
+///
+/// With --sweep DIR, draws an mc-replay sweep instead (mc-replay --rate
+/// 1,2,4 --out-dir DIR): TTFT p50/p99 against output throughput, and output
+/// throughput against the swept value.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    version,
+    after_help = "Examples:
+  mc-plot < conversation_trace.jsonl > trace.svg
+  mc-plot --window-ms 60000 --block-size 512 --svg trace.svg --input trace.jsonl
+  mc-replay --rate 1,2,4,8 --out-dir sweep -i trace.jsonl && mc-plot --sweep sweep --svg curve.svg"
+)]
 pub struct PlotArgs {
     /// Width of a time window, in ms (rates are per second within it).
-    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS")]
+    #[arg(long, default_value_t = WINDOW_MS, value_name = "MS", value_parser = crate::options::positive)]
     pub window_ms: f64,
 
     /// Tokens per hash id, for the prefix-cache hit rate.
@@ -54,6 +72,9 @@ pub struct PlotArgs {
     /// throughput, and output throughput against the swept value.
     #[arg(long, value_name = "DIR")]
     pub sweep: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub io: IoArgs,
 }
 
 /// What the figure is drawn from: one entry per row, in file order.
@@ -310,19 +331,17 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
     out
 }
 
-/// Runs `mc-plot`: the trace on `io`, the SVG to `--svg` or stdout.
-pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
+/// Runs `mc-plot`: the trace on `args.io`, the SVG to `--svg` or stdout.
+pub fn run(args: &PlotArgs) -> Result<()> {
+    let io = &args.io;
     if let Some(dir) = &args.sweep {
         let (svg, about) = super::sweep::figure(dir)?;
         write_svg(io, args, &svg)?;
         eprintln!("{about}");
         return Ok(());
     }
-    if !(args.window_ms.is_finite() && args.window_ms > 0.0) {
-        return Err(usage("--window-ms: expected a positive number of ms"));
-    }
     if args.block_size == 0 {
-        return Err(usage("--block-size: expected at least 1 token"));
+        return Err(Error::usage("--block-size: expected at least 1 token"));
     }
     let data = read(io, args.block_size, args.cache_blocks)?;
     if data.t_ms.is_empty() {
@@ -334,7 +353,7 @@ pub fn run(io: &IoArgs, args: &PlotArgs) -> Result<()> {
     let svg = figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))?;
     write_svg(io, args, &svg)?;
     eprintln!(
-        "mc-plot: {} rows, {} sessions, {} panels",
+        "{TOOL}: {} rows, {} sessions, {} panels",
         data.t_ms.len(),
         data.sessions.len(),
         panels.len()

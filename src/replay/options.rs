@@ -10,9 +10,8 @@ use super::http::body::Endpoint;
 use crate::filter::IoArgs;
 use crate::results::Slo;
 
-/// The longest time any option accepts, in seconds (about 11.6 days):
-/// larger values are a usage error rather than an overflow.
-pub const MAX_SECONDS: f64 = 1e6;
+/// The longest time any option accepts (defined with the value parsers).
+pub use crate::options::MAX_SECONDS;
 
 /// Replay a Mooncake trace against an OpenAI-compatible server and measure it.
 ///
@@ -309,137 +308,9 @@ pub enum ArrivalKind {
     Constant,
 }
 
-fn number(s: &str) -> Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .map_err(|_| format!("`{s}` is not a number"))
-}
-
-pub fn positive(s: &str) -> Result<f64, String> {
-    match number(s)? {
-        v if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("`{s}` is not a positive number")),
-    }
-}
-
-/// Percentage points in [0, 100].
-pub fn percentage_points(s: &str) -> Result<f64, String> {
-    match number(s)? {
-        v if (0.0..=100.0).contains(&v) => Ok(v),
-        _ => Err(format!("`{s}` is not between 0 and 100 percentage points")),
-    }
-}
-
-/// A request rate of at least one per MAX_SECONDS, so the schedule ends.
-pub fn rate(s: &str) -> Result<f64, String> {
-    let v = positive(s)?;
-    if v < 1.0 / MAX_SECONDS {
-        return Err(format!(
-            "`{s}` requests/s is below the limit of {:e}",
-            1.0 / MAX_SECONDS
-        ));
-    }
-    Ok(v)
-}
-
-/// Seconds in (0, MAX_SECONDS].
-pub fn positive_seconds(s: &str) -> Result<f64, String> {
-    let v = positive(s)?;
-    within_limit(s, v)
-}
-
-/// Seconds in [0, MAX_SECONDS].
-pub fn non_negative_seconds(s: &str) -> Result<f64, String> {
-    match number(s)? {
-        v if v.is_finite() && v >= 0.0 => within_limit(s, v),
-        _ => Err(format!("`{s}` is not a non-negative number")),
-    }
-}
-
-fn within_limit(s: &str, v: f64) -> Result<f64, String> {
-    if v > MAX_SECONDS {
-        Err(format!(
-            "`{s}` seconds is more than the limit of {MAX_SECONDS:.0} s (about 11.6 days)"
-        ))
-    } else {
-        Ok(v)
-    }
-}
-
-/// `http://host:port[/v1]` or `https://…`: a URL without a scheme would
-/// fail every request as a transport error, so it is a usage error here.
-pub fn parse_url(s: &str) -> Result<String, String> {
-    let lower = s.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("http://")
-        .or_else(|| lower.strip_prefix("https://"));
-    match rest {
-        Some(r) if !r.is_empty() && !r.starts_with('/') => Ok(s.to_string()),
-        Some(_) => Err(format!("`{s}` has no host: expected http://HOST:PORT")),
-        None => Err(format!(
-            "`{s}` has no scheme: expected http://HOST:PORT (e.g. http://{s})"
-        )),
-    }
-}
-
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("`{s}`: expected NAME:VALUE"))?;
-    let k = k.trim();
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!("`{k}` is not a header name"));
-    }
-    let v = v.trim();
-    if !v.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
-        return Err(format!("the value of `{k}` must be printable ASCII"));
-    }
-    Ok((k.to_string(), v.to_string()))
-}
-
-pub fn parse_object(s: &str) -> Result<Map<String, Value>, String> {
-    match serde_json::from_str(s) {
-        Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err("expected a JSON object".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_need_a_scheme_and_a_host() {
-        assert!(parse_url("http://127.0.0.1:8000").is_ok());
-        assert!(parse_url("HTTPS://h/v1").is_ok());
-        let e = parse_url("localhost:8123").unwrap_err();
-        assert!(
-            e.contains("no scheme") && e.contains("http://localhost:8123"),
-            "{e}"
-        );
-        assert!(parse_url("http://").unwrap_err().contains("no host"));
-    }
-
-    #[test]
-    fn seconds_are_bounded() {
-        assert_eq!(positive_seconds("2.5"), Ok(2.5));
-        for bad in ["1e20", "1e300", "inf", "nan", "0", "-1"] {
-            assert!(positive_seconds(bad).is_err(), "{bad}");
-        }
-        assert!(positive_seconds("1e20").unwrap_err().contains("limit"));
-        assert_eq!(non_negative_seconds("0"), Ok(0.0));
-        assert!(non_negative_seconds("1e300").unwrap_err().contains("limit"));
-    }
-
-    #[test]
-    fn headers_and_objects() {
-        assert_eq!(
-            parse_header("X-A: b c"),
-            Ok(("X-A".to_string(), "b c".to_string()))
-        );
-        assert!(parse_header("nocolon").is_err());
-        assert!(parse_object("[1]").is_err());
-        assert!(parse_object("{\"a\":1}").is_ok());
-    }
-}
+// The value parsers live in the core `options` module (one wording for
+// every tool); the old names stay for the attributes above and for tests.
+pub use crate::options::{
+    header as parse_header, json_object as parse_object, non_negative_seconds, percentage_points,
+    positive, positive_seconds, rate, url as parse_url,
+};

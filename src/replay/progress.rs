@@ -1,10 +1,10 @@
-//! Progress on stderr: a live line on a terminal (every 250 ms), a plain
-//! status line at most every 10 s otherwise (logs, CI), so a long run is
-//! never silent. Wall-clock paced, whatever the target's clock.
+//! mc-replay's progress on stderr: the counts of a run, shown by the core
+//! reporter (`crate::progress`: a live line on a terminal, a plain line
+//! every `--status-every` seconds otherwise).
 
-use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+pub use crate::progress::Mode;
 use crate::results::Tally;
 
 /// Counts for the progress line.
@@ -15,74 +15,29 @@ pub struct Counts {
     pub failed: u64,
 }
 
-pub struct Progress {
-    mode: Mode,
-    plain_every: Duration,
-    last: Instant,
-    /// The last live line drawn (to erase it at the end).
-    drawn: bool,
-}
+const TOOL: &str = "mc-replay";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Off,
-    /// A terminal: redraw one line.
-    Live,
-    /// Not a terminal: a plain line now and then.
-    Plain,
-}
-
-const LIVE_EVERY: Duration = Duration::from_millis(250);
+pub struct Progress(crate::progress::Progress);
 
 impl Progress {
     /// `plain_every`: the interval of plain status lines (10 s by default).
     pub fn new(mode: Mode, plain_every: Duration) -> Progress {
-        Progress {
-            mode,
-            plain_every,
-            last: Instant::now(),
-            drawn: false,
-        }
+        Progress(crate::progress::Progress::new(TOOL, mode, plain_every))
     }
 
     /// For stderr as it is: live on a terminal, plain otherwise.
     pub fn for_stderr(plain_every: Duration) -> Progress {
-        use std::io::IsTerminal;
-        let mode = if std::io::stderr().is_terminal() {
-            Mode::Live
-        } else {
-            Mode::Plain
-        };
-        Progress::new(mode, plain_every)
+        Progress(crate::progress::Progress::for_stderr(TOOL, plain_every))
     }
 
     pub fn tick(&mut self, c: &Counts, in_flight: usize, tally: &Tally) {
-        let every = match self.mode {
-            Mode::Off => return,
-            Mode::Live => LIVE_EVERY,
-            Mode::Plain => self.plain_every,
-        };
-        if self.last.elapsed() < every {
-            return;
-        }
-        self.last = Instant::now();
-        let line = status_line(c, in_flight, tally.lag.stats().map(|s| s.p99));
-        let mut err = std::io::stderr().lock();
-        let _ = match self.mode {
-            Mode::Live => {
-                self.drawn = true;
-                write!(err, "\r\x1b[K{line}")
-            }
-            _ => writeln!(err, "mc-replay: {line}"),
-        };
+        self.0
+            .tick(|| status_line(c, in_flight, tally.lag.stats().map(|s| s.p99)));
     }
 
     /// Erases the live line before the summary.
     pub fn finish(&mut self) {
-        if self.drawn {
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-            self.drawn = false;
-        }
+        self.0.finish();
     }
 }
 

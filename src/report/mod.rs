@@ -96,19 +96,12 @@ pub struct ReportArgs {
 
     /// Window of the per-window lines in the HTML figures, in seconds
     /// (default: about 40 windows over the run).
-    #[arg(long, value_name = "S", value_parser = positive_seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::options::positive_seconds)]
     pub window_s: Option<f64>,
 
     /// At most this many session lanes in a timeline.
     #[arg(long, default_value_t = trace_plot::MAX_SESSIONS, value_name = "N")]
     pub max_sessions: usize,
-}
-
-fn positive_seconds(s: &str) -> std::result::Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| format!("`{s}`: expected a positive number of seconds"))
 }
 
 /// A sweep's own description, beside its runs.
@@ -358,8 +351,12 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
         .map_err(|e| Error::Other(e.into()))
 }
 
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-report";
+
 /// Runs `mc-report`.
-pub fn run(tool: &str, args: &ReportArgs) -> Result<()> {
+pub fn run(args: &ReportArgs) -> Result<()> {
+    let tool = TOOL;
     let report = build(args)?;
     let text = render(&report, args)?;
     let mut out = Output::open(None, false)?;

@@ -40,7 +40,7 @@ pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
   mc-cap --max-isl 8192 --max-osl 1024 < trace.jsonl > capped.jsonl
   mc-scale --speedup 2 < trace.jsonl | mc-cap --max-isl 32768 --drop | mc-analyze"
 )]
-pub struct CapOptions {
+pub struct CapArgs {
     /// Longest prompt, in tokens (also accepted under AIPerf's and vLLM's
     /// names: --synthesis-max-isl, --max-input-length).
     #[arg(long, value_name = "N", aliases = ["synthesis-max-isl", "max-input-length"],
@@ -77,37 +77,41 @@ pub struct CapOptions {
     pub io: IoArgs,
 }
 
-pub fn run(tool: &str, opts: &CapOptions) -> Result<()> {
-    let io = &opts.io;
-    if opts.drop && opts.max_isl.is_none() {
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-cap";
+
+pub fn run(args: &CapArgs) -> Result<()> {
+    let tool = TOOL;
+    let io = &args.io;
+    if args.drop && args.max_isl.is_none() {
         return Err(Error::usage("--drop needs --max-isl"));
     }
     let mut caps = None;
-    let counts = if opts.max_isl.is_some() && !opts.drop {
-        let (counts, _) = filter::run_filter_sized(tool, io, opts.block, |b| {
-            let cap = caps.insert(Capper::new(CapOptions {
+    let counts = if args.max_isl.is_some() && !args.drop {
+        let (counts, _) = filter::run_filter_sized(tool, io, args.block, |b| {
+            let cap = caps.insert(Capper::new(CapArgs {
                 block_size: b,
-                ..opts.clone()
+                ..args.clone()
             }));
             |rec: &Record<'_>, out: &mut Vec<u8>| cap.apply(rec, out)
         })?;
         counts
     } else {
         // Dropping or capping answers: the block size plays no part.
-        let cap = caps.insert(Capper::new(opts.clone()));
+        let cap = caps.insert(Capper::new(args.clone()));
         filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?
     };
     let Some(cap) = caps else {
         return Ok(());
     };
-    if counts.any_change() || opts.drop {
+    if counts.any_change() || args.drop {
         eprintln!("{tool}: {}", cap.summary(counts.rows));
     }
     Ok(())
 }
 
 pub struct Capper {
-    opts: CapOptions,
+    opts: CapArgs,
     cuts: Cuts,
     pub dropped: u64,
     pub truncated: u64,
@@ -146,7 +150,7 @@ impl Capper {
         format!("{rows} row{}: {}", plural(rows), parts.join(", "))
     }
 
-    pub fn new(opts: CapOptions) -> Self {
+    pub fn new(opts: CapArgs) -> Self {
         Capper {
             cuts: Cuts {
                 fresh: HashMap::new(),

@@ -27,7 +27,7 @@ use crate::record::{self, Edit, Field, Record};
   mc-roots --roots 4 < trace.jsonl > wide.jsonl
   mc-scale --speedup 2 < trace.jsonl | mc-roots --roots 8 --seed 7 | mc-analyze"
 )]
-pub struct RootsOptions {
+pub struct RootsArgs {
     /// Number of disjoint prefix trees.
     #[arg(long, default_value_t = 1, value_name = "K")]
     pub roots: u64,
@@ -40,17 +40,21 @@ pub struct RootsOptions {
     pub io: IoArgs,
 }
 
-pub fn run(tool: &str, opts: &RootsOptions) -> Result<()> {
-    let io = &opts.io;
-    if opts.roots == 0 {
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-roots";
+
+pub fn run(args: &RootsArgs) -> Result<()> {
+    let tool = TOOL;
+    let io = &args.io;
+    if args.roots == 0 {
         return Err(Error::usage("--roots must be at least 1"));
     }
-    let mut roots = Roots::new(opts.roots, opts.seed);
+    let mut roots = Roots::new(args.roots, args.seed);
     let counts = filter::run_filter(tool, io, |rec, out| roots.apply(rec, out))?;
     if counts.any_change() {
         eprintln!(
             "{tool}: {} of {} rows renumbered into {} trees",
-            counts.changed, counts.rows, opts.roots
+            counts.changed, counts.rows, args.roots
         );
     }
     Ok(())

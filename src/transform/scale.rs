@@ -10,6 +10,7 @@ use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::idmap::IdMap;
 use crate::jsonl::{ErrorPolicy, Output};
+use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
 
 /// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
@@ -32,7 +33,7 @@ use crate::record::{self, Edit, Field, Number, Record};
   mc-scale --speedup 2 < trace.jsonl > fast.jsonl
   mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze"
 )]
-pub struct ScaleOptions {
+pub struct ScaleArgs {
     /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
     /// delays are divided by R (integer delays truncated) unless --keep-delays.
     /// (AIPerf's name, --synthesis-speedup-ratio, is accepted too.)
@@ -40,7 +41,8 @@ pub struct ScaleOptions {
         long,
         default_value_t = 1.0,
         value_name = "R",
-        alias = "synthesis-speedup-ratio"
+        alias = "synthesis-speedup-ratio",
+        value_parser = options::positive
     )]
     pub speedup: f64,
 
@@ -55,7 +57,8 @@ pub struct ScaleOptions {
         long = "prefix-len-multiplier",
         default_value_t = 1.0,
         value_name = "P",
-        alias = "synthesis-prefix-len-multiplier"
+        alias = "synthesis-prefix-len-multiplier",
+        value_parser = options::positive
     )]
     pub prefix_mult: f64,
 
@@ -64,7 +67,8 @@ pub struct ScaleOptions {
         long = "prompt-len-multiplier",
         default_value_t = 1.0,
         value_name = "Q",
-        alias = "synthesis-prompt-len-multiplier"
+        alias = "synthesis-prompt-len-multiplier",
+        value_parser = options::non_negative
     )]
     pub prompt_mult: f64,
 
@@ -72,7 +76,8 @@ pub struct ScaleOptions {
     #[arg(
         long = "output-len-multiplier",
         default_value_t = 1.0,
-        value_name = "O"
+        value_name = "O",
+        value_parser = options::non_negative
     )]
     pub output_mult: f64,
 
@@ -91,9 +96,9 @@ pub struct ScaleOptions {
     pub io: IoArgs,
 }
 
-impl Default for ScaleOptions {
+impl Default for ScaleArgs {
     fn default() -> Self {
-        ScaleOptions {
+        ScaleArgs {
             speedup: 1.0,
             keep_delays: false,
             prefix_mult: 1.0,
@@ -106,45 +111,22 @@ impl Default for ScaleOptions {
     }
 }
 
-impl ScaleOptions {
-    pub fn validate(&self) -> Result<()> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(Error::usage(format!(
-                    "{name} must be a number > 0, got {v}"
-                )))
-            }
-        };
-        let non_negative = |name: &str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(Error::usage(format!(
-                    "{name} must be a number >= 0, got {v}"
-                )))
-            }
-        };
-        positive("--speedup", self.speedup)?;
-        positive("--prefix-len-multiplier", self.prefix_mult)?;
-        non_negative("--prompt-len-multiplier", self.prompt_mult)?;
-        non_negative("--output-len-multiplier", self.output_mult)?;
-        Ok(())
-    }
-
+impl ScaleArgs {
     /// The prefix and prompt multipliers need the id counts of the whole trace.
     pub fn needs_whole_input(&self) -> bool {
         self.prefix_mult != 1.0 || self.prompt_mult != 1.0
     }
 }
 
-/// Runs `mc-scale` from `io` with `opts`.
-pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
-    let io = &opts.io;
-    opts.validate()?;
-    if !opts.needs_whole_input() {
-        let mut scaler = RowScaler::new(opts.clone());
+/// The tool's name, for its messages and `--version`.
+pub const TOOL: &str = "mc-scale";
+
+/// Runs `mc-scale` from `args.io` with `args`.
+pub fn run(args: &ScaleArgs) -> Result<()> {
+    let tool = TOOL;
+    let io = &args.io;
+    if !args.needs_whole_input() {
+        let mut scaler = RowScaler::new(args.clone());
         let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
         report_changes(tool, &counts);
         return Ok(());
@@ -157,7 +139,7 @@ pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
     });
     // The whole trace is here: every row with ids decides the block size.
-    let b = match opts.block {
+    let b = match args.block {
         BlockSize::Fixed(b) => b,
         BlockSize::Auto => match trace.sizes.decide() {
             Ok(Some(b)) => {
@@ -174,16 +156,16 @@ pub fn run(tool: &str, opts: &ScaleOptions) -> Result<()> {
             }
         },
     };
-    let mut scaler = RowScaler::new(ScaleOptions {
+    let mut scaler = RowScaler::new(ScaleArgs {
         block_size: b,
-        ..opts.clone()
+        ..args.clone()
     });
     // A bad line stops the run, but the good rows before it are still
     // written, as the streaming modes write them (their ids counted over
     // those rows).
     let mut out = io.writer()?;
     let mut counts = filter::RowCounts::default();
-    let emitted = PrefixPlan::new(&trace.counts, trace.max_id, opts.prefix_mult)
+    let emitted = PrefixPlan::new(&trace.counts, trace.max_id, args.prefix_mult)
         .and_then(|plan| trace.emit(&mut scaler, plan, &mut out, &mut policy, &mut counts));
     let flushed = out.flush();
     filter::report_skipped(tool, &policy);
@@ -202,14 +184,14 @@ fn report_changes(tool: &str, counts: &filter::RowCounts) {
 
 /// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
 pub struct RowScaler {
-    opts: ScaleOptions,
+    opts: ScaleArgs,
     ids: Vec<u64>,
     new_ids: Vec<u64>,
     values: [Vec<u8>; 5],
 }
 
 impl RowScaler {
-    pub fn new(opts: ScaleOptions) -> Self {
+    pub fn new(opts: ScaleArgs) -> Self {
         RowScaler {
             opts,
             ids: Vec::new(),
@@ -469,7 +451,7 @@ impl<'c> PrefixPlan<'c> {
         &mut self,
         ids: &[u64],
         len: u64,
-        o: &ScaleOptions,
+        o: &ScaleArgs,
         new_ids: &mut Vec<u64>,
     ) -> std::result::Result<u64, RecordError> {
         let b = o.block_size;
@@ -569,8 +551,8 @@ mod tests {
         PrefixPlan::new(counts, max, p).unwrap()
     }
 
-    fn opts(p: f64, q: f64, b: u64) -> ScaleOptions {
-        ScaleOptions {
+    fn opts(p: f64, q: f64, b: u64) -> ScaleArgs {
+        ScaleArgs {
             prefix_mult: p,
             prompt_mult: q,
             block_size: b,
