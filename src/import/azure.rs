@@ -76,11 +76,11 @@ impl Importer for Azure {
             let ids = self.synth.as_mut().map(|s| s.next_row(input));
             let ts = &self.ts;
             sink.row(|w| {
-                w.raw("timestamp", ts);
-                w.uint("input_length", input);
-                w.uint("output_length", output);
+                w.timestamp_text(ts);
+                w.input_length(input);
+                w.output_length(output);
                 if let Some(ids) = ids {
-                    w.ids("hash_ids", ids);
+                    w.hash_ids(ids);
                 }
             })?;
             Ok(Ok(()))

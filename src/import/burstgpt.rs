@@ -159,14 +159,14 @@ impl Importer for BurstGpt {
                 let ids = self.synth.as_mut().map(|s| s.next_row(input));
                 let ts = &self.ts;
                 sink.row(|w| {
-                    w.raw("timestamp", ts);
+                    w.timestamp_text(ts);
                     if let Some(s) = &session {
-                        w.str("session_id", s);
+                        w.session_id(s);
                     }
-                    w.uint("input_length", input);
-                    w.uint("output_length", output);
+                    w.input_length(input);
+                    w.output_length(output);
                     if let Some(ids) = ids {
-                        w.ids("hash_ids", ids);
+                        w.hash_ids(ids);
                     }
                 })?;
                 Ok(Ok(()))
