@@ -40,13 +40,13 @@ impl Azure {
     fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
-        let t = time::parse_datetime(raw).ok_or_else(|| {
+        let t = time::parse_datetime(&raw).ok_or_else(|| {
             column_error(
                 r.header,
                 c.ts,
                 format!(
                     "expected a datetime like `2023-11-16 18:17:03.9799600` or `2024-05-10 00:00:00+00:00`, found {}",
-                    show(raw)
+                    show(&raw)
                 ),
             )
         })?;

@@ -98,7 +98,7 @@ impl BurstGpt {
     fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
-        let t = time::parse_seconds(raw)
+        let t = time::parse_seconds(&raw)
             .filter(|&t| t >= 0)
             .ok_or_else(|| {
                 column_error(
@@ -106,7 +106,7 @@ impl BurstGpt {
                     c.ts,
                     format!(
                         "expected seconds (like `5` or `12.25`), found {}",
-                        show(raw)
+                        show(&raw)
                     ),
                 )
             })?;
