@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod blocks;
 pub mod cli;
+pub mod csv;
 pub mod engine;
 pub mod error;
 pub mod filter;

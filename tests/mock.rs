@@ -453,7 +453,91 @@ fn unreadable_requests_are_refused_and_closed() {
         "a".repeat(70_000)
     );
     raw.r.get_mut().write_all(big.as_bytes()).unwrap();
-    assert_eq!(raw.head().status, 413);
+    // 431 (RFC 6585), as real servers answer an oversized head.
+    assert_eq!(raw.head().status, 431);
+}
+
+/// Sends `bytes` on a fresh connection and expects `status`, a
+/// `connection: close`, the body, then the end of the connection.
+fn refused(mock: &Mock, bytes: &[u8], status: u16) {
+    let mut raw = mock.raw();
+    raw.r.get_mut().write_all(bytes).unwrap();
+    let head = raw.head();
+    let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]).into_owned();
+    assert_eq!(head.status, status, "{shown:?}");
+    assert_eq!(head.header("connection"), Some("close"), "{shown:?}");
+    raw.body(&head);
+    assert!(raw.at_eof(), "{shown:?}");
+}
+
+#[test]
+fn malformed_heads_get_400_and_the_connection_closed() {
+    let mock = Mock::start(&[]);
+    for bad in [
+        // A header line without a colon.
+        "GET /health HTTP/1.1\r\nhost: x\r\nno colon here\r\n\r\n",
+        "GET /health HTTP/1.1\r\nhost\r\n\r\n",
+        // Obsolete line folding.
+        "GET /health HTTP/1.1\r\nhost: x\r\n folded: y\r\n\r\n",
+        "GET /health HTTP/1.1\r\n: no name\r\n\r\n",
+        "GET /health HTTP/1.1\r\nx-trace-line: 1\x002\r\n\r\n",
+        // Bad request lines.
+        "GET /health\r\n\r\n",
+        "GET  /health HTTP/1.1\r\n\r\n",
+        "G@T /health HTTP/1.1\r\n\r\n",
+        "GET /health HTTP/1.1 extra\r\n\r\n",
+        // Content-Length that is not digits, or two that disagree.
+        "POST /v1/completions HTTP/1.1\r\ncontent-length: +2\r\n\r\n{}",
+        "POST /v1/completions HTTP/1.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+    ] {
+        refused(&mock, bad.as_bytes(), 400);
+    }
+    // A TLS handshake sent to the plain port: refused at once, not after
+    // waiting for a head that never ends.
+    refused(&mock, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400);
+    refused(&mock, b"GET /health HTTP/2.0\r\n\r\n", 505);
+    // After a good request on a kept-alive connection, a bad one still
+    // gets its 400 and the close.
+    let mut raw = mock.raw();
+    raw.send("GET", "/health", "", "");
+    let head = raw.head();
+    assert_eq!(head.status, 200);
+    raw.body(&head);
+    raw.r
+        .get_mut()
+        .write_all(b"GET /health HTTP/1.1\r\nbroken\r\n\r\n")
+        .unwrap();
+    let head = raw.head();
+    assert_eq!(head.status, 400);
+    assert_eq!(head.header("connection"), Some("close"));
+    raw.body(&head);
+    assert!(raw.at_eof());
+}
+
+#[test]
+fn oversized_heads_get_431_and_the_connection_closed() {
+    let mock = Mock::start(&[]);
+    let line = |n: usize| format!("x-pad: {}\r\n", "a".repeat(n));
+    // One header line past the 64 KiB head limit.
+    let big = format!("GET /health HTTP/1.1\r\n{}\r\n", line(65 * 1024));
+    refused(&mock, big.as_bytes(), 431);
+    // Many small lines past the limit.
+    let many = format!("GET /health HTTP/1.1\r\n{}\r\n", line(1000).repeat(70));
+    refused(&mock, many.as_bytes(), 431);
+    // More than 100 header lines.
+    let count = format!("GET /health HTTP/1.1\r\n{}\r\n", "x-n: 1\r\n".repeat(101));
+    refused(&mock, count.as_bytes(), 431);
+    // Just under both limits: served, and the connection stays open.
+    let mut raw = mock.raw();
+    let fits = format!(
+        "GET /health HTTP/1.1\r\nhost: x\r\n{}{}\r\n",
+        "x-n: 1\r\n".repeat(98),
+        line(60 * 1024)
+    );
+    raw.r.get_mut().write_all(fits.as_bytes()).unwrap();
+    let head = raw.head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("connection"), None);
 }
 
 #[test]

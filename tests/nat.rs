@@ -143,7 +143,7 @@ fn key_order_is_mooncake_like() {
         .to_string();
     assert_eq!(
         first,
-        r#"{"session_id": "conv_0", "timestamp": 0, "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}"#
+        r#"{"timestamp": 0, "session_id": "conv_0", "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}"#
     );
 }
 

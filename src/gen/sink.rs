@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::jsonl::Output;
+use crate::record::{Number, RowWriter};
 
 use super::prompts::Matcher;
 
@@ -262,66 +263,45 @@ fn push_str(buf: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *buf, s);
 }
 
-fn head(buf: &mut Vec<u8>, req: &GenRequest<'_>, sid: Option<&str>) {
-    buf.push(b'{');
-    let mut first = true;
-    let mut key = |buf: &mut Vec<u8>, k: &str| {
-        if !first {
-            buf.push(b',');
-        }
-        first = false;
-        buf.push(b'"');
-        buf.extend_from_slice(k.as_bytes());
-        buf.extend_from_slice(b"\":");
+/// Starts a Mooncake row with its timing and session fields.
+fn head<'b>(buf: &'b mut Vec<u8>, req: &GenRequest<'_>, sid: Option<&str>) -> RowWriter<'b> {
+    let mut w = RowWriter::new(buf);
+    // Every generated row has a timestamp or a delay; a trace row with
+    // neither (from-trace) gets its arrival time, so no row lacks a time.
+    let ts = match (req.timestamp, sid, req.delay) {
+        (None, None, None) => Some(req.at_ms),
+        (t, _, _) => t,
     };
-    if let Some(t) = req.timestamp {
-        key(buf, "timestamp");
-        push_u64(buf, t);
+    if let Some(t) = ts {
+        w.timestamp(Number::UInt(t));
     }
     if let Some(s) = sid {
-        key(buf, "session_id");
-        push_str(buf, s);
+        w.session_id(s);
     }
     if let Some(d) = req.delay {
-        key(buf, "delay");
-        push_u64(buf, d);
+        w.delay(Number::UInt(d));
     }
-    if req.timestamp.is_none() && sid.is_none() && req.delay.is_none() {
-        // Every generated row has a timestamp or a delay; a trace row with
-        // neither (from-trace) gets its arrival time, so the row never
-        // starts with a comma.
-        key(buf, "timestamp");
-        push_u64(buf, req.at_ms);
-    }
+    w
 }
 
-/// `{"timestamp":T,["session_id":S,]["delay":D,]"input_length":I,"output_length":O,"hash_ids":[..]}`
+/// A Mooncake row through the one row writer (`record::RowWriter`):
+/// `{"timestamp": T, ["session_id": S, ]["delay": D, ]"input_length": I,
+/// "output_length": O, "hash_ids": [..]}`.
 pub fn write_row(buf: &mut Vec<u8>, req: &GenRequest<'_>) {
-    head(buf, req, req.session_id);
-    buf.extend_from_slice(b",\"input_length\":");
-    push_u64(buf, req.input_length);
-    buf.extend_from_slice(b",\"output_length\":");
-    push_u64(buf, req.output_length);
-    buf.extend_from_slice(b",\"hash_ids\":[");
-    let mut ib = itoa::Buffer::new();
-    for (i, &h) in req.hash_ids.iter().enumerate() {
-        if i > 0 {
-            buf.push(b',');
-        }
-        buf.extend_from_slice(ib.format(h).as_bytes());
-    }
-    buf.extend_from_slice(b"]}\n");
+    let mut w = head(buf, req, req.session_id);
+    w.input_length(req.input_length);
+    w.output_length(req.output_length);
+    w.hash_ids(req.hash_ids);
+    w.finish();
 }
 
 /// A row carrying a real prompt: `text_input` replaces input_length and
 /// hash_ids (AIPerf accepts exactly one of them).
 fn write_text_row(buf: &mut Vec<u8>, req: &GenRequest<'_>, text: &str, sid: Option<&str>) {
-    head(buf, req, sid.or(req.session_id));
-    buf.extend_from_slice(b",\"text_input\":");
-    push_str(buf, text);
-    buf.extend_from_slice(b",\"output_length\":");
-    push_u64(buf, req.output_length);
-    buf.extend_from_slice(b"}\n");
+    let mut w = head(buf, req, sid.or(req.session_id));
+    w.text_input(text);
+    w.output_length(req.output_length);
+    w.finish();
 }
 
 fn write_aibrix_request(
@@ -388,7 +368,7 @@ mod tests {
         write_row(&mut buf, &req(&[1, 2]));
         assert_eq!(
             String::from_utf8(buf).unwrap(),
-            "{\"timestamp\":5,\"input_length\":600,\"output_length\":10,\"hash_ids\":[1,2]}\n"
+            "{\"timestamp\": 5, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": [1, 2]}\n"
         );
         let mut buf = Vec::new();
         let mut r = req(&[]);
@@ -400,5 +380,16 @@ mod tests {
         assert_eq!(v["session_id"], "s\"1");
         assert_eq!(v["delay"], 7);
         assert!(v.get("timestamp").is_none());
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "{\"session_id\": \"s\\\"1\", \"delay\": 7, \"input_length\": 600, \"output_length\": 10, \"hash_ids\": []}\n"
+        );
+        // A prompt replaces input_length and hash_ids.
+        let mut buf = Vec::new();
+        write_text_row(&mut buf, &req(&[1]), "hi", Some("p"));
+        assert_eq!(
+            String::from_utf8(buf).unwrap(),
+            "{\"timestamp\": 5, \"session_id\": \"p\", \"text_input\": \"hi\", \"output_length\": 10}\n"
+        );
     }
 }

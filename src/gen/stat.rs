@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::rng::normal_quantile;
+use crate::csv::Fields;
 use crate::error::{Error, Result};
 
 /// `--stat-type`.
@@ -65,24 +66,15 @@ struct Csv {
     rows: Vec<(usize, Vec<String>)>,
 }
 
-fn split_csv(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).collect()
+/// A line's fields through the one CSV reader (`crate::csv`: quotes,
+/// doubled quotes, trimming; `""` is empty, and reads as 0 in `num`).
+fn split_csv(path: &str, no: usize, line: &str) -> Result<Vec<String>> {
+    let mut f = Fields::default();
+    f.split(line.as_bytes())
+        .map_err(|e| Error::Input(format!("{path}: line {no}: {e}")))?;
+    Ok((0..f.len())
+        .map(|c| f.text(line.as_bytes(), c).unwrap_or_default().into_owned())
+        .collect())
 }
 
 impl Csv {
@@ -96,13 +88,15 @@ impl Csv {
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty());
         let name = path.display().to_string();
-        let Some((_, h)) = lines.next() else {
+        let Some((hi, h)) = lines.next() else {
             return Err(Error::Input(format!(
                 "{name}: empty file (expected a header line)"
             )));
         };
-        let header = split_csv(h.trim_start_matches('\u{feff}'));
-        let rows = lines.map(|(i, l)| (i + 1, split_csv(l))).collect();
+        let header = split_csv(&name, hi + 1, h.trim_start_matches('\u{feff}'))?;
+        let rows = lines
+            .map(|(i, l)| Ok((i + 1, split_csv(&name, i + 1, l)?)))
+            .collect::<Result<_>>()?;
         Ok(Csv {
             path: name,
             header,
@@ -365,6 +359,14 @@ mod tests {
 
     #[test]
     fn csv_fields_may_be_quoted() {
-        assert_eq!(split_csv("a,\"b,c\",d"), vec!["a", "b,c", "d"]);
+        assert_eq!(
+            split_csv("f", 1, "a,\"b,c\",d").unwrap(),
+            vec!["a", "b,c", "d"]
+        );
+        assert_eq!(split_csv("f", 1, "\"\", 1").unwrap(), vec!["", "1"]);
+        assert_eq!(
+            split_csv("f.csv", 4, "1,\"2").unwrap_err().to_string(),
+            "f.csv: line 4: column 2: unterminated quoted field"
+        );
     }
 }

@@ -74,17 +74,17 @@ impl Aibrix {
         for r in &e.requests {
             let text = r.prompt.as_deref().filter(|_| self.text);
             sink.row(|w| {
-                w.raw("timestamp", ts.as_bytes());
+                w.timestamp_text(ts.as_bytes());
                 if let Some(s) = &r.session_id {
-                    w.str("session_id", &s.text());
+                    w.session_id(&s.text());
                 }
                 match (text, r.prompt_length) {
-                    (Some(t), _) => w.str("text_input", t),
-                    (None, Some(n)) => w.uint("input_length", n),
+                    (Some(t), _) => w.text_input(t),
+                    (None, Some(n)) => w.input_length(n),
                     (None, None) => {}
                 }
                 if let Some(n) = r.output_length {
-                    w.uint("output_length", n);
+                    w.output_length(n);
                 }
             })?;
         }

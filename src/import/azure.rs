@@ -40,13 +40,13 @@ impl Azure {
     fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
-        let t = time::parse_datetime(raw).ok_or_else(|| {
+        let t = time::parse_datetime(&raw).ok_or_else(|| {
             column_error(
                 r.header,
                 c.ts,
                 format!(
                     "expected a datetime like `2023-11-16 18:17:03.9799600` or `2024-05-10 00:00:00+00:00`, found {}",
-                    show(raw)
+                    show(&raw)
                 ),
             )
         })?;
@@ -76,11 +76,11 @@ impl Importer for Azure {
             let ids = self.synth.as_mut().map(|s| s.next_row(input));
             let ts = &self.ts;
             sink.row(|w| {
-                w.raw("timestamp", ts);
-                w.uint("input_length", input);
-                w.uint("output_length", output);
+                w.timestamp_text(ts);
+                w.input_length(input);
+                w.output_length(output);
                 if let Some(ids) = ids {
-                    w.ids("hash_ids", ids);
+                    w.hash_ids(ids);
                 }
             })?;
             Ok(Ok(()))

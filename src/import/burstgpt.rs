@@ -98,7 +98,7 @@ impl BurstGpt {
     fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
-        let t = time::parse_seconds(raw)
+        let t = time::parse_seconds(&raw)
             .filter(|&t| t >= 0)
             .ok_or_else(|| {
                 column_error(
@@ -106,7 +106,7 @@ impl BurstGpt {
                     c.ts,
                     format!(
                         "expected seconds (like `5` or `12.25`), found {}",
-                        show(raw)
+                        show(&raw)
                     ),
                 )
             })?;
@@ -159,14 +159,14 @@ impl Importer for BurstGpt {
                 let ids = self.synth.as_mut().map(|s| s.next_row(input));
                 let ts = &self.ts;
                 sink.row(|w| {
-                    w.raw("timestamp", ts);
+                    w.timestamp_text(ts);
                     if let Some(s) = &session {
-                        w.str("session_id", s);
+                        w.session_id(s);
                     }
-                    w.uint("input_length", input);
-                    w.uint("output_length", output);
+                    w.input_length(input);
+                    w.output_length(output);
                     if let Some(ids) = ids {
-                        w.ids("hash_ids", ids);
+                        w.hash_ids(ids);
                     }
                 })?;
                 Ok(Ok(()))

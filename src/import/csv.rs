@@ -1,87 +1,14 @@
-//! A small CSV field scanner for the trace formats (Azure, BurstGPT): one
-//! record per line, optional double quotes, no embedded newlines. Hand-written
-//! rather than the `csv` crate: these files are numbers and dates only, the
-//! line reader already handles CRLF and long lines, and a slice scan keeps
-//! the 27-million-row Azure files at several hundred MB/s.
+//! The CSV row loop of the trace formats (Azure, BurstGPT): loose header
+//! names, and each line split by the one CSV field reader (`crate::csv`,
+//! which states the quoting rules) and handed over with its columns.
 
+use std::borrow::Cow;
 use std::io::Read;
 
 use super::Sink;
+use crate::csv::Fields;
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
-
-/// The spans of a line's fields, reused between lines.
-#[derive(Default)]
-pub struct Fields {
-    spans: Vec<(usize, usize)>,
-}
-
-impl Fields {
-    /// Splits `line` at commas outside quotes; a quoted field's span is its
-    /// content without the quotes (`""` inside stays doubled: no trace
-    /// column we read contains one).
-    pub fn split(&mut self, line: &[u8]) -> Result<(), RecordError> {
-        self.spans.clear();
-        let mut i = 0;
-        loop {
-            if line.get(i) == Some(&b'"') {
-                let start = i + 1;
-                let mut j = start;
-                loop {
-                    match memchr::memchr(b'"', &line[j..]) {
-                        None => {
-                            return Err(RecordError::new(format!(
-                                "column {}: unterminated quoted field",
-                                self.spans.len() + 1
-                            )))
-                        }
-                        Some(k) if line.get(j + k + 1) == Some(&b'"') => j += k + 2,
-                        Some(k) => {
-                            j += k;
-                            break;
-                        }
-                    }
-                }
-                self.spans.push((start, j));
-                i = j + 1;
-                match line.get(i) {
-                    None => return Ok(()),
-                    Some(b',') => i += 1,
-                    Some(_) => {
-                        return Err(RecordError::new(format!(
-                            "column {}: text after a closing quote",
-                            self.spans.len()
-                        )))
-                    }
-                }
-            } else {
-                match memchr::memchr(b',', &line[i..]) {
-                    Some(k) => {
-                        self.spans.push((i, i + k));
-                        i += k + 1;
-                    }
-                    None => {
-                        self.spans.push((i, line.len()));
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    /// Field `col` (0-based) of `line`, trimmed of spaces.
-    pub fn get<'l>(&self, line: &'l [u8], col: usize) -> Option<&'l [u8]> {
-        self.spans.get(col).map(|&(a, b)| line[a..b].trim_ascii())
-    }
-}
 
 /// The header row: column names, matched loosely (case, spaces and
 /// underscores ignored) so `Request tokens` and `request_tokens` both fit.
@@ -102,7 +29,7 @@ impl Header {
         let mut f = Fields::default();
         f.split(line)?;
         let names = (0..f.len())
-            .map(|c| String::from_utf8_lossy(f.get(line, c).unwrap_or_default()).into_owned())
+            .map(|c| f.text(line, c).unwrap_or_default().into_owned())
             .collect();
         Ok(Header { names })
     }
@@ -175,7 +102,7 @@ pub struct CsvRow<'a, C> {
 
 impl<C> CsvRow<'_, C> {
     /// Field `col`, or an error naming the column when the row is short.
-    pub fn get(&self, col: usize) -> std::result::Result<&[u8], RecordError> {
+    pub fn get(&self, col: usize) -> std::result::Result<Cow<'_, [u8]>, RecordError> {
         self.fields
             .get(self.line, col)
             .ok_or_else(|| column_error(self.header, col, "missing (too few columns)"))
@@ -184,18 +111,20 @@ impl<C> CsvRow<'_, C> {
     /// Field `col` as a non-negative integer.
     pub fn uint(&self, col: usize) -> std::result::Result<u64, RecordError> {
         let raw = self.get(col)?;
-        crate::record::parse_uint(raw).ok_or_else(|| {
+        crate::record::parse_uint(&raw).ok_or_else(|| {
             column_error(
                 self.header,
                 col,
-                format!("expected a non-negative integer, found {}", show(raw)),
+                format!("expected a non-negative integer, found {}", show(&raw)),
             )
         })
     }
 
     /// Field `col` as text (lossy UTF-8).
-    pub fn text(&self, col: usize) -> std::result::Result<std::borrow::Cow<'_, str>, RecordError> {
-        Ok(String::from_utf8_lossy(self.get(col)?))
+    pub fn text(&self, col: usize) -> std::result::Result<Cow<'_, str>, RecordError> {
+        self.fields
+            .text(self.line, col)
+            .ok_or_else(|| column_error(self.header, col, "missing (too few columns)"))
     }
 }
 
@@ -222,30 +151,6 @@ pub fn show(raw: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fields(line: &str) -> Result<Vec<String>, String> {
-        let mut f = Fields::default();
-        f.split(line.as_bytes()).map_err(|e| e.to_string())?;
-        Ok((0..f.len())
-            .map(|c| String::from_utf8_lossy(f.get(line.as_bytes(), c).unwrap()).into_owned())
-            .collect())
-    }
-
-    #[test]
-    fn plain_quoted_and_empty_fields() {
-        assert_eq!(fields("a,b,c").unwrap(), ["a", "b", "c"]);
-        assert_eq!(fields("a,,").unwrap(), ["a", "", ""]);
-        assert_eq!(fields("\"x,y\",2").unwrap(), ["x,y", "2"]);
-        assert_eq!(
-            fields("\"say \"\"hi\"\"\",2").unwrap(),
-            ["say \"\"hi\"\"", "2"]
-        );
-        assert_eq!(fields(" 1 , 2").unwrap(), ["1", "2"]);
-        assert!(fields("\"open,2")
-            .unwrap_err()
-            .contains("column 1: unterminated"));
-        assert!(fields("1,\"a\"b").unwrap_err().contains("column 2"));
-    }
 
     #[test]
     fn header_names_match_loosely() {

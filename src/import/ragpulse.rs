@@ -304,13 +304,13 @@ impl RagPulse {
         let mut ts = Vec::new();
         time::write_ms(t, self.float, &mut ts);
         let mut w = super::row::ObjWriter::new(&mut self.row);
-        w.raw("timestamp", &ts);
+        w.timestamp_text(&ts);
         if let Some(s) = &req.session_id {
-            w.str("session_id", &s.text());
+            w.session_id(&s.text());
         }
-        w.uint("input_length", req.input_length);
-        w.uint("output_length", req.output_length);
-        w.ids("hash_ids", &self.ids);
+        w.input_length(req.input_length);
+        w.output_length(req.output_length);
+        w.hash_ids(&self.ids);
         w.finish();
         Ok(Ok(t))
     }

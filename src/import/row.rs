@@ -1,66 +1,10 @@
-//! Writing Mooncake rows in the house style of the published traces
-//! (`{"timestamp": 0, "input_length": 12, ...}`), straight into the output
-//! buffer.
+//! What importers add to the one row writer: rows are written by
+//! `record::RowWriter` (the style and field order of the Mooncake release
+//! files, shared with mc-gen and nat2mc); `SynthIds` makes up block ids for
+//! formats without them.
 
-use crate::record::write_id_array;
-
-/// Appends one JSON object, field by field, then `}` and `\n` on [`finish`].
-///
-/// [`finish`]: ObjWriter::finish
-pub struct ObjWriter<'a> {
-    out: &'a mut Vec<u8>,
-    first: bool,
-}
-
-impl<'a> ObjWriter<'a> {
-    pub fn new(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
-        ObjWriter { out, first: true }
-    }
-
-    /// Writes `"name": ` (after a `, ` when not the first field) and returns
-    /// the buffer for the value.
-    pub fn key(&mut self, name: &str) -> &mut Vec<u8> {
-        if !self.first {
-            self.out.extend_from_slice(b", ");
-        }
-        self.first = false;
-        self.out.push(b'"');
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.extend_from_slice(b"\": ");
-        self.out
-    }
-
-    pub fn uint(&mut self, name: &str, v: u64) {
-        let b = itoa::Buffer::new().format(v).as_bytes().to_vec();
-        self.key(name).extend_from_slice(&b);
-    }
-
-    pub fn int(&mut self, name: &str, v: i64) {
-        let b = itoa::Buffer::new().format(v).as_bytes().to_vec();
-        self.key(name).extend_from_slice(&b);
-    }
-
-    /// A value that is already JSON text.
-    pub fn raw(&mut self, name: &str, json: &[u8]) {
-        self.key(name).extend_from_slice(json);
-    }
-
-    /// A string value, escaped as JSON.
-    pub fn str(&mut self, name: &str, s: &str) {
-        let out = self.key(name);
-        // Writing into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
-
-    pub fn ids(&mut self, name: &str, ids: &[u64]) {
-        write_id_array(ids, self.key(name));
-    }
-
-    pub fn finish(self) {
-        self.out.extend_from_slice(b"}\n");
-    }
-}
+/// The row writer under the name the import sink hands to each format.
+pub use crate::record::RowWriter as ObjWriter;
 
 /// Made-up block ids for formats without prefix information: every row gets
 /// fresh ids (`ceil(input_length / B)` of them), so nothing is shared — the
@@ -92,21 +36,6 @@ impl SynthIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn writes_the_house_style() {
-        let mut out = Vec::new();
-        let mut w = ObjWriter::new(&mut out);
-        w.raw("timestamp", b"5");
-        w.str("session_id", "a\"b");
-        w.uint("input_length", 12);
-        w.ids("hash_ids", &[0, 1]);
-        w.finish();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "{\"timestamp\": 5, \"session_id\": \"a\\\"b\", \"input_length\": 12, \"hash_ids\": [0, 1]}\n"
-        );
-    }
 
     #[test]
     fn synthesised_ids_are_fresh_per_row() {

@@ -27,6 +27,7 @@ use serde::Deserialize;
 
 use super::{ImportArgs, Importer, Sink};
 use crate::error::{Error, RecordError, Result};
+use crate::record::Number;
 
 #[derive(Deserialize)]
 struct Session {
@@ -204,18 +205,21 @@ impl Weka {
             let ts = at.start_ms + ms(r.t);
             let ids = &self.out_ids;
             sink.row(|w| {
-                // Whole ms (see `ms`), written as integers.
-                match delay {
-                    None => w.int("timestamp", ts as i64),
-                    Some(d) => w.int("delay", d as i64),
+                // Whole ms (see `ms`), written as integers; a session's
+                // first turn has a timestamp, later ones a delay.
+                if delay.is_none() {
+                    w.timestamp(Number::Int(ts as i64));
                 }
-                w.str("session_id", at.id);
+                w.session_id(at.id);
+                if let Some(d) = delay {
+                    w.delay(Number::Int(d as i64));
+                }
+                w.input_length(input);
+                w.output_length(output);
+                w.hash_ids(ids);
                 if let Some(p) = at.parent {
-                    w.str("parent_session_id", p);
+                    w.extra_str("parent_session_id", p);
                 }
-                w.uint("input_length", input);
-                w.uint("output_length", output);
-                w.ids("hash_ids", ids);
             })?;
             prev = Some(r);
         }

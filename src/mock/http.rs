@@ -2,6 +2,12 @@
 //! requests framed by `Content-Length`, responses with `Content-Length` or
 //! `Transfer-Encoding: chunked`.
 //!
+//! Request heads are parsed by `httparse` (ureq's parser, so no new code is
+//! compiled in) into `http`'s `Method` and `HeaderMap`. A head that is not
+//! HTTP/1.x is answered 400 (505 for another HTTP version), a head over
+//! [`MAX_HEAD_BYTES`] or [`MAX_HEADERS`] 431, and the connection is closed
+//! after either, as real servers do.
+//!
 //! It knows nothing about completions: a [`Handler`] gets each parsed
 //! request and writes its answer through the [`Conn`]. Only std networking,
 //! so the mock adds no async runtime to the crate.
@@ -12,8 +18,15 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
+use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
+/// The request's types, from the `http` crate.
+pub use http::{HeaderMap, Method};
+use http::{HeaderName, HeaderValue};
+
 /// Longest accepted request head (request line and headers).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Most header lines accepted in one request (hyper's default).
+pub const MAX_HEADERS: usize = 100;
 /// Longest accepted request body.
 pub const MAX_BODY_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -29,10 +42,10 @@ const LINGER_BYTES: u64 = 4 * 1024 * 1024;
 /// One request, body read in full.
 #[derive(Debug)]
 pub struct HttpRequest {
-    pub method: String,
+    pub method: Method,
     /// The request target as sent (path and query).
     pub target: String,
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
     pub body: Vec<u8>,
     /// When the body had been read: the mock's clock starts here.
     pub arrival: Instant,
@@ -40,7 +53,8 @@ pub struct HttpRequest {
 }
 
 impl HttpRequest {
-    /// The value of header `name` (case-insensitive), the first if repeated.
+    /// The value of header `name` (case-insensitive), the first if repeated;
+    /// `None` too for a value that is not visible ASCII.
     pub fn header(&self, name: &str) -> Option<&str> {
         header(&self.headers, name)
     }
@@ -53,11 +67,8 @@ impl HttpRequest {
     }
 }
 
-fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
-    headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Why no request could be read.
@@ -158,21 +169,18 @@ impl Conn {
 
     /// Reads the next request: head, then exactly `Content-Length` body bytes.
     pub fn read_request(&mut self) -> Result<HttpRequest, ReadError> {
-        let head_len = self.read_head()?;
-        let head = std::str::from_utf8(&self.buf[..head_len])
-            .map_err(|_| reject(400, "the request head is not UTF-8"))?;
-        let head = parse_head(head)?;
+        let (head_len, head) = self.read_head()?;
         self.buf.drain(..head_len);
 
-        self.http10 = head.version == "HTTP/1.0";
-        let connection = header(&head.headers, "connection").unwrap_or("");
+        self.http10 = head.version == 0;
+        let connection = header(&head.headers, CONNECTION.as_str()).unwrap_or("");
         self.keep_alive = if self.http10 {
             has_token(connection, "keep-alive")
         } else {
             !has_token(connection, "close")
         };
 
-        if header(&head.headers, "transfer-encoding").is_some() {
+        if head.headers.contains_key(TRANSFER_ENCODING) {
             // Without Content-Length we cannot tell where the body ends, and
             // the clients this mock serves never send chunked bodies.
             return Err(reject(
@@ -180,17 +188,11 @@ impl Conn {
                 "chunked request bodies are not supported; send Content-Length",
             ));
         }
-        let len = match header(&head.headers, "content-length") {
-            None => 0,
-            Some(v) => v
-                .trim()
-                .parse::<u64>()
-                .map_err(|_| reject(400, "Content-Length is not a number"))?,
-        };
+        let len = content_length(&head.headers)?;
         if len > MAX_BODY_BYTES {
             return Err(reject(413, "request body too large"));
         }
-        let expects_continue = header(&head.headers, "expect")
+        let expects_continue = header(&head.headers, EXPECT.as_str())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
         if expects_continue && (self.buf.len() as u64) < len {
             // curl waits for this before sending a large body.
@@ -207,27 +209,23 @@ impl Conn {
         })
     }
 
-    /// Reads until the blank line that ends the head; returns its length.
-    fn read_head(&mut self) -> Result<usize, ReadError> {
-        let mut searched = 0;
+    /// Reads until the head is complete; returns its length and the head.
+    /// A head is refused as soon as what has arrived cannot be one, so a
+    /// client sending garbage is not read up to the size limit.
+    fn read_head(&mut self) -> Result<(usize, Head), ReadError> {
         loop {
             // Empty lines before a request line are allowed (RFC 9112 §2.2).
             while self.buf.starts_with(b"\r\n") {
                 self.buf.drain(..2);
-                searched = 0;
             }
-            if let Some(pos) = find(&self.buf[searched..], b"\r\n\r\n") {
-                let end = searched + pos + 4;
-                if end > MAX_HEAD_BYTES {
-                    return Err(reject(413, "request head too large"));
+            if !self.buf.is_empty() {
+                if let Some(parsed) = parse_head(&self.buf)? {
+                    return Ok(parsed);
                 }
-                return Ok(end);
             }
             if self.buf.len() > MAX_HEAD_BYTES {
-                return Err(reject(413, "request head too large"));
+                return Err(too_large());
             }
-            // The terminator may straddle two reads.
-            searched = self.buf.len().saturating_sub(3);
             if self.fill()? == 0 {
                 return Err(if self.buf.is_empty() {
                     ReadError::Closed
@@ -419,41 +417,104 @@ impl Stream<'_> {
     }
 }
 
+/// A parsed request head.
 struct Head {
-    method: String,
+    method: Method,
     target: String,
-    version: String,
-    headers: Vec<(String, String)>,
+    /// The minor version: HTTP/1.0 or HTTP/1.1.
+    version: u8,
+    headers: HeaderMap,
 }
 
-fn parse_head(head: &str) -> Result<Head, ReadError> {
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or("");
-    let mut parts = request_line.split(' ');
-    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(t), Some(v), None) if !m.is_empty() && !t.is_empty() => (m, t, v),
-        _ => return Err(reject(400, "malformed request line")),
-    };
-    if version != "HTTP/1.1" && version != "HTTP/1.0" {
-        return Err(reject(505, "only HTTP/1.0 and HTTP/1.1 are supported"));
-    }
-    let mut headers = Vec::new();
-    for line in lines.filter(|l| !l.is_empty()) {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| reject(400, "malformed header line"))?;
-        // Covers obsolete line folding (a line starting with whitespace) too.
-        if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace()) {
-            return Err(reject(400, "malformed header name"));
+fn too_large() -> ReadError {
+    reject(431, "request head too large")
+}
+
+/// Parses the head at the start of `buf`: its length and contents when it
+/// is complete, `None` while more bytes may complete it.
+fn parse_head(buf: &[u8]) -> Result<Option<(usize, Head)>, ReadError> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(too_large()),
+        Err(httparse::Error::Version) if other_http_version(buf) => {
+            return Err(reject(505, "only HTTP/1.0 and HTTP/1.1 are supported"))
         }
-        headers.push((name.to_string(), value.trim().to_string()));
+        Err(e) => return Err(reject(400, malformed(e))),
+    };
+    if len > MAX_HEAD_BYTES {
+        return Err(too_large());
     }
-    Ok(Head {
-        method: method.to_string(),
-        target: target.to_string(),
-        version: version.to_string(),
-        headers,
-    })
+    // A complete parse fills every field.
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(reject(400, "malformed request line"));
+    };
+    let method = Method::from_bytes(method.as_bytes())
+        .map_err(|_| reject(400, "malformed request method"))?;
+    let mut headers = HeaderMap::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| reject(400, "malformed header name"))?;
+        // httparse allows obs-text (bytes over 0x7f) in values; the mock's
+        // headers are read as text, so a value must be UTF-8.
+        let value = std::str::from_utf8(h.value)
+            .ok()
+            .and_then(|v| HeaderValue::from_str(v.trim()).ok())
+            .ok_or_else(|| reject(400, "malformed header value"))?;
+        headers.append(name, value);
+    }
+    Ok(Some((
+        len,
+        Head {
+            method,
+            target: target.to_string(),
+            version,
+            headers,
+        },
+    )))
+}
+
+/// Whether a request line httparse refused for its version names another
+/// HTTP version (`HTTP/2`), which is 505 rather than a malformed line.
+fn other_http_version(buf: &[u8]) -> bool {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let mut parts = line.trim_ascii_end().split(|&b| b == b' ');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some(_), Some(_), Some(v), None) if v.starts_with(b"HTTP/")
+    )
+}
+
+/// What is wrong with a head httparse refused, for the 400's message.
+fn malformed(e: httparse::Error) -> &'static str {
+    match e {
+        httparse::Error::HeaderName => "malformed header line (a name, then a colon)",
+        httparse::Error::HeaderValue => "malformed header value",
+        httparse::Error::NewLine => "malformed line ending in the request head",
+        httparse::Error::Token => "malformed request method",
+        _ => "malformed request line",
+    }
+}
+
+/// `Content-Length`: digits only; repeated copies must agree (RFC 9110
+/// §8.6), since a server and a proxy reading different copies would split
+/// the stream differently.
+fn content_length(headers: &HeaderMap) -> Result<u64, ReadError> {
+    let mut len = None;
+    for v in headers.get_all(CONTENT_LENGTH) {
+        let v = v.as_bytes().trim_ascii();
+        let n = (!v.is_empty() && v.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| reject(400, "Content-Length is not a number"))?;
+        if len.is_some_and(|l| l != n) {
+            return Err(reject(400, "conflicting Content-Length headers"));
+        }
+        len = Some(n);
+    }
+    Ok(len.unwrap_or(0))
 }
 
 /// Whether a comma-separated header value holds `token` (case-insensitive).
@@ -461,10 +522,6 @@ fn has_token(value: &str, token: &str) -> bool {
     value
         .split(',')
         .any(|t| t.trim().eq_ignore_ascii_case(token))
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 pub fn reason(status: u16) -> &'static str {
@@ -479,6 +536,7 @@ pub fn reason(status: u16) -> &'static str {
         409 => "Conflict",
         411 => "Length Required",
         413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
         422 => "Unprocessable Content",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
@@ -495,14 +553,35 @@ pub fn reason(status: u16) -> &'static str {
 mod tests {
     use super::*;
 
+    fn head(s: &str) -> Result<Head, ReadError> {
+        match parse_head(s.as_bytes())? {
+            Some((len, h)) => {
+                assert_eq!(len, s.len());
+                Ok(h)
+            }
+            None => panic!("incomplete: {s:?}"),
+        }
+    }
+
+    fn status(s: &str) -> Option<u16> {
+        match parse_head(s.as_bytes()) {
+            Err(ReadError::Reject { status, .. }) => Some(status),
+            _ => None,
+        }
+    }
+
     #[test]
     fn parses_a_head() {
-        let h =
-            parse_head("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace-Line:  7 \r\n\r\n")
-                .unwrap();
-        assert_eq!(h.method, "POST");
+        let h = head("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nX-Trace-Line:  7 \r\n\r\n")
+            .unwrap();
+        assert_eq!(h.method, Method::POST);
         assert_eq!(h.target, "/v1/completions?x=1");
+        assert_eq!(h.version, 1);
         assert_eq!(header(&h.headers, "x-trace-line"), Some("7"));
+        assert!(matches!(
+            parse_head(b"GET / HTTP/1.1\r\nHost: a\r\n"),
+            Ok(None)
+        ));
     }
 
     #[test]
@@ -510,16 +589,55 @@ mod tests {
         for bad in [
             "GET /\r\n\r\n",
             "GET / HTTP/1.1\r\nno colon\r\n\r\n",
+            "GET / HTTP/1.1\r\nno-colon\r\n\r\n",
             "GET / HTTP/1.1\r\n folded: x\r\n\r\n",
+            "GET / HTTP/1.1\r\n: no name\r\n\r\n",
+            "GET  HTTP/1.1\r\n\r\n",
+            "G(T / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nx: a\x01b\r\n\r\n",
         ] {
-            assert!(
-                matches!(parse_head(bad), Err(ReadError::Reject { status: 400, .. })),
-                "{bad}"
-            );
+            assert_eq!(status(bad), Some(400), "{bad:?}");
+        }
+        assert_eq!(status("GET / HTTP/2\r\n\r\n"), Some(505));
+        // Garbage is refused before the head is complete.
+        assert_eq!(status("\x16\x03\x01"), Some(400));
+    }
+
+    #[test]
+    fn too_many_headers_are_refused() {
+        let many = format!(
+            "GET / HTTP/1.1\r\n{}\r\n",
+            "x: y\r\n".repeat(MAX_HEADERS + 1)
+        );
+        assert_eq!(status(&many), Some(431));
+        let enough = format!("GET / HTTP/1.1\r\n{}\r\n", "x: y\r\n".repeat(MAX_HEADERS));
+        assert_eq!(
+            head(&enough).unwrap().headers.get_all("x").iter().count(),
+            MAX_HEADERS
+        );
+    }
+
+    #[test]
+    fn content_length_is_digits_and_agrees_with_itself() {
+        let len = |h: &str| {
+            content_length(
+                &head(&format!("POST / HTTP/1.1\r\n{h}\r\n"))
+                    .unwrap()
+                    .headers,
+            )
+        };
+        assert_eq!(len("").unwrap(), 0);
+        assert_eq!(len("content-length: 12\r\n").unwrap(), 12);
+        assert_eq!(
+            len("content-length: 3\r\ncontent-length: 3\r\n").unwrap(),
+            3
+        );
+        for bad in ["+3", "-1", "3x", "", "99999999999999999999999"] {
+            assert!(len(&format!("content-length: {bad}\r\n")).is_err(), "{bad}");
         }
         assert!(matches!(
-            parse_head("GET / HTTP/2\r\n\r\n"),
-            Err(ReadError::Reject { status: 505, .. })
+            len("content-length: 3\r\ncontent-length: 4\r\n"),
+            Err(ReadError::Reject { status: 400, .. })
         ));
     }
 

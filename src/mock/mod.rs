@@ -26,9 +26,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
+use self::http::{Conn, Handler, HttpRequest, Method};
 use crate::error::{Error, Result};
 use faults::Faults;
-use http::{Conn, Handler, HttpRequest};
 use latency::{sleep_until, Latency};
 use request::{Answer, Ask, Kind};
 use wire::{Reply, WireUsage};
@@ -223,7 +223,7 @@ impl Log {
             seq,
             unix_us,
             t_us,
-            method: &req.method,
+            method: req.method.as_str(),
             path: &req.target,
             x_trace_line: req.header("x-trace-line"),
             x_request_id: req.header("x-request-id"),
@@ -271,15 +271,20 @@ enum Route {
 
 fn route(req: &HttpRequest, cache_block: u64) -> Route {
     let (allowed, kind) = match req.path() {
-        "/v1/models" => ("GET", None),
-        "/health" => ("GET", None),
-        "/metrics" => ("GET", None),
-        "/v1/chat/completions" => ("POST", Some(Kind::Chat)),
-        "/v1/completions" => ("POST", Some(Kind::Completion)),
+        "/v1/models" => (Method::GET, None),
+        "/health" => (Method::GET, None),
+        "/metrics" => (Method::GET, None),
+        "/v1/chat/completions" => (Method::POST, Some(Kind::Chat)),
+        "/v1/completions" => (Method::POST, Some(Kind::Completion)),
         _ => return Route::NotFound,
     };
     if req.method != allowed {
-        return Route::WrongMethod(allowed);
+        // The `Allow` header's value.
+        return Route::WrongMethod(if allowed == Method::GET {
+            "GET"
+        } else {
+            "POST"
+        });
     }
     match kind {
         Some(kind) => Route::Complete(kind, request::parse(kind, &req.body, cache_block)),
@@ -634,9 +639,9 @@ mod tests {
 
     fn req(method: &str, target: &str, body: &str) -> HttpRequest {
         HttpRequest {
-            method: method.into(),
+            method: method.parse().unwrap(),
             target: target.into(),
-            headers: vec![],
+            headers: self::http::HeaderMap::new(),
             body: body.into(),
             arrival: Instant::now(),
             arrival_wall: SystemTime::now(),

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::jsonl::{self, Output};
 use crate::progress::Progress;
-use crate::record::write_id_array;
+use crate::record::{Number, RowWriter};
 use crate::tokenizer::{self, Resolved};
 use calls::{Call, SkipReason};
 use hasher::BlockHasher;
@@ -354,42 +354,38 @@ impl Converter {
     }
 
     fn write_rows(&self, out: &mut Output) -> Result<()> {
-        let mut itoa = itoa::Buffer::new();
+        // Whole ms: the release files' integers.
+        let ms = |v: f64| Number::UInt(v.max(0.0).round() as u64);
         for r in &self.rows {
-            let buf = out.buffer();
-            buf.extend_from_slice(b"{\"session_id\": ");
-            buf.extend_from_slice(
-                serde_json::Value::String(r.session.clone())
-                    .to_string()
-                    .as_bytes(),
-            );
-            match (self.opts.timing, r.first_in_session) {
-                (TimingMode::None, _) => {}
+            let mut w = RowWriter::new(out.buffer());
+            let (timestamp, delay) = match (self.opts.timing, r.first_in_session) {
+                (TimingMode::None, _) => (None, None),
                 (TimingMode::Auto, true) => {
-                    let ms = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
-                    buf.extend_from_slice(b", \"timestamp\": ");
-                    buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
+                    let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
+                    (Some(ms(at)), None)
                 }
                 (TimingMode::Auto, false) => {
-                    let ms = self
+                    let gap = self
                         .opts
                         .delay
                         .unwrap_or_else(|| r.gap.unwrap_or(0.0) * 1000.0);
-                    buf.extend_from_slice(b", \"delay\": ");
-                    buf.extend_from_slice(itoa.format(ms.max(0.0).round() as u64).as_bytes());
+                    (None, Some(ms(gap)))
                 }
+            };
+            if let Some(t) = timestamp {
+                w.timestamp(t);
             }
-            buf.extend_from_slice(b", \"input_length\": ");
-            buf.extend_from_slice(itoa.format(r.input_length).as_bytes());
-            buf.extend_from_slice(b", \"output_length\": ");
-            buf.extend_from_slice(itoa.format(r.output_length).as_bytes());
-            buf.extend_from_slice(b", \"hash_ids\": ");
-            write_id_array(&r.ids, buf);
+            w.session_id(&r.session);
+            if let Some(d) = delay {
+                w.delay(d);
+            }
+            w.input_length(r.input_length);
+            w.output_length(r.output_length);
+            w.hash_ids(&r.ids);
             if let Some(m) = &r.messages {
-                buf.extend_from_slice(b", \"messages\": ");
-                buf.extend_from_slice(m.as_bytes());
+                w.extra_raw("messages", m.as_bytes());
             }
-            buf.extend_from_slice(b"}\n");
+            w.finish();
             out.end_line()?;
         }
         out.flush()

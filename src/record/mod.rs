@@ -10,14 +10,14 @@
 //! simd-json and serde_json).
 //!
 //! `scan` validates a line and finds the fields, `ids` is the one walker
-//! over id arrays, `write` writes edited records and values.
+//! over id arrays, `write` writes edited records, new rows and values.
 
 mod ids;
 mod scan;
 mod write;
 
 pub use ids::{id_array_shape, IdArrayShape};
-pub use write::{write_id_array, write_id_array_like, write_number, Edit};
+pub use write::{write_id_array, write_id_array_like, write_number, write_str, Edit, RowWriter};
 
 use crate::error::RecordError;
 

@@ -1,5 +1,6 @@
 //! Writing records: a record with some values replaced (the rest of the line
-//! copied byte for byte), and the value formats the tools write.
+//! copied byte for byte), the one writer of new rows ([`RowWriter`]), and the
+//! value formats the tools write.
 
 use super::{Number, Record};
 
@@ -41,6 +42,127 @@ impl Record<'_> {
         }
         out.extend_from_slice(&self.line[at..]);
     }
+}
+
+/// The one writer of rows a tool creates (mc-gen, mc-import, nat2mc), in the
+/// style of the Mooncake release files: `{"timestamp": 0, "input_length": 12,
+/// "output_length": 3, "hash_ids": [0, 1]}` (`", "` between fields, `": "`
+/// after keys). Filters that edit rows keep each row's own style instead
+/// ([`Record::write_edited`]).
+///
+/// Fields come in one order, the release files' with the optional fields in
+/// their places: `timestamp`, `session_id`, `delay`, `text_input`,
+/// `input_length`, `output_length`, `hash_ids`, then any extra fields in
+/// the order written. Each method writes its field at once (no row is held),
+/// so a caller must call them in that order; a debug build checks it.
+pub struct RowWriter<'a> {
+    out: &'a mut Vec<u8>,
+    /// The place of the last field written (`Slot`), or `None` before the
+    /// first: decides the separator and checks the order.
+    last: Option<Slot>,
+}
+
+/// A field's place in a written row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Timestamp,
+    SessionId,
+    Delay,
+    TextInput,
+    InputLength,
+    OutputLength,
+    HashIds,
+    Extra,
+}
+
+impl<'a> RowWriter<'a> {
+    /// Starts a row (`{`) at the end of `out`.
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        RowWriter { out, last: None }
+    }
+
+    /// Writes `"name": ` after the separator, checking the field order.
+    fn key(&mut self, slot: Slot, name: &str) -> &mut Vec<u8> {
+        debug_assert!(
+            self.last
+                .is_none_or(|l| l < slot || (l == Slot::Extra && slot == Slot::Extra)),
+            "row field `{name}` written after {:?}",
+            self.last
+        );
+        if self.last.is_some() {
+            self.out.extend_from_slice(b", ");
+        }
+        self.last = Some(slot);
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\": ");
+        self.out
+    }
+
+    /// `timestamp`, ms.
+    pub fn timestamp(&mut self, ms: Number) {
+        write_number(ms, self.key(Slot::Timestamp, "timestamp"));
+    }
+
+    /// `timestamp` already written as a JSON number: an importer's exact
+    /// decimal (ns converted to ms as text, never through a float).
+    pub fn timestamp_text(&mut self, json: &[u8]) {
+        self.key(Slot::Timestamp, "timestamp")
+            .extend_from_slice(json);
+    }
+
+    pub fn session_id(&mut self, id: &str) {
+        write_str(id, self.key(Slot::SessionId, "session_id"));
+    }
+
+    /// `delay`, ms after the session's previous turn completes.
+    pub fn delay(&mut self, ms: Number) {
+        write_number(ms, self.key(Slot::Delay, "delay"));
+    }
+
+    pub fn text_input(&mut self, text: &str) {
+        write_str(text, self.key(Slot::TextInput, "text_input"));
+    }
+
+    pub fn input_length(&mut self, tokens: u64) {
+        write_number(
+            Number::UInt(tokens),
+            self.key(Slot::InputLength, "input_length"),
+        );
+    }
+
+    pub fn output_length(&mut self, tokens: u64) {
+        write_number(
+            Number::UInt(tokens),
+            self.key(Slot::OutputLength, "output_length"),
+        );
+    }
+
+    pub fn hash_ids(&mut self, ids: &[u64]) {
+        write_id_array(ids, self.key(Slot::HashIds, "hash_ids"));
+    }
+
+    /// A field the release files do not have, as a JSON string.
+    pub fn extra_str(&mut self, name: &str, s: &str) {
+        write_str(s, self.key(Slot::Extra, name));
+    }
+
+    /// A field the release files do not have, already JSON text.
+    pub fn extra_raw(&mut self, name: &str, json: &[u8]) {
+        self.key(Slot::Extra, name).extend_from_slice(json);
+    }
+
+    /// Ends the row: `}` and the newline.
+    pub fn finish(self) {
+        self.out.extend_from_slice(b"}\n");
+    }
+}
+
+/// Appends `s` as a JSON string. serde_json escapes exactly what JSON
+/// requires; writing into a Vec cannot fail, so the result is ignored.
+pub fn write_str(s: &str, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// Appends an id list as JSON in the house style of Mooncake traces (`[1, 2]`).
@@ -149,6 +271,44 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"delay": 1, "timestamp": 2}"#
         );
+    }
+
+    #[test]
+    fn new_rows_have_the_release_files_style_and_order() {
+        let mut out = Vec::new();
+        let mut w = RowWriter::new(&mut out);
+        w.timestamp_text(b"1040.0401");
+        w.session_id("a\"b");
+        w.input_length(12);
+        w.output_length(3);
+        w.hash_ids(&[0, 1]);
+        w.extra_str("parent_session_id", "p");
+        w.extra_raw("messages", b"[]");
+        w.finish();
+        let mut w = RowWriter::new(&mut out);
+        w.session_id("s");
+        w.delay(Number::UInt(250));
+        w.text_input("hi");
+        w.output_length(2);
+        w.finish();
+        RowWriter::new(&mut out).finish();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"timestamp\": 1040.0401, \"session_id\": \"a\\\"b\", \"input_length\": 12, \
+             \"output_length\": 3, \"hash_ids\": [0, 1], \"parent_session_id\": \"p\", \"messages\": []}\n\
+             {\"session_id\": \"s\", \"delay\": 250, \"text_input\": \"hi\", \"output_length\": 2}\n\
+             {}\n"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "row field `session_id` written after")]
+    #[cfg(debug_assertions)]
+    fn fields_out_of_order_are_a_bug() {
+        let mut out = Vec::new();
+        let mut w = RowWriter::new(&mut out);
+        w.input_length(1);
+        w.session_id("late");
     }
 
     #[test]

@@ -1,0 +1,206 @@
+//! The one CSV field reader: mc-import's trace formats (Azure, BurstGPT)
+//! and mc-gen's Grafana exports split their lines here.
+//!
+//! The rules (RFC 4180's, for one line at a time):
+//!
+//! - One record per line: the line reader has already split the lines
+//!   (and dropped CR), so a quoted field cannot hold a newline.
+//! - Fields are separated by `,`. A field whose first non-blank byte is `"`
+//!   is quoted: it runs to the next `"` that is not doubled, `""` inside
+//!   it stands for one `"`, and only blanks may follow the closing quote.
+//!   A `"` inside an unquoted field is an ordinary byte.
+//! - Every field is trimmed of ASCII whitespace, quoted content too: the
+//!   columns read are numbers, dates and names, and no caller wants their
+//!   edge spaces (`" 12 "` is 12).
+//! - An empty quoted field (`""`) is the empty string, exactly like an
+//!   unquoted empty field: no caller tells them apart (mc-gen reads both as
+//!   0 in a Grafana export, as AIBrix does; mc-import's number columns
+//!   reject both, its text columns read both as empty).
+//! - An unterminated quote, or text after a closing quote, is an error
+//!   naming the column (the caller names the line).
+//!
+//! Hand-written rather than `csv-core`: fed one line at a time, as the line
+//! reader hands them over, the two split an Azure-shaped file equally fast
+//! (docs/ARCHITECTURE.md §5, `examples/csv_split.rs`), and this one borrows
+//! its fields from the line and names the column in its errors.
+
+use std::borrow::Cow;
+
+use crate::error::RecordError;
+
+/// One field's place in the line: its content without quotes, and whether
+/// it holds doubled quotes to undo.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+    escaped: bool,
+}
+
+/// The fields of one line, reused between lines.
+#[derive(Default)]
+pub struct Fields {
+    spans: Vec<Span>,
+}
+
+impl Fields {
+    /// Splits `line` into fields (see the module's rules).
+    pub fn split(&mut self, line: &[u8]) -> Result<(), RecordError> {
+        self.spans.clear();
+        let mut i = 0;
+        loop {
+            let lead = line[i..]
+                .iter()
+                .position(|b| !b.is_ascii_whitespace())
+                .map_or(line.len(), |k| i + k);
+            if line.get(lead) == Some(&b'"') {
+                let start = lead + 1;
+                let mut j = start;
+                let mut escaped = false;
+                loop {
+                    match memchr::memchr(b'"', &line[j..]) {
+                        None => {
+                            return Err(RecordError::new(format!(
+                                "column {}: unterminated quoted field",
+                                self.spans.len() + 1
+                            )))
+                        }
+                        Some(k) if line.get(j + k + 1) == Some(&b'"') => {
+                            escaped = true;
+                            j += k + 2;
+                        }
+                        Some(k) => {
+                            j += k;
+                            break;
+                        }
+                    }
+                }
+                self.spans.push(Span {
+                    start,
+                    end: j,
+                    escaped,
+                });
+                i = j + 1;
+                while line.get(i).is_some_and(u8::is_ascii_whitespace) {
+                    i += 1;
+                }
+                match line.get(i) {
+                    None => return Ok(()),
+                    Some(b',') => i += 1,
+                    Some(_) => {
+                        return Err(RecordError::new(format!(
+                            "column {}: text after a closing quote",
+                            self.spans.len()
+                        )))
+                    }
+                }
+            } else {
+                match memchr::memchr(b',', &line[i..]) {
+                    Some(k) => {
+                        self.spans.push(Span {
+                            start: i,
+                            end: i + k,
+                            escaped: false,
+                        });
+                        i += k + 1;
+                    }
+                    None => {
+                        self.spans.push(Span {
+                            start: i,
+                            end: line.len(),
+                            escaped: false,
+                        });
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Field `col` (0-based) of `line`, trimmed; borrowed unless it held
+    /// doubled quotes.
+    pub fn get<'l>(&self, line: &'l [u8], col: usize) -> Option<Cow<'l, [u8]>> {
+        let s = self.spans.get(col)?;
+        let raw = line[s.start..s.end].trim_ascii();
+        if !s.escaped {
+            return Some(Cow::Borrowed(raw));
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        let mut k = 0;
+        while k < raw.len() {
+            out.push(raw[k]);
+            // `split` found every `"` in a quoted field doubled.
+            k += if raw[k] == b'"' { 2 } else { 1 };
+        }
+        Some(Cow::Owned(out.trim_ascii().to_vec()))
+    }
+
+    /// Field `col` as text (lossy UTF-8).
+    pub fn text<'l>(&self, line: &'l [u8], col: usize) -> Option<Cow<'l, str>> {
+        Some(match self.get(line, col)? {
+            Cow::Borrowed(b) => String::from_utf8_lossy(b),
+            Cow::Owned(v) => Cow::Owned(String::from_utf8_lossy(&v).into_owned()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(line: &str) -> Result<Vec<String>, String> {
+        let mut f = Fields::default();
+        f.split(line.as_bytes()).map_err(|e| e.to_string())?;
+        Ok((0..f.len())
+            .map(|c| f.text(line.as_bytes(), c).unwrap().into_owned())
+            .collect())
+    }
+
+    #[test]
+    fn plain_quoted_and_empty_fields() {
+        assert_eq!(fields("a,b,c").unwrap(), ["a", "b", "c"]);
+        assert_eq!(fields("a,,").unwrap(), ["a", "", ""]);
+        assert_eq!(fields("").unwrap(), [""]);
+        assert_eq!(fields("\"x,y\",2").unwrap(), ["x,y", "2"]);
+        assert_eq!(fields(" 1 , 2").unwrap(), ["1", "2"]);
+        assert_eq!(fields(" \" 1 \" ,\"2\"").unwrap(), ["1", "2"]);
+        // A quote inside an unquoted field is an ordinary byte.
+        assert_eq!(fields("a\"b,c").unwrap(), ["a\"b", "c"]);
+    }
+
+    #[test]
+    fn an_empty_quoted_field_is_an_empty_string() {
+        assert_eq!(fields("\"\",1,,\"\"").unwrap(), ["", "1", "", ""]);
+        let mut f = Fields::default();
+        f.split(b"\"\",").unwrap();
+        assert!(matches!(f.get(b"\"\",", 0), Some(Cow::Borrowed(b""))));
+    }
+
+    #[test]
+    fn doubled_quotes_stand_for_one() {
+        assert_eq!(fields("\"say \"\"hi\"\"\",2").unwrap(), ["say \"hi\"", "2"]);
+        assert_eq!(fields("\"\"\"\"").unwrap(), ["\""]);
+        assert_eq!(fields("\"a\"\"\"").unwrap(), ["a\""]);
+    }
+
+    #[test]
+    fn malformed_quotes_name_the_column() {
+        assert!(fields("\"open,2")
+            .unwrap_err()
+            .contains("column 1: unterminated"));
+        assert!(fields("1,\"a\"b")
+            .unwrap_err()
+            .contains("column 2: text after a closing quote"));
+        assert!(fields("1,\"a\"\"")
+            .unwrap_err()
+            .contains("column 2: unterminated"));
+    }
+}
