@@ -2,7 +2,7 @@
 //! mc-report, mc-plot and any later reader take back, with no reader
 //! reaching into the replay.
 //!
-//! - [`line`]: the result line, one JSON object per request (schema,
+//! - [`line`](mod@line): the result line, one JSON object per request (schema,
 //!   writing, reading).
 //! - [`tally`]: the distributions a summary is made of, fed from result
 //!   lines only.
