@@ -2,6 +2,7 @@
 //! (one line per timestamp, equal timestamps grouped). A prompt matcher, when
 //! given, attaches a real prompt to each request on the way.
 
+use crate::progress::Progress;
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
@@ -62,56 +63,10 @@ pub struct Sink {
     pub plot: Option<crate::plot::trace::Collector>,
     /// Generated session id -> the prompt-file session its turns come from.
     conversations: std::collections::HashMap<String, usize>,
+    /// The one reporter (`crate::progress`), ticked every 64k requests so
+    /// it costs nothing.
     progress: Progress,
-}
-
-/// A live count on a terminal (every 0.5 s), a plain line every 10 s
-/// otherwise (ARCHITECTURE.md §2); checked every 64k requests so it costs nothing.
-struct Progress {
-    tty: bool,
     started: std::time::Instant,
-    last: std::time::Instant,
-    shown: bool,
-}
-
-impl Progress {
-    fn new() -> Self {
-        use std::io::IsTerminal;
-        let now = std::time::Instant::now();
-        Progress {
-            tty: std::io::stderr().is_terminal(),
-            started: now,
-            last: now,
-            shown: false,
-        }
-    }
-
-    fn tick(&mut self, c: &Counts) {
-        let every = if self.tty { 0.5 } else { 10.0 };
-        if self.last.elapsed().as_secs_f64() < every {
-            return;
-        }
-        self.last = std::time::Instant::now();
-        let line = format!(
-            "mc-gen: {} requests, up to {:.0} s of trace, {:.0} s elapsed",
-            c.requests,
-            c.last_ms as f64 / 1000.0,
-            self.started.elapsed().as_secs_f64()
-        );
-        if self.tty {
-            eprint!("\r\x1b[K{line}");
-            self.shown = true;
-        } else {
-            eprintln!("{line}");
-        }
-    }
-
-    fn clear(&mut self) {
-        if self.shown {
-            eprint!("\r\x1b[K");
-            self.shown = false;
-        }
-    }
 }
 
 impl Sink {
@@ -128,7 +83,8 @@ impl Sink {
             scratch: String::new(),
             plot: None,
             conversations: std::collections::HashMap::new(),
-            progress: Progress::new(),
+            progress: Progress::for_stderr("mc-gen", std::time::Duration::from_secs(10)),
+            started: std::time::Instant::now(),
         }
     }
 
@@ -148,7 +104,15 @@ impl Sink {
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
         if self.counts.requests & 0xffff == 0 {
-            self.progress.tick(&self.counts);
+            let (c, started) = (&self.counts, self.started);
+            self.progress.tick(|| {
+                format!(
+                    "{} requests, up to {:.0} s of trace, {:.0} s elapsed",
+                    c.requests,
+                    c.last_ms as f64 / 1000.0,
+                    started.elapsed().as_secs_f64()
+                )
+            });
         }
         let picked = match (self.matcher.as_mut(), req.session_id) {
             (None, _) => None,
@@ -243,7 +207,7 @@ impl Sink {
 
     /// Writes what is still held and flushes the output.
     pub fn finish(&mut self) -> Result<Counts> {
-        self.progress.clear();
+        self.progress.finish();
         self.flush_group()?;
         for (ts, items) in std::mem::take(&mut self.pending) {
             write_aibrix_line(self.out.buffer(), ts, &items);
