@@ -6,6 +6,7 @@ mod cap;
 mod docs;
 mod engine;
 mod faults;
+mod fit;
 mod gen;
 mod import;
 mod merge;
