@@ -29,6 +29,7 @@ pub mod outcome;
 pub mod plan;
 pub mod progress;
 pub mod recorder;
+pub mod redact;
 pub mod schedule;
 pub mod sweep;
 pub mod target;
@@ -54,14 +55,27 @@ use target::Target;
 /// The whole tool: signals, the plan, its run or sweep, and the verdict
 /// (every request failing, or a server that went away, is a failed run).
 pub fn run(args: &ReplayArgs) -> Result<()> {
+    let redactor = redactor(args);
     let stop = Arc::new(AtomicBool::new(false));
-    install_signals(stop.clone())?;
-    let plan = plan::plan(args)?;
-    if plan.sweep.is_some() {
-        return sweep::run(args, &plan, stop);
-    }
-    let summary = execute(args, &plan, &plan.runs[0], stop)?;
-    verdict(&summary)
+    let ran = (|| {
+        install_signals(stop.clone())?;
+        let plan = plan::plan(args)?;
+        if plan.sweep.is_some() {
+            return sweep::run(args, &plan, stop);
+        }
+        let summary = execute(args, &plan, &plan.runs[0], stop)?;
+        verdict(&summary)
+    })();
+    ran.map_err(|e| redactor.error(e))
+}
+
+/// The secrets of these options ([`redact`]).
+pub fn redactor(args: &ReplayArgs) -> redact::Redactor {
+    redact::Redactor::new(
+        args.api_key.as_deref(),
+        args.url.iter().chain(&args.metrics_url).map(String::as_str),
+        &args.headers,
+    )
 }
 
 /// The exit policy: a run in which the server stopped answering, or in
@@ -155,6 +169,7 @@ fn drive<T: Target>(
             target: target.name(),
             block_size: plan.block_size,
             exact_output: !args.no_exact_output,
+            redactor: redactor(args),
             max_consecutive_failures: args.max_consecutive_failures,
         },
     );
@@ -251,7 +266,11 @@ fn run_info(
         tool: "mc-replay".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         target: target.into(),
-        url: args.url.clone().filter(|_| target == "http"),
+        url: args
+            .url
+            .as_deref()
+            .filter(|_| target == "http")
+            .map(|u| redactor(args).redact(u)),
         endpoint: match args.endpoint {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",

@@ -497,6 +497,7 @@ mod tests {
                 target: "virtual",
                 block_size: 4,
                 exact_output: true,
+                redactor: Default::default(),
                 max_consecutive_failures: 0,
             },
         );
