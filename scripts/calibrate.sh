@@ -53,8 +53,12 @@ fi
 "$bin/mc-gen" sessions --sessions 60 --session-rate 3 --turns 2 --system-prompt-tokens 1024 \
     --new-tokens 600 --osl 32 --block-size 16 --seed 2 > "$work/other.jsonl" 2>/dev/null
 
+# Each run its own --seed: its prompts share no blocks with an earlier run's,
+# so every run meets a cold prefix cache, as the fit's simulation assumes.
+seed=0
 replay() { # TRACE SPEEDUP OUT
-    "$bin/mc-replay" --url "$url" --model "${MODEL:-m}" -i "$1" --speedup "$2" -o "$3" \
+    seed=$((seed + 1))
+    "$bin/mc-replay" --url "$url" --model "${MODEL:-m}" -i "$1" --speedup "$2" -o "$3" --seed "$seed" \
         ${REPLAY_ARGS:-} 2> "$3.log" || { tail -5 "$3.log"; exit 1; }
 }
 for s in 1 2 4; do replay "$work/sessions.jsonl" "$s" "$work/sessions-x$s.jsonl"; done

@@ -109,7 +109,7 @@ impl Scraper {
     }
 
     /// The URL as it may be shown (credentials hidden).
-    pub fn url(&self) -> &str {
+    pub fn shown_url(&self) -> &str {
         &self.shown
     }
 
@@ -248,7 +248,7 @@ impl Observer {
     /// Stops the scrapes during the run and scrapes once more.
     pub fn finish(self) -> Observed {
         let mut obs = Observed {
-            url: self.scraper.url().to_string(),
+            url: self.scraper.shown_url().to_string(),
             ..Observed::default()
         };
         match self.before {
