@@ -354,12 +354,20 @@ impl Summary {
             self.input_token_throughput
         );
         let _ = write!(s, "arrival rate {:.2} req/s", self.send_rate);
-        match self.trace_rate {
-            Some(t) => {
-                let _ = writeln!(s, " (the trace asks for {t:.2} req/s)");
-            }
-            None => s.push('\n'),
+        // Who asked for the rate: the trace's timestamps, or --rate.
+        let asker = match self.run.arrival.as_str() {
+            "poisson" | "constant" => "--rate asks",
+            _ => "the trace asks",
+        };
+        if let Some(t) = self.trace_rate {
+            let _ = write!(s, " ({asker} for {t:.2} req/s)");
         }
+        // The rate counts session starts (their times are the schedule's);
+        // later turns follow their sessions, so throughput can be higher.
+        if self.request_throughput > self.send_rate * 1.05 && self.send_rate > 0.0 {
+            s.push_str("; session starts only, later turns follow their sessions");
+        }
+        s.push('\n');
     }
 
     fn table_tokens(&self, s: &mut String) {
@@ -367,9 +375,14 @@ impl Summary {
         if tk.input_reported > 0 {
             let _ = writeln!(
                 s,
-                "prompt tokens: {} intended, {} reported by the server ({:+.2}%)",
+                "prompt tokens: {} intended, {} reported by the {} ({:+.2}%)",
                 tk.input_intended,
                 tk.input_reported,
+                if self.run.target == "engine" {
+                    "engine model"
+                } else {
+                    "server"
+                },
                 pct(tk.input_reported, tk.input_intended)
             );
         }
@@ -689,6 +702,24 @@ mod tests {
         ] {
             assert_eq!(sidecar_path(Path::new(results)), Path::new(sidecar));
         }
+    }
+
+    #[test]
+    fn the_rate_and_the_token_counts_say_whose_they_are() {
+        let mut s = summary();
+        let t = s.table();
+        assert!(t.contains("(the trace asks for 0.75 req/s)"), "{t}");
+        assert!(t.contains("reported by the server"), "{t}");
+        s.run.arrival = "poisson".into();
+        s.run.target = "engine".into();
+        // Throughput above the arrival rate: later turns of sessions.
+        s.request_throughput = 2.0;
+        let t = s.table();
+        assert!(
+            t.contains("(--rate asks for 0.75 req/s); session starts only"),
+            "{t}"
+        );
+        assert!(t.contains("reported by the engine model"), "{t}");
     }
 
     #[test]
