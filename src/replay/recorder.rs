@@ -39,6 +39,7 @@ pub struct Recorder {
     exact_output: bool,
     /// 0: never stop on failures.
     max_consecutive_failures: u64,
+    shard: Option<(String, String)>,
     consecutive_unreachable: u64,
     /// The message of the last failure (for a run stopped early).
     pub last_failure: Option<String>,
@@ -62,6 +63,8 @@ pub struct RecorderOptions {
     pub block_size: u64,
     pub exact_output: bool,
     pub max_consecutive_failures: u64,
+    /// A shard's `I/N` and plan digest, written into every result line.
+    pub shard: Option<(String, String)>,
 }
 
 impl Recorder {
@@ -75,6 +78,7 @@ impl Recorder {
             block_size: o.block_size,
             exact_output: o.exact_output,
             max_consecutive_failures: o.max_consecutive_failures,
+            shard: o.shard,
             consecutive_unreachable: 0,
             last_failure: None,
             counts: Counts::default(),
@@ -107,7 +111,11 @@ impl Recorder {
             exact_output: self.exact_output,
         };
         let lat = Latencies::of(done.job.t_sched_us, o);
-        let r = result_line(id, &lat, o);
+        let mut r = result_line(id, &lat, o);
+        if let Some((tag, digest)) = &self.shard {
+            r.shard = Some(tag.clone());
+            r.plan_digest = Some(digest.clone());
+        }
         self.tally.add(&r, self.slo.as_ref());
         self.write(&r);
         if self.write_error.is_some() {

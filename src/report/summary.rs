@@ -125,6 +125,7 @@ fn undescribed(target: &str) -> RunInfo {
         start_unix_ms: 0.0,
         start_time: String::new(),
         host: None,
+        shard: None,
     }
 }
 
