@@ -58,6 +58,11 @@ pub mod schema {
         pub tokens_estimated: bool,
         pub finish_reason: Option<String>,
         pub short: bool,
+        /// `--shard` runs only.
+        #[serde(default)]
+        pub shard: Option<String>,
+        #[serde(default)]
+        pub plan_digest: Option<String>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -185,6 +190,20 @@ pub mod schema {
         pub start_unix_ms: f64,
         pub start_time: String,
         pub host: Option<String>,
+        /// `--shard` runs (and mc-report's merge of them) only.
+        #[serde(default)]
+        pub shard: Option<ShardRun>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ShardRun {
+        pub index: Option<u32>,
+        pub count: u32,
+        pub plan_digest: String,
+        pub rows: Vec<u64>,
+        pub tokens: Vec<u64>,
+        pub start_at_unix_ms: Option<u64>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
