@@ -832,12 +832,12 @@ fn sigterm_drains_then_cancels() {
 }
 
 /// One captured request: its headers (lower-case names) and JSON body.
-type Seen = (HashMap<String, String>, Value);
+pub type Seen = (HashMap<String, String>, Value);
 
 /// A server that records each request (headers and body) and answers with a
 /// fixed two-token stream, closing the connection after each answer.
-struct Capture {
-    url: String,
+pub struct Capture {
+    pub url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
@@ -852,7 +852,7 @@ struct Personality {
 }
 
 impl Capture {
-    fn start() -> Capture {
+    pub fn start() -> Capture {
         Capture::start_as(Personality::default())
     }
 
@@ -871,7 +871,7 @@ impl Capture {
         Capture { url, seen }
     }
 
-    fn requests(&self) -> Vec<Seen> {
+    pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }

@@ -19,5 +19,6 @@ mod replay;
 mod report;
 mod roots;
 mod scale;
+mod shard;
 mod sweep;
 mod util;
