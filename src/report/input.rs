@@ -193,7 +193,14 @@ pub fn default_labels(runs: &mut [Run]) {
                 .collect(),
             None => Vec::new(),
         };
-        r.label = if parts.is_empty() {
+        let merged = r
+            .info
+            .as_ref()
+            .and_then(|s| s.run.shard.as_ref())
+            .filter(|sh| sh.index.is_none());
+        r.label = if let (true, Some(sh)) = (parts.is_empty(), merged) {
+            format!("{} shards merged", sh.count)
+        } else if parts.is_empty() {
             file_label(&r.sources)
         } else {
             parts.join(" ")
