@@ -445,3 +445,107 @@ fn the_same_file_twice_is_not_counted_twice() {
     assert!(out.stderr.contains("appears twice"), "{}", out.stderr);
     assert!(out.stderr.contains("r.jsonl line 1 and"), "{}", out.stderr);
 }
+
+#[test]
+fn emitted_jobs_run_every_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(20, 2000));
+    let tp = t.to_str().unwrap();
+    let plan = run_ok("mc-replay", &["--plan", "3", "-i", tp], "");
+    let digest = plan
+        .lines()
+        .find_map(|l| l.strip_prefix("plan digest  "))
+        .unwrap()
+        .to_string();
+    // Slurm: one task per shard, the shard from srun, one start for all.
+    let sbatch = run_ok(
+        "mc-replay",
+        &[
+            "--url",
+            "http://gpu:8000",
+            "-i",
+            tp,
+            "--seed",
+            "4",
+            "--emit-slurm",
+            "--shards",
+            "3",
+            "--results-dir",
+            "/shared/run1",
+            "--start-in",
+            "45",
+        ],
+        "",
+    );
+    for want in [
+        "#SBATCH --ntasks=3",
+        "export RESULTS=/shared/run1",
+        "+ 45000 ))",
+        "srun --ntasks=3",
+        "--shard env --start-at \"$START_AT\"",
+        "--output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"",
+        "--url http://gpu:8000 --seed 4",
+        &digest,
+    ] {
+        assert!(sbatch.contains(want), "{want}: {sbatch}");
+    }
+    let err = run_code(
+        "mc-replay",
+        &[
+            "-i",
+            tp,
+            "--emit-slurm",
+            "--shards",
+            "3",
+            "--summary",
+            "s.json",
+        ],
+        "",
+        2,
+    );
+    assert!(err.contains("--summary"), "{err}");
+    // Kubernetes: an Indexed Job with the fields.
+    let job = run_ok(
+        "mc-replay",
+        &[
+            "--url",
+            "http://vllm:8000",
+            "-i",
+            tp,
+            "--emit-k8s-job",
+            "--shards",
+            "3",
+            "--image",
+            "mctrace:0.1",
+            "--job-name",
+            "replay1",
+        ],
+        "",
+    );
+    for want in [
+        "apiVersion: \"batch/v1\"",
+        "kind: \"Job\"",
+        "completionMode: \"Indexed\"",
+        "completions: 3\n",
+        "parallelism: 3\n",
+        "backoffLimitPerIndex: 0\n",
+        "maxFailedIndexes: 0\n",
+        "podReplacementPolicy: \"Failed\"",
+        "restartPolicy: \"Never\"",
+        "activeDeadlineSeconds: ",
+        "- action: \"FailJob\"\n      onExitCodes:\n        containerName: \"mc-replay\"\n        operator: \"In\"\n        values:\n        - 75\n",
+        "topologyKey: \"kubernetes.io/hostname\"",
+        "whenUnsatisfiable: \"DoNotSchedule\"",
+        "maxSkew: 1\n",
+        "configMap:\n          name: \"replay1-trace\"",
+        "claimName: \"replay1-results\"",
+        "- \"/trace/t.jsonl\"",
+        "- \"--shard\"\n        - \"env\"\n        - \"--shards\"\n        - \"3\"",
+        "- \"/results/shard-$(MC_SHARD).jsonl\"",
+        "batch.kubernetes.io/job-completion-index",
+        "image: \"mctrace:0.1\"",
+        &digest,
+    ] {
+        assert!(job.contains(want), "{want}: {job}");
+    }
+}
