@@ -37,7 +37,19 @@ fi
 "$ENGINE" build -q -t "$TAG" -f Dockerfile . >&2
 echo "$TAG"
 if [[ ${1:-} == --smoke ]]; then
-    "$ENGINE" run --rm "$TAG" mc-replay --version
-    printf '{"timestamp": 0, "input_length": 10, "output_length": 2}\n{"timestamp": 5, "input_length": 20, "output_length": 2}\n' \
-        | "$ENGINE" run --rm -i "$TAG" mc-replay --plan 2
+    trace='{"timestamp": 0, "input_length": 10, "output_length": 2}
+{"timestamp": 5, "input_length": 20, "output_length": 2}'
+    if "$ENGINE" run --rm "$TAG" mc-replay --version; then
+        "$ENGINE" run --rm -i "$TAG" mc-replay --plan 2 <<< "$trace"
+    elif [[ $ENGINE == *podman && $(id -u) == 0 ]]; then
+        # A sandbox that cannot start containers (crun's setrlimit refused):
+        # the image's own files, run under chroot, prove it complete.
+        echo "image.sh: cannot run a container here; checking the image's files under chroot" >&2
+        root=$("$ENGINE" image mount "$TAG")
+        chroot "$root" /usr/local/bin/mc-replay --version
+        chroot "$root" /usr/local/bin/mc-replay --plan 2 <<< "$trace"
+        "$ENGINE" image unmount "$TAG" >/dev/null
+    else
+        exit 1
+    fi
 fi
