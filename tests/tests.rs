@@ -20,5 +20,6 @@ mod replay;
 mod report;
 mod roots;
 mod scale;
+mod shard;
 mod sweep;
 mod util;

@@ -59,12 +59,12 @@ pub const TOOL: &str = "mc-fit";
 pub struct FitArgs {
     /// Result files of mc-replay (`-o`), or folders holding them (a sweep's
     /// `rate-2/`); each is one run.
-    #[arg(required = true, value_name = "RUN")]
+    #[arg(value_name = "RUN")]
     pub runs: Vec<PathBuf>,
 
     /// The trace the runs replayed (their result lines name its lines).
     #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
+    pub trace: Option<PathBuf>,
 
     /// Predict the runs with this profile (a built-in name or a file) and
     /// print the error, instead of fitting.
@@ -125,7 +125,18 @@ fn shape(args: &FitArgs, runs: &[runs::Run]) -> (Shape, bool) {
 }
 
 pub fn run(args: &FitArgs) -> Result<()> {
-    let trace = runs::read_trace(&args.trace)?;
+    // Checked here rather than by clap, so `--completions`/`--man` work alone.
+    let Some(trace) = &args.trace else {
+        return Err(Error::usage(
+            "--trace FILE is required: the trace the runs replayed",
+        ));
+    };
+    if args.runs.is_empty() {
+        return Err(Error::usage(
+            "give at least one run: mc-replay's -o file, or its folder",
+        ));
+    }
+    let trace = runs::read_trace(trace)?;
     let runs = args
         .runs
         .iter()

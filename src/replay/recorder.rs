@@ -41,6 +41,7 @@ pub struct Recorder {
     redactor: Redactor,
     /// 0: never stop on failures.
     max_consecutive_failures: u64,
+    shard: Option<(String, String)>,
     consecutive_unreachable: u64,
     /// The message of the last failure (for a run stopped early).
     pub last_failure: Option<String>,
@@ -66,6 +67,8 @@ pub struct RecorderOptions {
     /// Hides the options' secrets in error messages a server sent back.
     pub redactor: Redactor,
     pub max_consecutive_failures: u64,
+    /// A shard's `I/N` and plan digest, written into every result line.
+    pub shard: Option<(String, String)>,
 }
 
 impl Recorder {
@@ -80,6 +83,7 @@ impl Recorder {
             exact_output: o.exact_output,
             redactor: o.redactor,
             max_consecutive_failures: o.max_consecutive_failures,
+            shard: o.shard,
             consecutive_unreachable: 0,
             last_failure: None,
             counts: Counts::default(),
@@ -115,6 +119,10 @@ impl Recorder {
         let mut r = result_line(id, &lat, o);
         if let Some(e) = r.error.as_mut() {
             e.message = self.redactor.redact(&e.message);
+        }
+        if let Some((tag, digest)) = &self.shard {
+            r.shard = Some(tag.clone());
+            r.plan_digest = Some(digest.clone());
         }
         self.tally.add(&r, self.slo.as_ref());
         self.write(&r);

@@ -91,6 +91,7 @@ impl Redactor {
             Error::Unavailable(_) => Error::Unavailable(anyhow::anyhow!(text)),
             Error::Data { .. } | Error::Input(_) => Error::Input(text),
             Error::Usage(_) => Error::Usage(text),
+            Error::TempFail(_) => Error::TempFail(text),
             Error::Exists { .. } | Error::CantCreate(_) => Error::CantCreate(text),
             Error::NoInput { path, source } => Error::NoInput {
                 path,

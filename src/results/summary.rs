@@ -84,6 +84,32 @@ pub struct RunInfo {
     /// The same, as UTC ISO 8601.
     pub start_time: String,
     pub host: Option<String>,
+    /// The shard plan this run is part of (`mc-replay --shard`), or, in a
+    /// summary mc-report merged from every shard, the plan they ran.
+    /// Absent in unsharded runs and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRun>,
+}
+
+/// A sharded run's part in its plan: the same `plan_digest`, `rows` and
+/// `tokens` in every shard's summary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRun {
+    /// This shard (0-based); `None` in a merged summary (all of them).
+    pub index: Option<u32>,
+    /// Shards in the plan.
+    pub count: u32,
+    /// SHA-256 (hex) of the trace's bytes, the shard count and every
+    /// shard's row and token counts.
+    pub plan_digest: String,
+    /// Rows each shard replays, by shard index.
+    pub rows: Vec<u64>,
+    /// Tokens (input + output asked for) each shard replays.
+    pub tokens: Vec<u64>,
+    /// `--start-at`: the wall-clock instant (ms since the Unix epoch) that
+    /// is every shard's schedule zero.
+    pub start_at_unix_ms: Option<u64>,
 }
 
 /// How the trace's own arrival rate is known.
@@ -632,6 +658,7 @@ mod tests {
                 start_unix_ms: 1_795_437_688_000.0,
                 start_time: "2026-11-23T12:41:28Z".into(),
                 host: Some("h".into()),
+                shard: None,
             },
             requests: Counts {
                 sent: 10,
