@@ -37,14 +37,20 @@ D=$(mktemp -d /tmp/slurm-e2e.XXXXXX)
 PIDS=()
 MUNGED_STARTED=
 cleanup() {
-    local code=$?
+    local code=$? stopping=()
     for f in "$D/slurmd.pid" "$D/slurmctld.pid"; do
-        [[ -s $f ]] && kill "$(cat "$f")" 2>/dev/null || true
+        [[ -s $f ]] && stopping+=("$(cat "$f")")
     done
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    stopping+=("${PIDS[@]}")
     if [[ -n $MUNGED_STARTED && -s /run/munge/munged.pid ]]; then
-        kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+        stopping+=("$(cat /run/munge/munged.pid)")
     fi
+    for p in "${stopping[@]}"; do kill "$p" 2>/dev/null || true; done
+    # Each by its PID, until it is gone (slurmctld saves its state first).
+    for p in "${stopping[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+    done
+    say "stopped ${#stopping[@]} processes (PIDs ${stopping[*]})"
     if [[ -n ${KEEP:-} ]]; then say "kept $D"; else rm -rf "$D"; fi
     exit $code
 }

@@ -168,7 +168,7 @@ fn four_shards_against_one_mock_are_the_single_run() {
     );
     let single_log = mock.requests();
     // Four processes, one common start.
-    let start = (now_ms() + 2500).to_string();
+    let start = (now_ms() + 4000).to_string();
     let children: Vec<_> = (0..4)
         .map(|i| {
             let out = dir.path().join(format!("shard-{i}.jsonl"));
@@ -547,5 +547,37 @@ fn emitted_jobs_run_every_shard() {
         &digest,
     ] {
         assert!(job.contains(want), "{want}: {job}");
+    }
+}
+
+#[test]
+fn shards_keep_the_single_runs_arrival_times_under_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(40, 1000));
+    let tp = t.to_str().unwrap();
+    for extra in [
+        &["--rate", "80"][..],
+        &["--rate", "80", "--arrival", "constant"],
+        &[],
+    ] {
+        let due = |shard: Option<String>| -> BTreeMap<u64, f64> {
+            let mut args = vec!["-i", tp];
+            args.extend_from_slice(extra);
+            if let Some(s) = &shard {
+                args.extend(["--shard", s.as_str()]);
+            }
+            run_ok("mc-replay", &args, "")
+                .lines()
+                .map(|l| serde_json::from_str::<RequestResult>(l).unwrap())
+                .filter(|r| r.turn == 0)
+                .map(|r| (r.line, r.t_sched_ms))
+                .collect()
+        };
+        let one = due(None);
+        let mut parts = BTreeMap::new();
+        for i in 0..3 {
+            parts.extend(due(Some(format!("{i}/3"))));
+        }
+        assert_eq!(one, parts, "{extra:?}");
     }
 }

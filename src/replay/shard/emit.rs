@@ -340,6 +340,10 @@ fn k8s(
     );
     let _ = writeln!(
         s,
+        "#   (a ConfigMap holds at most 1 MiB: a larger trace goes on a volume mounted at /trace)"
+    );
+    let _ = writeln!(
+        s,
         "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
         args.start_grace_ms
     );
