@@ -560,3 +560,76 @@ fn mc_report_reads_a_sweep_folder_back() {
     assert!(page.contains("<h2>Sweep over rate</h2>"));
     assert!(!page.contains("http://") && !page.contains("https://"));
 }
+
+/// The prompt text each request carried, in arrival order.
+fn prompts(server: &crate::replay::Capture) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|(_, body)| {
+            body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn each_value_of_a_sweep_sends_prompts_of_its_own_unless_asked() {
+    // One row of 4 blocks, a sweep of two values: by default the second
+    // value's prompt shares no text with the first's (a server's prefix
+    // cache could not serve it), with --same-prompts it is the same.
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 64, "output_length": 2,
+                                "hash_ids": [1, 2, 3, 4]}),
+    ]);
+    for (extra, same) in [(None, false), (Some("--same-prompts"), true)] {
+        let server = crate::replay::Capture::start();
+        let dir = temp_dir("prompts");
+        let out_dir = dir.path().join("sweep");
+        let mut cmd = tool("mc-replay");
+        cmd.args(["--url", &server.url, "--model", "m", "--no-server-metrics"])
+            .args([
+                "--block-size",
+                "16",
+                "--rate",
+                "50,100",
+                "--stop-when",
+                "never",
+            ])
+            .args(["--out-dir", out_dir.to_str().unwrap()]);
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        let out = cmd.write_stdin(trace.clone()).output().unwrap();
+        assert_success(&out);
+        let p = prompts(&server);
+        assert_eq!(p.len(), 2, "one request per value");
+        assert_eq!(p[0] == p[1], same, "{extra:?}: {p:?}");
+        if !same {
+            // Not even the first block's words in common.
+            let first_block: Vec<&str> = p[0].split_whitespace().take(16).collect();
+            assert!(!p[1].starts_with(&first_block.join(" ")), "{p:?}");
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(if same {
+            "--same-prompts)"
+        } else {
+            "prompts of its own seed"
+        }));
+        // Each value's summary says which seed its prompts came from.
+        let seeds: Vec<u64> = ["rate-50", "rate-100"]
+            .iter()
+            .map(|v| {
+                let s: Summary = serde_json::from_slice(
+                    &std::fs::read(out_dir.join(v).join("summary.json")).unwrap(),
+                )
+                .unwrap();
+                s.run.seed
+            })
+            .collect();
+        assert_eq!(seeds[0], 0);
+        assert_eq!(seeds[0] == seeds[1], same);
+    }
+}

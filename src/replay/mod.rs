@@ -145,7 +145,8 @@ pub fn execute(
             Ok(summary)
         }
         TargetKind::Http { url } => {
-            let mut server = http::connect::connect(args, &plan.trace, plan.block_size, url)?;
+            let mut server =
+                http::connect::connect(args, &plan.trace, plan.block_size, run.prompt_seed, url)?;
             server.run_id = shard_run_id(args, plan, server.run_id);
             // Before the run's clock starts: the first scrape costs the
             // schedule nothing.
@@ -340,7 +341,7 @@ fn run_info(
             Turns::Delta => "delta",
         }
         .into(),
-        seed: args.seed,
+        seed: run.prompt_seed,
         block_size: plan.block_size,
         start_unix_ms: now.as_micros() as f64 / 1000.0,
         start_time: utc_iso8601(now.as_secs()),

@@ -221,6 +221,14 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub force: bool,
 
+    /// Sweep: send every value the same prompts (as before 0.1). By
+    /// default each value after the first builds its prompts from another
+    /// seed, so no value is served from blocks an earlier value left in
+    /// the server's prefix cache; sharing inside a value stays exactly as
+    /// the trace says.
+    #[arg(long)]
+    pub same_prompts: bool,
+
     /// Sweep: when to stop before the last value. `never`, or a comma list
     /// of tests, each `off` or a threshold (unnamed tests keep their
     /// default). Saturated: output throughput gained less than

@@ -60,6 +60,11 @@ pub struct Run {
     pub concurrency: Option<u64>,
     pub arrivals: Arrivals,
     pub outputs: Outputs,
+    /// The seed of this run's prompt text: `--seed` for a plain run and a
+    /// sweep's first value; another per later value, so no value meets the
+    /// blocks an earlier one left in the server's prefix cache (unless
+    /// `--same-prompts`).
+    pub prompt_seed: u64,
 }
 
 /// Where one run writes (every path checked before the first request).
@@ -127,8 +132,12 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         None => vec![None],
     };
     let mut runs = Vec::with_capacity(points.len());
-    for point in points {
-        runs.push(run(args, &trace, point, sweep.as_ref())?);
+    for (i, point) in points.into_iter().enumerate() {
+        let mut r = run(args, &trace, point, sweep.as_ref())?;
+        if i > 0 && !args.same_prompts {
+            r.prompt_seed = crate::hash::splitmix64(args.seed ^ (i as u64));
+        }
+        runs.push(r);
     }
     check_rows(&trace, args, block_size)?;
     // The whole trace is checked (every shard finds the same faults); the
@@ -246,6 +255,7 @@ fn run(
         concurrency,
         arrivals,
         outputs,
+        prompt_seed: args.seed,
     })
 }
 

@@ -33,8 +33,14 @@ pub struct Server {
 }
 
 /// Resolves the model and prepares the run's requests for `url`.
-pub fn connect(args: &ReplayArgs, trace: &Trace, block_size: u64, url: &str) -> Result<Server> {
-    let synth = synthesizer(trace, args, block_size)?;
+pub fn connect(
+    args: &ReplayArgs,
+    trace: &Trace,
+    block_size: u64,
+    seed: u64,
+    url: &str,
+) -> Result<Server> {
+    let synth = synthesizer(trace, args, block_size, seed)?;
     let agent = agent(Duration::from_secs_f64(args.timeout));
     let base = base_url(url);
     let mut headers = args.headers.clone();
@@ -90,9 +96,9 @@ impl Server {
 
 /// The prompt builder; with a tokenizer, its words are checked to be one
 /// token each and sample prompts are re-encoded to the intended length.
-pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64) -> Result<Synth> {
+pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64, seed: u64) -> Result<Synth> {
     let Some(spec) = &opts.tokenizer else {
-        return Ok(Synth::new(Vocab::builtin(), opts.seed, block_size));
+        return Ok(Synth::new(Vocab::builtin(), seed, block_size));
     };
     eprintln!(
         "mc-replay: tokenizer {spec}: loading it and checking that prompts built for it \
@@ -103,7 +109,7 @@ pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64) -> Result<
         source: e.into(),
     })?;
     let vocab = Vocab::for_tokenizer(&resolved.tokenizer)?;
-    let synth = Synth::new(vocab, opts.seed, block_size);
+    let synth = Synth::new(vocab, seed, block_size);
     let check = prompt_check(trace, &synth, &resolved.tokenizer)?;
     eprintln!(
         "mc-replay: tokenizer {}: {} prompts re-encoded, largest difference {} tokens ({:.3}%)",

@@ -33,6 +33,16 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
         return Err(Error::usage("not a sweep: give --out-dir"));
     };
     let n = plan.runs.len();
+    eprintln!(
+        "mc-replay: sweep: {}",
+        if args.same_prompts {
+            "every value sends the same prompts (--same-prompts): later values may be served \
+             from the blocks earlier ones left in the server's prefix cache"
+        } else {
+            "each value sends prompts of its own seed (the summary's run.seed), so no value is \
+             served from blocks an earlier one cached (--same-prompts shares them)"
+        }
+    );
     let mut points: Vec<Point> = Vec::with_capacity(n);
     let mut stopped: Option<Stopped> = None;
     let (mut sent, mut ok) = (0, 0);
