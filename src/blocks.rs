@@ -126,6 +126,60 @@ pub enum Undecided {
     Several(FeasibleSizes),
 }
 
+/// One rule for a `--block-size` given by hand, in every tool: when most
+/// rows with ids do not fit it, it is the wrong size (a bad-data error,
+/// exit 65, naming the size the rows decide). The usual mistake is giving
+/// the serving engine's KV block size (vLLM's 16), which is mc-replay's
+/// `--engine-block-size`, where the trace's hash-id block size belongs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SizeCheck {
+    feasible: FeasibleSizes,
+    /// Rows with ids, and those that do not fit the given size.
+    contradicting: u64,
+}
+
+impl SizeCheck {
+    /// A row of `n` ids and `len` tokens, against the size `given`.
+    pub fn add(&mut self, n: u64, len: u64, given: u64) {
+        if n == 0 {
+            return;
+        }
+        self.feasible.add(n, len);
+        if !is_consistent(n as usize, len, given) {
+            self.contradicting += 1;
+        }
+    }
+
+    /// `Err` when more than half the rows with ids contradict `given`.
+    pub fn verdict(&self, given: u64) -> Result<(), Contradicted> {
+        let rows = self.feasible.rows;
+        if rows == 0 || self.contradicting * 2 <= rows {
+            return Ok(());
+        }
+        Err(Contradicted {
+            given,
+            contradicting: self.contradicting,
+            rows,
+            detected: self.feasible.decide().ok().flatten(),
+        })
+    }
+}
+
+/// Most rows contradict the `--block-size` given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "--block-size {given}: {contradicting} of {rows} rows with hash_ids do not fit it{}; \
+     the trace's block size is the tokens per hash id (the serving engine's KV block size, \
+     vLLM's 16, is another thing: mc-replay's --engine-block-size)",
+    match .detected { Some(b) => format!(" (the rows say {b}: pass --block-size {b} or auto)"), None => String::new() }
+)]
+pub struct Contradicted {
+    pub given: u64,
+    pub contradicting: u64,
+    pub rows: u64,
+    pub detected: Option<u64>,
+}
+
 /// A row with `n` ids and `len` tokens is consistent for block size `b` when
 /// every block is full but the last: `(n-1)*b < len <= n*b`. No ids and no
 /// tokens is consistent too.
@@ -151,6 +205,24 @@ pub fn block_tokens(i: u64, len: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_most_rows_contradict_is_refused_naming_theirs() {
+        let mut c = SizeCheck::default();
+        for len in [1000, 1010, 1020] {
+            c.add(2, len, 16);
+        }
+        let e = c.verdict(16).unwrap_err();
+        assert_eq!((e.contradicting, e.rows, e.detected), (3, 3, Some(512)));
+        assert!(e.to_string().contains("pass --block-size 512"), "{e}");
+        // Half or fewer contradicting: the size stands (the rows' own
+        // problems are named line by line elsewhere).
+        let mut c = SizeCheck::default();
+        c.add(2, 1000, 512);
+        c.add(2, 1000, 16);
+        assert!(c.verdict(512).is_ok());
+        assert!(SizeCheck::default().verdict(16).is_ok());
+    }
 
     #[test]
     fn the_rows_decide_one_power_of_two_or_say_why_not() {

@@ -2290,3 +2290,37 @@ fn an_output_in_a_missing_folder_is_refused_on_the_engine_model_too() {
     assert_eq!(out.status.code(), Some(73));
     assert!(out.stdout.is_empty(), "no result line before the check");
 }
+
+#[test]
+fn a_block_size_most_rows_contradict_is_bad_data_naming_the_right_one() {
+    // Rows of 2 ids and ~1,000 tokens: 512 tokens per id.
+    let trace: String = (0..5)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"timestamp": i * 10, "input_length": 1000 + i, "output_length": 4,
+                       "hash_ids": [i * 3, i * 3 + 1]})
+            )
+        })
+        .collect();
+    let out = tool("mc-replay")
+        .args(["--block-size", "16"])
+        .write_stdin(trace.clone())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("5 of 5 rows")
+            && stderr.contains("pass --block-size 512")
+            && stderr.contains("--engine-block-size"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing replayed");
+    let ok = tool("mc-replay")
+        .args(["--block-size", "512"])
+        .write_stdin(trace)
+        .output()
+        .unwrap();
+    assert_success(&ok);
+}

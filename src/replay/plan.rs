@@ -375,6 +375,14 @@ fn decide_block_size(trace: &Trace, size: crate::blocks::BlockSize) -> Result<u6
             Err(e) => Err(Error::Input(format!("--block-size auto: {e}"))),
         };
     };
+    // The one rule for a size given by hand (blocks.rs).
+    let mut check = crate::blocks::SizeCheck::default();
+    for t in &trace.turns {
+        if let (trace::Content::Synth, Some(len)) = (&t.content, t.input_length) {
+            check.add(t.hash_ids.len() as u64, len, b);
+        }
+    }
+    check.verdict(b).map_err(|e| Error::Input(e.to_string()))?;
     Ok(b)
 }
 
