@@ -222,6 +222,7 @@ fn drive<T: Target>(
             }),
         },
     );
+    SENDING.store(true, Ordering::SeqCst);
     let progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
     let (end, mut rec) = recorder::record_on_thread(&plan.trace, rec, progress, stop, |sink| {
         Scheduler::new(
@@ -381,10 +382,21 @@ fn host_name() -> Option<String> {
         .filter(|h| !h.is_empty())
 }
 
+/// Set when the first run's schedule starts: from then on a signal stops
+/// sending and lets requests in flight finish.
+static SENDING: AtomicBool = AtomicBool::new(false);
+
 /// Installs Ctrl-C / SIGTERM handling: the first signal stops sending, the
 /// second ends the process at once.
 pub fn install_signals(stop: Arc<AtomicBool>) -> Result<()> {
     ctrlc::set_handler(move || {
+        // Before the first request nothing is lost by ending at once, and
+        // the waits before it (reading stdin, the model listing, a
+        // tokenizer) are not all interruptible from inside.
+        if !SENDING.load(Ordering::SeqCst) {
+            eprintln!("\nmc-replay: stopped before the first request");
+            std::process::exit(130);
+        }
         if stop.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }

@@ -98,7 +98,8 @@ pub struct ReplayArgs {
     #[arg(long, value_enum, default_value_t = Endpoint::Chat)]
     pub endpoint: Endpoint,
 
-    /// Model name; default: the first model the server lists at /v1/models.
+    /// Model name; default: the first model the server lists at /v1/models
+    /// (connecting may take 5 s, the listing 10 s; then the run stops).
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 

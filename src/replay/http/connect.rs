@@ -49,7 +49,7 @@ pub fn connect(
     }
     let model = match &args.model {
         Some(m) => m.clone(),
-        None => discover_model(&agent, &base, &headers)?,
+        None => discover_model(&models_agent(), &base, &headers)?,
     };
     let run_id = RunId::from_clock();
     let builder = RequestBuilder {
@@ -191,9 +191,26 @@ fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
+        .timeout_connect(Some(CONNECT_TIMEOUT))
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
+        .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
+/// How long connecting to the server, and the whole model listing, may
+/// take: a server that accepts and never answers is named in seconds, not
+/// after `--timeout`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const MODELS_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn models_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .timeout_global(Some(MODELS_TIMEOUT))
         .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
         .build()
         .new_agent()
