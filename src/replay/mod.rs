@@ -116,7 +116,7 @@ pub fn execute(
             // schedule nothing.
             let watch = Watch::start(args, &server.base, &server.headers)?;
             let (model, run_id) = (server.model.clone(), server.run_id);
-            let mut target = server.target(args, &plan.trace, stop.clone());
+            let mut target = server.target(args, &plan.trace, stop.clone())?;
             drive(
                 args,
                 plan,
