@@ -325,6 +325,9 @@ struct Conn {
     reused: bool,
     /// Names the current exchange, so a timer for an earlier one is ignored.
     serial: u64,
+    /// The server's end was seen closing: read to the EOF (no edge will
+    /// announce it again).
+    closing: bool,
     ex: Option<Exchange>,
 }
 
@@ -354,7 +357,7 @@ struct Loop {
 impl Loop {
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
-        let mut ready: Vec<usize> = Vec::with_capacity(1024);
+        let mut ready: Vec<(usize, bool)> = Vec::with_capacity(1024);
         loop {
             if self.quit.load(Ordering::Acquire) {
                 return;
@@ -373,11 +376,15 @@ impl Loop {
             ready.extend(
                 events
                     .iter()
-                    .map(|e| e.token())
-                    .filter(|t| *t != WAKER)
-                    .map(|t| t.0),
+                    .filter(|e| e.token() != WAKER)
+                    .map(|e| (e.token().0, e.is_read_closed() || e.is_error())),
             );
-            for &slot in &ready {
+            for &(slot, closing) in &ready {
+                if closing {
+                    if let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                        c.closing = true;
+                    }
+                }
                 self.on_ready(slot);
             }
             self.take_jobs();
@@ -537,6 +544,7 @@ impl Loop {
             addr,
             reused: false,
             serial: 0,
+            closing: false,
             ex: None,
         });
         self.open += 1;
@@ -603,6 +611,7 @@ impl Loop {
         c.sock = sock;
         c.addr = next;
         c.connected = false;
+        c.closing = false;
         reg.is_ok()
     }
 
@@ -793,7 +802,8 @@ fn progress(conn: &mut Conn, buf: &mut [u8], shared: &Shared) -> Step {
                 }
                 // Edge-triggered: a short read emptied the socket, and new
                 // bytes will raise a new event (saves a read per token).
-                if n < buf.len() {
+                // A close seen with the bytes raises none: read on to it.
+                if n < buf.len() && !conn.closing {
                     return Step::More;
                 }
             }
