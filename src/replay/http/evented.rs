@@ -109,11 +109,13 @@ impl EventedTarget {
         if cfg.max_connections > 0 {
             cfg.loops = cfg.loops.min(cfg.max_connections);
         }
-        let per_loop = match cfg.max_connections {
+        // `--max-connections` split exactly: the first loops take the remainder.
+        let per_loop = |i: usize| match cfg.max_connections {
             0 => usize::MAX,
-            n => n.div_ceil(cfg.loops),
+            n => n / cfg.loops + usize::from(i < n % cfg.loops),
         };
         let n_loops = cfg.loops;
+        let caps: Vec<usize> = (0..n_loops).map(per_loop).collect();
         let shared = Arc::new(Shared {
             trace,
             builder,
@@ -125,7 +127,7 @@ impl EventedTarget {
         });
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let mut loops = Vec::with_capacity(n_loops);
-        for i in 0..n_loops {
+        for (i, &cap) in caps.iter().enumerate() {
             let poll = Poll::new().map_err(StartError)?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError)?);
             let (tx, rx) = crossbeam_channel::unbounded();
@@ -140,7 +142,7 @@ impl EventedTarget {
                 free: Vec::new(),
                 idle: Vec::new(),
                 open: 0,
-                cap: per_loop,
+                cap,
                 pending: VecDeque::new(),
                 timers: BinaryHeap::new(),
                 serial: 0,
@@ -914,6 +916,8 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
         };
         owned = std::mem::take(buf);
         rest = &owned[n..];
+        // The answer began: the request will not be sent again.
+        ex.request = Vec::new();
         ex.phase = Phase::Body {
             body: head.body,
             keep_alive: head.keep_alive,
