@@ -706,6 +706,7 @@ impl Loop {
         }
         let now = self.shared.clock.now_us();
         self.report(ex, end, now);
+        self.prune_timers();
         if reuse {
             if let Some(c) = self.conns[slot].as_mut() {
                 c.reused = true;
@@ -715,6 +716,23 @@ impl Loop {
             self.close(slot);
         }
         self.next_pending();
+    }
+
+    /// Timers of ended exchanges stay in the heap until their deadline
+    /// (--timeout, 600 s by default): at thousands of requests a second
+    /// that is millions of entries, so they are swept out once they
+    /// outnumber the live ones four to one.
+    fn prune_timers(&mut self) {
+        if self.timers.len() < 4 * (self.open + 256) {
+            return;
+        }
+        let conns = &self.conns;
+        self.timers.retain(|Reverse((_, slot, serial))| {
+            conns
+                .get(*slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.serial == *serial && c.ex.is_some())
+        });
     }
 
     fn next_pending(&mut self) {
