@@ -19,7 +19,7 @@
 #   RATES="500 1000 2000 5000 10000"  BIN=dir (prebuilt binaries; default: build
 #   target/release)  BASE_BIN=dir (older binaries: every mc-replay row is also
 #   run with them, against the same mock, labelled `base`)
-#   STREAMS="1000 2000" (STREAMS=none skips the streaming runs)
+#   STREAMS="1000 2000" (STREAMS=none skips the streaming runs)  ITL_MS=10
 #   CLIENT_ARGS="--http-client blocking" (extra mc-replay options, new only)
 #   AIPERF=/path/to/aiperf  (default: aiperf on PATH
 #   or /work/aiperf-venv/bin/aiperf; AIPERF=none skips it)
@@ -31,6 +31,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 rates=${RATES:-"500 1000 2000 5000 10000"}
 streams=${STREAMS:-"1000 2000"}
+itl=${ITL_MS:-10}
 [[ "$streams" == none ]] && streams=""
 base_bin=${BASE_BIN:-}
 read -r -a client_args <<< "${CLIENT_ARGS:-}"
@@ -184,12 +185,12 @@ jq -r '"  TTFT p50 \(.metrics.ttft.p50) ms, p99 \(.metrics.ttft.p99) ms; ITL mea
 # measuring itself? Each row: 100-token answers at 20 ms TTFT, 10 ms ITL.
 [[ -z "$streams" ]] && exit 0
 echo
-echo "long streams (mock: TTFT 20 ms, ITL 10 ms, 100-token answers; ${secs} s of arrivals per row):"
-printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s\n' tool streams rate sent achieved "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" failed
-printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s\n' "" "" "req/s" "" "req/s" ms ms ms "µs" MB ""
+echo "long streams (mock: TTFT 20 ms, ITL $itl ms, 100-token answers; ${secs} s of arrivals per row):"
+printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s %9s\n' tool streams rate sent achieved "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" failed "mock cpu"
+printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s %9s\n' "" "" "req/s" "" "req/s" ms ms ms "µs" MB "" cores
 for n_streams in $streams; do
-    # rate = streams / (TTFT + 100 ITL) = streams / 1.02 s
-    rate=$(( n_streams * 100 / 102 ))
+    # rate = streams / (TTFT + 100 ITL)
+    rate=$(( n_streams * 1000 / (20 + 100 * itl) ))
     n=$(( rate * secs ))
     trace="$work/streams-$n_streams.jsonl"
     awk -v r="$rate" -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
@@ -197,14 +198,18 @@ for n_streams in $streams; do
     for r in "${replays[@]}"; do
         label=${r%%:*}; exe=${r#*:}
         mapfile -t extra < <(replay_args "$label")
-        start_mock --ttft-ms 20 --itl-ms 10
+        start_mock --ttft-ms 20 --itl-ms "$itl"
+        # The mock's CPU over the run (clock ticks): is the server the bottleneck?
+        m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w0=$(date +%s.%N)
         /usr/bin/time -f '%U %S %M' -o "$work/rtime.txt" "$exe" --url "http://127.0.0.1:$port" \
             --model mock-model "${extra[@]}" --summary "$work/streams.json" -i "$trace" \
             -o /dev/null 2>>"$work/stderr.log" || true
+        m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w1=$(date +%s.%N)
+        mock_cores=$(echo "$m0 $m1 $w0 $w1 $(getconf CLK_TCK)" | awk '{ printf "%.2f", ($2 - $1) / $5 / ($4 - $3) }')
         read -r cpu rss < <(awk '{ print $1 + $2, $3 / 1024 }' "$work/rtime.txt")
         read -r sent achieved t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
-        printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9.2f %9.0f %8s\n' "$label" "$n_streams" "$rate" "$sent" "$achieved" "$s99" "$t50" "$t99" \
-            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print $3 > 0 ? ($1 - $2) * 1e6 / $3 : 0 }')" "$rss" "$failed"
+        printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9.2f %9.0f %8s %9s\n' "$label" "$n_streams" "$rate" "$sent" "$achieved" "$s99" "$t50" "$t99" \
+            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print $3 > 0 ? ($1 - $2) * 1e6 / $3 : 0 }')" "$rss" "$failed" "$mock_cores"
     done
 done
