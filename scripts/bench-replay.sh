@@ -29,7 +29,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${1:-5}
-rates=${RATES:-"500 1000 2000 5000 10000"}
+# RATES="" skips the tiny-request rows.
+rates=${RATES-"500 1000 2000 5000 10000"}
 streams=${STREAMS:-"1000 2000"}
 itl=${ITL_MS:-10}
 [[ "$streams" == none ]] && streams=""
@@ -61,11 +62,16 @@ start_mock() {
     mock_log="$work/mock.log"
     "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
     mock_pid=$!
-    for _ in $(seq 100); do
+    # A loaded machine can take seconds to start it: wait up to 30 s.
+    for _ in $(seq 600); do
         [[ -s "$mock_log" ]] && break
         sleep 0.05
     done
     port=$(head -1 "$mock_log" | jq -r .addr | cut -d: -f2)
+    if [[ -z "$port" ]]; then
+        echo "mc-mock did not start (mc-mock $*)" >&2
+        exit 1
+    fi
 }
 
 # Fixed-schedule trace: N rows, evenly spaced, 8-token prompts, 4-token answers.
@@ -210,6 +216,6 @@ for n_streams in $streams; do
         read -r sent achieved t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
         printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9.2f %9.0f %8s %9s\n' "$label" "$n_streams" "$rate" "$sent" "$achieved" "$s99" "$t50" "$t99" \
-            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print $3 > 0 ? ($1 - $2) * 1e6 / $3 : 0 }')" "$rss" "$failed" "$mock_cores"
+            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print ($3 > 0 ? ($1 - $2) * 1e6 / $3 : 0) }')" "$rss" "$failed" "$mock_cores"
     done
 done
