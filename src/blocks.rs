@@ -150,34 +150,40 @@ impl SizeCheck {
         }
     }
 
-    /// `Err` when more than half the rows with ids contradict `given`.
+    /// `Err` when more than half the rows with ids contradict `given` and
+    /// the rows decide another size. Rows that decide none (they contradict
+    /// each other, or allow several sizes) leave the given size standing:
+    /// their own faults are named line by line where they are found.
     pub fn verdict(&self, given: u64) -> Result<(), Contradicted> {
         let rows = self.feasible.rows;
         if rows == 0 || self.contradicting * 2 <= rows {
             return Ok(());
         }
-        Err(Contradicted {
-            given,
-            contradicting: self.contradicting,
-            rows,
-            detected: self.feasible.decide().ok().flatten(),
-        })
+        match self.feasible.decide() {
+            Ok(Some(detected)) if detected != given => Err(Contradicted {
+                given,
+                contradicting: self.contradicting,
+                rows,
+                detected,
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
 /// Most rows contradict the `--block-size` given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "--block-size {given}: {contradicting} of {rows} rows with hash_ids do not fit it{}; \
-     the trace's block size is the tokens per hash id (the serving engine's KV block size, \
-     vLLM's 16, is another thing: mc-replay's --engine-block-size)",
-    match .detected { Some(b) => format!(" (the rows say {b}: pass --block-size {b} or auto)"), None => String::new() }
+    "--block-size {given}: {contradicting} of {rows} rows with hash_ids do not fit it \
+     (the rows say {detected}: pass --block-size {detected} or auto); the trace's block size \
+     is the tokens per hash id (the serving engine's KV block size, vLLM's 16, is another \
+     thing: mc-replay's --engine-block-size)"
 )]
 pub struct Contradicted {
     pub given: u64,
     pub contradicting: u64,
     pub rows: u64,
-    pub detected: Option<u64>,
+    pub detected: u64,
 }
 
 /// A row with `n` ids and `len` tokens is consistent for block size `b` when
@@ -213,7 +219,7 @@ mod tests {
             c.add(2, len, 16);
         }
         let e = c.verdict(16).unwrap_err();
-        assert_eq!((e.contradicting, e.rows, e.detected), (3, 3, Some(512)));
+        assert_eq!((e.contradicting, e.rows, e.detected), (3, 3, 512));
         assert!(e.to_string().contains("pass --block-size 512"), "{e}");
         // Half or fewer contradicting: the size stands (the rows' own
         // problems are named line by line elsewhere).

@@ -356,3 +356,180 @@ fn secrets_are_hidden_in_everything_mc_replay_writes() {
         assert!(!summary.is_empty(), "{case}: no summary");
     }
 }
+
+#[test]
+fn an_event_over_max_event_bytes_fails_as_bad_sse() {
+    // One event of 3,000 bytes that never ends, then the connection stays.
+    let body: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 100000\r\n\r\ndata: {}",
+            "x".repeat(3000)
+        )
+        .into_boxed_str(),
+    );
+    let url = serve(body, Then::Stall(Duration::from_secs(3)));
+    for client in ["evented", "blocking"] {
+        let run = run(
+            &url,
+            &["--max-event-bytes", "1000", "--http-client", client],
+        );
+        assert_eq!(run.results.len(), 1, "{client}: {}", run.stderr);
+        let e = run.results[0].error.as_ref().unwrap();
+        assert_eq!(e.kind, "bad_sse", "{client}: {e:?}");
+        assert!(e.message.contains("--max-event-bytes"), "{client}: {e:?}");
+        // Refused at once, not at the timeout.
+        assert!(run.results[0].e2e_ms.unwrap_or(0.0) < 1500.0, "{client}");
+    }
+}
+
+/// Both clients give every fault the same kind.
+#[test]
+fn both_clients_judge_faults_alike() {
+    let chunked =
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    let cases: Vec<(&'static str, Then)> = vec![
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n40\r\ndata: {\"ch",
+            Then::Close,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 500\r\n\r\ndata: [DONE]\n\n",
+            Then::Close,
+        ),
+        (chunked, Then::Reset),
+        (
+            "HTTP/1.0 503 Service Unavailable\r\ncontent-type: application/json\r\n\r\n{\"error\":{\"message\":\"busy\"}}",
+            Then::Close,
+        ),
+        (
+            "HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ncontent-length: 0\r\n\r\n",
+            Then::Close,
+        ),
+        (
+            "HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{\"choices\":[{\"message\":{\"content\":\"a b\"},\"finish_reason\":\"length\"}]}",
+            Then::Close,
+        ),
+        ("garbage\r\n\r\n", Then::Close),
+        ("", Then::Close),
+    ];
+    for (bytes, then) in cases {
+        let url = serve(bytes, then);
+        let kinds: Vec<(String, Option<String>)> = ["evented", "blocking"]
+            .iter()
+            .map(|c| {
+                let run = run(&url, &["--http-client", c]);
+                assert_eq!(run.results.len(), 1, "{c}: {}", run.stderr);
+                let e = run.results[0].error.as_ref();
+                (
+                    e.map_or("ok".to_string(), |e| e.kind.clone()),
+                    e.map(|e| e.message.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(kinds[0].0, kinds[1].0, "{bytes:?}: {kinds:?}");
+    }
+}
+
+/// A keep-alive server that counts its connections: every request gets a
+/// whole two-token stream on the same connection.
+fn keep_alive_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let conns = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = conns.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut w = conn;
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\
+                        data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"},\"finish_reason\":\"length\"}]}\n\n\
+                        data: [DONE]\n\n";
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n0\r\n\r\n",
+                        events.len()
+                    );
+                    if w.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, conns)
+}
+
+#[test]
+fn connections_are_kept_alive_and_capped() {
+    use std::sync::atomic::Ordering;
+    // One request at a time: one connection carries all of them.
+    let (url, conns) = keep_alive_server();
+    let rows: String = (0..5)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"timestamp": i * 20, "input_length": 4, "output_length": 2})
+            )
+        })
+        .collect();
+    let r = replay(&url, &["--model", "m", "--no-server-metrics"], &rows);
+    assert_eq!(r.results.len(), 5, "{}", r.stderr);
+    assert!(
+        r.results.iter().all(|x| x.error.is_none()),
+        "{:?}",
+        r.results
+    );
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+    // Eight due at once under --max-connections 2: two connections, the
+    // rest wait their turn.
+    let (url, conns) = keep_alive_server();
+    let rows: String = (0..8)
+        .map(|_| {
+            format!(
+                "{}\n",
+                json!({"timestamp": 0, "input_length": 4, "output_length": 2})
+            )
+        })
+        .collect();
+    let r = replay(
+        &url,
+        &[
+            "--model",
+            "m",
+            "--no-server-metrics",
+            "--max-connections",
+            "2",
+        ],
+        &rows,
+    );
+    assert_eq!(r.results.len(), 8, "{}", r.stderr);
+    assert!(
+        r.results.iter().all(|x| x.error.is_none()),
+        "{:?}",
+        r.results
+    );
+    assert!(conns.load(Ordering::SeqCst) <= 2);
+}

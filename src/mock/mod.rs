@@ -136,11 +136,34 @@ impl MockArgs {
 /// The tool's name, for its messages and `--version`.
 pub const TOOL: &str = "mc-mock";
 
+/// Connections the kernel queues for `accept` (capped by the system's
+/// `somaxconn`, 4096 on current Linux).
+const ACCEPT_QUEUE: i32 = 4096;
+
+/// A listening socket on the first address `host` resolves to, with a
+/// deep accept queue: std's 128 overflows when a client opens a thousand
+/// connections within a second while the accept thread waits for a core,
+/// and every dropped SYN costs its client a second.
+fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    use std::net::ToSocketAddrs;
+    let addr = (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address found"))?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // As std does: a restarted mock may take its port back at once.
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(ACCEPT_QUEUE)?;
+    Ok(socket.into())
+}
+
 pub fn run(args: &MockArgs) -> Result<()> {
     // The server owns its options for as long as it serves.
     let opts = args.clone();
     opts.faults.validate().map_err(Error::usage)?;
-    let listener = TcpListener::bind((opts.host.as_str(), opts.port))
+    let listener = listen(&opts.host, opts.port)
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
     let log = Log::new(Box::new(io::stdout()));

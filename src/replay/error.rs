@@ -42,6 +42,8 @@ pub enum ReplayError {
         sent: u64,
         last: String,
     },
+    #[error("cannot start the HTTP client")]
+    Client(#[source] Source),
     #[error("cannot install the signal handler")]
     Signals(#[source] ctrlc::Error),
 }

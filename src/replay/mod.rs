@@ -154,7 +154,7 @@ pub fn execute(
             let (model, run_id) = (server.model.clone(), server.run_id);
             // The target's clock starts when it is made: at --start-at.
             wait_for_start(args, plan, &stop)?;
-            let mut target = server.target(args, &plan.trace, stop.clone());
+            let mut target = server.target(args, &plan.trace, stop.clone())?;
             drive(
                 args,
                 plan,

@@ -293,6 +293,47 @@ pub struct ReplayArgs {
           value_parser = percentage_points, help_heading = "Server metrics")]
     pub fidelity_threshold: f64,
 
+    /// Which HTTP client sends the requests. `evented` (the default for
+    /// http://): a few event-loop threads (--event-loops) over non-blocking
+    /// sockets, every read timestamped as it happens, so thousands of
+    /// long streams cost little CPU and do not queue behind each other.
+    /// `blocking`: one thread per request in flight (ureq); https:// URLs
+    /// always use it (the evented client has no TLS yet). `auto` picks
+    /// by the URL's scheme.
+    #[arg(long, value_enum, default_value_t = HttpClient::Auto, help_heading = "HTTP client")]
+    pub http_client: HttpClient,
+
+    /// At most N connections to the server (evented client). Connections
+    /// are HTTP/1.1 keep-alive: one finished answer frees its connection
+    /// for the next request; a connection the server closes (or answers
+    /// with `connection: close` or an HTTP/1.0 body) is not reused, and a
+    /// request whose reused connection turns out closed before any byte of
+    /// the answer is sent once more on a new one. A request that finds
+    /// every connection busy waits for one, and the wait counts as
+    /// schedule lag. 0 (the default): one connection per request in
+    /// flight.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        help_heading = "HTTP client"
+    )]
+    pub max_connections: usize,
+
+    /// Event-loop threads of the evented client; 0 (the default): half
+    /// the CPUs, between 1 and 4. Requests are spread over them in turn.
+    #[arg(long, default_value_t = 0, value_name = "N", help_heading = "HTTP client",
+          value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub event_loops: u64,
+
+    /// The largest server-sent event accepted, in bytes: a stream whose
+    /// event (or line) grows past it fails as `bad_sse` instead of being
+    /// buffered without bound.
+    #[arg(long, default_value_t = super::http::sse::DEFAULT_MAX_EVENT_BYTES as u64,
+          value_name = "BYTES", help_heading = "HTTP client",
+          value_parser = clap::value_parser!(u64).range(1..=(1u64 << 40)))]
+    pub max_event_bytes: u64,
+
     /// AIPerf's option: timestamps are followed by default (accepted, no effect).
     #[arg(long, hide = true)]
     pub fixed_schedule: bool,
@@ -392,6 +433,15 @@ pub enum Turns {
     /// Each row is appended to the conversation so far, with the server's
     /// live answers (AIPerf's reading).
     Delta,
+}
+
+/// Which HTTP client a run on a server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HttpClient {
+    /// `evented` for http://, `blocking` for https://.
+    Auto,
+    Evented,
+    Blocking,
 }
 
 /// Gaps between arrivals under `--rate`.

@@ -10,11 +10,14 @@ use serde_json::Value;
 
 use super::body::BodyOptions;
 use super::client::Clock;
+use super::evented::{Config, EventedTarget};
 use super::prompt::{Synth, Vocab};
 use super::request::RequestBuilder;
-use super::HttpTarget;
+use super::wire::Endpoint;
+use super::{HttpTarget, ServerTarget};
 use crate::error::Result;
 use crate::replay::error::{ModelsError, ReplayError};
+use crate::replay::options::HttpClient;
 use crate::replay::outcome::RunId;
 use crate::replay::trace::{Content, Trace, Turn};
 use crate::replay::ReplayArgs;
@@ -74,24 +77,67 @@ pub fn connect(
 }
 
 impl Server {
-    /// The target; its clock (the run's zero) starts now.
+    /// The target; its clock (the run's zero) starts now. The evented
+    /// client for http:// (unless `--http-client blocking`), the blocking
+    /// one for https:// (the evented client has no TLS).
     pub fn target(
         self,
         args: &ReplayArgs,
         trace: &Arc<Trace>,
         stop: Arc<AtomicBool>,
-    ) -> HttpTarget {
-        HttpTarget::new(
-            trace.clone(),
-            self.builder,
-            format!("{}{}", self.base, args.endpoint.path()),
-            self.agent,
-            Clock {
-                start: Instant::now(),
+    ) -> Result<ServerTarget> {
+        let url = format!("{}{}", self.base, args.endpoint.path());
+        let max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
+        let endpoint = Endpoint::parse(&url).filter(|e| !e.tls);
+        let evented = match (args.http_client, endpoint) {
+            (HttpClient::Blocking, _) => None,
+            (HttpClient::Evented, None) => {
+                eprintln!(
+                    "mc-replay: --http-client evented has no TLS; {url} goes through the blocking client"
+                );
+                None
+            }
+            (_, e) => e,
+        };
+        let clock = Clock {
+            start: Instant::now(),
+        };
+        let Some(endpoint) = evented else {
+            return Ok(ServerTarget::Blocking(HttpTarget::new(
+                trace.clone(),
+                self.builder,
+                url,
+                self.agent,
+                clock,
+                stop,
+                max_event_bytes,
+            )));
+        };
+        let cfg = Config {
+            endpoint,
+            user_agent: USER_AGENT.into(),
+            timeout: Duration::from_secs_f64(args.timeout),
+            max_connections: args.max_connections,
+            loops: match args.event_loops {
+                0 => default_loops(),
+                n => n as usize,
             },
-            stop,
-        )
+            max_event_bytes,
+        };
+        let target = EventedTarget::new(trace.clone(), self.builder, cfg, clock, stop)
+            .map_err(|e| ReplayError::Client(e.into()))?;
+        Ok(ServerTarget::Evented(target))
     }
+}
+
+/// `user-agent` of every request.
+const USER_AGENT: &str = concat!("mc-replay/", env!("CARGO_PKG_VERSION"));
+
+/// Half the CPUs, between 1 and 4: the loops share the machine with the
+/// scheduler, the result writer and, often, the server itself.
+fn default_loops() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus / 2).clamp(1, 4)
 }
 
 /// The prompt builder; with a tokenizer, its words are checked to be one
@@ -195,7 +241,7 @@ fn agent(timeout: Duration) -> ureq::Agent {
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
-        .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .build()
         .new_agent()
 }

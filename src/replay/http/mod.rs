@@ -1,6 +1,9 @@
-//! The real-server target: a pool of worker threads, each sending one
-//! request at a time with blocking I/O. The pool grows to the peak number
-//! of requests in flight; jobs and ends travel on crossbeam channels.
+//! The real-server targets. [`evented::EventedTarget`] (the default for
+//! http://): a few event-loop threads over non-blocking sockets.
+//! [`HttpTarget`] (here; https://, or `--http-client blocking`): a pool of
+//! worker threads, each sending one request at a time with blocking I/O
+//! (ureq); the pool grows to the peak number of requests in flight; jobs
+//! and ends travel on crossbeam channels. [`ServerTarget`] is either.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,14 +11,17 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::json;
 
+pub mod answer;
 pub mod body;
 pub mod client;
 pub mod connect;
+pub mod evented;
 pub mod inflight;
 pub mod prompt;
 pub mod request;
 pub mod sse;
 pub mod stream;
+pub mod wire;
 
 use client::Clock;
 use inflight::Registry;
@@ -38,6 +44,8 @@ struct Shared {
     idle_workers: AtomicUsize,
     /// Set when the run stops: a job not yet sent is handed back unsent.
     stop: Arc<AtomicBool>,
+    /// `--max-event-bytes`.
+    max_event_bytes: usize,
 }
 
 pub struct HttpTarget {
@@ -59,6 +67,7 @@ impl HttpTarget {
         agent: ureq::Agent,
         clock: Clock,
         stop: Arc<AtomicBool>,
+        max_event_bytes: usize,
     ) -> HttpTarget {
         let (jobs, job_rx) = crossbeam_channel::unbounded();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
@@ -72,6 +81,7 @@ impl HttpTarget {
                 registry: Registry::default(),
                 idle_workers: AtomicUsize::new(0),
                 stop,
+                max_event_bytes,
             }),
             jobs: Some(jobs),
             job_rx,
@@ -183,6 +193,49 @@ impl Target for HttpTarget {
     }
 }
 
+/// The target a run on a server uses: either client, one set of rules.
+pub enum ServerTarget {
+    Evented(evented::EventedTarget),
+    Blocking(HttpTarget),
+}
+
+impl ServerTarget {
+    fn get(&self) -> &dyn Target {
+        match self {
+            ServerTarget::Evented(t) => t,
+            ServerTarget::Blocking(t) => t,
+        }
+    }
+
+    fn get_mut(&mut self) -> &mut dyn Target {
+        match self {
+            ServerTarget::Evented(t) => t,
+            ServerTarget::Blocking(t) => t,
+        }
+    }
+}
+
+impl Target for ServerTarget {
+    fn name(&self) -> &'static str {
+        self.get().name()
+    }
+    fn now_us(&self) -> u64 {
+        self.get().now_us()
+    }
+    fn submit(&mut self, job: Job) {
+        self.get_mut().submit(job)
+    }
+    fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
+        self.get_mut().wait(deadline_us, done)
+    }
+    fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
+        self.get_mut().cancel_in_flight(done)
+    }
+    fn workers(&self) -> usize {
+        self.get().workers()
+    }
+}
+
 /// A worker's life: take jobs until the channel closes.
 fn work(shared: &Shared, jobs: &Receiver<Job>, done: &Sender<Done>) {
     while let Ok(job) = jobs.recv() {
@@ -224,6 +277,7 @@ fn send(shared: &Shared, mut job: Job) -> Option<Done> {
             headers: &req.headers,
             body: &req.body,
             keep_text: history.is_some(),
+            max_event_bytes: shared.max_event_bytes,
         },
         shared.clock,
         &entry.live,

@@ -2,20 +2,73 @@
 //! lines, events ended by a blank line, `:` comment keep-alives, `\r\n` or
 //! `\n` line ends, events split across reads and several events in one read.
 
+/// `--max-event-bytes`' default: far above any completion chunk, far
+/// below what would hurt a client streaming thousands of answers.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// Splits a byte stream into the `data` payloads of complete events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventSplitter {
     /// Bytes of a line not yet ended.
     partial: Vec<u8>,
     /// The `data` lines of the event being read, joined with `\n`.
     data: Vec<u8>,
     has_data: bool,
+    /// The most bytes one event (or one line) may hold: a server that
+    /// never ends its event must not make the client buffer without bound.
+    max_event_bytes: usize,
+    /// An event went over the limit; nothing more is read.
+    oversize: bool,
+}
+
+impl Default for EventSplitter {
+    fn default() -> Self {
+        EventSplitter::with_limit(DEFAULT_MAX_EVENT_BYTES)
+    }
+}
+
+/// An event longer than the splitter's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversize {
+    pub limit: usize,
+}
+
+impl std::fmt::Display for Oversize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "an event grew past --max-event-bytes ({} bytes) without ending",
+            self.limit
+        )
+    }
 }
 
 impl EventSplitter {
+    /// A splitter that refuses events longer than `max_event_bytes`.
+    pub fn with_limit(max_event_bytes: usize) -> EventSplitter {
+        EventSplitter {
+            partial: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            max_event_bytes,
+            oversize: false,
+        }
+    }
+
     /// Feeds bytes as they arrived; calls `on_event` with each complete
-    /// event's data, in order.
-    pub fn feed(&mut self, mut bytes: &[u8], on_event: &mut dyn FnMut(&[u8])) {
+    /// event's data, in order. Once an event (or a line) outgrows the
+    /// limit, the stream is refused: this and every later call fail.
+    pub fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), Oversize> {
+        let over = Oversize {
+            limit: self.max_event_bytes,
+        };
+        if self.oversize {
+            return Err(over);
+        }
         while let Some(nl) = memchr::memchr(b'\n', bytes) {
             let piece = &bytes[..nl];
             bytes = &bytes[nl + 1..];
@@ -28,8 +81,17 @@ impl EventSplitter {
                 line.clear();
                 self.partial = line;
             }
+            if self.data.len() > self.max_event_bytes {
+                self.oversize = true;
+                return Err(over);
+            }
+        }
+        if self.partial.len() + bytes.len() + self.data.len() > self.max_event_bytes {
+            self.oversize = true;
+            return Err(over);
         }
         self.partial.extend_from_slice(bytes);
+        Ok(())
     }
 
     /// At the end of the stream: an event the server did not end with a
@@ -209,7 +271,8 @@ mod tests {
         for c in chunks {
             s.feed(c, &mut |d| {
                 out.push(String::from_utf8_lossy(d).into_owned())
-            });
+            })
+            .unwrap();
         }
         s.finish(&mut |d| out.push(String::from_utf8_lossy(d).into_owned()));
         out
@@ -235,6 +298,24 @@ mod tests {
         let stream = b"data: {\"x\": 1}\r\n\r\n: c\n\ndata: [DONE]\n\n";
         let chunks: Vec<&[u8]> = stream.chunks(1).collect();
         assert_eq!(events(&chunks), ["{\"x\": 1}", "[DONE]"]);
+    }
+
+    #[test]
+    fn an_event_over_the_limit_is_refused() {
+        let mut s = EventSplitter::with_limit(16);
+        let mut n = 0;
+        // Events up to the limit pass, in any pieces.
+        assert!(s
+            .feed(b"data: 0123456789\n\ndata: 01", &mut |_| n += 1)
+            .is_ok());
+        assert!(s.feed(b"23456789\n\n", &mut |_| n += 1).is_ok());
+        assert_eq!(n, 2);
+        // A line that never ends, or many data lines without a blank one.
+        assert!(s.feed(&[b'x'; 17], &mut |_| {}).is_err());
+        assert!(s.feed(b"\n\n", &mut |_| {}).is_err(), "refused for good");
+        let mut s = EventSplitter::with_limit(16);
+        let lines = b"data: 0123\ndata: 0123\ndata: 0123\ndata: 0123\n";
+        assert!(s.feed(lines, &mut |_| {}).is_err());
     }
 
     #[test]

@@ -42,10 +42,11 @@ pub struct StreamReader {
 
 impl StreamReader {
     /// A reader for a request sent at `t_send_us` whose 2xx answer has
-    /// begun; `keep_text` keeps the content (`--turns delta`).
-    pub fn new(out: Outcome, keep_text: bool) -> StreamReader {
+    /// begun; `keep_text` keeps the content (`--turns delta`); an event
+    /// over `max_event_bytes` fails the request (`bad_sse`).
+    pub fn new(out: Outcome, keep_text: bool, max_event_bytes: usize) -> StreamReader {
         StreamReader {
-            splitter: EventSplitter::default(),
+            splitter: EventSplitter::with_limit(max_event_bytes),
             usage: None,
             done: false,
             finished: false,
@@ -61,8 +62,11 @@ impl StreamReader {
     }
 
     /// Takes bytes read at `now_us`; every event they complete is timed at
-    /// `now_us` (the moment its last byte was read).
-    pub fn feed(&mut self, bytes: &[u8], now_us: u64, live: &Live) {
+    /// `now_us` (the moment its last byte was read). False once the stream
+    /// is refused (an event over the size limit): the caller stops reading
+    /// and finishes, and the outcome is `bad_sse`.
+    #[must_use]
+    pub fn feed(&mut self, bytes: &[u8], now_us: u64, live: &Live) -> bool {
         let StreamReader {
             splitter,
             usage,
@@ -72,7 +76,7 @@ impl StreamReader {
             keep_text,
             out,
         } = self;
-        splitter.feed(bytes, &mut |data| {
+        let fed = splitter.feed(bytes, &mut |data| {
             on_event(
                 data,
                 now_us,
@@ -85,6 +89,13 @@ impl StreamReader {
                 out,
             )
         });
+        match fed {
+            Ok(()) => true,
+            Err(over) => {
+                first_problem.get_or_insert(Failure::new(ErrorKind::BadSse, over.to_string()));
+                false
+            }
+        }
     }
 
     /// The outcome, given how the body ended at `now_us`.
@@ -199,9 +210,9 @@ mod tests {
 
     fn read(pieces: &[&str], end: BodyEnd) -> Outcome {
         let live = Live::default();
-        let mut r = StreamReader::new(Outcome::default(), false);
+        let mut r = StreamReader::new(Outcome::default(), false, 1 << 20);
         for (i, p) in pieces.iter().enumerate() {
-            r.feed(p.as_bytes(), 10 * (i as u64 + 1), &live);
+            assert!(r.feed(p.as_bytes(), 10 * (i as u64 + 1), &live));
         }
         r.finish(end, 1000)
     }
@@ -258,6 +269,19 @@ mod tests {
     fn a_timeout_before_done_is_a_timeout() {
         let o = read(&[ROLE, TOKEN], BodyEnd::Timeout("timed out".into()));
         assert_eq!(kind(&o), Some(ErrorKind::Timeout));
+    }
+
+    #[test]
+    fn an_event_over_the_limit_fails_the_stream() {
+        let live = Live::default();
+        let mut r = StreamReader::new(Outcome::default(), false, 128);
+        assert!(r.feed(ROLE.as_bytes(), 10, &live));
+        assert!(r.feed(TOKEN.as_bytes(), 20, &live));
+        assert!(!r.feed(&[b'a'; 200], 30, &live));
+        let o = r.finish(BodyEnd::Broken("refused".into()), 40);
+        assert_eq!(kind(&o), Some(ErrorKind::BadSse));
+        assert!(o.error.unwrap().message.contains("--max-event-bytes"));
+        assert_eq!(o.chunks, 1, "the tokens before it are kept");
     }
 
     #[test]

@@ -1,0 +1,1064 @@
+//! The event-driven real-server target: a few event-loop threads, each
+//! owning its connections (non-blocking sockets under `mio`), HTTP/1.1
+//! keep-alive reuse, and one buffer per stream. Every read is timestamped
+//! the moment it returns, on the run's [`Clock`], so a thousand streams in
+//! flight cost a thousand sockets, not a thousand threads, and no answer
+//! waits for a thread to be scheduled before its time is taken.
+//!
+//! What the bytes mean is decided elsewhere, once: the framing in
+//! [`super::wire`], a stream's verdict in [`super::stream`], a status or a
+//! whole answer in [`super::answer`]. Requests in flight are in the shared
+//! [`Registry`], so a drain that runs out cancels them exactly as the
+//! blocking target does: whoever claims a request first writes its result.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use serde_json::{json, Value};
+
+use super::answer;
+use super::client::Clock;
+use super::inflight::{Entry, Registry};
+use super::request::RequestBuilder;
+use super::stream::{BodyEnd, StreamReader};
+use super::wire::{self, Body, Endpoint};
+use crate::replay::outcome::{ErrorKind, Failure, Outcome};
+use crate::replay::target::{Done, Job, Target};
+use crate::replay::trace::Trace;
+
+/// The waker's token; connections use their slot index.
+const WAKER: Token = Token(usize::MAX);
+
+/// Bytes read per `read` call: a whole burst of events in one call.
+const READ_BUF: usize = 64 * 1024;
+
+/// How the evented client is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub endpoint: Endpoint,
+    pub user_agent: String,
+    /// `--timeout`, per request from its send.
+    pub timeout: Duration,
+    /// `--max-connections`; 0: one per request in flight.
+    pub max_connections: usize,
+    /// Event-loop threads (at least 1).
+    pub loops: usize,
+    /// `--max-event-bytes`.
+    pub max_event_bytes: usize,
+}
+
+/// What every loop reads.
+struct Shared {
+    trace: Arc<Trace>,
+    builder: RequestBuilder,
+    cfg: Config,
+    clock: Clock,
+    registry: Registry,
+    stop: Arc<AtomicBool>,
+    /// The server's addresses, resolved once (by the first loop that needs
+    /// them); a failed lookup is not kept, so each request tries again and
+    /// fails as `dns` on its own.
+    addrs: Mutex<Option<Arc<[SocketAddr]>>>,
+}
+
+enum Msg {
+    Job(Job),
+    /// The run is stopping, or the target is gone: look at the flags.
+    Check,
+}
+
+struct LoopHandle {
+    tx: Sender<Msg>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+    quit: Arc<AtomicBool>,
+}
+
+pub struct EventedTarget {
+    shared: Arc<Shared>,
+    loops: Vec<LoopHandle>,
+    next: usize,
+    done_rx: Receiver<Done>,
+    /// The loops were told the run is stopping.
+    stop_told: bool,
+}
+
+/// The event loops could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the HTTP client's event loop")]
+pub struct StartError(#[source] pub io::Error);
+
+impl EventedTarget {
+    pub fn new(
+        trace: Arc<Trace>,
+        builder: RequestBuilder,
+        mut cfg: Config,
+        clock: Clock,
+        stop: Arc<AtomicBool>,
+    ) -> Result<EventedTarget, StartError> {
+        cfg.loops = cfg.loops.max(1);
+        if cfg.max_connections > 0 {
+            cfg.loops = cfg.loops.min(cfg.max_connections);
+        }
+        // `--max-connections` split exactly: the first loops take the remainder.
+        let per_loop = |i: usize| match cfg.max_connections {
+            0 => usize::MAX,
+            n => n / cfg.loops + usize::from(i < n % cfg.loops),
+        };
+        let n_loops = cfg.loops;
+        let caps: Vec<usize> = (0..n_loops).map(per_loop).collect();
+        let shared = Arc::new(Shared {
+            trace,
+            builder,
+            cfg,
+            clock,
+            registry: Registry::default(),
+            stop,
+            addrs: Mutex::new(None),
+        });
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let mut loops = Vec::with_capacity(n_loops);
+        for (i, &cap) in caps.iter().enumerate() {
+            let poll = Poll::new().map_err(StartError)?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError)?);
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let quit = Arc::new(AtomicBool::new(false));
+            let mut lp = Loop {
+                shared: shared.clone(),
+                poll,
+                rx,
+                done: done_tx.clone(),
+                quit: quit.clone(),
+                conns: Vec::new(),
+                free: Vec::new(),
+                idle: Vec::new(),
+                open: 0,
+                cap,
+                pending: VecDeque::new(),
+                timers: BinaryHeap::new(),
+                serial: 0,
+                preferred: 0,
+                buf: vec![0; READ_BUF].into_boxed_slice(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("mc-replay-loop-{i}"))
+                .spawn(move || lp.run())
+                .map_err(StartError)?;
+            loops.push(LoopHandle {
+                tx,
+                waker,
+                thread: Some(thread),
+                quit,
+            });
+        }
+        Ok(EventedTarget {
+            shared,
+            loops,
+            next: 0,
+            done_rx,
+            stop_told: false,
+        })
+    }
+
+    fn take_ready(&self, done: &mut Vec<Done>) {
+        done.extend(self.done_rx.try_iter());
+    }
+
+    /// Tells every loop to look at the flags (stop, quit).
+    fn check_all(&self) {
+        for l in &self.loops {
+            let _ = l.tx.send(Msg::Check);
+            // A failed wake leaves the loop to its next event or timer.
+            let _ = l.waker.wake();
+        }
+    }
+}
+
+impl Drop for EventedTarget {
+    fn drop(&mut self) {
+        for l in &self.loops {
+            l.quit.store(true, Ordering::Release);
+        }
+        self.check_all();
+        for l in &mut self.loops {
+            if let Some(t) = l.thread.take() {
+                // A loop that panicked has nothing left to report.
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Target for EventedTarget {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    fn now_us(&self) -> u64 {
+        self.shared.clock.now_us()
+    }
+
+    fn submit(&mut self, job: Job) {
+        let l = &self.loops[self.next % self.loops.len()];
+        self.next = self.next.wrapping_add(1);
+        // The loop lives as long as the target.
+        let _ = l.tx.send(Msg::Job(job));
+        let _ = l.waker.wake();
+    }
+
+    fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
+        if !self.stop_told && self.shared.stop.load(Ordering::Relaxed) {
+            // Jobs waiting for a connection go back unsent now, not when
+            // a connection frees.
+            self.stop_told = true;
+            self.check_all();
+        }
+        let first = match deadline_us {
+            Some(d) => self
+                .done_rx
+                .recv_deadline(self.shared.clock.at(d))
+                .map_err(|e| matches!(e, RecvTimeoutError::Disconnected)),
+            None => self.done_rx.recv().map_err(|_| true),
+        };
+        if let Ok(d) = first {
+            done.push(d);
+            self.take_ready(done);
+        }
+    }
+
+    fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
+        // Ends that arrived meanwhile are real results, not cancellations.
+        self.take_ready(done);
+        let now = self.now_us();
+        let entries = self.shared.registry.claim_all();
+        for e in &entries {
+            done.push(Done {
+                job: e.job.clone(),
+                t_end_us: now,
+                outcome: Some(Outcome::cancelled(
+                    e.t_send_us,
+                    e.live.first_us(),
+                    e.live.chunks.load(Ordering::Relaxed),
+                    now,
+                )),
+            });
+        }
+        entries.len()
+    }
+
+    fn workers(&self) -> usize {
+        self.loops.len()
+    }
+}
+
+/// One request on its connection, from its first byte written to its end.
+struct Exchange {
+    entry: Arc<Entry>,
+    /// `--turns delta`: the conversation, answered when the request ends.
+    history: Option<Vec<Value>>,
+    request: Vec<u8>,
+    written: usize,
+    deadline_us: u64,
+    /// Sent once more after a reused connection turned out closed.
+    retried: bool,
+    /// Some byte of the answer arrived (a retry is no longer safe).
+    got_bytes: bool,
+    phase: Phase,
+}
+
+enum Phase {
+    /// Reading the response head; `out` is the outcome so far.
+    Head { buf: Vec<u8>, out: Outcome },
+    Body {
+        body: Body,
+        keep_alive: bool,
+        sink: Sink,
+    },
+}
+
+/// Where a body's bytes go.
+enum Sink {
+    /// An SSE answer: judged by the one stream rule.
+    Stream(StreamReader),
+    /// A whole JSON answer (a server that ignored `stream: true`).
+    Whole { bytes: Vec<u8>, out: Outcome },
+    /// A non-2xx answer: its body is read for the message.
+    Status {
+        status: u16,
+        content_type: Option<String>,
+        retry_after: Option<String>,
+        bytes: Vec<u8>,
+        out: Outcome,
+    },
+}
+
+/// How an exchange ended.
+enum End {
+    /// Before the body: the request failed.
+    Failed(Failure),
+    /// The body ended (cleanly or not); `reuse`: the connection may carry
+    /// the next request.
+    Body { end: BodyEnd, reuse: bool },
+}
+
+/// What reading from a connection led to.
+enum Step {
+    More,
+    End(End),
+    /// A reused connection was found closed before the answer: send again.
+    Retry,
+}
+
+struct Conn {
+    sock: TcpStream,
+    connected: bool,
+    /// Which of the server's addresses this socket tries.
+    addr: usize,
+    /// It carried a request before (a closed one may be retried once).
+    reused: bool,
+    /// Names the current exchange, so a timer for an earlier one is ignored.
+    serial: u64,
+    /// The server's end was seen closing: read to the EOF (no edge will
+    /// announce it again).
+    closing: bool,
+    ex: Option<Exchange>,
+}
+
+struct Loop {
+    shared: Arc<Shared>,
+    poll: Poll,
+    rx: Receiver<Msg>,
+    done: Sender<Done>,
+    quit: Arc<AtomicBool>,
+    /// Connections by slot (the slot is the mio token).
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    /// Kept-alive connections waiting for a request (last freed first).
+    idle: Vec<usize>,
+    open: usize,
+    cap: usize,
+    /// Jobs waiting for a connection (`--max-connections`).
+    pending: VecDeque<Job>,
+    /// (deadline µs, slot, serial), earliest first.
+    timers: BinaryHeap<Reverse<(u64, usize, u64)>>,
+    serial: u64,
+    /// The address that connected last, tried first.
+    preferred: usize,
+    buf: Box<[u8]>,
+}
+
+impl Loop {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut ready: Vec<(usize, bool)> = Vec::with_capacity(1024);
+        loop {
+            if self.quit.load(Ordering::Acquire) {
+                return;
+            }
+            let timeout = self.timers.peek().map(|Reverse((d, _, _))| {
+                Duration::from_micros(d.saturating_sub(self.shared.clock.now_us()))
+            });
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("mc-replay: the HTTP client's event loop failed: {e}");
+                    self.shared.stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+            ready.clear();
+            ready.extend(
+                events
+                    .iter()
+                    .filter(|e| e.token() != WAKER)
+                    .map(|e| (e.token().0, e.is_read_closed() || e.is_error())),
+            );
+            for &(slot, closing) in &ready {
+                if closing {
+                    if let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                        c.closing = true;
+                    }
+                }
+                self.on_ready(slot);
+            }
+            self.take_jobs();
+            self.expire();
+        }
+    }
+
+    fn take_jobs(&mut self) {
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                Msg::Job(job) => self.start(job),
+                Msg::Check => {}
+            }
+        }
+        if self.shared.stop.load(Ordering::Relaxed) {
+            while let Some(job) = self.pending.pop_front() {
+                self.unsent(job);
+            }
+        }
+    }
+
+    /// A job the run will not send (it is stopping).
+    fn unsent(&self, job: Job) {
+        let _ = self.done.send(Done {
+            t_end_us: self.shared.clock.now_us(),
+            job,
+            outcome: None,
+        });
+    }
+
+    /// Starts `job` on an idle connection, a new one, or queues it.
+    fn start(&mut self, job: Job) {
+        if self.shared.stop.load(Ordering::Relaxed) {
+            return self.unsent(job);
+        }
+        let slot = match self.idle.pop() {
+            Some(slot) => slot,
+            None if self.open < self.cap => match self.open_conn(self.preferred) {
+                Ok(slot) => slot,
+                Err(f) => return self.fail_unsent(job, f),
+            },
+            None => return self.pending.push_back(job),
+        };
+        let ex = self.exchange(job);
+        self.attach(slot, ex);
+        self.on_ready(slot);
+    }
+
+    /// A job that failed before anything was sent (no address, no
+    /// socket): never in the registry, so its result is written here.
+    fn fail_unsent(&self, mut job: Job, f: Failure) {
+        let now = self.shared.clock.now_us();
+        // A failed turn does not continue its conversation.
+        job.history = None;
+        let _ = self.done.send(Done {
+            job,
+            t_end_us: now,
+            outcome: Some(Outcome {
+                t_send_us: now,
+                t_end_us: now,
+                error: Some(f),
+                ..Outcome::default()
+            }),
+        });
+    }
+
+    /// Builds `job`'s request and registers it as sent now.
+    fn exchange(&self, mut job: Job) -> Exchange {
+        let sh = &*self.shared;
+        let turn = &sh.trace.turns[job.row];
+        let mut history = job.history.take();
+        let built = sh
+            .builder
+            .build(turn, sh.trace.session_id(turn), job.seq, history.as_mut());
+        let mut request = Vec::new();
+        wire::write_request(
+            &mut request,
+            &sh.cfg.endpoint,
+            &sh.cfg.user_agent,
+            &built.headers,
+            &built.body,
+        );
+        let now = sh.clock.now_us();
+        let entry = sh.registry.insert(job, now);
+        Exchange {
+            entry,
+            history,
+            request,
+            written: 0,
+            deadline_us: now.saturating_add(sh.cfg.timeout.as_micros() as u64),
+            retried: false,
+            got_bytes: false,
+            phase: Phase::Head {
+                buf: Vec::new(),
+                out: Outcome {
+                    t_send_us: now,
+                    t_end_us: now,
+                    ..Outcome::default()
+                },
+            },
+        }
+    }
+
+    fn attach(&mut self, slot: usize, ex: Exchange) {
+        self.serial += 1;
+        self.timers
+            .push(Reverse((ex.deadline_us, slot, self.serial)));
+        if let Some(c) = self.conns[slot].as_mut() {
+            c.serial = self.serial;
+            c.ex = Some(ex);
+        }
+    }
+
+    /// The server's addresses (resolved on first use).
+    fn addrs(&self) -> Result<Arc<[SocketAddr]>, Failure> {
+        let mut known = self.shared.addrs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = &*known {
+            return Ok(a.clone());
+        }
+        let ep = &self.shared.cfg.endpoint;
+        let found: Vec<SocketAddr> = (ep.host.as_str(), ep.port)
+            .to_socket_addrs()
+            .map_err(|e| Failure::new(ErrorKind::Dns, format!("{}: {e}", ep.host)))?
+            .collect();
+        if found.is_empty() {
+            return Err(Failure::new(
+                ErrorKind::Dns,
+                format!("{}: no address found", ep.host),
+            ));
+        }
+        let found: Arc<[SocketAddr]> = found.into();
+        *known = Some(found.clone());
+        Ok(found)
+    }
+
+    /// Opens a connection to the server's `addr`-th address (or the first).
+    fn open_conn(&mut self, addr: usize) -> Result<usize, Failure> {
+        let addrs = self.addrs()?;
+        let addr = if addr < addrs.len() { addr } else { 0 };
+        let sock = self.connect_to(addrs[addr])?;
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let mut sock = sock;
+        if let Err(e) = self.poll.registry().register(
+            &mut sock,
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            self.free.push(slot);
+            return Err(Failure::new(ErrorKind::Transport, e.to_string()));
+        }
+        self.conns[slot] = Some(Conn {
+            sock,
+            connected: false,
+            addr,
+            reused: false,
+            serial: 0,
+            closing: false,
+            ex: None,
+        });
+        self.open += 1;
+        Ok(slot)
+    }
+
+    fn connect_to(&self, addr: SocketAddr) -> Result<TcpStream, Failure> {
+        TcpStream::connect(addr)
+            .map_err(|e| Failure::new(answer::io_kind(&e), format!("{addr}: {e}")))
+    }
+
+    fn close(&mut self, slot: usize) {
+        if let Some(mut c) = self.conns[slot].take() {
+            let _ = self.poll.registry().deregister(&mut c.sock);
+            self.open -= 1;
+            self.free.push(slot);
+        }
+        self.idle.retain(|&s| s != slot);
+    }
+
+    /// Something happened on `slot`'s socket (or a request was attached):
+    /// connect, write, read, as far as the socket allows.
+    fn on_ready(&mut self, slot: usize) {
+        let step = {
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+                return;
+            };
+            if conn.ex.is_none() {
+                // Idle: the only news can be the server closing it.
+                let closed = idle_closed(&mut conn.sock, &mut self.buf);
+                if closed {
+                    self.close(slot);
+                }
+                return;
+            }
+            progress(conn, &mut self.buf, &self.shared)
+        };
+        match step {
+            Step::More => {}
+            Step::End(end) => self.end(slot, end),
+            Step::Retry => self.retry(slot),
+        }
+    }
+
+    /// A connect that failed: true when the next of the server's
+    /// addresses is being tried on the same slot instead.
+    fn next_address(&mut self, slot: usize) -> bool {
+        let next = self.conns[slot].as_ref().map_or(0, |c| c.addr + 1);
+        let Some(addrs) = self.addrs().ok().filter(|a| next < a.len()) else {
+            return false;
+        };
+        let Ok(mut sock) = self.connect_to(addrs[next]) else {
+            return false;
+        };
+        let Some(c) = self.conns[slot].as_mut() else {
+            return false;
+        };
+        let _ = self.poll.registry().deregister(&mut c.sock);
+        let reg = self.poll.registry().register(
+            &mut sock,
+            Token(slot),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        c.sock = sock;
+        c.addr = next;
+        c.connected = false;
+        c.closing = false;
+        reg.is_ok()
+    }
+
+    /// Sends the exchange on `slot` again on a new connection.
+    fn retry(&mut self, slot: usize) {
+        let Some(mut ex) = self.conns[slot].as_mut().and_then(|c| c.ex.take()) else {
+            return;
+        };
+        self.close(slot);
+        ex.retried = true;
+        ex.written = 0;
+        ex.got_bytes = false;
+        if let Phase::Head { buf, .. } = &mut ex.phase {
+            buf.clear();
+        }
+        match self.open_conn(self.preferred) {
+            Ok(new) => {
+                self.attach(new, ex);
+                self.on_ready(new);
+            }
+            Err(f) => {
+                let now = self.shared.clock.now_us();
+                self.report(ex, End::Failed(f), now);
+                self.next_pending();
+            }
+        }
+    }
+
+    /// Timers that passed: their requests time out.
+    fn expire(&mut self) {
+        let now = self.shared.clock.now_us();
+        while let Some(&Reverse((deadline, slot, serial))) = self.timers.peek() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop();
+            let live = self
+                .conns
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.serial == serial && c.ex.is_some());
+            if !live {
+                continue;
+            }
+            let secs = self.shared.cfg.timeout.as_secs_f64();
+            let msg = format!("no answer within --timeout {secs} s");
+            let in_body = self.conns[slot]
+                .as_ref()
+                .and_then(|c| c.ex.as_ref())
+                .is_some_and(|ex| matches!(ex.phase, Phase::Body { .. }));
+            let end = if in_body {
+                End::Body {
+                    end: BodyEnd::Timeout(msg),
+                    reuse: false,
+                }
+            } else {
+                End::Failed(Failure::new(ErrorKind::Timeout, msg))
+            };
+            self.end(slot, end);
+        }
+    }
+
+    /// The exchange on `slot` ended: its result, then its connection is
+    /// kept for the next request or closed.
+    fn end(&mut self, slot: usize, end: End) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let refused =
+            matches!(&end, End::Failed(f) if !conn.connected && f.kind == ErrorKind::Connect);
+        // Another of the server's addresses may answer (`localhost` is
+        // often ::1 first, and servers listen on 127.0.0.1).
+        if refused && self.next_address(slot) {
+            return self.on_ready(slot);
+        }
+        self.finish(slot, end);
+    }
+
+    fn finish(&mut self, slot: usize, end: End) {
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let Some(ex) = conn.ex.take() else {
+            return;
+        };
+        let reuse = matches!(end, End::Body { reuse: true, .. });
+        if conn.connected {
+            let addr = conn.addr;
+            self.preferred = addr;
+        }
+        let now = self.shared.clock.now_us();
+        self.report(ex, end, now);
+        self.prune_timers();
+        if reuse {
+            if let Some(c) = self.conns[slot].as_mut() {
+                c.reused = true;
+            }
+            self.idle.push(slot);
+        } else {
+            self.close(slot);
+        }
+        self.next_pending();
+    }
+
+    /// Timers of ended exchanges stay in the heap until their deadline
+    /// (--timeout, 600 s by default): at thousands of requests a second
+    /// that is millions of entries, so they are swept out once they
+    /// outnumber the live ones four to one.
+    fn prune_timers(&mut self) {
+        if self.timers.len() < 4 * (self.open + 256) {
+            return;
+        }
+        let conns = &self.conns;
+        self.timers.retain(|Reverse((_, slot, serial))| {
+            conns
+                .get(*slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| c.serial == *serial && c.ex.is_some())
+        });
+    }
+
+    fn next_pending(&mut self) {
+        if let Some(job) = self.pending.pop_front() {
+            self.start(job);
+        }
+    }
+
+    /// Writes the exchange's result, unless the drain's end claimed it.
+    fn report(&self, ex: Exchange, end: End, now: u64) {
+        let Exchange {
+            entry,
+            mut history,
+            phase,
+            ..
+        } = ex;
+        let outcome = conclude(phase, end, now, &entry);
+        self.shared.registry.remove(entry.job.seq);
+        if !entry.claim() {
+            return;
+        }
+        if let Some(h) = &mut history {
+            h.push(json!({"role": "assistant", "content": outcome.text}));
+        }
+        let mut job = entry.job.clone();
+        job.history = history;
+        let _ = self.done.send(Done {
+            job,
+            t_end_us: outcome.t_end_us,
+            outcome: Some(outcome),
+        });
+    }
+}
+
+/// An idle connection was woken: true when the server closed it (or sent
+/// bytes nobody asked for, which makes it unusable too).
+fn idle_closed(sock: &mut TcpStream, buf: &mut [u8]) -> bool {
+    loop {
+        match sock.read(buf) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Moves the exchange on `conn` as far as the socket allows.
+fn progress(conn: &mut Conn, buf: &mut [u8], shared: &Shared) -> Step {
+    if !conn.connected {
+        match conn.sock.take_error() {
+            Ok(Some(e)) | Err(e) => return connect_error(e),
+            Ok(None) => {}
+        }
+        match conn.sock.peer_addr() {
+            Ok(_) => {
+                conn.connected = true;
+                // Small requests leave at once; the answer's latency is
+                // what is measured, not Nagle's.
+                let _ = conn.sock.set_nodelay(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::More,
+            Err(e) => return connect_error(e),
+        }
+    }
+    let reused = conn.reused;
+    let Some(ex) = conn.ex.as_mut() else {
+        return Step::More;
+    };
+    while ex.written < ex.request.len() {
+        match conn.sock.write(&ex.request[ex.written..]) {
+            Ok(0) => break,
+            Ok(n) => ex.written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return before_answer(ex, reused, e),
+        }
+    }
+    loop {
+        match conn.sock.read(buf) {
+            Ok(0) => return at_eof(ex, reused),
+            Ok(n) => {
+                let now = shared.clock.now_us();
+                ex.got_bytes = true;
+                if let Some(end) = on_bytes(ex, &buf[..n], now, shared) {
+                    return Step::End(end);
+                }
+                // Edge-triggered: a short read emptied the socket, and new
+                // bytes will raise a new event (saves a read per token).
+                // A close seen with the bytes raises none: read on to it.
+                if n < buf.len() && !conn.closing {
+                    return Step::More;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::More,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => match ex.phase {
+                Phase::Head { .. } => return before_answer(ex, reused, e),
+                Phase::Body { .. } => {
+                    return Step::End(End::Body {
+                        end: BodyEnd::Broken(e.to_string()),
+                        reuse: false,
+                    })
+                }
+            },
+        }
+    }
+}
+
+fn connect_error(e: io::Error) -> Step {
+    Step::End(End::Failed(Failure::new(
+        answer::io_kind(&e),
+        e.to_string(),
+    )))
+}
+
+/// An I/O error before the answer began: a reused connection the server
+/// had closed is retried once on a new one; anything else is the result.
+fn before_answer(ex: &Exchange, reused: bool, e: io::Error) -> Step {
+    use io::ErrorKind as Io;
+    let stale = matches!(
+        e.kind(),
+        Io::ConnectionReset | Io::BrokenPipe | Io::ConnectionAborted | Io::UnexpectedEof
+    );
+    if stale && reused && !ex.retried && !ex.got_bytes {
+        return Step::Retry;
+    }
+    let kind = match e.kind() {
+        // The request went out and the server went away: as ureq says it.
+        Io::BrokenPipe if ex.written > 0 => ErrorKind::Connect,
+        _ => answer::io_kind(&e),
+    };
+    Step::End(End::Failed(Failure::new(kind, e.to_string())))
+}
+
+/// The server closed the connection.
+fn at_eof(ex: &mut Exchange, reused: bool) -> Step {
+    match &ex.phase {
+        Phase::Head { buf, .. } if buf.is_empty() => before_answer(
+            ex,
+            reused,
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the server closed the connection before answering",
+            ),
+        ),
+        Phase::Head { .. } => Step::End(End::Failed(Failure::new(
+            ErrorKind::Incomplete,
+            "the server closed the connection in the middle of the response head",
+        ))),
+        Phase::Body { body, .. } => Step::End(End::Body {
+            end: match body.at_eof() {
+                Ok(()) => BodyEnd::Clean,
+                Err(e) => BodyEnd::Broken(e.to_string()),
+            },
+            reuse: false,
+        }),
+    }
+}
+
+/// Bytes read at `now`; `Some` when the exchange ended with them.
+fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Option<End> {
+    let mut rest = bytes;
+    let owned;
+    if let Phase::Head { buf, out } = &mut ex.phase {
+        buf.extend_from_slice(bytes);
+        let (head, n) = match wire::parse_head(buf) {
+            Ok(None) => return None,
+            Ok(Some(h)) => h,
+            Err(e) => {
+                return Some(End::Failed(Failure::new(
+                    ErrorKind::Transport,
+                    e.to_string(),
+                )))
+            }
+        };
+        let mut out = std::mem::take(out);
+        out.http_status = Some(head.status);
+        let keep_text = ex.history.is_some();
+        let sink = if !(200..300).contains(&head.status) {
+            Sink::Status {
+                status: head.status,
+                content_type: head.content_type.clone(),
+                retry_after: head.retry_after.clone(),
+                bytes: Vec::new(),
+                out,
+            }
+        } else if head.is_sse() {
+            Sink::Stream(StreamReader::new(
+                out,
+                keep_text,
+                shared.cfg.max_event_bytes,
+            ))
+        } else {
+            Sink::Whole {
+                bytes: Vec::new(),
+                out,
+            }
+        };
+        owned = std::mem::take(buf);
+        rest = &owned[n..];
+        // The answer began: the request will not be sent again.
+        ex.request = Vec::new();
+        ex.phase = Phase::Body {
+            body: head.body,
+            keep_alive: head.keep_alive,
+            sink,
+        };
+    }
+    let Phase::Body {
+        body,
+        keep_alive,
+        sink,
+    } = &mut ex.phase
+    else {
+        return None;
+    };
+    // Why the sink wants no more bytes, if it does not.
+    let mut refused: Option<String> = None;
+    let fed = body.feed(rest, &mut |data| {
+        if refused.is_some() {
+            return;
+        }
+        match sink {
+            Sink::Stream(r) => {
+                if !r.feed(data, now, &ex.entry.live) {
+                    refused = Some("the stream was refused".into());
+                }
+            }
+            Sink::Whole { bytes, .. } => {
+                if bytes.len() + data.len() > answer::WHOLE_BODY_LIMIT {
+                    refused = Some(format!(
+                        "the answer is over {} bytes",
+                        answer::WHOLE_BODY_LIMIT
+                    ));
+                } else {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Sink::Status { bytes, .. } => {
+                let room = answer::ERROR_BODY_LIMIT.saturating_sub(bytes.len());
+                bytes.extend_from_slice(&data[..room.min(data.len())]);
+                if room < data.len() {
+                    // Enough for the message; the rest is not read.
+                    refused = Some(String::new());
+                }
+            }
+        }
+    });
+    match (fed, refused) {
+        (Err(e), _) => Some(End::Body {
+            end: BodyEnd::Broken(e.to_string()),
+            reuse: false,
+        }),
+        (Ok(_), Some(msg)) => Some(End::Body {
+            end: if matches!(sink, Sink::Status { .. }) {
+                BodyEnd::Clean
+            } else {
+                BodyEnd::Broken(msg)
+            },
+            reuse: false,
+        }),
+        // Bytes after the body's end were never asked for: the
+        // connection is not trusted with another request.
+        (Ok((used, true)), None) => Some(End::Body {
+            end: BodyEnd::Clean,
+            reuse: *keep_alive && used == rest.len(),
+        }),
+        (Ok((_, false)), None) if body.is_complete() => Some(End::Body {
+            end: BodyEnd::Clean,
+            reuse: *keep_alive,
+        }),
+        (Ok(_), None) => None,
+    }
+}
+
+/// The request's outcome, from where it stopped and how.
+fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
+    match (phase, end) {
+        (Phase::Head { mut out, .. }, end) => {
+            out.t_end_us = now;
+            out.error = Some(match end {
+                End::Failed(f) => f,
+                // A body end before the head cannot happen; say what is known.
+                End::Body { .. } => Failure::new(ErrorKind::Transport, "no response head"),
+            });
+            out
+        }
+        (Phase::Body { sink, .. }, end) => {
+            let body_end = match end {
+                End::Body { end, .. } => end,
+                End::Failed(f) if f.kind == ErrorKind::Timeout => BodyEnd::Timeout(f.message),
+                End::Failed(f) => BodyEnd::Broken(f.message),
+            };
+            match sink {
+                Sink::Stream(r) => r.finish(body_end, now),
+                Sink::Whole { bytes, mut out } => {
+                    out.t_end_us = now;
+                    match body_end {
+                        BodyEnd::Clean => answer::whole_answer(&bytes, now, &entry.live, &mut out),
+                        BodyEnd::Timeout(m) => {
+                            out.error = Some(Failure::new(ErrorKind::Timeout, m))
+                        }
+                        BodyEnd::Broken(m) => {
+                            out.error = Some(Failure::new(ErrorKind::Incomplete, m))
+                        }
+                    }
+                    out
+                }
+                Sink::Status {
+                    status,
+                    content_type,
+                    retry_after,
+                    bytes,
+                    mut out,
+                } => {
+                    out.t_end_us = now;
+                    out.error = Some(answer::status_failure(
+                        status,
+                        content_type.as_deref(),
+                        retry_after.as_deref(),
+                        &String::from_utf8_lossy(&bytes),
+                    ));
+                    out
+                }
+            }
+        }
+    }
+}
