@@ -7,6 +7,7 @@ mod docs;
 mod engine;
 mod faults;
 mod gen;
+mod hostile;
 mod import;
 mod merge;
 mod mock;

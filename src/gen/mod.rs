@@ -250,11 +250,41 @@ pub fn run(args: &GenArgs) -> Result<()> {
     run_mode(TOOL, &args.common, mode)
 }
 
+/// Every file a mode reads: the prompt file, the agent config, the trace of
+/// `from-trace` (stdin when absent), Grafana exports, and pattern specs that
+/// name files.
+fn input_files<'a>(common: &'a Common, mode: &'a Mode) -> Vec<&'a std::path::Path> {
+    use std::path::Path;
+    let mut v: Vec<&Path> = common.prompt_file.iter().map(|p| p.as_path()).collect();
+    match mode {
+        Mode::Synthetic(a) => v.extend(
+            std::iter::once(&a.traffic_pattern)
+                .chain(&a.prompt_len_pattern)
+                .chain(&a.completion_len_pattern)
+                .map(Path::new),
+        ),
+        Mode::Stat(a) => v.extend(
+            [&a.traffic_file, &a.prompt_len_file]
+                .into_iter()
+                .chain(&a.completion_len_file)
+                .map(|p| p.as_path()),
+        ),
+        Mode::Agent(a) => v.extend(a.config.as_deref()),
+        Mode::FromTrace(a) => v.push(a.trace.as_deref().unwrap_or(Path::new("-"))),
+        _ => {}
+    }
+    v
+}
+
 /// Runs one mode.
 fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
     if common.block_size == 0 {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
+    // Before anything is read or created: no output may be one of the inputs.
+    let inputs = input_files(common, mode);
+    crate::jsonl::refuse_input_as_output(common.output.as_deref(), &inputs)?;
+    crate::jsonl::refuse_input_as_output(common.plot.as_deref(), &inputs)?;
     if let Mode::Prompts(a) = mode {
         return collection::run(tool, common, a);
     }

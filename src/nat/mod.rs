@@ -456,6 +456,8 @@ pub fn run(args: &NatArgs) -> Result<()> {
 /// default output file): `mc-import --from nat` hands in what it sniffed.
 pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     let out_path = output_path(&opts);
+    let input = opts.input.clone().unwrap_or_else(|| PathBuf::from("-"));
+    jsonl::refuse_input_as_output(out_path.as_deref(), &[&input])?;
     // The path beside the input is chosen for the user: never overwrite a
     // file there without being told to (an explicit --output-file is the
     // user's own choice, as with any tool's --output).
@@ -496,7 +498,7 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     };
     conv.add_batch(batch)?;
     progress.finish();
-    let mut out = Output::open(out_path.as_deref(), false)?;
+    let mut out = Output::open_for(out_path.as_deref(), false, &[&input])?;
     conv.write_rows(&mut out)?;
     let mut summary = conv.summary(&end);
     if let Some(p) = out_path.as_ref().filter(|p| p.as_path() != Path::new("-")) {

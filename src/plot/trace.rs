@@ -334,6 +334,11 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
 /// Runs `mc-plot`: the trace on `args.io`, the SVG to `--svg` or stdout.
 pub fn run(args: &PlotArgs) -> Result<()> {
     let io = &args.io;
+    // Before anything is read or created: the figure never replaces the input.
+    let input = io.input.as_deref().unwrap_or(std::path::Path::new("-"));
+    for out in [&args.svg, &io.output] {
+        crate::jsonl::refuse_input_as_output(out.as_deref(), &[input])?;
+    }
     if let Some(dir) = &args.sweep {
         let (svg, about) = super::sweep::figure(dir)?;
         write_svg(io, args, &svg)?;
