@@ -85,6 +85,8 @@ fn emit_fresh(
 pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()> {
     let end_rate = a.qps;
     let (duration, n_max) = a.bound.limits()?;
+    a.bound
+        .check_rate(end_rate.max(a.qps_start.unwrap_or(0.0)), "--qps")?;
     let start_rate = match a.ramp_up {
         // clap: --ramp-up requires --qps-start, a positive number.
         Some(_) => a.qps_start.unwrap_or(end_rate),
@@ -116,6 +118,11 @@ pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()
         emit_fresh(sink, &mut ids, &mut buf, common.block_size, t, isl, osl)?;
         i += 1;
         t += a.arrival.gap_ms(&mut arrivals, rate_at(t, i));
+        super::check_next_time(
+            t,
+            i < n_max && !(t >= duration && duration.is_finite()),
+            "--qps",
+        )?;
     }
     Ok(())
 }

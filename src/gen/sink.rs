@@ -100,6 +100,20 @@ impl Sink {
     }
 
     pub fn emit(&mut self, req: &GenRequest<'_>) -> Result<()> {
+        // Every mode's times pass here: one beyond 2^53 ms comes from a rate
+        // too low for the run (its `as u64` saturated), never a real time.
+        if req.at_ms as f64 > crate::limits::MAX_TIME_MS
+            || req
+                .delay
+                .is_some_and(|d| d as f64 > crate::limits::MAX_TIME_MS)
+        {
+            return Err(crate::error::Error::Usage(format!(
+                "request {}: its time ({} ms) is beyond the limit of 2^53 ms: the rate \
+                 (--qps, --session-rate, the traffic file) is too low for the requests asked for",
+                self.counts.requests + 1,
+                req.at_ms
+            )));
+        }
         self.counts.requests += 1;
         self.counts.output_tokens += req.output_length;
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);

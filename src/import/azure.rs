@@ -50,8 +50,23 @@ impl Azure {
                 ),
             )
         })?;
-        let (input, output) = (r.uint(c.input)?, r.uint(c.output)?);
+        let (input, output) = (r.tokens(c.input)?, r.tokens(c.output)?);
         let zero = *self.zero.get_or_insert(t);
+        if t < zero {
+            // Rows are streamed with the first row as the zero: an earlier
+            // row would get a negative timestamp, which no reader accepts.
+            return Err(column_error(
+                r.header,
+                c.ts,
+                format!(
+                    "{} is {:.3} s before the first row's time: the rows are not in time order \
+                     (mc-import takes its zero from the first row; sort the rows by TIMESTAMP first, \
+                     e.g. `(head -n 1 F; tail -n +2 F | sort) > sorted.csv`)",
+                    show(&raw),
+                    (zero - t) as f64 / 1e9
+                ),
+            ));
+        }
         self.ts.clear();
         time::write_ms(t - zero, self.float, &mut self.ts);
         Ok((input, output))

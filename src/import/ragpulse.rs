@@ -264,6 +264,20 @@ impl RagPulse {
                 "expected seconds (like \"82\" or 82.5)",
             )));
         };
+        if t < 0 {
+            return Ok(Err(RecordError::field(
+                "timestamp",
+                format!(
+                    "{} s is before the trace's start: times are seconds from 0",
+                    t as f64 / 1e9
+                ),
+            )));
+        }
+        if let Err(e) = crate::limits::tokens("input_length", req.input_length)
+            .and(crate::limits::tokens("output_length", req.output_length))
+        {
+            return Ok(Err(e));
+        }
         self.chunks.clear();
         let mut sum = 0u64;
         for (name, list) in &req.hash_ids.0 {
