@@ -97,8 +97,18 @@ fn poly(c: [f64; 3], x: f64) -> f64 {
 }
 
 impl StepModel {
-    /// The step's duration in ms.
+    /// The step's duration in ms, held within [0, `limits::MAX_STEP_MS`]
+    /// (the parameters are bounded, but a polynomial may still go negative
+    /// or a bounded coefficient meet a large step).
     pub fn step_ms(&self, s: &StepShape) -> f64 {
+        let ms = self.raw_step_ms(s);
+        if ms.is_nan() {
+            return crate::limits::MAX_STEP_MS;
+        }
+        ms.clamp(0.0, crate::limits::MAX_STEP_MS)
+    }
+
+    fn raw_step_ms(&self, s: &StepShape) -> f64 {
         match self {
             StepModel::Roofline(r) => {
                 r.t_fix_ms
