@@ -5,6 +5,7 @@
 //! allocation); wrong output with exit 0; and every case of those under
 //! `ulimit -v` (exit 0, 2 or 65, never 101 or 134).
 
+use crate::util::tool;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -218,4 +219,372 @@ fn dev_null_as_input_and_output_is_fine() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, "");
     limited("mc-scale", &["-o", "/dev/null"], ROWS, &[0]);
+}
+
+// ---- 2. extreme but parseable values: a limit, never a crash -------------
+
+/// A RAGPulse trace row with no components (nothing to load).
+fn rag_row(ts: &str, input: &str) -> String {
+    format!(
+        "{{\"timestamp\": {ts}, \"input_length\": {input}, \"output_length\": 1, \"hash_ids\": \
+         {{\"sys_prompt\": [], \"passages_ids\": [], \"history\": [], \"web_search\": [], \
+         \"user_input\": []}}}}\n"
+    )
+}
+
+/// A WEKA session file with the given requests.
+fn weka(id: &str, requests: &str) -> String {
+    format!("{{\"id\": \"{id}\", \"block_size\": 4, \"requests\": [{requests}]}}")
+}
+
+#[test]
+fn import_synth_ids_for_a_huge_context_is_a_limit() {
+    for big in ["1000000000000", "18446744073709551615"] {
+        let csv =
+            format!("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00+00:00,{big},1\n");
+        let err = limited(
+            "mc-import",
+            &["--from", "azure", "--synth-hash-ids"],
+            &csv,
+            &[65],
+        );
+        assert!(
+            err.contains("line 2: column 2 (`ContextTokens`)")
+                && err.contains("limit of 10000000 tokens per row"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn import_weka_in_of_2_64_minus_1_is_a_limit() {
+    let w = weka(
+        "s",
+        "{\"t\": 0, \"in\": 18446744073709551615, \"out\": 1, \"hash_ids\": [1]}",
+    );
+    let err = limited("mc-import", &["--from", "weka"], &w, &[65]);
+    assert!(err.contains("line 1: field `requests[0].in`"), "{err}");
+}
+
+#[test]
+fn import_ragpulse_huge_input_length_is_a_limit() {
+    let (_d, p) = dir_with(&[("0_trace.jsonl", &rag_row("1", "99999999999"))]);
+    let err = limited("mc-import", &["--from", "ragpulse", s(&p[0])], "", &[65]);
+    assert!(err.contains("line 1: field `input_length`"), "{err}");
+}
+
+#[test]
+fn gen_huge_lengths_are_usage_errors() {
+    for isl in [
+        "18446744073709551615",
+        "lognormal:1e300:0.5",
+        "normal:1e12:1",
+    ] {
+        let err = limited(
+            "mc-gen",
+            &[
+                "constant",
+                "--qps",
+                "1",
+                "--num-requests",
+                "3",
+                "--isl",
+                isl,
+            ],
+            "",
+            &[2],
+        );
+        assert!(err.contains("--isl") && err.contains("limit"), "{err}");
+    }
+}
+
+#[test]
+fn gen_prefix_words_with_a_huge_spread_is_a_usage_error() {
+    let err = limited(
+        "mc-gen",
+        &["prompts", "--prefix-words", "normal:0:1e12"],
+        "",
+        &[2],
+    );
+    assert!(err.contains("--prefix-words"), "{err}");
+}
+
+#[test]
+fn gen_qps_1e308_is_bounded_by_rate_times_duration() {
+    let err = limited(
+        "mc-gen",
+        &["constant", "--qps", "1e308", "--duration-ms", "1000"],
+        "",
+        &[2],
+    );
+    assert!(
+        err.contains("--qps") && err.contains("above the limit"),
+        "{err}"
+    );
+    // With --num-requests the same rate ends.
+    limited(
+        "mc-gen",
+        &["constant", "--qps", "1e308", "--num-requests", "3"],
+        "",
+        &[0],
+    );
+}
+
+#[test]
+fn plot_one_ms_windows_over_1e11_ms_is_a_usage_error() {
+    let rows = "{\"timestamp\": 0, \"input_length\": 1}\n{\"timestamp\": 100000000000, \"input_length\": 1}\n";
+    let err = limited("mc-plot", &["--window-ms", "1"], rows, &[2]);
+    assert!(
+        err.contains("--window-ms 1:") && err.contains("give --window-ms 100001 or more"),
+        "{err}"
+    );
+}
+
+#[test]
+fn plot_timestamp_1e308_is_a_data_error() {
+    let rows =
+        "{\"timestamp\": 0, \"input_length\": 1}\n{\"timestamp\": 1e308, \"input_length\": 1}\n";
+    let err = limited("mc-plot", &[], rows, &[65]);
+    assert!(err.contains("line 2: field `timestamp`"), "{err}");
+}
+
+#[test]
+fn plot_bins_2_64_minus_1_is_a_usage_error() {
+    let err = limited("mc-plot", &["--bins", "18446744073709551615"], ROWS, &[2]);
+    assert!(err.contains("--bins"), "{err}");
+}
+
+#[test]
+fn engine_step_costs_beyond_a_day_are_usage_errors() {
+    let (d, p) = dir_with(&[
+        ("t.jsonl", ROWS),
+        (
+            "prof.json",
+            "{\"model\": \"roofline\", \"t_fix_ms\": 1e17, \"c_seq_ms\": 0, \"t_w_ms\": 0, \
+             \"c_lin_ms\": 0, \"k_ms\": 0, \"c_kv_ms\": 0}",
+        ),
+    ]);
+    let out = d.path().join("r.jsonl");
+    let base = ["-i", s(&p[0]), "-o", s(&out)];
+    let cases: [(&[&str], &str); 3] = [
+        (&["--t-fix-ms", "1e16"], "--t-fix-ms"),
+        (&["--engine-profile", s(&p[1])], "field `t_fix_ms`"),
+        (
+            &[
+                "--engine-profile",
+                "dynamo-polynomial",
+                "--prefill-ms",
+                "1e300,0,0",
+            ],
+            "--prefill-ms",
+        ),
+    ];
+    for (extra, named) in cases {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let err = limited("mc-replay", &args, "", &[2]);
+        assert!(err.contains(named) && err.contains("limit"), "{err}");
+    }
+}
+
+/// Not fixed here: the idle gap is walked by mc-replay's scheduler, which
+/// wakes every POLL_US of *virtual* time (src/replay/schedule.rs, owned by
+/// the replay). The engine itself jumps idle gaps (`Engine::advance`).
+#[test]
+#[ignore = "mc-replay's scheduler polls every POLL_US of virtual time across idle gaps"]
+fn engine_idle_gap_of_1e11_ms_is_jumped() {
+    let rows = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2}\n\
+                {\"timestamp\": 100000000000, \"input_length\": 10, \"output_length\": 2}\n";
+    let (d, p) = dir_with(&[("t.jsonl", rows)]);
+    let out = d.path().join("r.jsonl");
+    let started = std::time::Instant::now();
+    limited("mc-replay", &["-i", s(&p[0]), "-o", s(&out)], "", &[0]);
+    assert!(started.elapsed().as_secs() < 10);
+}
+
+// ---- 3. wrong output with exit 0 ------------------------------------------
+
+#[test]
+fn import_refuses_dates_that_do_not_exist() {
+    for bad in [
+        "2023-02-29 00:00:00",
+        "2024-04-31 00:00:00",
+        "2024-05-10 00:00:00+99:99",
+    ] {
+        let csv = format!("TIMESTAMP,ContextTokens,GeneratedTokens\n{bad},1,1\n");
+        let err = limited("mc-import", &["--from", "azure"], &csv, &[65]);
+        assert!(err.contains("line 2: column 1 (`TIMESTAMP`)"), "{err}");
+    }
+}
+
+#[test]
+fn import_never_writes_a_time_before_zero() {
+    // Azure: the zero is the first row; an earlier row is refused, named.
+    let csv = "TIMESTAMP,ContextTokens,GeneratedTokens\n\
+               2024-05-10 00:00:01,1,1\n2024-05-10 00:00:00,1,1\n";
+    let r = limited("mc-import", &["--from", "azure"], csv, &[65]);
+    assert!(
+        r.contains("line 3:") && r.contains("not in time order"),
+        "{r}"
+    );
+    // WEKA: a negative or a huge `t`.
+    for t in ["-5", "1e300"] {
+        let w = weka(
+            "s",
+            &format!("{{\"t\": {t}, \"in\": 4, \"out\": 1, \"hash_ids\": [1]}}"),
+        );
+        let err = limited("mc-import", &["--from", "weka"], &w, &[65]);
+        assert!(err.contains("field `requests[0].t`"), "{err}");
+    }
+    // RAGPulse: a negative timestamp.
+    let (_d, p) = dir_with(&[("0_trace.jsonl", &rag_row("-5", "10"))]);
+    let err = limited("mc-import", &["--from", "ragpulse", s(&p[0])], "", &[65]);
+    assert!(err.contains("line 1: field `timestamp`"), "{err}");
+}
+
+#[test]
+fn import_weka_keeps_same_id_sessions_of_two_inputs_apart() {
+    let one = weka(
+        "s",
+        "{\"t\": 0, \"in\": 4, \"out\": 1, \"hash_ids\": [1]}, \
+         {\"t\": 1, \"in\": 8, \"out\": 1, \"hash_ids\": [1, 2], \"think_time\": 1}",
+    );
+    let (_d, p) = dir_with(&[("a.json", &one), ("b.json", &one)]);
+    for files in [[s(&p[0]), s(&p[1])], [s(&p[0]), s(&p[0])]] {
+        let r = exec("mc-import", &["--from", "weka", files[0], files[1]], None);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let ids: Vec<String> = r
+            .stdout
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["session_id"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(ids, ["s", "s", "s#2", "s#2"], "{}", r.stdout);
+        assert!(r.stderr.contains("kept apart"), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn gen_uniform_width_overflow_is_refused_not_length_1() {
+    let err = limited(
+        "mc-gen",
+        &[
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "3",
+            "--isl",
+            "uniform:0:18446744073709551615",
+        ],
+        "",
+        &[2],
+    );
+    assert!(err.contains("uniform:0:18446744073709551615"), "{err}");
+}
+
+#[test]
+fn gen_timestamps_never_saturate() {
+    let err = limited(
+        "mc-gen",
+        &["constant", "--qps", "1e-300", "--num-requests", "3"],
+        "",
+        &[2],
+    );
+    assert!(err.contains("2^53 ms") && err.contains("--qps"), "{err}");
+    // A ramp whose rate underflows used to end early with exit 0 (2 rows
+    // for --num-requests 3): now an error.
+    let err = limited(
+        "mc-gen",
+        &[
+            "constant",
+            "--qps",
+            "10",
+            "--qps-start",
+            "1e-300",
+            "--ramp-up",
+            "exponential",
+            "--num-requests",
+            "3",
+        ],
+        "",
+        &[2],
+    );
+    assert!(err.contains("2^53 ms"), "{err}");
+    // An ordinary ramp writes exactly the rows asked for.
+    let out = tool("mc-gen")
+        .args([
+            "constant",
+            "--qps",
+            "10",
+            "--qps-start",
+            "1",
+            "--ramp-up",
+            "linear",
+        ])
+        .args(["--num-requests", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+}
+
+#[test]
+fn non_utf8_grafana_csv_names_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("qps.csv");
+    std::fs::write(
+        &bad,
+        b"Time,qps\n2024-01-01 00:00:00,1\n2024-01-01 00:01:00,\xff2\n",
+    )
+    .unwrap();
+    let good = d.path().join("in.csv");
+    std::fs::write(&good, "Time,p50\n2024-01-01 00:00:00,10\n").unwrap();
+    let err = limited(
+        "mc-gen",
+        &[
+            "stat",
+            "--traffic-file",
+            s(&bad),
+            "--prompt-len-file",
+            s(&good),
+        ],
+        "",
+        &[65],
+    );
+    assert!(
+        err.contains("qps.csv: line 3:") && err.contains("UTF-8"),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_utf8_prompt_file_names_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let prompts = d.path().join("p.jsonl");
+    std::fs::write(&prompts, b"{\"prompt\": \"a b\"}\n{\"prompt\": \"\xff\"}\n").unwrap();
+    let tok = crate::util::word_tokenizer(d.path(), &["a", "b"]);
+    let cache = d.path().join("cache");
+    let err = limited(
+        "mc-gen",
+        &[
+            "constant",
+            "--qps",
+            "1",
+            "--num-requests",
+            "2",
+            "--prompt-file",
+            s(&prompts),
+            "--tokenizer",
+            s(&tok),
+            "--cache-dir",
+            s(&cache),
+        ],
+        "",
+        &[65],
+    );
+    assert!(
+        err.contains("p.jsonl: line 2:") && err.contains("UTF-8"),
+        "{err}"
+    );
 }

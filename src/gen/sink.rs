@@ -115,7 +115,7 @@ impl Sink {
             )));
         }
         self.counts.requests += 1;
-        self.counts.output_tokens += req.output_length;
+        self.counts.output_tokens = self.counts.output_tokens.saturating_add(req.output_length);
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
         if self.counts.requests & 0xffff == 0 {
             let (c, started) = (&self.counts, self.started);
@@ -148,7 +148,10 @@ impl Sink {
             }
         };
         // The summary counts the prompts actually attached.
-        self.counts.input_tokens += picked.as_ref().map_or(req.input_length, |p| p.prompt_len);
+        self.counts.input_tokens = self
+            .counts
+            .input_tokens
+            .saturating_add(picked.as_ref().map_or(req.input_length, |p| p.prompt_len));
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();
