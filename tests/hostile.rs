@@ -588,3 +588,77 @@ fn non_utf8_prompt_file_names_file_and_line() {
         "{err}"
     );
 }
+
+// ---- 4. every tool under `ulimit -v` on hostile rows ----------------------
+
+/// Rows that parse but hold extreme values, each after one ordinary row.
+const HOSTILE_ROWS: [&str; 8] = [
+    "{\"timestamp\": 1e308, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}",
+    "{\"timestamp\": -5, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}",
+    "{\"timestamp\": 0, \"input_length\": 18446744073709551615, \"output_length\": 18446744073709551615, \"hash_ids\": [1]}",
+    "{\"timestamp\": 0, \"session_id\": \"a\", \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [18446744073709551615]}",
+    "{\"session_id\": \"a\", \"delay\": 1e308, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}",
+    "{\"timestamp\": 0, \"input_length\": 9999999999999, \"output_length\": 2}",
+    "{\"timestamp\": 9223372036854775807, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}",
+    "{\"timestamp\": 100000000000, \"input_length\": 0, \"output_length\": 0, \"hash_ids\": []}",
+];
+
+#[test]
+fn every_tool_survives_hostile_rows_under_a_memory_limit() {
+    let tools: &[(&str, &[&str])] = &[
+        ("mc-scale", &["--speedup", "2"]),
+        ("mc-scale", &["--speedup", "1e-300"]),
+        ("mc-scale", &["--prompt-len-multiplier", "1e300"]),
+        ("mc-scale", &["--output-len-multiplier", "1e300"]),
+        ("mc-scale", &["--block-size", "1"]),
+        ("mc-cap", &["--max-input", "5"]),
+        ("mc-cap", &["--max-output", "1"]),
+        ("mc-roots", &[]),
+        ("mc-analyze", &[]),
+        ("mc-analyze", &["--cache-blocks", "18446744073709551615"]),
+        ("mc-merge", &["concat", "-"]),
+        ("mc-merge", &["interleave", "-"]),
+        ("mc-plot", &[]),
+        ("mc-plot", &["--window-ms", "1e-300"]),
+        ("mc-gen", &["from-trace"]),
+        ("mc-gen", &["from-trace", "--interval-ms", "1"]),
+        ("mc-gen", &["from-trace", "--format", "aibrix"]),
+    ];
+    let first = "{\"timestamp\": 0, \"session_id\": \"a\", \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}";
+    for row in HOSTILE_ROWS {
+        let input = format!("{first}\n{row}\n");
+        for (name, args) in tools {
+            limited(name, args, &input, &[0, 2, 65]);
+        }
+    }
+}
+
+#[test]
+fn nat2mc_and_importers_survive_broken_documents_under_a_memory_limit() {
+    for doc in [
+        "",
+        "[",
+        "[1e308]",
+        "{",
+        "[{\"payload\": {\"event_type\": 1e308}}]",
+    ] {
+        limited("nat2mc", &[], doc, &[0, 2, 65]);
+        limited("mc-import", &["--from", "nat"], doc, &[0, 2, 65]);
+    }
+    for (format, doc) in [
+        ("weka", "{\"id\": \"s\", \"block_size\": 18446744073709551615, \"requests\": [{\"t\": 0, \"in\": 4, \"out\": 1}]}"),
+        ("weka", "{\"id\": \"s\", \"block_size\": 1, \"requests\": [{\"t\": 1e-320, \"in\": 10000000, \"out\": 1, \"hash_ids\": [18446744073709551615]}]}"),
+        ("aibrix", "{\"timestamp\": 1e308, \"requests\": [{\"prompt_length\": 1}]}"),
+        ("aibrix", "{\"timestamp\": 0, \"requests\": [{\"prompt_length\": 18446744073709551615}]}"),
+        ("burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1e308,a,1,1,2,b\n"),
+        ("burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n9223372036.854775807,a,18446744073709551615,1,2,b\n"),
+        ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n9999-12-31 23:59:60.999999999-14:00,1,1\n"),
+    ] {
+        limited(
+            "mc-import",
+            &["--from", format, "--synth-hash-ids", "--block-size", "1"],
+            doc,
+            &[0, 2, 65],
+        );
+    }
+}
