@@ -29,6 +29,11 @@ pub const MAX_BINS: usize = 100_000;
 /// Largest step cost (ms) an engine profile may give one step: a day.
 pub const MAX_STEP_MS: f64 = 86_400_000.0;
 
+/// Most KV blocks of the engine model (`--kv-tokens` / `--engine-block-size`):
+/// each is held in memory (about 50 bytes with its index), so 2^24 blocks
+/// (268 M tokens at 16 a block, far above one server) stay under 1 GB.
+pub const MAX_KV_BLOCKS: u64 = 1 << 24;
+
 /// `v` tokens of field `field`, refused above [`MAX_ROW_TOKENS`].
 pub fn tokens(field: &str, v: u64) -> Result<u64, RecordError> {
     if v > MAX_ROW_TOKENS {

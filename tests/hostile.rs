@@ -662,3 +662,27 @@ fn nat2mc_and_importers_survive_broken_documents_under_a_memory_limit() {
         );
     }
 }
+
+#[test]
+fn engine_kv_cache_beyond_2_24_blocks_is_a_usage_error() {
+    let (d, p) = dir_with(&[("t.jsonl", ROWS)]);
+    let out = d.path().join("r.jsonl");
+    let err = limited(
+        "mc-replay",
+        &["-i", s(&p[0]), "-o", s(&out), "--kv-tokens", "30000000000"],
+        "",
+        &[2],
+    );
+    assert!(
+        err.contains("--kv-tokens 30000000000") && err.contains("16777216 blocks"),
+        "{err}"
+    );
+    // mc-mock --engine refuses it before serving anything.
+    let err = limited(
+        "mc-mock",
+        &["--engine", "--kv-tokens", "30000000000", "--port", "0"],
+        "",
+        &[2],
+    );
+    assert!(err.contains("--kv-tokens"), "{err}");
+}

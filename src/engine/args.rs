@@ -241,11 +241,14 @@ impl EngineArgs {
                 params.kv_tokens, params.block_size
             )));
         }
-        if params.kv_tokens / params.block_size > u64::from(u32::MAX - 1) {
+        let max_blocks = crate::limits::MAX_KV_BLOCKS.min(u64::from(u32::MAX - 1));
+        if params.kv_tokens / params.block_size > max_blocks {
             return Err(Error::Usage(format!(
-                "--kv-tokens {}: at most {} blocks are supported",
+                "--kv-tokens {}: {} blocks of {} tokens; at most {max_blocks} blocks are supported \
+                 (the engine holds every block in memory): lower --kv-tokens or raise --engine-block-size",
                 params.kv_tokens,
-                u32::MAX - 1
+                params.kv_tokens / params.block_size,
+                params.block_size
             )));
         }
         Ok(params)
