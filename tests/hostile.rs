@@ -146,6 +146,31 @@ fn import_output_is_its_input() {
 }
 
 #[test]
+fn import_output_is_a_ragpulse_component_file() {
+    let (d, p) = dir_with(&[
+        ("0_trace.jsonl", &rag_row("1", "10")),
+        (
+            "4_user_input.jsonl",
+            "{\"user_input_id\": 300, \"token_length\": 5}\n",
+        ),
+    ]);
+    refused(
+        "mc-import",
+        &["--from", "ragpulse", s(&p[0]), "-o", s(&p[1])],
+        None,
+        &[&p[0], &p[1]],
+    );
+    // Another file in the same folder is fine.
+    let out = d.path().join("out.jsonl");
+    let r = exec(
+        "mc-import",
+        &["--from", "ragpulse", s(&p[0]), "-o", s(&out)],
+        None,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
 fn merge_output_is_its_second_input() {
     let (_d, p) = dir_with(&[("a.jsonl", ROWS), ("b.jsonl", ROWS)]);
     for mode in ["concat", "interleave"] {
@@ -405,14 +430,17 @@ fn engine_idle_gap_of_1e11_ms_is_jumped() {
 
 #[test]
 fn import_refuses_dates_that_do_not_exist() {
-    for bad in [
-        "2023-02-29 00:00:00",
-        "2024-04-31 00:00:00",
-        "2024-05-10 00:00:00+99:99",
+    for (bad, why) in [
+        ("2023-02-29 00:00:00", "2023-02 has no day 29"),
+        ("2024-04-31 00:00:00", "2024-04 has no day 31"),
+        ("2024-05-10 00:00:00+99:99", "+99:99 is not a UTC offset"),
     ] {
         let csv = format!("TIMESTAMP,ContextTokens,GeneratedTokens\n{bad},1,1\n");
         let err = limited("mc-import", &["--from", "azure"], &csv, &[65]);
-        assert!(err.contains("line 2: column 1 (`TIMESTAMP`)"), "{err}");
+        assert!(
+            err.contains("line 2: column 1 (`TIMESTAMP`)") && err.contains(why),
+            "{err}"
+        );
     }
 }
 

@@ -41,14 +41,14 @@ impl Azure {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_datetime(&raw).ok_or_else(|| {
-            column_error(
-                r.header,
-                c.ts,
-                format!(
+            let why = match time::datetime_problem(&raw) {
+                Some(p) => format!("{}: {p}", show(&raw)),
+                None => format!(
                     "expected a datetime like `2023-11-16 18:17:03.9799600` or `2024-05-10 00:00:00+00:00`, found {}",
                     show(&raw)
                 ),
-            )
+            };
+            column_error(r.header, c.ts, why)
         })?;
         let (input, output) = (r.tokens(c.input)?, r.tokens(c.output)?);
         let zero = *self.zero.get_or_insert(t);

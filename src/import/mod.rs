@@ -380,6 +380,12 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
+    if format == Format::Ragpulse {
+        // Its component files are inputs too, found only now.
+        let comps = ragpulse::component_files(args);
+        let comps: Vec<&std::path::Path> = comps.iter().map(|p| p.as_path()).collect();
+        jsonl::refuse_input_as_output(args.io.output.as_deref(), &comps)?;
+    }
     let mut sink = Sink {
         out: Output::open(args.io.output.as_deref(), args.io.line_buffered)?,
         policy: ErrorPolicy::new(args.io.on_error),
