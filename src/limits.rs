@@ -48,7 +48,7 @@ pub fn tokens(field: &str, v: u64) -> Result<u64, RecordError> {
 /// A time in ms of field `field`: finite, at least 0 and at most
 /// [`MAX_TIME_MS`].
 pub fn time_ms(field: &str, v: f64) -> Result<f64, RecordError> {
-    if !v.is_finite() || v < 0.0 {
+    if v.is_nan() || v < 0.0 {
         return Err(RecordError::field(
             field,
             format!("{v} ms: a time must be a finite number at least 0"),

@@ -714,3 +714,43 @@ fn engine_kv_cache_beyond_2_24_blocks_is_a_usage_error() {
     );
     assert!(err.contains("--kv-tokens"), "{err}");
 }
+
+/// A NAT profiler file: one request per (start, end, completion tokens).
+fn nat_doc(calls: &[(&str, &str, &str)]) -> String {
+    let reqs: Vec<String> = calls
+        .iter()
+        .enumerate()
+        .map(|(k, (start, end, completion))| {
+            format!(
+                "{{\"request_number\": {k}, \"intermediate_steps\": [\
+                 {{\"parent_id\": \"root\", \"function_ancestry\": {{}}, \"payload\": {{\"event_type\": \"LLM_START\", \
+                 \"event_timestamp\": {start}, \"name\": \"m\", \"UUID\": \"u{k}\", \"metadata\": {{\"chat_inputs\": \
+                 [{{\"role\": \"user\", \"content\": \"a a\"}}], \"chat_responses\": null}}, \"usage_info\": null}}}},\
+                 {{\"parent_id\": \"root\", \"function_ancestry\": {{}}, \"payload\": {{\"event_type\": \"LLM_END\", \
+                 \"event_timestamp\": {end}, \"name\": \"m\", \"UUID\": \"u{k}\", \"usage_info\": {{\"token_usage\": \
+                 {{\"prompt_tokens\": 2, \"completion_tokens\": {completion}}}}}}}}}]}}"
+            )
+        })
+        .collect();
+    format!("[{}]", reqs.join(","))
+}
+
+#[test]
+fn nat2mc_refuses_huge_lengths_and_times_instead_of_writing_them() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = crate::util::word_tokenizer(d.path(), &["a"]);
+    let cases = [
+        (
+            nat_doc(&[("100", "101", "18446744073709551615")]),
+            "field `completion_tokens`",
+        ),
+        (
+            nat_doc(&[("-1e308", "1", "1"), ("100", "101", "1")]),
+            "field `timestamp`",
+        ),
+    ];
+    for (doc, named) in cases {
+        let err = limited("nat2mc", &["--tokenizer", s(&tok), "-o", "-"], &doc, &[65]);
+        assert!(err.contains(named) && err.contains("limit"), "{err}");
+    }
+}

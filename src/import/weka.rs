@@ -302,10 +302,22 @@ impl Weka {
         if s.hash_id_scope.as_deref() != Some("global") {
             self.ids.clear();
         }
+        let start_ms = if self.sessions == 0 {
+            0.0
+        } else {
+            self.sessions as f64 * self.gap_ms
+        };
+        if !(0.0..=crate::limits::MAX_TIME_MS).contains(&start_ms) {
+            return Err(Error::Usage(format!(
+                "session {} (`{name}`) would start at {start_ms:e} ms, beyond the limit of 2^53 ms: \
+                 lower --session-gap or raise --session-rate",
+                self.sessions + 1
+            )));
+        }
         let at = Place {
             id: &name,
             parent: None,
-            start_ms: self.sessions as f64 * self.gap_ms,
+            start_ms,
         };
         self.sessions += 1;
         self.session(&s.requests, &at, b, "requests", sink)

@@ -324,6 +324,14 @@ impl Converter {
                 InputLength::Tokens => tokens.len() as u64,
                 InputLength::Usage => p.call.prompt_tokens.unwrap_or(tokens.len() as u64),
             };
+            for (field, v) in [
+                ("prompt_tokens", input_length),
+                ("completion_tokens", p.call.completion_tokens),
+            ] {
+                crate::limits::tokens(field, v).map_err(|e| {
+                    Error::Input(format!("{}: call {}: {e}", p.session, p.call.uuid))
+                })?;
+            }
             let n = ids.len() as u64;
             if !(n == 0 && input_length == 0
                 || n > 0 && (n - 1) * b < input_length && input_length <= n * b)
@@ -354,22 +362,32 @@ impl Converter {
     }
 
     fn write_rows(&self, out: &mut Output) -> Result<()> {
-        // Whole ms: the release files' integers.
-        let ms = |v: f64| Number::UInt(v.max(0.0).round() as u64);
+        // Whole ms: the release files' integers; a time beyond 2^53 ms (an
+        // event_timestamp far from the others) is refused, never saturated.
+        let ms = |v: f64, session: &str, what: &str| -> Result<Number> {
+            crate::limits::time_ms(what, v.max(0.0))
+                .map(|v| Number::UInt(v.round() as u64))
+                .map_err(|e| {
+                    Error::Input(format!(
+                        "{session}: {e} (check the calls' event_timestamp values)"
+                    ))
+                })
+        };
         for r in &self.rows {
+            let ms = |v: f64, what: &str| ms(v, &r.session, what);
             let mut w = RowWriter::new(out.buffer());
             let (timestamp, delay) = match (self.opts.timing, r.first_in_session) {
                 (TimingMode::None, _) => (None, None),
                 (TimingMode::Auto, true) => {
                     let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
-                    (Some(ms(at)), None)
+                    (Some(ms(at, "timestamp")?), None)
                 }
                 (TimingMode::Auto, false) => {
                     let gap = self
                         .opts
                         .delay
                         .unwrap_or_else(|| r.gap.unwrap_or(0.0) * 1000.0);
-                    (None, Some(ms(gap)))
+                    (None, Some(ms(gap, "delay")?))
                 }
             };
             if let Some(t) = timestamp {
