@@ -239,6 +239,17 @@ fn plot_svg_or_output_is_its_input() {
 }
 
 #[test]
+fn plot_svg_is_a_file_of_the_sweep_it_draws() {
+    let (d, p) = dir_with(&[("sweep.json", "{\"points\": []}")]);
+    refused(
+        "mc-plot",
+        &["--sweep", s(d.path()), "--svg", s(&p[0])],
+        None,
+        &[&p[0]],
+    );
+}
+
+#[test]
 fn dev_null_as_input_and_output_is_fine() {
     let r = exec("mc-scale", &["-i", "/dev/null", "-o", "/dev/null"], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);

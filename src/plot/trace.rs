@@ -363,9 +363,16 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
 pub fn run(args: &PlotArgs) -> Result<()> {
     let io = &args.io;
     // Before anything is read or created: the figure never replaces the input.
-    let input = io.input.as_deref().unwrap_or(std::path::Path::new("-"));
+    // With --sweep, every file of the sweep folder is an input.
+    let mut inputs: Vec<PathBuf> = vec![io.input.clone().unwrap_or_else(|| "-".into())];
+    if let Some(dir) = &args.sweep {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            inputs.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+        }
+    }
+    let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
     for out in [&args.svg, &io.output] {
-        crate::jsonl::refuse_input_as_output(out.as_deref(), &[input])?;
+        crate::jsonl::refuse_input_as_output(out.as_deref(), &inputs)?;
     }
     if let Some(dir) = &args.sweep {
         let (svg, about) = super::sweep::figure(dir)?;
