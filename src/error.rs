@@ -16,6 +16,9 @@ pub enum ExitCode {
     /// A service the tool needs is gone (mc-replay: the server stopped
     /// answering), as sysexits' EX_UNAVAILABLE.
     Unavailable = 69,
+    /// Too late to take part, try again (mc-replay: a shard that could not
+    /// start within `--start-grace-ms` of `--start-at`), as EX_TEMPFAIL.
+    TempFail = 75,
 }
 
 /// What went wrong with one record, before the line number is known.
@@ -59,6 +62,9 @@ pub enum Error {
     /// A service the tool needs stopped answering (exit code 69).
     #[error(transparent)]
     Unavailable(anyhow::Error),
+    /// Too late to take part (exit code 75): a shard that missed its start.
+    #[error("{0}")]
+    TempFail(String),
     #[error(transparent)]
     Tokenizer(#[from] crate::tokenizer::TokenizerError),
     #[error(transparent)]
@@ -79,6 +85,7 @@ impl Error {
             Error::Usage(_) => ExitCode::Usage,
             Error::Exists { .. } | Error::CantCreate(_) => ExitCode::CantCreate,
             Error::Unavailable(_) => ExitCode::Unavailable,
+            Error::TempFail(_) => ExitCode::TempFail,
             Error::Tokenizer(_) | Error::Other(_) => ExitCode::Failure,
         }
     }

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod filter;
 pub mod finding;
+pub mod fit;
 pub mod gen;
 pub mod hash;
 pub mod idmap;

@@ -2,7 +2,8 @@
 
 use crate::util::tool;
 
-const TOOLS: [&str; 12] = [
+const TOOLS: [&str; 13] = [
+    "mc-fit",
     "mc-import",
     "mc-merge",
     "mc-scale",

@@ -259,3 +259,100 @@ fn a_normal_finish_short_of_the_exact_length_is_ok_and_short() {
 fn run_plain(url: &str) -> Run {
     run(url, &["--no-exact-output"])
 }
+
+/// A server that quotes the request's credentials back: a 401 whose body
+/// holds its `Authorization` and `X-Api-Key` headers, as some gateways do.
+fn echoing_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let (mut quoted, mut len, mut line) = (Vec::new(), 0usize, String::new());
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let l = line.trim_end();
+                    if l.is_empty() {
+                        break;
+                    }
+                    let lower = l.to_ascii_lowercase();
+                    if lower.starts_with("authorization:") || lower.starts_with("x-api-key:") {
+                        quoted.push(l.to_string());
+                    }
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = reader.read_exact(&mut body);
+                let msg = json!({"error": {"message": format!("denied: {}", quoted.join("; "))}})
+                    .to_string();
+                let mut w = conn;
+                let _ = write!(
+                    w,
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{msg}",
+                    msg.len()
+                );
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn secrets_are_hidden_in_everything_mc_replay_writes() {
+    let addr = echoing_server();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = ["S3CRETPW", "S3CRETKEY", "S3CRETHDR", "YWxpY2U6UzNDUkVUUFc="];
+    for (case, url) in [
+        ("plain", format!("http://{addr}")),
+        ("userinfo", format!("http://alice:S3CRETPW@{addr}")),
+    ] {
+        let d = dir.path().join(case);
+        std::fs::create_dir(&d).unwrap();
+        let out = crate::util::tool("mc-replay")
+            .current_dir(&d)
+            .args(["--url", &url, "--model", "m", "--api-key", "S3CRETKEY"])
+            .args(["--header", "X-Api-Key: S3CRETHDR", "--timeout", "5"])
+            .args([
+                "--summary",
+                "s.json",
+                "--metrics-out",
+                "m.jsonl",
+                "-o",
+                "r.jsonl",
+            ])
+            .args(["--metrics-interval", "0.05"])
+            .write_stdin(one_row())
+            .output()
+            .unwrap();
+        let mut written = vec![
+            ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+            ("stderr", String::from_utf8_lossy(&out.stderr).into_owned()),
+        ];
+        for f in ["s.json", "m.jsonl", "r.jsonl", "r.summary.json"] {
+            written.push((f, std::fs::read_to_string(d.join(f)).unwrap_or_default()));
+        }
+        for (name, text) in &written {
+            for s in secrets {
+                assert!(!text.contains(s), "{case}: {s} in {name}:\n{text}");
+            }
+        }
+        let results = &written[4].1;
+        if case == "plain" {
+            // The server quoted the key back, and the result says so, hidden.
+            assert!(
+                results.contains("denied: ") && results.contains("***"),
+                "{case}: {results}"
+            );
+        }
+        let summary = &written[2].1;
+        assert!(!summary.is_empty(), "{case}: no summary");
+    }
+}

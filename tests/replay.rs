@@ -58,6 +58,11 @@ pub mod schema {
         pub tokens_estimated: bool,
         pub finish_reason: Option<String>,
         pub short: bool,
+        /// `--shard` runs only.
+        #[serde(default)]
+        pub shard: Option<String>,
+        #[serde(default)]
+        pub plan_digest: Option<String>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -185,6 +190,20 @@ pub mod schema {
         pub start_unix_ms: f64,
         pub start_time: String,
         pub host: Option<String>,
+        /// `--shard` runs (and mc-report's merge of them) only.
+        #[serde(default)]
+        pub shard: Option<ShardRun>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ShardRun {
+        pub index: Option<u32>,
+        pub count: u32,
+        pub plan_digest: String,
+        pub rows: Vec<u64>,
+        pub tokens: Vec<u64>,
+        pub start_at_unix_ms: Option<u64>,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -813,12 +832,12 @@ fn sigterm_drains_then_cancels() {
 }
 
 /// One captured request: its headers (lower-case names) and JSON body.
-type Seen = (HashMap<String, String>, Value);
+pub type Seen = (HashMap<String, String>, Value);
 
 /// A server that records each request (headers and body) and answers with a
 /// fixed two-token stream, closing the connection after each answer.
-struct Capture {
-    url: String,
+pub struct Capture {
+    pub url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
@@ -833,7 +852,7 @@ struct Personality {
 }
 
 impl Capture {
-    fn start() -> Capture {
+    pub fn start() -> Capture {
         Capture::start_as(Personality::default())
     }
 
@@ -852,7 +871,7 @@ impl Capture {
         Capture { url, seen }
     }
 
-    fn requests(&self) -> Vec<Seen> {
+    pub fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }

@@ -29,7 +29,9 @@ pub mod outcome;
 pub mod plan;
 pub mod progress;
 pub mod recorder;
+pub mod redact;
 pub mod schedule;
+pub mod shard;
 pub mod sweep;
 pub mod target;
 pub mod trace;
@@ -54,14 +56,41 @@ use target::Target;
 /// The whole tool: signals, the plan, its run or sweep, and the verdict
 /// (every request failing, or a server that went away, is a failed run).
 pub fn run(args: &ReplayArgs) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    install_signals(stop.clone())?;
-    let plan = plan::plan(args)?;
-    if plan.sweep.is_some() {
-        return sweep::run(args, &plan, stop);
+    if args.emit_slurm || args.emit_k8s_job {
+        return shard::emit::run(args);
     }
-    let summary = execute(args, &plan, &plan.runs[0], stop)?;
-    verdict(&summary)
+    if let Some(n) = args.plan_shards {
+        let (trace, block_size, sha) = plan::load_hashed(args, true)?;
+        let p = shard::plan(&trace, block_size, n, sha);
+        let input = args
+            .io
+            .input
+            .as_ref()
+            .map_or("-".into(), |p| p.display().to_string());
+        print!("{}", shard::table(&trace, &p, &input));
+        return Ok(());
+    }
+    let redactor = redactor(args);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ran = (|| {
+        install_signals(stop.clone())?;
+        let plan = plan::plan(args)?;
+        if plan.sweep.is_some() {
+            return sweep::run(args, &plan, stop);
+        }
+        let summary = execute(args, &plan, &plan.runs[0], stop)?;
+        verdict(&summary)
+    })();
+    ran.map_err(|e| redactor.error(e))
+}
+
+/// The secrets of these options ([`redact`]).
+pub fn redactor(args: &ReplayArgs) -> redact::Redactor {
+    redact::Redactor::new(
+        args.api_key.as_deref(),
+        args.url.iter().chain(&args.metrics_url).map(String::as_str),
+        &args.headers,
+    )
 }
 
 /// The exit policy: a run in which the server stopped answering, or in
@@ -94,7 +123,12 @@ pub fn execute(
         TargetKind::Engine(params) => {
             let mut target = engine_target::EngineTarget::for_plan(args, plan, params.clone())?;
             // From the seed, so the same input gives the same result lines.
-            let run_id = RunId(crate::hash::splitmix64(args.seed ^ 0x656e_6769_6e65));
+            let run_id = shard_run_id(
+                args,
+                plan,
+                RunId(crate::hash::splitmix64(args.seed ^ 0x656e_6769_6e65)),
+            );
+            wait_for_start(args, plan, &stop)?;
             let summary = drive(
                 args,
                 plan,
@@ -111,11 +145,14 @@ pub fn execute(
             Ok(summary)
         }
         TargetKind::Http { url } => {
-            let server = http::connect::connect(args, &plan.trace, plan.block_size, url)?;
+            let mut server = http::connect::connect(args, &plan.trace, plan.block_size, url)?;
+            server.run_id = shard_run_id(args, plan, server.run_id);
             // Before the run's clock starts: the first scrape costs the
             // schedule nothing.
             let watch = Watch::start(args, &server.base, &server.headers)?;
             let (model, run_id) = (server.model.clone(), server.run_id);
+            // The target's clock starts when it is made: at --start-at.
+            wait_for_start(args, plan, &stop)?;
             let mut target = server.target(args, &plan.trace, stop.clone());
             drive(
                 args,
@@ -129,6 +166,25 @@ pub fn execute(
             )
         }
     }
+}
+
+/// A shard's run id (unique across shards); others keep theirs.
+fn shard_run_id(args: &ReplayArgs, plan: &Plan, base: RunId) -> RunId {
+    match &plan.shard {
+        Some(s) => shard::run_id(base, s.index.unwrap_or(0), &s.plan_digest, args.start_at),
+        None => base,
+    }
+}
+
+/// `--start-at`: sleeps until it (a shard past its grace fails, exit 75).
+fn wait_for_start(args: &ReplayArgs, plan: &Plan, stop: &AtomicBool) -> Result<()> {
+    let (Some(at), Some(s)) = (args.start_at, &plan.shard) else {
+        return Ok(());
+    };
+    let what = format!("shard {}/{}", s.index.unwrap_or(0), s.count);
+    let late = shard::wait_for_start(at, args.start_grace_ms, &what, stop)?;
+    eprintln!("mc-replay: {what} started {late:.3} ms after --start-at {at}");
+    Ok(())
 }
 
 /// Replays the plan's trace on `target` (its clock started just before):
@@ -155,7 +211,14 @@ fn drive<T: Target>(
             target: target.name(),
             block_size: plan.block_size,
             exact_output: !args.no_exact_output,
+            redactor: redactor(args),
             max_consecutive_failures: args.max_consecutive_failures,
+            shard: plan.shard.as_ref().map(|s| {
+                (
+                    format!("{}/{}", s.index.unwrap_or(0), s.count),
+                    s.plan_digest.clone(),
+                )
+            }),
         },
     );
     let progress = progress::Progress::for_stderr(Duration::from_secs_f64(args.status_every));
@@ -251,7 +314,11 @@ fn run_info(
         tool: "mc-replay".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         target: target.into(),
-        url: args.url.clone().filter(|_| target == "http"),
+        url: args
+            .url
+            .as_deref()
+            .filter(|_| target == "http")
+            .map(|u| redactor(args).redact(u)),
         endpoint: match args.endpoint {
             Endpoint::Chat => "chat",
             Endpoint::Completions => "completions",
@@ -278,6 +345,7 @@ fn run_info(
         start_unix_ms: now.as_micros() as f64 / 1000.0,
         start_time: utc_iso8601(now.as_secs()),
         host: host_name(),
+        shard: plan.shard.clone(),
     }
 }
 

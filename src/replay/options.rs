@@ -54,7 +54,15 @@ pub use crate::options::MAX_SECONDS;
 /// sent request written; 73 an output cannot be created (a missing folder
 /// for -o, --summary, --summary-csv or --metrics-out; checked before
 /// anything is sent), or a sweep would overwrite files in --out-dir
-/// (--force).
+/// (--force); 75 a shard could not start within --start-grace-ms of
+/// --start-at (nothing was sent; start it sooner or pick a later instant).
+///
+/// Shards: --shard I/N (0-based) replays only shard I of a plan that every
+/// machine computes alike from the trace: whole sessions, balanced by
+/// tokens, each row at its single-run time after the common --start-at.
+/// mc-report merges the shards' result files into the single run's
+/// summary. --plan N prints the plan; --emit-slurm and --emit-k8s-job
+/// write the job that runs it.
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
@@ -68,6 +76,9 @@ pub use crate::options::MAX_SECONDS;
   jq -s 'map(.ttft_ms) | add / length' results.jsonl
   mc-replay --url http://gpu:8000 --metrics-out scrapes.jsonl --summary s.json < trace.jsonl > r.jsonl
   jq .fidelity s.json                          # did the server see the trace's sharing?
+  mc-replay --plan 8 -i trace.jsonl            # how 8 shards would split it (nothing sent)
+  mc-replay --url http://gpu:8000 -i t.jsonl --shard 1/4 --start-at 1795437688000 -o s1.jsonl
+  mc-replay --url http://gpu:8000 -i /shared/t.jsonl --emit-slurm --shards 8 --results-dir /shared/run1 > run.sbatch
 
 Coming from vLLM's benchmark or AIPerf: --base-url is --url, --request-rate
 is --rate, --num-prompts and --request-count are --max-requests, and
@@ -282,6 +293,79 @@ pub struct ReplayArgs {
     #[arg(long, hide = true, default_value_t = 10.0, value_name = "S",
           value_parser = positive_seconds)]
     pub status_every: f64,
+
+    /// Replay only shard I of N (0-based: 0 <= I < N), whole sessions,
+    /// balanced by tokens, on the single run's schedule (see --plan).
+    /// `env`: from SLURM_PROCID and SLURM_NTASKS (srun), or from
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) with --shards N.
+    #[arg(long, value_name = "I/N|env", value_parser = super::shard::parse_shard,
+          help_heading = "Shards")]
+    pub shard: Option<super::shard::ShardArg>,
+
+    /// How many shards: with --shard env (Kubernetes) and --emit-*.
+    #[arg(long, value_name = "N", help_heading = "Shards",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(super::shard::MAX_SHARDS)))]
+    pub shards: Option<u32>,
+
+    /// Print the plan of N shards (per shard: sessions, rows, tokens, share
+    /// of the trace's peak arrival second) and its digest; nothing is sent.
+    #[arg(long = "plan", value_name = "N", help_heading = "Shards",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(super::shard::MAX_SHARDS)))]
+    pub plan_shards: Option<u32>,
+
+    /// The schedule's zero is this wall-clock instant (ms since the Unix
+    /// epoch): the shard waits for it, then runs on the monotonic clock.
+    #[arg(long, value_name = "UNIX_MS", help_heading = "Shards")]
+    pub start_at: Option<u64>,
+
+    /// A shard that cannot start within this many ms after --start-at
+    /// exits with code 75 and says how late it is.
+    #[arg(
+        long,
+        default_value_t = 1000,
+        value_name = "MS",
+        help_heading = "Shards"
+    )]
+    pub start_grace_ms: u64,
+
+    /// Print an sbatch script that runs --shards N tasks (srun, one per
+    /// shard) of this same command with --shard env and a --start-at
+    /// computed when the job starts; results in --results-dir.
+    #[arg(
+        long,
+        requires = "shards",
+        conflicts_with = "emit_k8s_job",
+        help_heading = "Shards"
+    )]
+    pub emit_slurm: bool,
+
+    /// Print a Kubernetes Indexed Job (batch/v1) that runs --shards N pods
+    /// of this command in --image, one per node, the trace from a
+    /// ConfigMap, results on a volume.
+    #[arg(long, requires_all = ["shards", "image"], help_heading = "Shards")]
+    pub emit_k8s_job: bool,
+
+    /// The container image holding mc-replay (--emit-k8s-job).
+    #[arg(long, value_name = "IMAGE", help_heading = "Shards")]
+    pub image: Option<String>,
+
+    /// --emit-*: the shards start this many seconds after the job does.
+    #[arg(long, default_value_t = 30, value_name = "S", help_heading = "Shards")]
+    pub start_in: u64,
+
+    /// --emit-*: the folder (shared by every node) the shards write
+    /// shard-I.jsonl and shard-I.summary.json into.
+    #[arg(long, value_name = "DIR", help_heading = "Shards")]
+    pub results_dir: Option<PathBuf>,
+
+    /// --emit-*: the job's name.
+    #[arg(
+        long,
+        default_value = "mc-replay",
+        value_name = "NAME",
+        help_heading = "Shards"
+    )]
+    pub job_name: String,
 
     #[command(flatten)]
     pub io: IoArgs,

@@ -227,6 +227,8 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
         short: o.error.is_none()
             && id.exact_output
             && matches!((id.output_tokens, lat.completion_tokens), (Some(want), Some(got)) if got < want),
+        shard: None,
+        plan_digest: None,
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::http::body::{self, Endpoint};
 use super::options::{ArrivalKind, Turns};
 use super::schedule::{self, Arrivals, Limits};
+use super::shard;
 use super::sweep::plan::{self as sweep_plan, Sweep};
 use super::trace::{self, Trace};
 use super::ReplayArgs;
@@ -22,6 +23,7 @@ use crate::engine::EngineParams;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::report_skipped;
 use crate::jsonl::ErrorPolicy;
+use crate::results::summary::ShardRun;
 use crate::results::sweep::{run_name, under, Param};
 
 /// Where the requests go.
@@ -42,6 +44,9 @@ pub struct Plan {
     pub runs: Vec<Run>,
     /// Set for a sweep (`--out-dir`).
     pub sweep: Option<Sweep>,
+    /// `--shard`: this shard's place in its plan (`trace` is then only
+    /// the shard's part, on the whole trace's schedule).
+    pub shard: Option<ShardRun>,
 }
 
 /// One run: the values of the options a sweep varies, its schedule and
@@ -104,8 +109,19 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
     if args.fixed_schedule {
         eprintln!("mc-replay: note: --fixed-schedule: timestamps are followed by default");
     }
-    let trace = Arc::new(load(args)?);
-    let block_size = decide_block_size(&trace, args.block)?;
+    let shard_of = match args.shard {
+        Some(arg) => Some(shard_usage(args, arg)?),
+        None => {
+            if args.start_at.is_some() {
+                return Err(Error::usage(
+                    "--start-at starts a shard: give --shard I/N (or --shard 0/1 for one machine)",
+                ));
+            }
+            None
+        }
+    };
+    let (trace, block_size, sha) = load_hashed(args, shard_of.is_some())?;
+    let trace = Arc::new(trace);
     let points: Vec<Option<(Param, f64)>> = match &sweep {
         Some(s) => s.values.iter().map(|&v| Some((s.param, v))).collect(),
         None => vec![None],
@@ -115,13 +131,61 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         runs.push(run(args, &trace, point, sweep.as_ref())?);
     }
     check_rows(&trace, args, block_size)?;
+    // The whole trace is checked (every shard finds the same faults); the
+    // shard then keeps its part.
+    let (trace, shard) = match shard_of {
+        Some((index, count)) => {
+            let p = shard::plan(&trace, block_size, count, sha);
+            if let Some(at) = args.start_at {
+                shard::check_not_late(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
+            }
+            eprintln!(
+                "mc-replay: shard {index}/{count}: {} rows, {} sessions, {} tokens (plan {})",
+                p.rows[index as usize],
+                p.sessions[index as usize],
+                p.tokens[index as usize],
+                p.digest.get(..12).unwrap_or_default()
+            );
+            let part = shard::restrict(&trace, &p, index);
+            (Arc::new(part), Some(p.run(Some(index), args.start_at)))
+        }
+        None => (trace, None),
+    };
     Ok(Plan {
         trace,
         block_size,
         target,
         runs,
         sweep,
+        shard,
     })
+}
+
+/// `--shard`'s usage rules, then this process's shard.
+fn shard_usage(args: &ReplayArgs, arg: shard::ShardArg) -> Result<(u32, u32)> {
+    if args.rates.len() > 1
+        || args.concurrencies.len() > 1
+        || args.speedups.len() > 1
+        || args.out_dir.is_some()
+    {
+        return Err(Error::usage(
+            "--shard runs one value: a sweep (a list, --out-dir) cannot be sharded; run one shard job per value",
+        ));
+    }
+    if args.max_requests.is_some() {
+        return Err(Error::usage(
+            "--max-requests counts each shard's own requests, so the shards would not send the single              run's first N: cut the trace instead (head -n N)",
+        ));
+    }
+    if args.warmup > 0 {
+        return Err(Error::usage(
+            "--warmup with --shard: each shard would leave out its own first requests, not the single              run's; cut the warm-up rows off the trace and replay them separately",
+        ));
+    }
+    if args.concurrencies.len() == 1 {
+        eprintln!("mc-replay: note: --concurrency applies to each shard on its own");
+    }
+    shard::resolve(arg, args.shards, &|k| std::env::var(k).ok())
 }
 
 /// The engine model's parameters, and the options it cannot honour
@@ -254,17 +318,28 @@ pub fn check_creatable(option: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn load(args: &ReplayArgs) -> Result<Trace> {
-    let mut reader = args.io.reader()?;
+/// The trace, its block size and (when `hashed`) the SHA-256 of its bytes
+/// (a shard plan's digest starts from it).
+pub fn load_hashed(args: &ReplayArgs, hashed: bool) -> Result<(Trace, u64, [u8; 32])> {
     let mut policy = ErrorPolicy::new(args.io.on_error);
-    let trace = trace::load(&mut reader, &mut policy)?;
+    let (trace, sha) = if hashed {
+        let input = crate::jsonl::open_input(args.io.input.as_deref())?;
+        let (input, hash) = shard::Hashing::new(input);
+        let mut reader = crate::jsonl::LineReader::new(input, args.io.max_line_bytes);
+        let trace = trace::load(&mut reader, &mut policy)?;
+        (trace, shard::finish(&hash))
+    } else {
+        let mut reader = args.io.reader()?;
+        (trace::load(&mut reader, &mut policy)?, [0; 32])
+    };
     report_skipped("mc-replay", &policy);
     if trace.turns.is_empty() {
         return Err(Error::Input(
             "no records in the input: nothing to replay".into(),
         ));
     }
-    Ok(trace)
+    let block_size = decide_block_size(&trace, args.block)?;
+    Ok((trace, block_size, sha))
 }
 
 /// `--block-size`, or under `auto` the one power of two every row that

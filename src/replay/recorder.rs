@@ -11,6 +11,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use super::observe::fidelity::SentRequest;
 use super::outcome::{result_line, Identity, Latencies, Outcome, RunId};
 use super::progress::{Counts, Progress};
+use super::redact::Redactor;
 use super::target::Done;
 use super::trace::Trace;
 use crate::error::Error;
@@ -37,8 +38,10 @@ pub struct Recorder {
     target: &'static str,
     block_size: u64,
     exact_output: bool,
+    redactor: Redactor,
     /// 0: never stop on failures.
     max_consecutive_failures: u64,
+    shard: Option<(String, String)>,
     consecutive_unreachable: u64,
     /// The message of the last failure (for a run stopped early).
     pub last_failure: Option<String>,
@@ -61,7 +64,11 @@ pub struct RecorderOptions {
     pub target: &'static str,
     pub block_size: u64,
     pub exact_output: bool,
+    /// Hides the options' secrets in error messages a server sent back.
+    pub redactor: Redactor,
     pub max_consecutive_failures: u64,
+    /// A shard's `I/N` and plan digest, written into every result line.
+    pub shard: Option<(String, String)>,
 }
 
 impl Recorder {
@@ -74,7 +81,9 @@ impl Recorder {
             target: o.target,
             block_size: o.block_size,
             exact_output: o.exact_output,
+            redactor: o.redactor,
             max_consecutive_failures: o.max_consecutive_failures,
+            shard: o.shard,
             consecutive_unreachable: 0,
             last_failure: None,
             counts: Counts::default(),
@@ -107,7 +116,14 @@ impl Recorder {
             exact_output: self.exact_output,
         };
         let lat = Latencies::of(done.job.t_sched_us, o);
-        let r = result_line(id, &lat, o);
+        let mut r = result_line(id, &lat, o);
+        if let Some(e) = r.error.as_mut() {
+            e.message = self.redactor.redact(&e.message);
+        }
+        if let Some((tag, digest)) = &self.shard {
+            r.shard = Some(tag.clone());
+            r.plan_digest = Some(digest.clone());
+        }
         self.tally.add(&r, self.slo.as_ref());
         self.write(&r);
         if self.write_error.is_some() {
@@ -129,7 +145,7 @@ impl Recorder {
 
     fn watch(&mut self, o: &Outcome) -> Verdict {
         if let Some(e) = &o.error {
-            self.last_failure = Some(e.message.clone());
+            self.last_failure = Some(self.redactor.redact(&e.message));
         }
         match &o.error {
             Some(e) if e.kind.is_unreachable() => {

@@ -84,16 +84,20 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<Due> {
         } => {
             let mut rng = SplitMix64::new(seed ^ 0x7261_7465);
             let mut t = 0.0f64;
+            // A shard's starts take their times from the whole trace's
+            // sequence of arrivals (the single run's), skipping the others'.
+            let ranks: Vec<u64> = match &trace.frame {
+                Some(f) => f.start_rank.clone(),
+                None => (0..starts.len() as u64).collect(),
+            };
+            let mut k = 0u64;
             starts
                 .into_iter()
-                .enumerate()
-                .map(|(k, i)| {
-                    if k > 0 {
-                        t += if poisson {
-                            -rng.next_open_unit().ln() / rate
-                        } else {
-                            1.0 / rate
-                        };
+                .zip(ranks)
+                .map(|(i, rank)| {
+                    while k < rank {
+                        k += 1;
+                        t += gap(&mut rng, rate, poisson);
                     }
                     Due {
                         at_us: to_us(t * 1000.0),
@@ -109,8 +113,21 @@ pub fn start_deadlines(trace: &Trace, arrivals: Arrivals) -> Vec<Due> {
     }
 }
 
-/// The trace's zero: the earliest timestamp of a session start.
+/// The gap before the next arrival under `--rate`, in s.
+fn gap(rng: &mut SplitMix64, rate: f64, poisson: bool) -> f64 {
+    if poisson {
+        -rng.next_open_unit().ln() / rate
+    } else {
+        1.0 / rate
+    }
+}
+
+/// The trace's zero: the earliest timestamp of a session start (a shard's
+/// part keeps the whole trace's).
 pub fn first_timestamp(trace: &Trace) -> Option<f64> {
+    if let Some(f) = &trace.frame {
+        return f.zero_ms;
+    }
     trace
         .starts()
         .filter_map(|i| trace.turns[i].timestamp_ms)
@@ -497,7 +514,9 @@ mod tests {
                 target: "virtual",
                 block_size: 4,
                 exact_output: true,
+                redactor: Default::default(),
                 max_consecutive_failures: 0,
+                shard: None,
             },
         );
         let mut target = Virtual {

@@ -82,6 +82,19 @@ pub struct Session {
 pub struct Trace {
     pub turns: Vec<Turn>,
     pub sessions: Vec<Session>,
+    /// Set on one shard's part of a trace ([`super::shard`]): the whole
+    /// trace's schedule, so the part keeps the single run's times.
+    pub frame: Option<Frame>,
+}
+
+/// Where a shard's rows sit in the whole trace's schedule.
+#[derive(Debug, Clone, Default)]
+pub struct Frame {
+    /// The whole trace's zero (its earliest session-start timestamp).
+    pub zero_ms: Option<f64>,
+    /// For each of the part's session starts, in order, its position among
+    /// the whole trace's starts (`--rate` draws its arrival times over all).
+    pub start_rank: Vec<u64>,
 }
 
 impl Trace {

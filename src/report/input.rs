@@ -16,6 +16,8 @@ pub struct Run {
     /// The files read (`-` for stdin).
     pub sources: Vec<PathBuf>,
     pub results: Vec<RequestResult>,
+    /// Where each result came from: (index into `sources`, line number).
+    pub places: Vec<(usize, u64)>,
     /// mc-replay's `--summary` JSON of the run (the run description and
     /// what result lines do not hold).
     pub info: Option<Summary>,
@@ -84,8 +86,12 @@ pub fn find_sidecar(results: &Path) -> Option<PathBuf> {
 
 /// Reads the files of one run (pooled) and its description: `run_info`,
 /// else the first sidecar found beside a file.
+///
+/// A request id seen twice is an error naming both places (the same file
+/// given twice would count every request twice).
 pub fn read_run(label: String, paths: &[PathBuf], run_info: Option<&Path>) -> Result<Run> {
     let mut results = Vec::new();
+    let mut places = Vec::new();
     let mut sources = Vec::new();
     let mut sidecar = run_info.map(Path::to_path_buf);
     for p in paths {
@@ -93,18 +99,48 @@ pub fn read_run(label: String, paths: &[PathBuf], run_info: Option<&Path>) -> Re
             sidecar = find_sidecar(p);
         }
         for f in result_files(p)? {
-            line::read_file(&f, &mut results)?;
+            let src = sources.len();
+            line::read_file_numbered(&f, &mut |no, r| {
+                results.push(r);
+                places.push((src, no));
+            })?;
             sources.push(f);
         }
     }
     let info = sidecar.as_deref().map(summary::read).transpose()?;
-    Ok(Run {
+    let run = Run {
         label,
         sources,
         results,
+        places,
         info,
         info_path: sidecar,
-    })
+    };
+    check_unique_ids(&run)?;
+    Ok(run)
+}
+
+/// No request id twice in one run.
+fn check_unique_ids(run: &Run) -> Result<()> {
+    let mut seen: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(run.results.len());
+    for (k, r) in run.results.iter().enumerate() {
+        if let Some(k0) = seen.insert(r.request_id.as_str(), k) {
+            let at = |k: usize| {
+                let (src, no) = run.places[k];
+                let file = run.sources[src].display().to_string();
+                format!("{file} line {no}")
+            };
+            return Err(Error::Input(format!(
+                "request id {} appears twice: {} and {} (is a file given twice? each request \
+                 is counted once)",
+                r.request_id,
+                at(k0),
+                at(k)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A sweep directory: one holding `sweep.json`.
@@ -157,7 +193,14 @@ pub fn default_labels(runs: &mut [Run]) {
                 .collect(),
             None => Vec::new(),
         };
-        r.label = if parts.is_empty() {
+        let merged = r
+            .info
+            .as_ref()
+            .and_then(|s| s.run.shard.as_ref())
+            .filter(|sh| sh.index.is_none());
+        r.label = if let (true, Some(sh)) = (parts.is_empty(), merged) {
+            format!("{} shards merged", sh.count)
+        } else if parts.is_empty() {
             file_label(&r.sources)
         } else {
             parts.join(" ")

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod figures;
 pub mod html;
 pub mod input;
+pub mod merge;
 pub mod summary;
 
 use std::io::Write as _;
@@ -40,6 +41,12 @@ use summary::{recompute, Recomputed};
 ///
 /// A directory holding sweep.json is a sweep: its runs are compared, and
 /// the HTML report draws the throughput-latency curve.
+///
+/// The result files of `mc-replay --shard` runs (with their summaries
+/// beside them) are merged into the run a single machine would have made:
+/// every shard of one plan must be there once and complete, or the error
+/// names what is missing. A request id found twice is an error naming both
+/// places.
 #[derive(Debug, Clone, Parser)]
 #[command(
     version,
@@ -50,7 +57,8 @@ use summary::{recompute, Recomputed};
   mc-report --compare base.jsonl new.jsonl      # one column per run, change against the first
   mc-report --compare --label vllm,sglang --csv a.jsonl b.jsonl > cmp.csv
   mc-report --html report.html --trace trace.jsonl results.jsonl
-  mc-report --html sweep.html sweep-dir/        # a sweep: throughput-latency curve and table"
+  mc-report --html sweep.html sweep-dir/        # a sweep: throughput-latency curve and table
+  mc-report shards/shard-*.jsonl                # the shards of one mc-replay --shard run, merged"
 )]
 pub struct ReportArgs {
     /// Result files, directories of them, or a sweep directory (`-` or
@@ -188,15 +196,29 @@ fn read_inputs(args: &ReportArgs) -> Result<Inputs> {
         }
         let runs = paths
             .iter()
-            .map(|p| input::read_run(String::new(), std::slice::from_ref(p), None))
+            .map(|p| read_run(std::slice::from_ref(p), None))
             .collect::<Result<Vec<_>>>()?;
         return Ok(Inputs::Runs(runs));
     }
-    Ok(Inputs::Runs(vec![input::read_run(
-        String::new(),
+    Ok(Inputs::Runs(vec![read_run(
         &paths,
         args.run_info.as_deref(),
     )?]))
+}
+
+/// One run's files ([`input::read_run`]); the shards of one `mc-replay
+/// --shard` run checked and merged ([`merge`]).
+fn read_run(paths: &[PathBuf], run_info: Option<&Path>) -> Result<Run> {
+    let mut run = input::read_run(String::new(), paths, run_info)?;
+    if merge::is_sharded(&run) {
+        if run_info.is_some() {
+            return Err(Error::usage(
+                "--run-info: sharded results are described by each shard's own summary beside them",
+            ));
+        }
+        merge::merge(&mut run)?;
+    }
+    Ok(run)
 }
 
 /// Builds the report: runs labelled and summarised.

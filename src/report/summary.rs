@@ -125,6 +125,7 @@ fn undescribed(target: &str) -> RunInfo {
         start_unix_ms: 0.0,
         start_time: String::new(),
         host: None,
+        shard: None,
     }
 }
 
@@ -176,6 +177,13 @@ pub fn describe(r: &Recomputed) -> String {
         parts.push(format!("model {m}"));
     }
     parts.push(format!("input {} ({} rows)", run.input, run.rows));
+    if let Some(sh) = &run.shard {
+        let plan = sh.plan_digest.get(..12).unwrap_or_default();
+        parts.push(match sh.index {
+            Some(i) => format!("shard {i}/{} of plan {plan}", sh.count),
+            None => format!("{} shards merged, plan {plan}", sh.count),
+        });
+    }
     parts.push(format!("arrival {}", run.arrival));
     if let Some(r) = run.rate {
         parts.push(format!("rate {r}"));

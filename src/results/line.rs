@@ -73,6 +73,14 @@ pub struct RequestResult {
     /// Absent in files of older versions.
     #[serde(default)]
     pub short: bool,
+    /// The shard that sent it, `I/N` (0-based; `mc-replay --shard`).
+    /// Absent in unsharded runs and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// The shard plan's digest (SHA-256, hex) the shard ran: every shard of
+    /// one run carries the same one. Absent like `shard`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_digest: Option<String>,
 }
 
 /// Why a request failed, as written in its result line.
@@ -207,6 +215,11 @@ pub fn write(buf: &mut Vec<u8>, r: &RequestResult) {
 /// Reads one result file (or stdin for `-`), appending its lines; a line
 /// that is not a result line is an error naming the file and the line.
 pub fn read_file(path: &Path, out: &mut Vec<RequestResult>) -> Result<()> {
+    read_file_numbered(path, &mut |_, r| out.push(r))
+}
+
+/// [`read_file`], handing over each line's number with its result.
+pub fn read_file_numbered(path: &Path, each: &mut dyn FnMut(u64, RequestResult)) -> Result<()> {
     let input = open_input(Some(path))?;
     let mut reader = LineReader::new_text(input, DEFAULT_MAX_LINE_BYTES);
     let name = if path == Path::new("-") {
@@ -221,7 +234,7 @@ pub fn read_file(path: &Path, out: &mut Vec<RequestResult>) -> Result<()> {
                 line.no
             ))
         })?;
-        out.push(r);
+        each(line.no, r);
     }
     Ok(())
 }

@@ -84,6 +84,32 @@ pub struct RunInfo {
     /// The same, as UTC ISO 8601.
     pub start_time: String,
     pub host: Option<String>,
+    /// The shard plan this run is part of (`mc-replay --shard`), or, in a
+    /// summary mc-report merged from every shard, the plan they ran.
+    /// Absent in unsharded runs and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRun>,
+}
+
+/// A sharded run's part in its plan: the same `plan_digest`, `rows` and
+/// `tokens` in every shard's summary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRun {
+    /// This shard (0-based); `None` in a merged summary (all of them).
+    pub index: Option<u32>,
+    /// Shards in the plan.
+    pub count: u32,
+    /// SHA-256 (hex) of the trace's bytes, the shard count and every
+    /// shard's row and token counts.
+    pub plan_digest: String,
+    /// Rows each shard replays, by shard index.
+    pub rows: Vec<u64>,
+    /// Tokens (input + output asked for) each shard replays.
+    pub tokens: Vec<u64>,
+    /// `--start-at`: the wall-clock instant (ms since the Unix epoch) that
+    /// is every shard's schedule zero.
+    pub start_at_unix_ms: Option<u64>,
 }
 
 /// How the trace's own arrival rate is known.
@@ -354,12 +380,20 @@ impl Summary {
             self.input_token_throughput
         );
         let _ = write!(s, "arrival rate {:.2} req/s", self.send_rate);
-        match self.trace_rate {
-            Some(t) => {
-                let _ = writeln!(s, " (the trace asks for {t:.2} req/s)");
-            }
-            None => s.push('\n'),
+        // Who asked for the rate: the trace's timestamps, or --rate.
+        let asker = match self.run.arrival.as_str() {
+            "poisson" | "constant" => "--rate asks",
+            _ => "the trace asks",
+        };
+        if let Some(t) = self.trace_rate {
+            let _ = write!(s, " ({asker} for {t:.2} req/s)");
         }
+        // The rate counts session starts (their times are the schedule's);
+        // later turns follow their sessions, so throughput can be higher.
+        if self.request_throughput > self.send_rate * 1.05 && self.send_rate > 0.0 {
+            s.push_str("; session starts only, later turns follow their sessions");
+        }
+        s.push('\n');
     }
 
     fn table_tokens(&self, s: &mut String) {
@@ -367,9 +401,14 @@ impl Summary {
         if tk.input_reported > 0 {
             let _ = writeln!(
                 s,
-                "prompt tokens: {} intended, {} reported by the server ({:+.2}%)",
+                "prompt tokens: {} intended, {} reported by the {} ({:+.2}%)",
                 tk.input_intended,
                 tk.input_reported,
+                if self.run.target == "engine" {
+                    "engine model"
+                } else {
+                    "server"
+                },
                 pct(tk.input_reported, tk.input_intended)
             );
         }
@@ -619,6 +658,7 @@ mod tests {
                 start_unix_ms: 1_795_437_688_000.0,
                 start_time: "2026-11-23T12:41:28Z".into(),
                 host: Some("h".into()),
+                shard: None,
             },
             requests: Counts {
                 sent: 10,
@@ -689,6 +729,24 @@ mod tests {
         ] {
             assert_eq!(sidecar_path(Path::new(results)), Path::new(sidecar));
         }
+    }
+
+    #[test]
+    fn the_rate_and_the_token_counts_say_whose_they_are() {
+        let mut s = summary();
+        let t = s.table();
+        assert!(t.contains("(the trace asks for 0.75 req/s)"), "{t}");
+        assert!(t.contains("reported by the server"), "{t}");
+        s.run.arrival = "poisson".into();
+        s.run.target = "engine".into();
+        // Throughput above the arrival rate: later turns of sessions.
+        s.request_throughput = 2.0;
+        let t = s.table();
+        assert!(
+            t.contains("(--rate asks for 0.75 req/s); session starts only"),
+            "{t}"
+        );
+        assert!(t.contains("reported by the engine model"), "{t}");
     }
 
     #[test]

@@ -33,7 +33,12 @@ impl Watch {
             .metrics_url
             .clone()
             .unwrap_or_else(|| scrape::metrics_url(base));
-        let scraper = scrape::Scraper::new(url, headers.to_vec(), args.metrics_out.clone())?;
+        let scraper = scrape::Scraper::new(
+            url,
+            headers.to_vec(),
+            args.metrics_out.clone(),
+            crate::replay::redactor(args),
+        )?;
         Ok(Watch::Scrape(scrape::Observer::start(
             scraper,
             Duration::from_secs_f64(args.metrics_interval),

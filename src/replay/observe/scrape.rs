@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::prom::{self, ServerStats};
+use crate::replay::redact::Redactor;
 
 /// When a scrape was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -60,6 +61,9 @@ struct SampleOut<'a> {
 pub struct Scraper {
     agent: ureq::Agent,
     url: String,
+    /// The URL as written anywhere (its credentials hidden).
+    shown: String,
+    redactor: Redactor,
     headers: Vec<(String, String)>,
     out: Option<(PathBuf, Mutex<std::io::BufWriter<std::fs::File>>)>,
     /// The first failure was noted on stderr.
@@ -71,7 +75,12 @@ pub struct Scraper {
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Scraper {
-    pub fn new(url: String, headers: Vec<(String, String)>, out: Option<PathBuf>) -> Result<Self> {
+    pub fn new(
+        url: String,
+        headers: Vec<(String, String)>,
+        out: Option<PathBuf>,
+        redactor: Redactor,
+    ) -> Result<Self> {
         let out = match out {
             Some(path) => {
                 let file = std::fs::File::create(&path).map_err(|source| Error::Output {
@@ -90,6 +99,8 @@ impl Scraper {
             .new_agent();
         Ok(Scraper {
             agent,
+            shown: redactor.redact(&url),
+            redactor,
             url,
             headers,
             out,
@@ -97,14 +108,15 @@ impl Scraper {
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
+    /// The URL as it may be shown (credentials hidden).
+    pub fn shown_url(&self) -> &str {
+        &self.shown
     }
 
     /// One scrape: the known series, or why there are none. Written to
     /// `--metrics-out` either way; a failure is noted on stderr once.
     pub fn scrape(&self, phase: Phase) -> std::result::Result<ServerStats, String> {
-        let got = self.fetch();
+        let got = self.fetch().map_err(|e| self.redactor.redact(&e));
         let unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_micros() as f64 / 1000.0);
@@ -112,7 +124,7 @@ impl Scraper {
         self.write(ScrapeLine {
             phase,
             unix_ms,
-            url: &self.url,
+            url: &self.shown,
             error: got.as_ref().err().map(String::as_str),
             known: stats.as_ref(),
             samples: got
@@ -137,7 +149,7 @@ impl Scraper {
             eprintln!(
                 "mc-replay: note: server metrics at {}: {e}; the run goes on \
                  (--no-server-metrics turns scraping off)",
-                self.url
+                self.shown
             );
         }
         Err(e)
@@ -236,7 +248,7 @@ impl Observer {
     /// Stops the scrapes during the run and scrapes once more.
     pub fn finish(self) -> Observed {
         let mut obs = Observed {
-            url: self.scraper.url().to_string(),
+            url: self.scraper.shown_url().to_string(),
             ..Observed::default()
         };
         match self.before {

@@ -56,7 +56,7 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
             Err(e) => {
                 // Describe what ran, then fail as the run did.
                 let st = Stopped {
-                    reason: format!("error: {e:#}"),
+                    reason: super::redactor(args).redact(&format!("error: {e:#}")),
                     value: v,
                 };
                 write_index(&sweep.dir, param, &points, Some(&st))?;

@@ -1,0 +1,356 @@
+//! Fitting by simulation: each run's requests, at the times they were
+//! actually sent, go through the engine model with candidate coefficients;
+//! the error between predicted and measured per-request TTFT, ITL and E2E
+//! is minimised by a derivative-free search ([`nelder_mead`]) over the
+//! roofline step-time model's six coefficients, in log space (they span
+//! eight orders of magnitude and must stay positive).
+
+use crate::engine::{Engine, EngineParams, EngineRequest, Finished, Profile, Roofline, StepModel};
+
+use super::runs::Run;
+
+/// The engine's shape, which the fit does not search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    pub kv_tokens: u64,
+    pub block_size: u64,
+    pub max_batched_tokens: u64,
+    pub max_seqs: u64,
+}
+
+/// The coefficient names, in the search vector's order.
+pub const NAMES: [&str; 6] = [
+    "t_fix_ms", "c_seq_ms", "t_w_ms", "c_lin_ms", "k_ms", "c_kv_ms",
+];
+
+pub fn to_vec(r: &Roofline) -> [f64; 6] {
+    [
+        r.t_fix_ms, r.c_seq_ms, r.t_w_ms, r.c_lin_ms, r.k_ms, r.c_kv_ms,
+    ]
+}
+
+pub fn from_vec(v: &[f64; 6]) -> Roofline {
+    Roofline {
+        t_fix_ms: v[0],
+        c_seq_ms: v[1],
+        t_w_ms: v[2],
+        c_lin_ms: v[3],
+        k_ms: v[4],
+        c_kv_ms: v[5],
+    }
+}
+
+pub fn params(r: Roofline, s: Shape, name: &str) -> EngineParams {
+    EngineParams {
+        profile: Profile {
+            name: name.to_string(),
+            model: StepModel::Roofline(r),
+            kv_tokens: Some(s.kv_tokens),
+            block_size: Some(s.block_size),
+            max_batched_tokens: Some(s.max_batched_tokens),
+            max_seqs: Some(s.max_seqs),
+        },
+        kv_tokens: s.kv_tokens,
+        block_size: s.block_size,
+        max_batched_tokens: s.max_batched_tokens,
+        max_seqs: s.max_seqs,
+    }
+}
+
+/// One request as the model predicts it (µs from its send).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Predicted {
+    pub ttft_us: Option<u64>,
+    pub e2e_us: u64,
+    pub itl_us: Option<f64>,
+    pub cached_tokens: u64,
+    pub end_us: u64,
+}
+
+/// A run's requests with their engine blocks worked out once (they do not
+/// depend on the coefficients).
+pub struct Prepared<'a> {
+    pub run: &'a Run,
+    blocks: Vec<Vec<u64>>,
+}
+
+impl<'a> Prepared<'a> {
+    pub fn new(run: &'a Run, engine_block: u64) -> Prepared<'a> {
+        let blocks = (0..run.requests.len())
+            .map(|i| run.blocks(i, engine_block))
+            .collect();
+        Prepared { run, blocks }
+    }
+
+    /// Replays the run's sends through the engine.
+    pub fn simulate(&self, p: &EngineParams) -> Vec<Predicted> {
+        let mut e = Engine::new(p.clone());
+        let mut out: Vec<Finished> = Vec::new();
+        for (i, m) in self.run.requests.iter().enumerate() {
+            while e.now_us() < m.send_us {
+                let before = e.now_us();
+                e.advance(Some(m.send_us), &mut out);
+                if e.now_us() == before && e.in_flight() == 0 {
+                    break;
+                }
+            }
+            e.add(EngineRequest {
+                id: i as u64,
+                arrival_us: m.send_us,
+                blocks: self.blocks[i].clone(),
+                prompt_tokens: m.prompt_tokens,
+                output_tokens: m.output_tokens,
+            });
+        }
+        while e.in_flight() > 0 {
+            e.advance(None, &mut out);
+        }
+        let mut pred = vec![Predicted::default(); self.run.requests.len()];
+        for f in out {
+            let Some(slot) = pred.get_mut(f.id as usize) else {
+                continue;
+            };
+            let n = f.token_us.len();
+            *slot = Predicted {
+                ttft_us: f.first_token_us.map(|t| t.saturating_sub(f.arrival_us)),
+                e2e_us: f.end_us.saturating_sub(f.arrival_us),
+                itl_us: match (f.first_token_us, n) {
+                    (Some(first), n) if n >= 2 => {
+                        Some(f.end_us.saturating_sub(first) as f64 / (n - 1) as f64)
+                    }
+                    _ => None,
+                },
+                cached_tokens: f.cached_tokens,
+                end_us: f.end_us,
+            };
+        }
+        pred
+    }
+}
+
+/// The error the fit minimises: the mean squared log ratio of predicted to
+/// measured TTFT, ITL and E2E over every scored request (a factor of 2 off
+/// counts the same either way). Squared, not absolute: the absolute error
+/// is flat in too many directions where batches change, and the search
+/// stalled far from known coefficients with it.
+pub fn error(runs: &[Prepared<'_>], p: &EngineParams) -> f64 {
+    let (mut sum, mut n) = (0.0, 0u64);
+    let mut add = |pred: f64, meas: f64| {
+        sum += (pred.max(1.0) / meas.max(1.0)).ln().powi(2);
+        n += 1;
+    };
+    for prep in runs {
+        let pred = prep.simulate(p);
+        for (m, q) in prep.run.requests.iter().zip(&pred) {
+            if !m.scored {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (q.ttft_us, m.ttft_us) {
+                add(a as f64, b as f64);
+            }
+            if let (Some(a), Some(b)) = (q.itl_us, m.itl_us) {
+                add(a, b);
+            }
+            if let Some(b) = m.e2e_us {
+                add(q.e2e_us as f64, b as f64);
+            }
+        }
+    }
+    if n == 0 {
+        f64::INFINITY
+    } else {
+        sum / n as f64
+    }
+}
+
+/// Nelder–Mead on `f` from `x0` with initial steps `step`; at most
+/// `max_evals` evaluations. Returns the best point and its value.
+pub fn nelder_mead<const N: usize>(
+    f: &mut dyn FnMut(&[f64; N]) -> f64,
+    x0: [f64; N],
+    step: f64,
+    max_evals: usize,
+) -> ([f64; N], f64) {
+    let mut simplex: Vec<([f64; N], f64)> = Vec::with_capacity(N + 1);
+    let v0 = f(&x0);
+    simplex.push((x0, v0));
+    for i in 0..N {
+        let mut x = x0;
+        x[i] += step;
+        let v = f(&x);
+        simplex.push((x, v));
+    }
+    let mut evals = N + 1;
+    while evals < max_evals {
+        simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (best, worst) = (simplex[0].1, simplex[N].1);
+        if (worst - best).abs() <= 1e-10 * best.abs().max(1e-12) {
+            break;
+        }
+        let mut c = [0.0; N];
+        for (x, _) in &simplex[..N] {
+            for j in 0..N {
+                c[j] += x[j] / N as f64;
+            }
+        }
+        let along = |t: f64| {
+            let mut x = [0.0; N];
+            for j in 0..N {
+                x[j] = c[j] + t * (simplex[N].0[j] - c[j]);
+            }
+            x
+        };
+        let xr = along(-1.0);
+        let vr = f(&xr);
+        evals += 1;
+        if vr < simplex[0].1 {
+            let xe = along(-2.0);
+            let ve = f(&xe);
+            evals += 1;
+            simplex[N] = if ve < vr { (xe, ve) } else { (xr, vr) };
+        } else if vr < simplex[N - 1].1 {
+            simplex[N] = (xr, vr);
+        } else {
+            let t = if vr < simplex[N].1 { -0.5 } else { 0.5 };
+            let xc = along(t);
+            let vc = f(&xc);
+            evals += 1;
+            if vc < simplex[N].1.min(vr) {
+                simplex[N] = (xc, vc);
+            } else {
+                let x0 = simplex[0].0;
+                for (x, v) in simplex.iter_mut().skip(1) {
+                    for j in 0..N {
+                        x[j] = x0[j] + 0.5 * (x[j] - x0[j]);
+                    }
+                    *v = f(x);
+                    evals += 1;
+                }
+            }
+        }
+    }
+    simplex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    simplex[0]
+}
+
+/// The fit, in log space from `start`: Nelder–Mead for the valley, then
+/// rounds of golden-section searches one coefficient at a time with a
+/// shrinking bracket (the error is piecewise flat where steps round to
+/// whole µs and batches change, which stalls a simplex alone), then
+/// Nelder–Mead again from the best point.
+pub fn fit(runs: &[Prepared<'_>], shape: Shape, start: Roofline) -> (Roofline, f64) {
+    let mut objective = |lx: &[f64; 6]| {
+        let v: [f64; 6] = lx.map(f64::exp);
+        error(runs, &params(from_vec(&v), shape, "fitted"))
+    };
+    let x0 = to_vec(&start).map(|v| v.max(1e-12).ln());
+    let (mut x, mut best) = nelder_mead(&mut objective, x0, 2.0, 800);
+    let mut width = 2.0f64;
+    for _ in 0..8 {
+        for i in 0..6 {
+            let (xi, v) = golden(
+                &mut |t| {
+                    let mut y = x;
+                    y[i] = t;
+                    objective(&y)
+                },
+                x[i] - width,
+                x[i] + width,
+                18,
+            );
+            if v < best {
+                best = v;
+                x[i] = xi;
+            }
+        }
+        width *= 0.5;
+    }
+    let (bx, bv) = nelder_mead(&mut objective, x, 0.05, 600);
+    if bv < best {
+        x = bx;
+        best = bv;
+    }
+    (from_vec(&x.map(f64::exp)), best)
+}
+
+/// The minimum of `f` on [a, b] by golden-section search (`n` steps).
+fn golden(f: &mut dyn FnMut(f64) -> f64, mut a: f64, mut b: f64, n: usize) -> (f64, f64) {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let mut c = b - g * (b - a);
+    let mut d = a + g * (b - a);
+    let (mut fc, mut fd) = (f(c), f(d));
+    for _ in 0..n {
+        if fc <= fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - g * (b - a);
+            fc = f(c);
+        } else {
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + g * (b - a);
+            fd = f(d);
+        }
+    }
+    if fc <= fd {
+        (c, fc)
+    } else {
+        (d, fd)
+    }
+}
+
+/// Coefficients the data cannot pin down: with one halved or doubled and
+/// the others refitted, the error stays within half again of the best
+/// (the others make up for it: `t_fix_ms` and `c_seq_ms` trade off when
+/// every step holds about as many requests).
+pub fn unidentified(
+    runs: &[Prepared<'_>],
+    shape: Shape,
+    r: Roofline,
+    at: f64,
+) -> Vec<&'static str> {
+    let v = to_vec(&r).map(|x| x.max(1e-12).ln());
+    let mut out = Vec::new();
+    for (i, name) in NAMES.iter().enumerate() {
+        let worst_kept = [0.5f64, 2.0]
+            .iter()
+            .map(|f| {
+                let fixed = v[i] + f.ln();
+                let mut refit = |lx: &[f64; 6]| {
+                    let mut y = *lx;
+                    y[i] = fixed;
+                    error(runs, &params(from_vec(&y.map(f64::exp)), shape, "probe"))
+                };
+                nelder_mead(&mut refit, v, 0.3, 300).1
+            })
+            .fold(f64::INFINITY, f64::min);
+        if worst_kept < at * 1.5 + 1e-4 {
+            out.push(*name);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nelder_mead_finds_a_quadratic_minimum() {
+        let mut f = |x: &[f64; 2]| (x[0] - 3.0).powi(2) + 10.0 * (x[1] + 1.0).powi(2);
+        let (x, v) = nelder_mead(&mut f, [0.0, 0.0], 1.0, 2000);
+        assert!(
+            (x[0] - 3.0).abs() < 1e-3 && (x[1] + 1.0).abs() < 1e-3,
+            "{x:?}"
+        );
+        assert!(v < 1e-6);
+    }
+
+    #[test]
+    fn the_vector_round_trips() {
+        let r = crate::engine::H100_LLAMA3_8B;
+        assert_eq!(from_vec(&to_vec(&r)), r);
+    }
+}
