@@ -420,6 +420,20 @@ fn engine_step_costs_beyond_a_day_are_usage_errors() {
         let err = limited("mc-replay", &args, "", &[2]);
         assert!(err.contains(named) && err.contains("limit"), "{err}");
     }
+    // A negative profile value is an option error too, naming the field.
+    let neg = crate::util::write_file(
+        d.path(),
+        "neg.json",
+        "{\"model\": \"roofline\", \"t_fix_ms\": -1, \"c_seq_ms\": 0, \"t_w_ms\": 0, \
+         \"c_lin_ms\": 0, \"k_ms\": 0, \"c_kv_ms\": 0}",
+    );
+    let args: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--engine-profile", s(&neg)])
+        .collect();
+    let err = limited("mc-replay", &args, "", &[2]);
+    assert!(err.contains("field `t_fix_ms` is -1"), "{err}");
 }
 
 /// Not fixed here: the idle gap is walked by mc-replay's scheduler, which
