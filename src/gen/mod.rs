@@ -363,7 +363,15 @@ fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
     if let (Some(path), Some(plot)) = (&common.plot, &sink.plot) {
         if !plot.data().t_ms.is_empty() {
             use crate::plot::trace::{figure, BINS, MAX_SESSIONS, WINDOW_MS};
-            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS)?;
+            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS).map_err(|e| match e {
+                // mc-gen has no --window-ms: say what to run instead.
+                Error::Usage(_) => Error::Usage(format!(
+                    "--plot: the rows span more than {} windows of {WINDOW_MS} ms (the rows \
+                     were written); draw them with `mc-plot --window-ms` and a wider window",
+                    crate::limits::MAX_WINDOWS
+                )),
+                e => e,
+            })?;
             std::fs::write(path, svg).map_err(|source| Error::Output {
                 path: path.clone(),
                 source,
