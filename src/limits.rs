@@ -39,7 +39,10 @@ pub fn tokens(field: &str, v: u64) -> Result<u64, RecordError> {
     if v > MAX_ROW_TOKENS {
         return Err(RecordError::field(
             field,
-            format!("{v} tokens is above the limit of {MAX_ROW_TOKENS} tokens per row"),
+            format!(
+                "{v} tokens is above the limit of {MAX_ROW_TOKENS} tokens per row \
+                 (no model takes such a row: check the source's value)"
+            ),
         ));
     }
     Ok(v)
@@ -51,13 +54,19 @@ pub fn time_ms(field: &str, v: f64) -> Result<f64, RecordError> {
     if v.is_nan() || v < 0.0 {
         return Err(RecordError::field(
             field,
-            format!("{v} ms: a time must be a finite number at least 0"),
+            format!(
+                "{v} ms: a time must be a finite number at least 0 (ms from the trace's start; \
+                 shift the trace so its earliest time is 0)"
+            ),
         ));
     }
     if v > MAX_TIME_MS {
         return Err(RecordError::field(
             field,
-            format!("{v:e} ms is above the limit of 2^53 ms (about 285,000 years)"),
+            format!(
+                "{v:e} ms is above the limit of 2^53 ms (about 285,000 years): check the \
+                 source's unit (seconds, ms) and value"
+            ),
         ));
     }
     Ok(v)
