@@ -58,8 +58,17 @@ impl IoArgs {
         ))
     }
 
+    /// The output, refused (exit 73) when it is the input file.
     pub fn writer(&self) -> Result<Output> {
-        Output::open(self.output.as_deref(), self.line_buffered)
+        self.writer_for(&[])
+    }
+
+    /// The output, refused (exit 73) when it is the input or one of `more`
+    /// inputs the tool reads besides `--input`.
+    pub fn writer_for(&self, more: &[&std::path::Path]) -> Result<Output> {
+        let mut inputs = more.to_vec();
+        inputs.push(self.input.as_deref().unwrap_or(std::path::Path::new("-")));
+        Output::open_for(self.output.as_deref(), self.line_buffered, &inputs)
     }
 }
 

@@ -250,8 +250,69 @@ enum Target {
     Stdout(bool),
 }
 
+/// The identity of a regular file: its device and inode.
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    meta.is_file().then(|| (meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+/// The identity of stdin when it is a regular file (`tool -o a < a`).
+#[cfg(unix)]
+fn stdin_id() -> Option<(u64, u64)> {
+    use std::os::fd::AsFd;
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    file_id(&File::from(fd).metadata().ok()?)
+}
+
+#[cfg(not(unix))]
+fn stdin_id() -> Option<(u64, u64)> {
+    None
+}
+
+/// The one rule against data loss (ARCHITECTURE.md §2): an output file that
+/// is one of the tool's inputs (the same device and inode: the same path, a
+/// hard link or a symlink to it) would be truncated before it is read, so it
+/// is refused (exit 73) before anything is opened for writing. `-` among
+/// `inputs` means stdin, which is compared when it is a regular file.
+/// Outputs that are not regular files (`/dev/null`, a pipe) are never refused.
+pub fn refuse_input_as_output(output: Option<&Path>, inputs: &[&Path]) -> Result<()> {
+    let Some(out) = output.filter(|p| *p != Path::new("-")) else {
+        return Ok(());
+    };
+    let Some(out_id) = std::fs::metadata(out).ok().as_ref().and_then(file_id) else {
+        return Ok(()); // not there yet, or not a regular file
+    };
+    for input in inputs {
+        let id = if *input == Path::new("-") {
+            stdin_id()
+        } else {
+            std::fs::metadata(input).ok().as_ref().and_then(file_id)
+        };
+        if id == Some(out_id) {
+            let what = if *input == Path::new("-") {
+                "stdin".to_string()
+            } else {
+                format!("the input {}", input.display())
+            };
+            return Err(Error::CantCreate(format!(
+                "{}: the output is {what}; writing it would truncate it before it is read \
+                 (write to another file, then rename it over the input)",
+                out.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Target {
-    fn open(path: Option<&Path>) -> Result<Target> {
+    fn open(path: Option<&Path>, inputs: &[&Path]) -> Result<Target> {
+        refuse_input_as_output(path, inputs)?;
         match path {
             Some(p) if p != Path::new("-") => File::create(p)
                 .map(|f| Target::File(f, p.to_path_buf()))
@@ -265,8 +326,21 @@ impl Target {
 }
 
 impl Output {
+    /// Opens an output that is no input of the tool: `inputs` are every
+    /// file it reads (`-` for stdin); see [`refuse_input_as_output`].
+    pub fn open_for(path: Option<&Path>, line_buffered: bool, inputs: &[&Path]) -> Result<Self> {
+        Ok(match Target::open(path, inputs)? {
+            Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
+            Target::Stdout(tty) => {
+                Output::new(Box::new(io::stdout().lock()), line_buffered || tty, None)
+            }
+        })
+    }
+
+    /// Opens an output for a tool that reads no file (or checked its inputs
+    /// itself with [`refuse_input_as_output`]); stdin is still compared.
     pub fn open(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
-        Ok(match Target::open(path)? {
+        Ok(match Target::open(path, &[Path::new("-")])? {
             Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
             Target::Stdout(tty) => {
                 Output::new(Box::new(io::stdout().lock()), line_buffered || tty, None)
@@ -286,7 +360,7 @@ pub type SendOutput = Output<Box<dyn Write + Send>>;
 
 impl SendOutput {
     pub fn open_send(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
-        Ok(match Target::open(path)? {
+        Ok(match Target::open(path, &[Path::new("-")])? {
             Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
             Target::Stdout(tty) => Output::new(Box::new(io::stdout()), line_buffered || tty, None),
         })

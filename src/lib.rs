@@ -16,6 +16,7 @@ pub mod hash;
 pub mod idmap;
 pub mod import;
 pub mod jsonl;
+pub mod limits;
 pub mod merge;
 pub mod mock;
 pub mod nat;

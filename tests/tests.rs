@@ -8,6 +8,7 @@ mod engine;
 mod faults;
 mod fit;
 mod gen;
+mod hostile;
 mod import;
 mod merge;
 mod mock;

@@ -83,6 +83,66 @@ pub struct EngineArgs {
     pub decode_min_ms: Option<f64>,
 }
 
+impl EngineArgs {
+    /// Every step-time parameter, after the flags are applied, must be
+    /// finite and within `limits::MAX_STEP_MS` (a polynomial coefficient in
+    /// size): a step of 1e15 ms or more never ends a run in any useful
+    /// time, and wraps the µs clock. Exit 2 naming the flag, or the field
+    /// of the profile the value came from.
+    fn check_bounds(&self, profile: &Profile) -> Result<()> {
+        use crate::limits::MAX_STEP_MS;
+        let name = |flag: &str, set: bool| {
+            if set {
+                format!("--{flag}")
+            } else {
+                format!(
+                    "field `{}` of engine profile {}",
+                    flag.replace('-', "_"),
+                    profile.name
+                )
+            }
+        };
+        let mut values: Vec<(f64, String)> = Vec::new();
+        match &profile.model {
+            StepModel::Roofline(r) => {
+                for (v, flag, set) in [
+                    (r.t_fix_ms, "t-fix-ms", self.t_fix_ms.is_some()),
+                    (r.c_seq_ms, "c-seq-ms", self.c_seq_ms.is_some()),
+                    (r.t_w_ms, "t-w-ms", self.t_w_ms.is_some()),
+                    (r.c_lin_ms, "c-lin-ms", self.c_lin_ms.is_some()),
+                    (r.k_ms, "k-ms", self.k_ms.is_some()),
+                    (r.c_kv_ms, "c-kv-ms", self.c_kv_ms.is_some()),
+                ] {
+                    values.push((v, name(flag, set)));
+                }
+            }
+            StepModel::Polynomial(p) => {
+                for (c, flag, set) in [
+                    (p.prefill_ms, "prefill-ms", self.prefill_ms.is_some()),
+                    (p.decode_ms, "decode-ms", self.decode_ms.is_some()),
+                ] {
+                    for v in c {
+                        values.push((v, name(flag, set)));
+                    }
+                }
+                values.push((
+                    p.decode_min_ms,
+                    name("decode-min-ms", self.decode_min_ms.is_some()),
+                ));
+            }
+        }
+        for (v, what) in values {
+            if !v.is_finite() || v.abs() > MAX_STEP_MS {
+                return Err(Error::Usage(format!(
+                    "{what}: {v:e} ms is beyond the limit of {MAX_STEP_MS:e} ms (a day) for a \
+                     step-time parameter; a step that long never ends a run"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Three polynomial coefficients, highest power first.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Coefficients(pub [f64; 3]);
@@ -149,6 +209,7 @@ impl EngineArgs {
                 }
             }
         }
+        self.check_bounds(&profile)?;
         let params = EngineParams {
             kv_tokens: self
                 .kv_tokens
@@ -180,11 +241,14 @@ impl EngineArgs {
                 params.kv_tokens, params.block_size
             )));
         }
-        if params.kv_tokens / params.block_size > u64::from(u32::MAX - 1) {
+        let max_blocks = crate::limits::MAX_KV_BLOCKS.min(u64::from(u32::MAX - 1));
+        if params.kv_tokens / params.block_size > max_blocks {
             return Err(Error::Usage(format!(
-                "--kv-tokens {}: at most {} blocks are supported",
+                "--kv-tokens {}: {} blocks of {} tokens; at most {max_blocks} blocks are supported \
+                 (the engine holds every block in memory): lower --kv-tokens or raise --engine-block-size",
                 params.kv_tokens,
-                u32::MAX - 1
+                params.kv_tokens / params.block_size,
+                params.block_size
             )));
         }
         Ok(params)

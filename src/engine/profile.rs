@@ -97,8 +97,18 @@ fn poly(c: [f64; 3], x: f64) -> f64 {
 }
 
 impl StepModel {
-    /// The step's duration in ms.
+    /// The step's duration in ms, held within [0, `limits::MAX_STEP_MS`]
+    /// (the parameters are bounded, but a polynomial may still go negative
+    /// or a bounded coefficient meet a large step).
     pub fn step_ms(&self, s: &StepShape) -> f64 {
+        let ms = self.raw_step_ms(s);
+        if ms.is_nan() {
+            return crate::limits::MAX_STEP_MS;
+        }
+        ms.clamp(0.0, crate::limits::MAX_STEP_MS)
+    }
+
+    fn raw_step_ms(&self, s: &StepShape) -> f64 {
         match self {
             StepModel::Roofline(r) => {
                 r.t_fix_ms
@@ -213,7 +223,9 @@ impl ProfileFile {
         let need = |v: Option<f64>, field: &str| -> Result<f64> {
             match v {
                 Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
-                Some(x) => Err(Error::Input(format!(
+                // A value out of range is a bad option value (exit 2), as
+                // the flag that overrides it would be.
+                Some(x) => Err(Error::Usage(format!(
                     "engine profile {spec}: field `{field}` is {x}; it must be a finite number >= 0"
                 ))),
                 None => Err(Error::Input(format!(
@@ -235,7 +247,7 @@ impl ProfileFile {
                 let coeffs = |v: Option<[f64; 3]>, field: &str| -> Result<[f64; 3]> {
                     match v {
                         Some(c) if c.iter().all(|x| x.is_finite()) => Ok(c),
-                        Some(_) => Err(Error::Input(format!(
+                        Some(_) => Err(Error::Usage(format!(
                             "engine profile {spec}: field `{field}` must hold 3 finite numbers"
                         ))),
                         None => Err(Error::Input(format!(

@@ -365,7 +365,7 @@ impl Engine {
         let ms = self.model.step_ms(&shape);
         let dur = ((ms * 1000.0).round() as u64).max(1);
         let start = self.now;
-        let end = start + dur;
+        let end = start.saturating_add(dur);
         self.tally.step(
             start,
             dur,

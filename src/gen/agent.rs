@@ -138,6 +138,13 @@ pub fn load_config(a: &AgentArgs) -> Result<AgentConfig> {
     if let Some(n) = a.num_sessions {
         c.num_sessions = n;
     }
+    if c.num_sessions > crate::limits::MAX_GEN_ROWS {
+        return Err(Error::Usage(format!(
+            "num_sessions {} is above the limit of {} sessions",
+            c.num_sessions,
+            crate::limits::MAX_GEN_ROWS
+        )));
+    }
     c.check().map_err(|e| match &a.config {
         Some(p) => Error::Input(format!("{}: {e}", p.display())),
         None => Error::Usage(e),

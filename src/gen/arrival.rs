@@ -59,6 +59,18 @@ pub fn piecewise<F>(
 where
     F: FnMut(f64, usize) -> crate::error::Result<bool>,
 {
+    let expected: f64 = rates
+        .iter()
+        .filter(|r| r.is_finite() && **r > 0.0)
+        .map(|r| r * window_ms / 1000.0)
+        .sum();
+    if expected.is_nan() || expected > crate::limits::MAX_GEN_ROWS as f64 {
+        return Err(crate::error::Error::Usage(format!(
+            "the rates give about {expected:e} requests, above the limit of {}: lower the rate \
+             (--traffic-mean, --qps-scale) or shorten the run",
+            crate::limits::MAX_GEN_ROWS
+        )));
+    }
     for (w, &rate) in rates.iter().enumerate() {
         if rate <= 0.0 || !rate.is_finite() {
             continue;

@@ -55,16 +55,27 @@ pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
             "`prompts` writes a prompt file; it takes no --prompt-file".into(),
         ));
     }
+    use crate::limits::{MAX_GEN_ROWS, MAX_ROW_TOKENS};
+    if a.prefix_groups
+        .checked_mul(a.per_group)
+        .is_none_or(|n| n > MAX_GEN_ROWS)
+    {
+        return Err(Error::Usage(format!(
+            "--prefix-groups {} × --per-group {} is above the limit of {MAX_GEN_ROWS} lines",
+            a.prefix_groups, a.per_group
+        )));
+    }
     let mut rng = Rng::new(common.seed, 40);
     let mut out = Output::open(common.output.as_deref(), common.line_buffered)?;
-    let mut n = 0u64;
+    let (mut n, mut n_lines) = (0u64, 0u64);
     for g in 0..a.prefix_groups {
         let mut prefix = format!("[group {g}]");
         let pw = a.prefix_words.sample(&mut rng, 0);
         words(&mut rng, pw, &mut prefix);
         for k in 0..a.per_group {
             let turns = a.turns.sample(&mut rng, 1);
-            let mut prompts = Vec::with_capacity(turns as usize);
+            let mut prompts = Vec::new();
+            let mut line_words = pw;
             for t in 0..turns {
                 // Only a session's first turn carries the shared prefix; later
                 // turns are the user's new text.
@@ -74,6 +85,15 @@ pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
                     String::new()
                 };
                 let sw = a.suffix_words.sample(&mut rng, 1);
+                line_words = line_words.saturating_add(sw);
+                if line_words > MAX_ROW_TOKENS {
+                    return Err(Error::Usage(format!(
+                        "line {}: a session of {} turns grows past {MAX_ROW_TOKENS} words, the \
+                         limit of one row; lower --turns, --prefix-words or --suffix-words",
+                        n_lines + 1,
+                        turns
+                    )));
+                }
                 words(&mut rng, sw, &mut p);
                 prompts.push(p);
             }
@@ -87,6 +107,7 @@ pub fn run(tool: &str, common: &Common, a: &PromptsArgs) -> Result<()> {
             buf.push(b'\n');
             out.end_line()?;
             n += turns;
+            n_lines += 1;
         }
     }
     out.flush()?;

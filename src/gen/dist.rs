@@ -4,6 +4,7 @@
 use std::str::FromStr;
 
 use super::rng::Rng;
+use crate::limits::MAX_ROW_TOKENS;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LengthDist {
@@ -30,7 +31,9 @@ impl LengthDist {
             LengthDist::Normal { mean, std } => mean + std * rng.normal(),
             LengthDist::Lognormal { median, sigma } => rng.lognormal(libm::log(median), sigma),
         };
-        to_count(v).max(min)
+        // The parser bounds the parameters (`limits::MAX_ROW_TOKENS`); a rare
+        // far tail draw is held at the limit too.
+        to_count(v).max(min).min(MAX_ROW_TOKENS)
     }
 
     /// The distribution's mean (for sizing and summaries).
@@ -59,18 +62,28 @@ impl FromStr for LengthDist {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let parts: Vec<&str> = s.split(':').collect();
+        let limit = |v: f64| -> Result<f64, String> {
+            if v > MAX_ROW_TOKENS as f64 {
+                return Err(format!(
+                    "`{s}`: {v:e} is above the limit of {MAX_ROW_TOKENS} tokens per row"
+                ));
+            }
+            Ok(v)
+        };
         let num = |i: usize| -> Result<f64, String> {
             parts
                 .get(i)
                 .and_then(|p| p.parse::<f64>().ok())
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| format!("`{s}`: expected a non-negative number in place {i}"))
+                .and_then(limit)
         };
         let int = |i: usize| -> Result<u64, String> {
             parts
                 .get(i)
                 .and_then(|p| p.parse::<u64>().ok())
                 .ok_or_else(|| format!("`{s}`: expected a whole number in place {i}"))
+                .and_then(|v| limit(v as f64).map(|_| v))
         };
         let arity = |n: usize| {
             if parts.len() == n {
@@ -105,16 +118,22 @@ impl FromStr for LengthDist {
                 if median <= 0.0 {
                     return Err(format!("`{s}`: the lognormal median must be positive"));
                 }
-                Ok(LengthDist::Lognormal {
+                let d = LengthDist::Lognormal {
                     median,
                     sigma: num(2)?,
-                })
+                };
+                limit(d.mean()).map_err(|e| format!("{e} (the mean, median·exp(σ²/2))"))?;
+                Ok(d)
             }
-            _ if parts.len() == 1 => s.parse::<u64>().map(LengthDist::Const).map_err(|_| {
-                format!(
-                    "`{s}`: expected N, const:N, uniform:A:B, normal:MEAN:STD or lognormal:MEDIAN:SIGMA"
-                )
-            }),
+            _ if parts.len() == 1 => {
+                let n = s.parse::<u64>().map_err(|_| {
+                    format!(
+                        "`{s}`: expected N, const:N, uniform:A:B, normal:MEAN:STD or lognormal:MEDIAN:SIGMA"
+                    )
+                })?;
+                limit(n as f64)?;
+                Ok(LengthDist::Const(n))
+            }
             other => Err(format!(
                 "`{s}`: unknown distribution `{other}` (const, uniform, normal, lognormal)"
             )),
@@ -141,6 +160,19 @@ mod tests {
         assert!("uniform:5:1".parse::<LengthDist>().is_err());
         assert!("poisson:3".parse::<LengthDist>().is_err());
         assert!("normal:1".parse::<LengthDist>().is_err());
+        // Limits: no parameter beyond MAX_ROW_TOKENS (uniform's width
+        // overflowed; huge means allocated without bound).
+        for bad in [
+            "18446744073709551615",
+            "uniform:0:18446744073709551615",
+            "normal:0:1e12",
+            "normal:1e300:1",
+            "lognormal:1e300:0.5",
+            "lognormal:1000:20",
+        ] {
+            assert!(bad.parse::<LengthDist>().is_err(), "{bad}");
+        }
+        assert_eq!("10000000".parse(), Ok(LengthDist::Const(MAX_ROW_TOKENS)));
     }
 
     #[test]

@@ -51,20 +51,28 @@ fn parse_row(
     ids: &mut Vec<u64>,
     interval: Option<u64>,
 ) -> Result<TraceRow, RecordError> {
+    // Times and lengths within the limits (`crate::limits`): a negative or
+    // huge time is refused, never clamped or saturated.
     let ts = rec
         .number(Field::Timestamp)?
-        .map(|n| n.as_f64().max(0.0) as u64)
+        .map(|n| crate::limits::time_ms("timestamp", n.as_f64()))
+        .transpose()?
+        .map(|t| t as u64)
         .map(|t| interval.map_or(t, |w| t / w * w));
     let delay = rec
         .number(Field::Delay)?
-        .map(|n| n.as_f64().max(0.0) as u64);
+        .map(|n| crate::limits::time_ms("delay", n.as_f64()))
+        .transpose()?
+        .map(|t| t as u64);
     let input = rec.uint(Field::InputLength)?.ok_or_else(|| {
         RecordError::field(
             "input_length",
             "missing (from-trace takes lengths from the trace)",
         )
     })?;
-    let output = rec.uint(Field::OutputLength)?.unwrap_or(0);
+    crate::limits::tokens("input_length", input)?;
+    let output =
+        crate::limits::tokens("output_length", rec.uint(Field::OutputLength)?.unwrap_or(0))?;
     rec.hash_ids_into(ids)?;
     let session = match rec.session_id()? {
         Some(raw) if raw.first() == Some(&b'"') => Some((

@@ -172,16 +172,60 @@ impl Bound {
     /// The end time in ms and the most requests (unbounded sides are
     /// infinite); a usage error when neither is given.
     pub fn limits(&self) -> Result<(f64, u64)> {
+        use crate::limits::{MAX_GEN_ROWS, MAX_TIME_MS};
         if self.duration_ms.is_none() && self.num_requests.is_none() {
             return Err(Error::Usage(
                 "give --duration-ms or --num-requests (or both) to bound the run".into(),
             ));
+        }
+        if let Some(n) = self.num_requests.filter(|&n| n > MAX_GEN_ROWS) {
+            return Err(Error::Usage(format!(
+                "--num-requests {n} is above the limit of {MAX_GEN_ROWS} requests"
+            )));
+        }
+        if let Some(d) = self.duration_ms.filter(|&d| d as f64 > MAX_TIME_MS) {
+            return Err(Error::Usage(format!(
+                "--duration-ms {d} is above the limit of 2^53 ms"
+            )));
         }
         Ok((
             self.duration_ms.map_or(f64::INFINITY, |d| d as f64),
             self.num_requests.unwrap_or(u64::MAX),
         ))
     }
+}
+
+impl Bound {
+    /// Refuses a run whose rate (`rate_per_s`, the highest the mode reaches,
+    /// named by `option`) over --duration-ms would give more than
+    /// `limits::MAX_GEN_ROWS` requests when --num-requests does not stop it
+    /// first: such a run would not end.
+    pub fn check_rate(&self, rate_per_s: f64, option: &str) -> Result<()> {
+        use crate::limits::MAX_GEN_ROWS;
+        let (duration, n_max) = self.limits()?;
+        let rows = rate_per_s * duration / 1000.0;
+        if n_max > MAX_GEN_ROWS && (rows.is_nan() || rows > MAX_GEN_ROWS as f64) {
+            return Err(Error::Usage(format!(
+                "{option} {rate_per_s:e} over --duration-ms {duration} gives {rows:e} requests, \
+                 above the limit of {MAX_GEN_ROWS}; lower the rate, shorten the run or give --num-requests"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The time (ms) of the next arrival of an open-ended generator, refused
+/// when the run still needs requests (`more`) but the time has run past
+/// `limits::MAX_TIME_MS` (a rate so low its timestamps would saturate, or
+/// a ramp whose rate underflows to 0 and ends the run early without a word).
+pub fn check_next_time(t_ms: f64, more: bool, option: &str) -> Result<()> {
+    if more && (t_ms.is_nan() || t_ms > crate::limits::MAX_TIME_MS) {
+        return Err(Error::Usage(format!(
+            "the next arrival falls at {t_ms:e} ms, beyond the limit of 2^53 ms: {option} is too low \
+             for the requests asked for"
+        )));
+    }
+    Ok(())
 }
 
 /// Fresh hash ids, numbered in first-use order.
@@ -250,11 +294,41 @@ pub fn run(args: &GenArgs) -> Result<()> {
     run_mode(TOOL, &args.common, mode)
 }
 
+/// Every file a mode reads: the prompt file, the agent config, the trace of
+/// `from-trace` (stdin when absent), Grafana exports, and pattern specs that
+/// name files.
+fn input_files<'a>(common: &'a Common, mode: &'a Mode) -> Vec<&'a std::path::Path> {
+    use std::path::Path;
+    let mut v: Vec<&Path> = common.prompt_file.iter().map(|p| p.as_path()).collect();
+    match mode {
+        Mode::Synthetic(a) => v.extend(
+            std::iter::once(&a.traffic_pattern)
+                .chain(&a.prompt_len_pattern)
+                .chain(&a.completion_len_pattern)
+                .map(Path::new),
+        ),
+        Mode::Stat(a) => v.extend(
+            [&a.traffic_file, &a.prompt_len_file]
+                .into_iter()
+                .chain(&a.completion_len_file)
+                .map(|p| p.as_path()),
+        ),
+        Mode::Agent(a) => v.extend(a.config.as_deref()),
+        Mode::FromTrace(a) => v.push(a.trace.as_deref().unwrap_or(Path::new("-"))),
+        _ => {}
+    }
+    v
+}
+
 /// Runs one mode.
 fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
     if common.block_size == 0 {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
+    // Before anything is read or created: no output may be one of the inputs.
+    let inputs = input_files(common, mode);
+    crate::jsonl::refuse_input_as_output(common.output.as_deref(), &inputs)?;
+    crate::jsonl::refuse_input_as_output(common.plot.as_deref(), &inputs)?;
     if let Mode::Prompts(a) = mode {
         return collection::run(tool, common, a);
     }
@@ -289,7 +363,15 @@ fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
     if let (Some(path), Some(plot)) = (&common.plot, &sink.plot) {
         if !plot.data().t_ms.is_empty() {
             use crate::plot::trace::{figure, BINS, MAX_SESSIONS, WINDOW_MS};
-            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS)?;
+            let svg = figure(plot.data(), WINDOW_MS, BINS, MAX_SESSIONS).map_err(|e| match e {
+                // mc-gen has no --window-ms: say what to run instead.
+                Error::Usage(_) => Error::Usage(format!(
+                    "--plot: the rows span more than {} windows of {WINDOW_MS} ms (the rows \
+                     were written); draw them with `mc-plot --window-ms` and a wider window",
+                    crate::limits::MAX_WINDOWS
+                )),
+                e => e,
+            })?;
             std::fs::write(path, svg).map_err(|source| Error::Output {
                 path: path.clone(),
                 source,

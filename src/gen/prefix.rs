@@ -49,11 +49,21 @@ pub struct PrefixArgs {
     pub osl: LengthDist,
 }
 
+/// Most prefix groups (each holds its ids in memory).
+const MAX_GROUPS: usize = 1_000_000;
+
 pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
     if a.prefix_groups == 0 {
         return Err(Error::Usage("--prefix-groups must be at least 1".into()));
     }
+    if a.prefix_groups > MAX_GROUPS {
+        return Err(Error::Usage(format!(
+            "--prefix-groups {} is above the limit of {MAX_GROUPS}",
+            a.prefix_groups
+        )));
+    }
     let (duration, n_max) = a.bound.limits()?;
+    a.bound.check_rate(a.qps, "--qps")?;
     let b = common.block_size;
     let mut group_rng = Rng::new(common.seed, 10);
     // Whole blocks per group prefix.
@@ -86,6 +96,11 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
         });
         let shared = prefix.len() as u64 * b;
         let isl = ((shared as f64 / a.share_ratio).round() as u64).max(shared);
+        crate::limits::tokens("input_length", isl).map_err(|e| {
+            Error::Usage(format!(
+                "--prefix-tokens / --share-ratio: {e}; raise --share-ratio or shorten the prefix"
+            ))
+        })?;
         buf.clear();
         buf.extend_from_slice(prefix);
         ids.push_fresh((isl - shared).div_ceil(b), &mut buf);
@@ -102,6 +117,11 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
         })?;
         i += 1;
         t += a.arrival.gap_ms(&mut arrivals, a.qps);
+        super::check_next_time(
+            t,
+            i < n_max && !(t >= duration && duration.is_finite()),
+            "--qps",
+        )?;
     }
     Ok(())
 }

@@ -93,7 +93,13 @@ impl Collection {
         };
         for (i, line) in BufReader::new(file).lines().enumerate() {
             let no = i + 1;
-            let line = line.map_err(Error::Io)?;
+            let line = line.map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => bad(
+                    no,
+                    &"the line is not UTF-8 (a prompt file is UTF-8 JSON lines; convert it with `iconv -t UTF-8`)",
+                ),
+                _ => Error::Io(e),
+            })?;
             let line = line.trim();
             if line.is_empty() {
                 continue;

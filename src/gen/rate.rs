@@ -68,6 +68,15 @@ fn emit_fresh(
     isl: u64,
     osl: u64,
 ) -> Result<()> {
+    for (name, v) in [("input length", isl), ("output length", osl)] {
+        if v > crate::limits::MAX_ROW_TOKENS {
+            return Err(Error::Usage(format!(
+                "a generated {name} of {v} tokens is above the limit of {} tokens per row: \
+                 lower the length options (--isl, --osl, the means, --input-scale, --output-scale)",
+                crate::limits::MAX_ROW_TOKENS
+            )));
+        }
+    }
     buf.clear();
     ids.push_fresh(blocks(isl, b), buf);
     let t = t_ms as u64;
@@ -85,6 +94,8 @@ fn emit_fresh(
 pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()> {
     let end_rate = a.qps;
     let (duration, n_max) = a.bound.limits()?;
+    a.bound
+        .check_rate(end_rate.max(a.qps_start.unwrap_or(0.0)), "--qps")?;
     let start_rate = match a.ramp_up {
         // clap: --ramp-up requires --qps-start, a positive number.
         Some(_) => a.qps_start.unwrap_or(end_rate),
@@ -116,6 +127,11 @@ pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()
         emit_fresh(sink, &mut ids, &mut buf, common.block_size, t, isl, osl)?;
         i += 1;
         t += a.arrival.gap_ms(&mut arrivals, rate_at(t, i));
+        super::check_next_time(
+            t,
+            i < n_max && !(t >= duration && duration.is_finite()),
+            "--qps",
+        )?;
     }
     Ok(())
 }
@@ -177,7 +193,17 @@ pub fn synthetic(common: &Common, a: &SyntheticArgs, sink: &mut Sink) -> Result<
     }
     let d = a.duration_ms as f64;
     // AIBrix's step count: duration // interval + 1.
-    let steps = (a.duration_ms / a.interval_ms + 1) as usize;
+    let steps = a.duration_ms / a.interval_ms + 1;
+    if steps > crate::limits::MAX_WINDOWS {
+        return Err(Error::Usage(format!(
+            "--duration-ms {} / --interval-ms {} gives {steps} windows, above the limit of {}; \
+             raise --interval-ms",
+            a.duration_ms,
+            a.interval_ms,
+            crate::limits::MAX_WINDOWS
+        )));
+    }
+    let steps = steps as usize;
     let mut curves = Rng::new(common.seed, CURVES);
     let rates =
         Pattern::parse(&a.traffic_pattern, a.traffic_mean, d)?.curve(steps, 0.0, &mut curves);
@@ -280,7 +306,15 @@ pub fn stat(common: &Common, a: &StatArgs, sink: &mut Sink) -> Result<()> {
     }
     // Windows on a regular grid from the first one; a gap in the export is
     // a window without requests.
-    let n = (windows.last().map_or(0.0, |w| w.start_ms) / window_ms).round() as usize + 1;
+    let n = (windows.last().map_or(0.0, |w| w.start_ms) / window_ms).round() + 1.0;
+    if n.is_nan() || n > crate::limits::MAX_WINDOWS as f64 {
+        return Err(Error::Input(format!(
+            "{}: the rows span {n:e} windows of {window_ms} ms, above the limit of {} (check the Time column)",
+            a.traffic_file.display(),
+            crate::limits::MAX_WINDOWS
+        )));
+    }
+    let n = n as usize;
     let mut rates = vec![0.0; n];
     let mut which = vec![usize::MAX; n];
     for (k, w) in windows.iter().enumerate() {

@@ -59,6 +59,15 @@ pub fn extend_ids(
 
 pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
     sink.set_unordered();
+    if a.sessions > crate::limits::MAX_GEN_ROWS {
+        return Err(crate::error::Error::Usage(format!(
+            "--sessions {} is above the limit of {}",
+            a.sessions,
+            crate::limits::MAX_GEN_ROWS
+        )));
+    }
+    crate::limits::tokens("--system-prompt-tokens", a.system_prompt_tokens)
+        .map_err(|e| crate::error::Error::Usage(e.to_string()))?;
     let b = common.block_size;
     let mut ids = Ids::default();
     let mut system = Vec::new();
@@ -100,6 +109,13 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
                 extend_ids(&prev, prev_input, input, b, &mut ids, &mut cur);
                 (input, Some(think))
             };
+            crate::limits::tokens("input_length", input).map_err(|e| {
+                crate::error::Error::Usage(format!(
+                    "{name} turn {}: the cumulative prompt grows past the limit ({e}); \
+                     give fewer --turns or shorter --new-tokens / --osl",
+                    k + 1
+                ))
+            })?;
             sink.emit(&GenRequest {
                 timestamp: if k == 0 { Some(at) } else { None },
                 at_ms: at,

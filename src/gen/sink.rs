@@ -100,8 +100,22 @@ impl Sink {
     }
 
     pub fn emit(&mut self, req: &GenRequest<'_>) -> Result<()> {
+        // Every mode's times pass here: one beyond 2^53 ms comes from a rate
+        // too low for the run (its `as u64` saturated), never a real time.
+        if req.at_ms as f64 > crate::limits::MAX_TIME_MS
+            || req
+                .delay
+                .is_some_and(|d| d as f64 > crate::limits::MAX_TIME_MS)
+        {
+            return Err(crate::error::Error::Usage(format!(
+                "request {}: its time ({} ms) is beyond the limit of 2^53 ms: the rate \
+                 (--qps, --session-rate, the traffic file) is too low for the requests asked for",
+                self.counts.requests + 1,
+                req.at_ms
+            )));
+        }
         self.counts.requests += 1;
-        self.counts.output_tokens += req.output_length;
+        self.counts.output_tokens = self.counts.output_tokens.saturating_add(req.output_length);
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
         if self.counts.requests & 0xffff == 0 {
             let (c, started) = (&self.counts, self.started);
@@ -134,7 +148,10 @@ impl Sink {
             }
         };
         // The summary counts the prompts actually attached.
-        self.counts.input_tokens += picked.as_ref().map_or(req.input_length, |p| p.prompt_len);
+        self.counts.input_tokens = self
+            .counts
+            .input_tokens
+            .saturating_add(picked.as_ref().map_or(req.input_length, |p| p.prompt_len));
         match self.format {
             Format::Mooncake => {
                 let buf = self.out.buffer();

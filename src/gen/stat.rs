@@ -79,9 +79,24 @@ fn split_csv(path: &str, no: usize, line: &str) -> Result<Vec<String>> {
 
 impl Csv {
     fn read(path: &Path) -> Result<Csv> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::NoInput {
+        let bytes = std::fs::read(path).map_err(|source| Error::NoInput {
             path: path.to_path_buf(),
             source,
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+            let col = at
+                - bytes[..at]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1)
+                + 1;
+            Error::Input(format!(
+                "{}: line {line}: byte {col} is not UTF-8 (save the export as UTF-8)",
+                path.display()
+            ))
         })?;
         let mut lines = text
             .lines()

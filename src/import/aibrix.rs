@@ -59,7 +59,24 @@ impl Aibrix {
                 "expected milliseconds (a number at least 0)",
             )));
         }
+        if let Some(Err(err)) = e
+            .timestamp
+            .as_f64()
+            .map(|t| crate::limits::time_ms("timestamp", t))
+        {
+            return Ok(Err(err));
+        }
         for (k, r) in e.requests.iter().enumerate() {
+            for (name, v) in [
+                ("prompt_length", r.prompt_length),
+                ("output_length", r.output_length),
+            ] {
+                if let Some(Err(err)) =
+                    v.map(|n| crate::limits::tokens(&format!("requests[{k}].{name}"), n))
+                {
+                    return Ok(Err(err));
+                }
+            }
             let text = r.prompt.as_deref().filter(|_| self.text);
             if text.is_none() && r.prompt_length.is_none() {
                 let why = if r.prompt.is_some() {

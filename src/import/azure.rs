@@ -41,17 +41,32 @@ impl Azure {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_datetime(&raw).ok_or_else(|| {
-            column_error(
-                r.header,
-                c.ts,
-                format!(
+            let why = match time::datetime_problem(&raw) {
+                Some(p) => format!("{}: {p}", show(&raw)),
+                None => format!(
                     "expected a datetime like `2023-11-16 18:17:03.9799600` or `2024-05-10 00:00:00+00:00`, found {}",
                     show(&raw)
                 ),
-            )
+            };
+            column_error(r.header, c.ts, why)
         })?;
-        let (input, output) = (r.uint(c.input)?, r.uint(c.output)?);
+        let (input, output) = (r.tokens(c.input)?, r.tokens(c.output)?);
         let zero = *self.zero.get_or_insert(t);
+        if t < zero {
+            // Rows are streamed with the first row as the zero: an earlier
+            // row would get a negative timestamp, which no reader accepts.
+            return Err(column_error(
+                r.header,
+                c.ts,
+                format!(
+                    "{} is {:.3} s before the first row's time: the rows are not in time order \
+                     (mc-import takes its zero from the first row; sort the rows by TIMESTAMP first, \
+                     e.g. `(head -n 1 F; tail -n +2 F | sort) > sorted.csv`)",
+                    show(&raw),
+                    (zero - t) as f64 / 1e9
+                ),
+            ));
+        }
         self.ts.clear();
         time::write_ms(t - zero, self.float, &mut self.ts);
         Ok((input, output))

@@ -110,7 +110,7 @@ impl BurstGpt {
                     ),
                 )
             })?;
-        let (input, output) = (r.uint(c.input)?, r.uint(c.output)?);
+        let (input, output) = (r.tokens(c.input)?, r.tokens(c.output)?);
         // Every field is checked before a filter looks at the row, so a bad
         // row is reported whatever the filters.
         let model = c.model.map(|col| r.text(col)).transpose()?;

@@ -120,6 +120,23 @@ impl<C> CsvRow<'_, C> {
         })
     }
 
+    /// Field `col` as a token count: a non-negative integer at most
+    /// `limits::MAX_ROW_TOKENS`.
+    pub fn tokens(&self, col: usize) -> std::result::Result<u64, RecordError> {
+        let v = self.uint(col)?;
+        if v > crate::limits::MAX_ROW_TOKENS {
+            return Err(column_error(
+                self.header,
+                col,
+                format!(
+                    "{v} tokens is above the limit of {} tokens per row",
+                    crate::limits::MAX_ROW_TOKENS
+                ),
+            ));
+        }
+        Ok(v)
+    }
+
     /// Field `col` as text (lossy UTF-8).
     pub fn text(&self, col: usize) -> std::result::Result<Cow<'_, str>, RecordError> {
         self.fields

@@ -334,6 +334,13 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     } else {
         named.into_iter().cloned().map(Some).collect()
     };
+    let read: Vec<&std::path::Path> = inputs
+        .iter()
+        .map(|p| p.as_deref().unwrap_or(std::path::Path::new("-")))
+        .chain(args.components.as_deref())
+        .collect();
+    // Before anything is read or created: an output that is an input is refused.
+    jsonl::refuse_input_as_output(args.io.output.as_deref(), &read)?;
     let mut first = Some(jsonl::open_input(inputs[0].as_deref())?);
     let mut format = args.from;
     if format == Format::Auto {
@@ -373,6 +380,12 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
+    if format == Format::Ragpulse {
+        // Its component files are inputs too, found only now.
+        let comps = ragpulse::component_files(args);
+        let comps: Vec<&std::path::Path> = comps.iter().map(|p| p.as_path()).collect();
+        jsonl::refuse_input_as_output(args.io.output.as_deref(), &comps)?;
+    }
     let mut sink = Sink {
         out: Output::open(args.io.output.as_deref(), args.io.line_buffered)?,
         policy: ErrorPolicy::new(args.io.on_error),

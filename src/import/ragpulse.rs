@@ -264,6 +264,20 @@ impl RagPulse {
                 "expected seconds (like \"82\" or 82.5)",
             )));
         };
+        if t < 0 {
+            return Ok(Err(RecordError::field(
+                "timestamp",
+                format!(
+                    "{} s is before the trace's start: times are seconds from 0",
+                    t as f64 / 1e9
+                ),
+            )));
+        }
+        if let Err(e) = crate::limits::tokens("input_length", req.input_length)
+            .and(crate::limits::tokens("output_length", req.output_length))
+        {
+            return Ok(Err(e));
+        }
         self.chunks.clear();
         let mut sum = 0u64;
         for (name, list) in &req.hash_ids.0 {
@@ -314,6 +328,45 @@ impl RagPulse {
         w.finish();
         Ok(Ok(t))
     }
+}
+
+/// The component files RAGPulse's five kinds would read from the folders of
+/// `args` (`--components`, else each input file's folder): inputs an output
+/// must not replace (ARCHITECTURE.md §2).
+pub fn component_files(args: &ImportArgs) -> Vec<PathBuf> {
+    const SUFFIXES: [&str; 5] = [
+        "sys_prompt.jsonl",
+        "passages.jsonl",
+        "history.jsonl",
+        "web_search.jsonl",
+        "user_input.jsonl",
+    ];
+    let folders: Vec<PathBuf> = match &args.components {
+        Some(d) => vec![d.clone()],
+        None => args
+            .files
+            .iter()
+            .chain(&args.io.input)
+            .filter(|p| p.as_os_str() != "-")
+            .map(|p| {
+                p.parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."))
+                    .to_path_buf()
+            })
+            .collect(),
+    };
+    folders
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| SUFFIXES.iter().any(|s| n.ends_with(s)))
+        })
+        .collect()
 }
 
 /// Reads `DIR/*<kind>.jsonl` (`passages_ids` reads `*passages.jsonl`):

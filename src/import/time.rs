@@ -27,7 +27,8 @@ pub fn parse_datetime(s: &[u8]) -> Option<i64> {
     }
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60
+    {
         return None;
     }
     let mut i = 19;
@@ -53,7 +54,12 @@ pub fn parse_datetime(s: &[u8]) -> Option<i64> {
         None => 0,
         Some(b'Z') if i + 1 == s.len() => 0,
         Some(&sign @ (b'+' | b'-')) if s.len() == i + 6 && s[i + 3] == b':' => {
-            let o = num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60;
+            let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            // Real offsets run from -12:00 to +14:00.
+            if oh > 14 || om > 59 {
+                return None;
+            }
+            let o = oh * 3600 + om * 60;
             if sign == b'+' {
                 o
             } else {
@@ -65,6 +71,48 @@ pub fn parse_datetime(s: &[u8]) -> Option<i64> {
     let days = days_from_civil(y, mo, d);
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
     secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// Why a datetime of the right shape is refused by [`parse_datetime`]: a
+/// date or time that does not exist, or an offset no place uses. `None`
+/// when the text does not even have the shape (the caller shows examples).
+pub fn datetime_problem(s: &[u8]) -> Option<String> {
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let b = s.get(r)?;
+        b.iter().try_fold(0i64, |v, &c| {
+            c.is_ascii_digit().then(|| v * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if !(1..=12).contains(&mo) {
+        return Some(format!("month {mo:02} does not exist"));
+    }
+    if d < 1 || d > days_in_month(y, mo) {
+        return Some(format!("{y:04}-{mo:02} has no day {d:02}"));
+    }
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if h > 23 || mi > 59 || sec > 60 {
+        return Some(format!("{h:02}:{mi:02}:{sec:02} is not a time of day"));
+    }
+    let sign = s.iter().skip(19).position(|&c| c == b'+' || c == b'-')? + 19;
+    let (oh, om) = (num(sign + 1..sign + 3)?, num(sign + 4..sign + 6)?);
+    (oh > 14 || om > 59).then(|| {
+        format!(
+            "{}{oh:02}:{om:02} is not a UTC offset (they run from -12:00 to +14:00)",
+            s[sign] as char
+        )
+    })
+}
+
+/// Days in month `m` of year `y` (proleptic Gregorian): 2023-02-29 and
+/// 04-31 do not exist.
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
@@ -145,11 +193,29 @@ mod tests {
         let c = parse_datetime(b"2024-05-10T02:00:00+02:00").unwrap();
         assert_eq!(c, a);
         assert_eq!(parse_datetime(b"2024-05-10 00:00:00Z"), Some(a));
+        assert!(parse_datetime(b"2024-02-29 00:00:00").is_some());
+        assert!(parse_datetime(b"2000-02-29 00:00:00").is_some());
+        assert!(parse_datetime(b"1900-02-29 00:00:00").is_none());
+        assert_eq!(
+            datetime_problem(b"2023-02-29 00:00:00").as_deref(),
+            Some("2023-02 has no day 29")
+        );
+        assert_eq!(
+            datetime_problem(b"2024-04-31 00:00:00").as_deref(),
+            Some("2024-04 has no day 31")
+        );
+        assert!(datetime_problem(b"2024-05-10 00:00:00+99:99")
+            .is_some_and(|p| p.starts_with("+99:99 is not a UTC offset")));
+        assert_eq!(datetime_problem(b"yesterday"), None);
         for bad in [
             &b"2024-05-10"[..],
             b"2024-13-10 00:00:00",
             b"2024-05-10 00:00:00.",
             b"2024-05-10 00:00:00+0",
+            b"2023-02-29 00:00:00",
+            b"2024-04-31 00:00:00",
+            b"2024-05-10 00:00:00+99:99",
+            b"2024-05-10 00:00:00+15:00",
         ] {
             assert_eq!(
                 parse_datetime(bad),

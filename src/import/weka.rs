@@ -77,6 +77,10 @@ pub struct Weka {
     /// Rows whose partial last block got a fresh id; rows cut to their length.
     tails: u64,
     cut: u64,
+    /// Session names used so far, with the input that used each: a name
+    /// met again (another file, or one file given twice) is made unique.
+    names: HashMap<String, usize>,
+    renamed: u64,
 }
 
 /// One session's place: its id, its parent's, its start (ms).
@@ -109,6 +113,8 @@ impl Weka {
             out_ids: Vec::new(),
             tails: 0,
             cut: 0,
+            names: HashMap::new(),
+            renamed: 0,
         }
     }
 
@@ -174,10 +180,17 @@ impl Weka {
                     Some(a) => format!("{}/{a}", at.id),
                     None => format!("{}/subagent{subs}", at.id),
                 };
+                let start_ms = match crate::limits::time_ms(&format!("{path}[{k}].t"), ms(r.t))
+                    .and_then(|t| {
+                        crate::limits::time_ms(&format!("{path}[{k}].t"), at.start_ms + t)
+                    }) {
+                    Ok(t) => t,
+                    Err(e) => return Ok(Err(e)),
+                };
                 let sub = Place {
                     id: &name,
                     parent: Some(at.id),
-                    start_ms: at.start_ms + ms(r.t),
+                    start_ms,
                 };
                 match self.session(inner, &sub, b, &format!("{path}[{k}].requests"), sink)? {
                     Ok(()) => continue,
@@ -190,6 +203,15 @@ impl Weka {
                     "{path}[{k}]: a request needs `in` and `out`"
                 ))));
             };
+            let field = |f: &str| format!("{path}[{k}].{f}");
+            let checked = crate::limits::tokens(&field("in"), input)
+                .and_then(|_| crate::limits::tokens(&field("out"), output))
+                .and_then(|_| crate::limits::time_ms(&field("t"), ms(r.t)))
+                .and_then(|t| crate::limits::time_ms(&field("t"), at.start_ms + t));
+            let ts = match checked {
+                Ok(ts) => ts,
+                Err(e) => return Ok(Err(e)),
+            };
             let delay = prev.map(|p| match r.think_time {
                 Some(th) => ms(th),
                 // Without a think time: the gap between the two
@@ -201,8 +223,10 @@ impl Weka {
                     "{path}[{k}]: `think_time` must be at least 0"
                 ))));
             }
+            if let Some(Err(e)) = delay.map(|d| crate::limits::time_ms(&field("think_time"), d)) {
+                return Ok(Err(e));
+            }
             self.row_ids(&r.hash_ids, input, b);
-            let ts = at.start_ms + ms(r.t);
             let ids = &self.out_ids;
             sink.row(|w| {
                 // Whole ms (see `ms`), written as integers; a session's
@@ -238,7 +262,7 @@ impl Weka {
                 "missing or 0: the file must say its block size",
             )));
         };
-        let name = s.id.clone().unwrap_or_else(|| {
+        let mut name = s.id.clone().unwrap_or_else(|| {
             self.files
                 .get(file_no)
                 .and_then(|p| p.file_stem())
@@ -261,13 +285,39 @@ impl Weka {
             (Some(_), _) => {}
             (None, _) => self.file_block = Some((b, name.clone())),
         }
+        if self.names.get(&name).is_some_and(|&f| f != file_no) {
+            // The same id in another file (or the same file twice): another
+            // session, kept apart under the first free `<id>#<input no.>`.
+            let base = format!("{name}#{}", file_no + 1);
+            let mut unique = base.clone();
+            let mut n = 1;
+            while self.names.contains_key(&unique) {
+                n += 1;
+                unique = format!("{base}.{n}");
+            }
+            name = unique;
+            self.renamed += 1;
+        }
+        self.names.insert(name.clone(), file_no);
         if s.hash_id_scope.as_deref() != Some("global") {
             self.ids.clear();
+        }
+        let start_ms = if self.sessions == 0 {
+            0.0
+        } else {
+            self.sessions as f64 * self.gap_ms
+        };
+        if !(0.0..=crate::limits::MAX_TIME_MS).contains(&start_ms) {
+            return Err(Error::Usage(format!(
+                "session {} (`{name}`) would start at {start_ms:e} ms, beyond the limit of 2^53 ms: \
+                 lower --session-gap or raise --session-rate",
+                self.sessions + 1
+            )));
         }
         let at = Place {
             id: &name,
             parent: None,
-            start_ms: self.sessions as f64 * self.gap_ms,
+            start_ms,
         };
         self.sessions += 1;
         self.session(&s.requests, &at, b, "requests", sink)
@@ -328,6 +378,12 @@ impl Importer for Weka {
                 note.push_str(&format!(
                     "; {} rows had more ids than blocks and were cut",
                     self.cut
+                ));
+            }
+            if self.renamed > 0 {
+                note.push_str(&format!(
+                    "; {} sessions had an id an earlier input already used and were kept apart as `<id>#<input no.>`",
+                    self.renamed
                 ));
             }
             eprintln!("{note}");

@@ -285,7 +285,9 @@ fn with_output(
     c: &CommonArgs,
     body: impl FnOnce(&mut Output, &mut Written) -> Result<()>,
 ) -> Result<Written> {
-    let mut out = Output::open(c.io.output.as_deref(), c.io.line_buffered)?;
+    let mut inputs: Vec<&std::path::Path> = c.inputs().into_iter().map(|p| p.as_path()).collect();
+    inputs.push(std::path::Path::new("-"));
+    let mut out = Output::open_for(c.io.output.as_deref(), c.io.line_buffered, &inputs)?;
     let mut written = Written::default();
     let result = body(&mut out, &mut written);
     let flushed = out.flush();

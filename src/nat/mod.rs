@@ -324,6 +324,14 @@ impl Converter {
                 InputLength::Tokens => tokens.len() as u64,
                 InputLength::Usage => p.call.prompt_tokens.unwrap_or(tokens.len() as u64),
             };
+            for (field, v) in [
+                ("prompt_tokens", input_length),
+                ("completion_tokens", p.call.completion_tokens),
+            ] {
+                crate::limits::tokens(field, v).map_err(|e| {
+                    Error::Input(format!("{}: call {}: {e}", p.session, p.call.uuid))
+                })?;
+            }
             let n = ids.len() as u64;
             if !(n == 0 && input_length == 0
                 || n > 0 && (n - 1) * b < input_length && input_length <= n * b)
@@ -354,22 +362,32 @@ impl Converter {
     }
 
     fn write_rows(&self, out: &mut Output) -> Result<()> {
-        // Whole ms: the release files' integers.
-        let ms = |v: f64| Number::UInt(v.max(0.0).round() as u64);
+        // Whole ms: the release files' integers; a time beyond 2^53 ms (an
+        // event_timestamp far from the others) is refused, never saturated.
+        let ms = |v: f64, session: &str, what: &str| -> Result<Number> {
+            crate::limits::time_ms(what, v.max(0.0))
+                .map(|v| Number::UInt(v.round() as u64))
+                .map_err(|e| {
+                    Error::Input(format!(
+                        "{session}: {e} (check the calls' event_timestamp values)"
+                    ))
+                })
+        };
         for r in &self.rows {
+            let ms = |v: f64, what: &str| ms(v, &r.session, what);
             let mut w = RowWriter::new(out.buffer());
             let (timestamp, delay) = match (self.opts.timing, r.first_in_session) {
                 (TimingMode::None, _) => (None, None),
                 (TimingMode::Auto, true) => {
                     let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
-                    (Some(ms(at)), None)
+                    (Some(ms(at, "timestamp")?), None)
                 }
                 (TimingMode::Auto, false) => {
                     let gap = self
                         .opts
                         .delay
                         .unwrap_or_else(|| r.gap.unwrap_or(0.0) * 1000.0);
-                    (None, Some(ms(gap)))
+                    (None, Some(ms(gap, "delay")?))
                 }
             };
             if let Some(t) = timestamp {
@@ -456,6 +474,8 @@ pub fn run(args: &NatArgs) -> Result<()> {
 /// default output file): `mc-import --from nat` hands in what it sniffed.
 pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     let out_path = output_path(&opts);
+    let input = opts.input.clone().unwrap_or_else(|| PathBuf::from("-"));
+    jsonl::refuse_input_as_output(out_path.as_deref(), &[&input])?;
     // The path beside the input is chosen for the user: never overwrite a
     // file there without being told to (an explicit --output-file is the
     // user's own choice, as with any tool's --output).
@@ -496,7 +516,7 @@ pub fn run_from(src: Box<dyn std::io::Read>, opts: NatArgs) -> Result<()> {
     };
     conv.add_batch(batch)?;
     progress.finish();
-    let mut out = Output::open(out_path.as_deref(), false)?;
+    let mut out = Output::open_for(out_path.as_deref(), false, &[&input])?;
     conv.write_rows(&mut out)?;
     let mut summary = conv.summary(&end);
     if let Some(p) = out_path.as_ref().filter(|p| p.as_path() != Path::new("-")) {

@@ -63,7 +63,7 @@ pub struct Panel {
 
 /// Equal-width bins over the range of `values` (`bins` ≥ 1).
 pub fn histogram(values: &[f64], bins: usize) -> Body {
-    let bins = bins.max(1);
+    let bins = bins.clamp(1, crate::limits::MAX_BINS);
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if !lo.is_finite() || !hi.is_finite() {

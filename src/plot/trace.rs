@@ -11,6 +11,7 @@ use crate::analyze::cache::RowByRow;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{for_each_line, report_skipped, IoArgs};
 use crate::jsonl::ErrorPolicy;
+use crate::limits::{MAX_BINS, MAX_WINDOWS};
 use crate::record::{Field, Record};
 
 use super::{figure_svg, histogram, Body, Panel, Series};
@@ -111,8 +112,15 @@ impl TraceData {
     ) -> std::result::Result<(), RecordError> {
         let isl = rec.uint(Field::InputLength)?.unwrap_or(0) as f64;
         let osl = rec.uint(Field::OutputLength)?.unwrap_or(0) as f64;
-        let ts = rec.number(Field::Timestamp)?.map(|n| n.as_f64());
-        let delay = rec.number(Field::Delay)?.map(|n| n.as_f64()).unwrap_or(0.0);
+        let ts = rec
+            .number(Field::Timestamp)?
+            .map(|n| crate::limits::time_ms("timestamp", n.as_f64()))
+            .transpose()?;
+        let delay = rec
+            .number(Field::Delay)?
+            .map(|n| crate::limits::time_ms("delay", n.as_f64()))
+            .transpose()?
+            .unwrap_or(0.0);
         let sid = rec.session_id()?;
         let prev = self.t_ms.last().copied().unwrap_or(0.0);
         let t = match sid {
@@ -133,9 +141,8 @@ impl TraceData {
             }
             None => ts.unwrap_or(prev),
         };
-        if !t.is_finite() {
-            return Err(RecordError::field("timestamp", "not a finite time"));
-        }
+        // A turn's time is its session's last time plus its delay: bounded too.
+        crate::limits::time_ms("delay", t)?;
         ids.clear();
         rec.hash_ids_into(ids)?;
         self.hit_tokens.push(cache.row(ids, isl));
@@ -145,13 +152,33 @@ impl TraceData {
         Ok(())
     }
 
+    /// Refuses a figure of more than `limits::MAX_WINDOWS` windows (the
+    /// trace's span over `window_ms`), naming the `--window-ms` that fits.
+    pub fn check_windows(&self, window_ms: f64) -> Result<()> {
+        let Some(t0) = self.t_ms.iter().copied().reduce(f64::min) else {
+            return Ok(());
+        };
+        let t1 = self.t_ms.iter().copied().fold(t0, f64::max);
+        let n = (t1 - t0) / window_ms;
+        if n.is_nan() || n >= MAX_WINDOWS as f64 {
+            return Err(Error::usage(format!(
+                "--window-ms {window_ms}: the trace spans {:.0} ms, {n:e} windows, above the limit \
+                 of {MAX_WINDOWS}; give --window-ms {} or more",
+                t1 - t0,
+                ((t1 - t0) / MAX_WINDOWS as f64).floor() + 1.0
+            )));
+        }
+        Ok(())
+    }
+
     /// The rows grouped into windows of `window_ms`.
     pub fn windows(&self, window_ms: f64) -> Vec<Window> {
         let Some(t0) = self.t_ms.iter().copied().reduce(f64::min) else {
             return Vec::new();
         };
         let t1 = self.t_ms.iter().copied().fold(t0, f64::max);
-        let n = ((t1 - t0) / window_ms).floor() as usize + 1;
+        // `check_windows` refused more before; the cap keeps this total.
+        let n = (((t1 - t0) / window_ms).floor() as usize).min(MAX_WINDOWS as usize - 1) + 1;
         let mut w: Vec<Window> = (0..n)
             .map(|k| Window {
                 start_s: k as f64 * window_ms / 1000.0,
@@ -210,7 +237,8 @@ pub fn figure(
     bins: usize,
     max_sessions: usize,
 ) -> Result<String> {
-    let panels = panels(data, window_ms, bins, max_sessions);
+    data.check_windows(window_ms)?;
+    let panels = panels(data, window_ms, bins.min(MAX_BINS), max_sessions);
     figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))
 }
 
@@ -334,6 +362,18 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
 /// Runs `mc-plot`: the trace on `args.io`, the SVG to `--svg` or stdout.
 pub fn run(args: &PlotArgs) -> Result<()> {
     let io = &args.io;
+    // Before anything is read or created: the figure never replaces the input.
+    // With --sweep, every file of the sweep folder is an input.
+    let mut inputs: Vec<PathBuf> = vec![io.input.clone().unwrap_or_else(|| "-".into())];
+    if let Some(dir) = &args.sweep {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            inputs.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
+        }
+    }
+    let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+    for out in [&args.svg, &io.output] {
+        crate::jsonl::refuse_input_as_output(out.as_deref(), &inputs)?;
+    }
     if let Some(dir) = &args.sweep {
         let (svg, about) = super::sweep::figure(dir)?;
         write_svg(io, args, &svg)?;
@@ -343,12 +383,19 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     if args.block_size == 0 {
         return Err(Error::usage("--block-size: expected at least 1 token"));
     }
+    if args.bins == 0 || args.bins > MAX_BINS {
+        return Err(Error::usage(format!(
+            "--bins {}: expected 1 to {MAX_BINS}",
+            args.bins
+        )));
+    }
     let data = read(io, args.block_size, args.cache_blocks)?;
     if data.t_ms.is_empty() {
         return Err(Error::Input(
             "no records in the input: nothing to plot".into(),
         ));
     }
+    data.check_windows(args.window_ms)?;
     let panels = panels(&data, args.window_ms, args.bins, args.max_sessions);
     let svg = figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))?;
     write_svg(io, args, &svg)?;

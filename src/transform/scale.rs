@@ -289,9 +289,9 @@ pub fn speed_up_delay(d: Number, r: f64, option: &str) -> std::result::Result<Nu
     }
 }
 
-/// Most tokens a rescaled row may hold: far beyond any model's context
-/// (and mc-replay's own limit), and small enough that its ids fit in memory.
-pub const MAX_ROW_TOKENS: u64 = 10_000_000;
+/// Most tokens a rescaled row may hold: the one row limit of every tool
+/// (`limits::MAX_ROW_TOKENS`).
+pub use crate::limits::MAX_ROW_TOKENS;
 
 /// Largest integer a scaled value may become: JSON readers that parse
 /// numbers as doubles (jq, Python's json for floats, JavaScript) keep
