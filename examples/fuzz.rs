@@ -263,18 +263,23 @@ fn targets(dir: &std::path::Path) -> Vec<Target> {
                 // Fed whole and in pieces: the same events either way.
                 let mut whole = Vec::new();
                 let mut sp = EventSplitter::default();
-                sp.feed(input, &mut |e| whole.push(e.to_vec()));
+                // An event over the size cap is an error either way.
+                let whole_ok = sp.feed(input, &mut |e| whole.push(e.to_vec())).is_ok();
                 sp.finish(&mut |e| whole.push(e.to_vec()));
                 let mut pieces = Vec::new();
                 let mut sp = EventSplitter::default();
                 let cut = input.len() / 3;
+                let mut pieces_ok = true;
                 for part in [&input[..cut], &input[cut..]] {
                     for chunk in part.chunks(7) {
-                        sp.feed(chunk, &mut |e| pieces.push(e.to_vec()));
+                        pieces_ok &= sp.feed(chunk, &mut |e| pieces.push(e.to_vec())).is_ok();
                     }
                 }
                 sp.finish(&mut |e| pieces.push(e.to_vec()));
-                assert_eq!(whole, pieces, "splitting depends on the read sizes");
+                assert_eq!(whole_ok, pieces_ok, "the size cap depends on the read sizes");
+                if whole_ok {
+                    assert_eq!(whole, pieces, "splitting depends on the read sizes");
+                }
                 let mut usage = None;
                 for e in &whole {
                     let _ = classify(e, &mut usage);
@@ -283,7 +288,7 @@ fn targets(dir: &std::path::Path) -> Vec<Target> {
         },
         Target {
             name: "result-line",
-            seeds: vec![br#"{"line": 1, "session_id": null, "turn": 0, "request_id": "r-1", "x_request_id": "00000000-0000-4000-8000-000000000001", "target": "engine", "warmup": false, "status": "ok", "http_status": 200, "error": null, "t_sched_ms": 0.0, "t_send_ms": 0.1, "t_first_ms": 5.0, "t_last_ms": 9.0, "t_end_ms": 9.5, "lag_ms": 0.1, "ttft_ms": 4.9, "e2e_ms": 8.9, "tpot_ms": 1.0, "sched_latency_ms": 9.0, "chunks": 5, "itl_ms": null, "itl_gaps_ms": [1.0, 1.0], "input_tokens": 10, "input_tokens_reported": 10, "cached_tokens": 0, "output_tokens": 5, "output_tokens_estimated": false}"#.to_vec()],
+            seeds: vec![br#"{"line": 1, "session_id": null, "turn": 0, "request_id": "r-1", "x_request_id": "00000000-0000-4000-8000-000000000001", "target": "engine", "warmup": false, "status": "ok", "http_status": 200, "error": null, "t_sched_ms": 0.0, "t_send_ms": 0.1, "t_first_ms": 5.0, "t_last_ms": 9.0, "t_end_ms": 9.5, "lag_ms": 0.1, "ttft_ms": 4.9, "e2e_ms": 8.9, "tpot_ms": 1.0, "sched_latency_ms": 9.0, "chunks": 5, "itl_ms": null, "itl_gaps_ms": [1.0, 1.0], "input_tokens": 10, "prompt_tokens": 10, "cached_tokens": 0, "output_tokens": 5, "completion_tokens": 5, "tokens_estimated": false, "finish_reason": "length", "short": false}"#.to_vec()],
             run: Box::new(|input| {
                 let _ = serde_json::from_slice::<mctrace::results::line::RequestResult>(input);
             }),
