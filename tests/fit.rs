@@ -164,3 +164,20 @@ fn a_result_that_names_no_row_of_the_trace_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--trace"), "{stderr}");
 }
+
+#[test]
+fn the_profile_may_not_overwrite_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    runs(dir.path());
+    let before = std::fs::read(dir.path().join("seen.jsonl")).unwrap();
+    let out = tool("mc-fit")
+        .current_dir(dir.path())
+        .args(["--trace", "t.jsonl", "seen.jsonl", "-o", "seen.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(73));
+    assert_eq!(
+        std::fs::read(dir.path().join("seen.jsonl")).unwrap(),
+        before
+    );
+}

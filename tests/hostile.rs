@@ -436,11 +436,9 @@ fn engine_step_costs_beyond_a_day_are_usage_errors() {
     assert!(err.contains("field `t_fix_ms` is -1"), "{err}");
 }
 
-/// Not fixed here: the idle gap is walked by mc-replay's scheduler, which
-/// wakes every POLL_US of *virtual* time (src/replay/schedule.rs, owned by
-/// the replay). The engine itself jumps idle gaps (`Engine::advance`).
+/// The engine jumps idle gaps (`Engine::advance`), and so does mc-replay's
+/// scheduler on a virtual clock (`Target::virtual_clock`).
 #[test]
-#[ignore = "mc-replay's scheduler polls every POLL_US of virtual time across idle gaps"]
 fn engine_idle_gap_of_1e11_ms_is_jumped() {
     let rows = "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2}\n\
                 {\"timestamp\": 100000000000, \"input_length\": 10, \"output_length\": 2}\n";

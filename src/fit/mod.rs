@@ -136,6 +136,10 @@ pub fn run(args: &FitArgs) -> Result<()> {
             "give at least one run: mc-replay's -o file, or its folder",
         ));
     }
+    // The profile must not overwrite what the fit reads.
+    let mut inputs: Vec<&std::path::Path> = vec![trace.as_path()];
+    inputs.extend(args.runs.iter().map(PathBuf::as_path));
+    crate::jsonl::refuse_input_as_output(args.output.as_deref(), &inputs)?;
     let trace = runs::read_trace(trace)?;
     let runs = args
         .runs

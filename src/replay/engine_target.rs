@@ -157,6 +157,10 @@ impl Target for EngineTarget {
         self.in_flight.insert(job.seq, job);
     }
 
+    fn virtual_clock(&self) -> bool {
+        true
+    }
+
     fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
         if deadline_us.is_none() && self.in_flight.is_empty() {
             return;

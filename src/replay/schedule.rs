@@ -149,6 +149,17 @@ struct SessionState {
 /// (µs on the target's clock).
 const POLL_US: u64 = 50_000;
 
+/// How long the loop may sleep with nothing to do: [`POLL_US`] on a wall
+/// clock; on a virtual one, until the next event (a 10^11 ms idle gap
+/// between two rows is one wait, not two billion).
+fn poll_us<T: Target + ?Sized>(target: &T) -> u64 {
+    if target.virtual_clock() {
+        u64::MAX
+    } else {
+        POLL_US
+    }
+}
+
 pub struct Scheduler<'a> {
     trace: &'a Trace,
     arrivals: Arrivals,
@@ -279,8 +290,9 @@ impl<'a> Scheduler<'a> {
             }
             // Wait until the next deadline (or the end of --duration), or
             // until a request ends (which may free a slot or release a
-            // session's next turn); wake at least every POLL_US to notice a stop.
-            let mut wake = now.saturating_add(POLL_US);
+            // session's next turn); on a wall clock wake at least every
+            // POLL_US to notice a stop (a virtual one jumps idle gaps).
+            let mut wake = now.saturating_add(poll_us(target));
             if let Some(&Reverse(due)) = self.due.peek() {
                 if self.has_slot() || self.waiting.is_empty() {
                     wake = wake.min(due.at_us);
@@ -316,7 +328,7 @@ impl<'a> Scheduler<'a> {
                 self.end.interrupted = true;
                 give_up = Some(now.saturating_add(self.limits.drain_us));
             }
-            let mut wake = now.saturating_add(POLL_US);
+            let mut wake = now.saturating_add(poll_us(target));
             if let Some(g) = give_up {
                 if now >= g {
                     let mut cancelled = Vec::new();

@@ -60,6 +60,13 @@ pub trait Target {
     /// how many.
     fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize;
 
+    /// True when the clock is virtual: waiting costs nothing, so the
+    /// scheduler need not wake on its own to notice a stop (a signal is
+    /// seen at the next event), and idle gaps are jumped in one wait.
+    fn virtual_clock(&self) -> bool {
+        false
+    }
+
     /// Worker threads (or other parallel units) used, for the summary.
     fn workers(&self) -> usize {
         0
