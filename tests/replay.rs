@@ -2324,3 +2324,55 @@ fn a_block_size_most_rows_contradict_is_bad_data_naming_the_right_one() {
         .unwrap();
     assert_success(&ok);
 }
+
+#[test]
+fn a_signal_during_the_model_listing_ends_mc_replay_at_once() {
+    // A server that accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-replay"))
+        .args(["--url", &url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(two_rows().as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(2),
+            "still running 2 s after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("stopped before the first request"), "{err}");
+}
