@@ -20,12 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{json, Value};
 
 use super::answer;
+use super::{cancel_registered, wait_for_ends};
 use super::client::Clock;
 use super::inflight::{Entry, Registry};
 use super::request::RequestBuilder;
@@ -222,37 +223,13 @@ impl Target for EventedTarget {
             self.stop_told = true;
             self.check_all();
         }
-        let first = match deadline_us {
-            Some(d) => self
-                .done_rx
-                .recv_deadline(self.shared.clock.at(d))
-                .map_err(|e| matches!(e, RecvTimeoutError::Disconnected)),
-            None => self.done_rx.recv().map_err(|_| true),
-        };
-        if let Ok(d) = first {
-            done.push(d);
-            self.take_ready(done);
-        }
+        wait_for_ends(&self.done_rx, &self.shared.clock, deadline_us, done);
     }
 
     fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
         // Ends that arrived meanwhile are real results, not cancellations.
         self.take_ready(done);
-        let now = self.now_us();
-        let entries = self.shared.registry.claim_all();
-        for e in &entries {
-            done.push(Done {
-                job: e.job.clone(),
-                t_end_us: now,
-                outcome: Some(Outcome::cancelled(
-                    e.t_send_us,
-                    e.live.first_us(),
-                    e.live.chunks.load(Ordering::Relaxed),
-                    now,
-                )),
-            });
-        }
-        entries.len()
+        cancel_registered(&self.shared.registry, self.now_us(), done)
     }
 
     fn workers(&self) -> usize {

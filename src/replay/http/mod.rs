@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use serde_json::json;
 
 pub mod answer;
@@ -155,37 +155,13 @@ impl Target for HttpTarget {
     }
 
     fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
-        let first = match deadline_us {
-            Some(d) => self
-                .done_rx
-                .recv_deadline(self.shared.clock.at(d))
-                .map_err(|e| matches!(e, RecvTimeoutError::Disconnected)),
-            None => self.done_rx.recv().map_err(|_| true),
-        };
-        if let Ok(d) = first {
-            done.push(d);
-            self.take_ready(done);
-        }
+        wait_for_ends(&self.done_rx, &self.shared.clock, deadline_us, done);
     }
 
     fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
         // Ends that arrived meanwhile are real results, not cancellations.
         self.take_ready(done);
-        let now = self.now_us();
-        let entries = self.shared.registry.claim_all();
-        for e in &entries {
-            done.push(Done {
-                job: e.job.clone(),
-                t_end_us: now,
-                outcome: Some(Outcome::cancelled(
-                    e.t_send_us,
-                    e.live.first_us(),
-                    e.live.chunks.load(Ordering::Relaxed),
-                    now,
-                )),
-            });
-        }
-        entries.len()
+        cancel_registered(&self.shared.registry, self.now_us(), done)
     }
 
     fn workers(&self) -> usize {
@@ -296,4 +272,41 @@ fn send(shared: &Shared, mut job: Job) -> Option<Done> {
         t_end_us: outcome.t_end_us,
         outcome: Some(outcome),
     })
+}
+
+/// A target's wait, for both clients: the first end by `deadline_us` (on
+/// `clock`; `None`: until one ends), then every end already there.
+fn wait_for_ends(
+    rx: &Receiver<Done>,
+    clock: &Clock,
+    deadline_us: Option<u64>,
+    done: &mut Vec<Done>,
+) {
+    let first = match deadline_us {
+        Some(d) => rx.recv_deadline(clock.at(d)).ok(),
+        None => rx.recv().ok(),
+    };
+    if let Some(d) = first {
+        done.push(d);
+        done.extend(rx.try_iter());
+    }
+}
+
+/// The drain time ran out: every request still registered ends now as
+/// cancelled, with what it had measured; returns how many.
+fn cancel_registered(registry: &Registry, now: u64, done: &mut Vec<Done>) -> usize {
+    let entries = registry.claim_all();
+    for e in &entries {
+        done.push(Done {
+            job: e.job.clone(),
+            t_end_us: now,
+            outcome: Some(Outcome::cancelled(
+                e.t_send_us,
+                e.live.first_us(),
+                e.live.chunks.load(Ordering::Relaxed),
+                now,
+            )),
+        });
+    }
+    entries.len()
 }
