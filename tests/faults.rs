@@ -33,25 +33,34 @@ fn serve(bytes: &'static str, then: Then) -> String {
     url
 }
 
-fn answer(conn: TcpStream, bytes: &str, then: Then) {
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut len = 0usize;
-    let mut line = String::new();
+/// Reads one request: its header lines (as sent, trimmed) and its body;
+/// `None` when the client closed the connection first.
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(Vec<String>, Vec<u8>)> {
+    let (mut headers, mut len, mut line) = (Vec::new(), 0usize, String::new());
     loop {
         line.clear();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
+            return None;
         }
-        let l = line.trim_end().to_ascii_lowercase();
+        let l = line.trim_end();
         if l.is_empty() {
             break;
         }
-        if let Some(v) = l.strip_prefix("content-length:") {
+        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
             len = v.trim().parse().unwrap_or(0);
         }
+        headers.push(l.to_string());
     }
     let mut body = vec![0; len];
-    let _ = reader.read_exact(&mut body);
+    reader.read_exact(&mut body).ok()?;
+    Some((headers, body))
+}
+
+fn answer(conn: TcpStream, bytes: &str, then: Then) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    if read_request(&mut reader).is_none() {
+        return;
+    }
     let mut w = conn;
     let _ = w.write_all(bytes.as_bytes());
     let _ = w.flush();
@@ -270,26 +279,16 @@ fn echoing_server() -> String {
             let Ok(conn) = conn else { continue };
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
-                let (mut quoted, mut len, mut line) = (Vec::new(), 0usize, String::new());
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let l = line.trim_end();
-                    if l.is_empty() {
-                        break;
-                    }
-                    let lower = l.to_ascii_lowercase();
-                    if lower.starts_with("authorization:") || lower.starts_with("x-api-key:") {
-                        quoted.push(l.to_string());
-                    }
-                    if let Some(v) = lower.strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; len];
-                let _ = reader.read_exact(&mut body);
+                let Some((headers, _)) = read_request(&mut reader) else {
+                    return;
+                };
+                let quoted: Vec<String> = headers
+                    .into_iter()
+                    .filter(|l| {
+                        let l = l.to_ascii_lowercase();
+                        l.starts_with("authorization:") || l.starts_with("x-api-key:")
+                    })
+                    .collect();
                 let msg = json!({"error": {"message": format!("denied: {}", quoted.join("; "))}})
                     .to_string();
                 let mut w = conn;
@@ -446,23 +445,7 @@ fn keep_alive_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut w = conn;
                 loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let l = line.trim_end().to_ascii_lowercase();
-                        if l.is_empty() {
-                            break;
-                        }
-                        if let Some(v) = l.strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if reader.read_exact(&mut body).is_err() {
+                    if read_request(&mut reader).is_none() {
                         return;
                     }
                     let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\

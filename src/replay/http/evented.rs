@@ -26,12 +26,12 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::{json, Value};
 
 use super::answer;
-use super::{cancel_registered, wait_for_ends};
 use super::client::Clock;
 use super::inflight::{Entry, Registry};
 use super::request::RequestBuilder;
 use super::stream::{BodyEnd, StreamReader};
 use super::wire::{self, Body, Endpoint};
+use super::{cancel_registered, wait_for_ends};
 use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 use crate::replay::target::{Done, Job, Target};
 use crate::replay::trace::Trace;
