@@ -212,6 +212,18 @@ fn llama_cpp_pythons_interrupted_stream_is_incomplete_and_explained() {
     let (k, run) = kind_of(&serve(body, Then::Close));
     assert_eq!(k, "incomplete", "{:?}", run.results[0]);
     assert_eq!(run.code, 1, "every request failed");
+    // As the real server sends it (no last chunk), it is still counted as
+    // a cut stream, with the likely cause named.
+    let msg = &run.results[0].error.as_ref().unwrap().message;
+    assert!(
+        msg.starts_with("[DONE] arrived before any finish_reason"),
+        "{msg}"
+    );
+    assert!(
+        run.stderr.contains("--interrupt_requests False"),
+        "{}",
+        run.stderr
+    );
     // Even with the body's end intact, [DONE] before a finish_reason is a
     // cut stream, and the summary names the likely cause.
     let whole: &'static str = Box::leak(

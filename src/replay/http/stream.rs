@@ -176,6 +176,13 @@ fn on_event(
 pub fn end_failure(done: bool, finished: bool, chunks: u64, end: &BodyEnd) -> Option<Failure> {
     match end {
         BodyEnd::Timeout(msg) if !done => Some(Failure::new(ErrorKind::Timeout, msg.clone())),
+        // `[DONE]` with no finish reason, then a cut body: what
+        // llama-cpp-python sends when it interrupts a stream. The cut at
+        // `[DONE]` is the news; the body's end is the detail.
+        BodyEnd::Timeout(msg) | BodyEnd::Broken(msg) if done && !finished => Some(Failure::new(
+            ErrorKind::Incomplete,
+            format!("{CUT_AT_DONE} ({chunks} output events); then the body was cut: {msg}"),
+        )),
         BodyEnd::Timeout(msg) | BodyEnd::Broken(msg) if done => Some(Failure::new(
             ErrorKind::Incomplete,
             format!(
@@ -244,6 +251,19 @@ mod tests {
         let o = read(&[ROLE, TOKEN, DONE], BodyEnd::Clean);
         assert_eq!(kind(&o), Some(ErrorKind::Incomplete));
         assert_eq!(o.chunks, 1, "the tokens up to the cut are kept");
+    }
+
+    #[test]
+    fn a_cut_at_done_then_a_cut_body_is_counted_as_a_cut_stream() {
+        // llama-cpp-python: the role chunk, [DONE], then a close without
+        // the chunked body's last chunk.
+        let o = read(&[ROLE, DONE], BodyEnd::Broken("Peer disconnected".into()));
+        assert_eq!(kind(&o), Some(ErrorKind::Incomplete));
+        let msg = o.error.unwrap().message;
+        assert!(
+            msg.starts_with(CUT_AT_DONE) && msg.ends_with("Peer disconnected"),
+            "{msg}"
+        );
     }
 
     #[test]
