@@ -208,29 +208,43 @@ where
     let mut policy = ErrorPolicy::new(io.on_error);
     // The rows read ahead, in one buffer: each row's line number and span.
     let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
-    let b = match size {
+    // The look-ahead: what the rows say of the block size, read once for
+    // `auto` (which size) and for a given size (whether most rows
+    // contradict it: the one rule of blocks.rs).
+    let mut sizes = FeasibleSizes::default();
+    let mut check = crate::blocks::SizeCheck::default();
+    let given = match size {
         BlockSize::Fixed(b) => b,
-        BlockSize::Auto => {
-            let mut sizes = FeasibleSizes::default();
-            while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
-                match reader.next_line() {
-                    Ok(Some(line)) => {
-                        // Bad lines decide nothing; the pass below reports them.
-                        if let Ok(rec) = Record::parse(line.bytes) {
-                            if let (Ok(Some(n)), Ok(Some(len))) =
-                                (rec.hash_ids_len(), rec.uint(Field::InputLength))
-                            {
-                                sizes.add(n as u64, len);
-                            }
-                        }
-                        let start = ahead.len();
-                        ahead.extend_from_slice(line.bytes);
-                        ahead_rows.push((line.no, start..ahead.len()));
+        BlockSize::Auto => 0,
+    };
+    while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
+        match reader.next_line() {
+            Ok(Some(line)) => {
+                // Bad lines decide nothing; the pass below reports them.
+                if let Ok(rec) = Record::parse(line.bytes) {
+                    if let (Ok(Some(n)), Ok(Some(len))) =
+                        (rec.hash_ids_len(), rec.uint(Field::InputLength))
+                    {
+                        sizes.add(n as u64, len);
+                        check.add(n as u64, len, given.max(1));
                     }
-                    Ok(None) => break,
-                    Err(e) => policy.handle(e)?,
                 }
+                let start = ahead.len();
+                ahead.extend_from_slice(line.bytes);
+                ahead_rows.push((line.no, start..ahead.len()));
             }
+            Ok(None) => break,
+            Err(e) => policy.handle(e)?,
+        }
+    }
+    let b = match size {
+        BlockSize::Fixed(b) => {
+            check
+                .verdict(b)
+                .map_err(|e| Error::Input(format!("in the first rows, {e}")))?;
+            b
+        }
+        BlockSize::Auto => {
             match sizes.decide() {
                 Ok(Some(b)) => {
                     eprintln!(

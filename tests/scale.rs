@@ -272,3 +272,38 @@ fn whole_input_modes_write_the_good_rows_before_a_bad_line() {
              mc-scale: line 3: invalid JSON: expected a value, found end of line\n",
         );
 }
+
+#[test]
+fn a_block_size_most_rows_contradict_is_bad_data_in_the_filters_too() {
+    // Rows of 2 ids and ~1,000 tokens: 512 tokens per id.
+    let trace: String = (0..5)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": 4, \"hash_ids\": [{}, {}]}}\n",
+                i * 10,
+                1000 + i,
+                i * 3,
+                i * 3 + 1
+            )
+        })
+        .collect();
+    for (tool, args) in [
+        (
+            "mc-scale",
+            vec!["--block-size", "64", "--prefix-len-multiplier", "2"],
+        ),
+        ("mc-cap", vec!["--block-size", "64", "--max-isl", "900"]),
+    ] {
+        let out = crate::util::tool(tool)
+            .args(&args)
+            .write_stdin(trace.clone())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(65), "{tool}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("pass --block-size 512") && stderr.contains("--engine-block-size"),
+            "{tool}: {stderr}"
+        );
+    }
+}

@@ -134,13 +134,26 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
 
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    let mut trace = LoadedTrace::default();
+    let mut trace = LoadedTrace {
+        given: match args.block {
+            BlockSize::Fixed(b) => b,
+            BlockSize::Auto => 1,
+        },
+        ..LoadedTrace::default()
+    };
     let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         trace.push(no, bytes).or_else(|e| policy.record(no, e))
     });
     // The whole trace is here: every row with ids decides the block size.
     let b = match args.block {
-        BlockSize::Fixed(b) => b,
+        // The one rule for a size given by hand (blocks.rs).
+        BlockSize::Fixed(b) => {
+            trace
+                .check
+                .verdict(b)
+                .map_err(|e| Error::Input(e.to_string()))?;
+            b
+        }
         BlockSize::Auto => match trace.sizes.decide() {
             Ok(Some(b)) => {
                 eprintln!(
@@ -352,6 +365,9 @@ struct LoadedTrace {
     scratch: Vec<u64>,
     /// The block sizes the rows allow, for `--block-size auto`.
     sizes: FeasibleSizes,
+    /// `--block-size` when given (1 under `auto`), and how the rows fit it.
+    given: u64,
+    check: blocks::SizeCheck,
 }
 
 impl LoadedTrace {
@@ -365,6 +381,8 @@ impl LoadedTrace {
         rec.hash_ids_into(&mut self.scratch)?;
         if let Some(len) = rec.uint(Field::InputLength)? {
             self.sizes.add(self.scratch.len() as u64, len);
+            self.check
+                .add(self.scratch.len() as u64, len, self.given.max(1));
         }
         for &id in &self.scratch {
             self.counts.add(id);
