@@ -777,3 +777,29 @@ fn nat2mc_refuses_huge_lengths_and_times_instead_of_writing_them() {
         assert!(err.contains(named) && err.contains("limit"), "{err}");
     }
 }
+
+#[test]
+fn analyze_output_file_may_not_be_its_input() {
+    let rows =
+        "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n";
+    let (_d, p) = dir_with(&[("t.jsonl", rows)]);
+    let out = crate::util::tool("mc-analyze")
+        .args(["-i", s(&p[0]), "--output-file", s(&p[0])])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(73));
+    assert_eq!(std::fs::read_to_string(&p[0]).unwrap(), rows);
+}
+
+#[test]
+fn merge_refuses_times_past_the_limit() {
+    let (_d, p) = dir_with(&[
+        ("a.jsonl", "{\"timestamp\": 1e300, \"input_length\": 4}\n"),
+        ("b.jsonl", "{\"timestamp\": 5, \"input_length\": 4}\n"),
+    ]);
+    let err = limited("mc-merge", &["interleave", s(&p[0]), s(&p[1])], "", &[65]);
+    assert!(
+        err.contains("line 1: field `timestamp`") && err.contains("limit"),
+        "{err}"
+    );
+}

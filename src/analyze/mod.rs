@@ -225,6 +225,9 @@ pub const TOOL: &str = "mc-analyze";
 pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let tool = TOOL;
     let io = &args.io;
+    // AIPerf's JSON must not land on the trace it describes.
+    let input = io.input.as_deref().unwrap_or(std::path::Path::new("-"));
+    crate::jsonl::refuse_input_as_output(args.output_file.as_deref(), &[input])?;
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();

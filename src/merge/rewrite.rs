@@ -83,6 +83,9 @@ impl Rewriter {
         let Some(t) = rec.number(Field::Timestamp)? else {
             return Ok(None);
         };
+        // The merge orders rows by time: a time past the limit (or
+        // negative) would sort them by nonsense (limits.rs).
+        crate::limits::time_ms("timestamp", t.as_f64())?;
         if self.rule.rate == 1.0 {
             return Ok(Some(t));
         }
