@@ -235,14 +235,23 @@ fn sizes_and_values_from_options_are_bounded_never_clamped() {
         .stderr(predicates::str::starts_with(
             "mc-scale: line 1: field `output_length`: scaled to 1.801e16",
         ));
-    // An id that cannot be stretched by the option: a usage error naming it.
+    // An id that cannot be stretched by the option: bad data (the ids),
+    // naming the line that holds it.
     let big = "{\"input_length\": 512, \"hash_ids\": [4611686018427387904]}\n".repeat(2);
     tool("mc-scale")
         .args(["--prefix-len-multiplier", "8", "--block-size", "512"])
         .write_stdin(big.clone())
         .assert()
-        .code(2)
-        .stderr("mc-scale: --prefix-len-multiplier 8: the largest shared hash id (4611686018427387904) times 8 does not fit 64 bits; use a smaller multiplier\n");
+        .code(65)
+        .stderr(predicates::str::starts_with("mc-scale: line 1: field `hash_ids`: --prefix-len-multiplier 8: hash id 4611686018427387904 times 8"));
+    // The largest id possible, shared: no room above it even at 1x; no panic.
+    let max = "{\"input_length\": 512, \"hash_ids\": [18446744073709551615]}\n".repeat(2);
+    tool("mc-scale")
+        .args(["--prefix-len-multiplier", "3", "--block-size", "512"])
+        .write_stdin(max)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("line 1: field `hash_ids`"));
     // Without --block-size, one-block rows of 512 tokens allow any size from
     // 512 up: auto cannot decide, and says so.
     tool("mc-scale")

@@ -179,6 +179,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
     let mut out = io.writer()?;
     let mut counts = filter::RowCounts::default();
     let emitted = PrefixPlan::new(&trace.counts, trace.max_id, args.prefix_mult)
+        .map_err(|e| trace.name_line_of_largest_id(e))
         .and_then(|plan| trace.emit(&mut scaler, plan, &mut out, &mut policy, &mut counts));
     let flushed = out.flush();
     filter::report_skipped(tool, &policy);
@@ -371,6 +372,27 @@ struct LoadedTrace {
 }
 
 impl LoadedTrace {
+    /// `e` with the line of the first row holding the largest id, when the
+    /// ids are what went wrong.
+    fn name_line_of_largest_id(&self, e: Error) -> Error {
+        let (Error::Input(msg), Some(max)) = (&e, self.max_id) else {
+            return e;
+        };
+        let mut ids = Vec::new();
+        for &(no, start, end) in &self.rows {
+            let Ok(rec) = Record::parse(&self.arena[start..end]) else {
+                continue;
+            };
+            if rec.hash_ids_into(&mut ids).is_ok() && ids.contains(&max) {
+                return Error::Data {
+                    line: no,
+                    err: RecordError::field("hash_ids", msg.clone()),
+                };
+            }
+        }
+        e
+    }
+
     fn push(&mut self, no: u64, line: &[u8]) -> std::result::Result<(), RecordError> {
         let rec = Record::parse(line)?;
         // Check every field the second pass reads, so it cannot fail on types.
@@ -431,16 +453,21 @@ impl<'c> PrefixPlan<'c> {
         let above_input = max_id.map_or(Some(0), |m| m.checked_add(1));
         let above_stretched = counts
             .max_shared()
-            .map_or(Some(0), |m| (m + 1).checked_mul(k));
+            .map_or(Some(0), |m| m.checked_add(1).and_then(|m| m.checked_mul(k)));
         let next_fresh = above_input
             .zip(above_stretched)
             .map(|(a, b)| a.max(b))
             .ok_or_else(|| {
-                // The option makes it overflow: the same ids stretch fine by less.
-                Error::usage(format!(
-                    "--prefix-len-multiplier {prefix_mult}: the largest shared hash id ({}) times {k} \
-                     does not fit 64 bits; use a smaller multiplier",
-                    counts.max_shared().unwrap_or(0)
+                // The ids are the data: the largest one leaves no room for
+                // new ids above it (exit 65; the caller names its line).
+                Error::Input(format!(
+                    "--prefix-len-multiplier {prefix_mult}: hash id {} times {k} (and a new id \
+                     above every input id) does not fit 64 bits; renumber the ids (mc-roots \
+                     --roots 1 numbers them from 0) or use a smaller multiplier",
+                    match above_input {
+                        None => max_id.unwrap_or(0),
+                        Some(_) => counts.max_shared().unwrap_or(0),
+                    }
                 ))
             })?;
         Ok(PrefixPlan {
