@@ -460,15 +460,22 @@ impl<'c> PrefixPlan<'c> {
             .ok_or_else(|| {
                 // The ids are the data: the largest one leaves no room for
                 // new ids above it (exit 65; the caller names its line).
-                Error::Input(format!(
-                    "--prefix-len-multiplier {prefix_mult}: hash id {} times {k} (and a new id \
-                     above every input id) does not fit 64 bits; renumber the ids (mc-roots \
-                     --roots 1 numbers them from 0) or use a smaller multiplier",
-                    match above_input {
-                        None => max_id.unwrap_or(0),
-                        Some(_) => counts.max_shared().unwrap_or(0),
-                    }
-                ))
+                let id = match above_input {
+                    None => max_id.unwrap_or(0),
+                    Some(_) => counts.max_shared().unwrap_or(0),
+                };
+                Error::Input(if k > 1 {
+                    format!(
+                        "--prefix-len-multiplier {prefix_mult}: hash id {id} times {k} does not \
+                         fit 64 bits; renumber the ids (mc-roots --roots 1 numbers them from 0) \
+                         or use a smaller multiplier"
+                    )
+                } else {
+                    format!(
+                        "hash id {id} leaves no room above it for the new ids the rescaling \
+                         needs (64 bits); renumber the ids (mc-roots --roots 1 numbers them from 0)"
+                    )
+                })
             })?;
         Ok(PrefixPlan {
             counts,
