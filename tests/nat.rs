@@ -536,13 +536,15 @@ fn block_size_is_detected_downstream_and_a_wrong_one_is_refused() {
         let report: serde_json::Value = serde_json::from_slice(&analyzed.stdout).unwrap();
         assert_eq!(report["blocks"]["block_size"], b);
         assert_eq!(report["blocks"]["inconsistent_rows"]["count"], 0);
-        // The old default, given explicitly, is refused by name.
+        // The old default, given explicitly, is refused, naming the rows' size.
         tool("mc-cap")
             .args(["--max-isl", "200", "--block-size", "512"])
             .write_stdin(rows)
             .assert()
             .code(65)
-            .stderr(predicates::str::contains("(check --block-size)"));
+            .stderr(predicates::str::contains(format!(
+                "the rows say {b}: pass --block-size {b}"
+            )));
     }
 }
 
