@@ -452,13 +452,19 @@ fn keep_alive_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            counted.fetch_add(1, Ordering::SeqCst);
+            let counted = counted.clone();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut w = conn;
+                // Connections that carry a request (mc-replay's check that
+                // the server is there opens one that carries none).
+                let mut first = true;
                 loop {
                     if read_request(&mut reader).is_none() {
                         return;
+                    }
+                    if std::mem::take(&mut first) {
+                        counted.fetch_add(1, Ordering::SeqCst);
                     }
                     let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\
                         data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"},\"finish_reason\":\"length\"}]}\n\n\

@@ -662,21 +662,41 @@ fn connection_refused_and_dns_failure() {
         .local_addr()
         .unwrap()
         .port();
+    // Checked once before the first request: exit 69 at once, the cause
+    // named, nothing sent, no result lines.
+    let started = std::time::Instant::now();
     let run = replay(
         &format!("http://127.0.0.1:{port}"),
         &["--model", "m"],
         &two_rows(),
     );
-    assert_eq!(kinds(&run), ["connect", "connect"], "{}", run.stderr);
-    // Every request failed: exit 1.
-    assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("every request failed"));
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    assert!(run.results.is_empty());
+    assert!(
+        run.stderr
+            .contains(&format!("nothing answers at 127.0.0.1:{port}"))
+            && run.stderr.to_lowercase().contains("connection refused"),
+        "{}",
+        run.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
     let run = replay(
         "http://nonexistent.invalid:8000",
         &["--model", "m"],
         &two_rows(),
     );
-    assert_eq!(kinds(&run), ["dns", "dns"], "{}", run.stderr);
+    assert_eq!(run.code, 69, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot resolve nonexistent.invalid"),
+        "{}",
+        run.stderr
+    );
+    // A server that goes away after the check: the requests' own failures
+    // are results, of kind connect.
+    let run = replay(&gone_after_the_check(), &["--model", "m"], &two_rows());
+    assert_eq!(kinds(&run), ["connect", "connect"], "{}", run.stderr);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("every request failed"));
 }
 
 #[test]
@@ -1650,9 +1670,21 @@ fn errors_print_their_cause_and_urls_need_a_scheme() {
     assert!(err.contains("expected http://HOST:PORT"), "{err}");
 }
 
+/// A server that answers mc-replay's one check that it is there (a
+/// connection) and then goes away: every request after it is refused.
+fn gone_after_the_check() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let _ = listener.accept();
+        drop(listener);
+    });
+    url
+}
+
 #[test]
 fn a_dead_server_stops_the_run_early_with_exit_69() {
-    // Nothing listens on port 9: every request is refused at once.
+    // The server goes away after the check: every request is refused.
     let rows: Vec<Value> = (0..400)
         .map(|i| json!({"timestamp": i * 5, "input_length": 4, "output_length": 1}))
         .collect();
@@ -1667,7 +1699,7 @@ fn a_dead_server_stops_the_run_early_with_exit_69() {
         summary.to_str().unwrap(),
     ];
     let started = std::time::Instant::now();
-    let run = replay("http://127.0.0.1:9", &args, &lines(&rows));
+    let run = replay(&gone_after_the_check(), &args, &lines(&rows));
     assert_eq!(run.code, 69, "{}", run.stderr);
     // Stopped after about 20 rows of 5 ms, not the trace's 2 s.
     assert!(started.elapsed() < Duration::from_millis(1500));
@@ -1692,7 +1724,7 @@ fn a_dead_server_stops_the_run_early_with_exit_69() {
         .map(|_| json!({"timestamp": 0, "input_length": 4, "output_length": 1}))
         .collect();
     let run = replay(
-        "http://127.0.0.1:9",
+        &gone_after_the_check(),
         &["--model", "m", "--max-consecutive-failures", "0"],
         &lines(&rows),
     );

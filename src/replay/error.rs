@@ -13,6 +13,12 @@ pub enum ReplayError {
         #[source]
         source: ModelsError,
     },
+    /// The server is not there: checked once before the first request.
+    #[error(
+        "nothing answers at {addr} ({cause}); is the server up? nothing was sent \
+         (the check is one connection before the first request)"
+    )]
+    ServerDown { addr: String, cause: String },
     #[error("cannot use the tokenizer `{spec}`")]
     Tokenizer {
         spec: String,
@@ -63,7 +69,9 @@ pub enum ModelsError {
 impl From<ReplayError> for Error {
     fn from(e: ReplayError) -> Error {
         match e {
-            ReplayError::ServerGone { .. } => Error::Unavailable(anyhow::Error::new(e)),
+            ReplayError::ServerGone { .. } | ReplayError::ServerDown { .. } => {
+                Error::Unavailable(anyhow::Error::new(e))
+            }
             e => Error::Other(anyhow::Error::new(e)),
         }
     }

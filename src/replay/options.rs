@@ -49,7 +49,8 @@ pub use crate::options::MAX_SECONDS;
 /// a sweep is a what-if of a few seconds.
 ///
 /// Exit codes: 0 the run completed (some requests may have failed); 1 every
-/// request failed; 2 usage error; 65 bad trace; 69 stopped early because
+/// request failed; 2 usage error; 65 bad trace; 69 nothing answers at --url
+/// (checked with one connection before the first request), or stopped early because
 /// the server could not be reached (--max-consecutive-failures), with every
 /// sent request written; 73 an output cannot be created (a missing folder
 /// for -o, --summary, --summary-csv or --metrics-out; checked before

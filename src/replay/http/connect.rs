@@ -51,7 +51,12 @@ pub fn connect(
         headers.push(("authorization".into(), format!("Bearer {key}")));
     }
     let model = match &args.model {
-        Some(m) => m.clone(),
+        // With --model nothing else would reach the server before the
+        // schedule starts: one connection now names a dead server at once.
+        Some(m) => {
+            check_reachable(url)?;
+            m.clone()
+        }
         None => discover_model(&models_agent(), &base, &headers)?,
     };
     let run_id = RunId::from_clock();
@@ -260,6 +265,41 @@ fn models_agent() -> ureq::Agent {
         .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
         .build()
         .new_agent()
+}
+
+/// One TCP connection to `url`'s host and port (within
+/// [`CONNECT_TIMEOUT`]): the server is there, or the error says why not.
+fn check_reachable(url: &str) -> Result<()> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let down = |addr: &str, cause: String| -> crate::error::Error {
+        ReplayError::ServerDown {
+            addr: addr.to_string(),
+            cause,
+        }
+        .into()
+    };
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| down(url, format!("not a URL: {e}")))?;
+    let Some(host) = uri.host() else {
+        return Err(down(url, "no host".into()));
+    };
+    let https = uri.scheme_str() == Some("https");
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addr = format!("{host}:{port}");
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| down(&addr, format!("cannot resolve {host}: {e}")))?
+        .collect();
+    let mut last = String::from("no address");
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(down(&addr, last))
 }
 
 /// `--url` without a trailing `/`, ending in `/v1`.
