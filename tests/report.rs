@@ -508,4 +508,30 @@ fn sweep_directory_curve_and_table() {
     assert!(page.contains("Sweep over rate"));
     assert!(page.contains("TTFT against throughput") && page.contains("ITL against throughput"));
     assert!(!page.contains("http://") && !page.contains("https://"));
+    // The terminal's sweep table is on the page, and its cautions open it.
+    let table = &page[page.find("<pre class=\"sweep\">").expect("the sweep table")..];
+    assert!(table.contains("out tok/s") && table.contains("\n20 ") && table.contains("\n40 "));
+    let warnings = &page[page.find("<div class=\"warnings\">").expect("the cautions")..];
+    assert!(
+        warnings.contains("the sweep stopped at 40: ttft p99 over the SLO"),
+        "{warnings}"
+    );
+    assert!(page.find("<div class=\"warnings\">") < page.find("<h2>"));
+    // A run's warning from its summary (a run stopped early) is there too.
+    let side = dir.path().join("rate-40/summary.json");
+    let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    s["stopped_early"] = json!({"consecutive_failures": 7, "last_error": "refused"});
+    std::fs::write(&side, s.to_string()).unwrap();
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(
+            "<li>rate=40: STOPPED EARLY: 7 requests in a row could not reach the server</li>"
+        ),
+        "{page}"
+    );
 }

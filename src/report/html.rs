@@ -20,7 +20,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;border-bottom:1px solid #
 figure{display:inline-block;margin:4px;vertical-align:top}\
 table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
 td:first-child,th:first-child{text-align:left}pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em}\
-.note{color:#555}table.runs td{text-align:left}";
+.note{color:#555}table.runs td{text-align:left}\
+.warnings{background:#fff3cd;border:1px solid #e0b400;padding:0.3em 1em;margin:1em 0}";
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -104,6 +105,29 @@ pub fn page(
         esc(&labels.join(", ")),
         esc(&labels.join(", "))
     );
+    // Every caution the terminal prints, first (a page that shows a 99.95%
+    // hit rate must say when the fidelity check flagged it).
+    let several = r.runs.len() > 1;
+    let mut cautions: Vec<String> = Vec::new();
+    for (run, rc) in r.runs.iter().zip(&r.summaries) {
+        for c in rc.summary.cautions() {
+            cautions.push(if several {
+                format!("{}: {c}", run.label)
+            } else {
+                c
+            });
+        }
+    }
+    if let Some(st) = r.sweep.as_ref().and_then(|sw| sw.file.stopped.as_ref()) {
+        cautions.push(format!("the sweep stopped at {}: {}", st.value, st.reason));
+    }
+    if !cautions.is_empty() {
+        s.push_str("<div class=\"warnings\">\n<ul>\n");
+        for c in &cautions {
+            let _ = writeln!(s, "<li>{}</li>", esc(c));
+        }
+        s.push_str("</ul>\n</div>\n");
+    }
     let results: usize = r.runs.iter().map(|x| x.results.len()).sum();
     let _ = writeln!(
         s,
@@ -137,6 +161,18 @@ pub fn page(
                 esc(&at),
                 esc(&st.reason)
             );
+        }
+        // The terminal's sweep table, value by value.
+        if let Some(param) = crate::results::sweep::Param::from_name(&sw.file.parameter) {
+            let points: Vec<crate::results::sweep::Point> = sw
+                .file
+                .runs
+                .iter()
+                .zip(&r.summaries)
+                .map(|(e, rc)| crate::results::sweep::Point::of(e.value, &rc.summary))
+                .collect();
+            let table = crate::results::sweep::table(param, &points, sw.file.stopped.as_ref());
+            let _ = writeln!(s, "<pre class=\"sweep\">{}</pre>", esc(&table));
         }
         for p in sweep_panels {
             figure(&mut s, p)?;

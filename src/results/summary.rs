@@ -508,22 +508,54 @@ impl Summary {
     }
 
     fn table_warnings(&self, s: &mut String) {
+        for w in self.warnings() {
+            let _ = writeln!(s, "{w}");
+        }
+    }
+
+    /// What makes this run's numbers doubtful, one sentence each: the
+    /// table closes with them, and mc-report's page opens with them.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
         if self.degraded {
             let p99 = self.metrics.lag.as_ref().map_or(0.0, |l| l.p99);
-            let _ = writeln!(
-                s,
+            out.push(format!(
                 "WARNING: degraded run: schedule lag p99 is {p99:.1} ms (> {DEGRADED_LAG_P99_MS} ms); \
                  the client could not keep the schedule, so latencies include its backlog \
                  (see sched_latency)"
-            );
+            ));
         }
         if let Some(g) = &self.stopped_early {
-            let _ = writeln!(
-                s,
+            out.push(format!(
                 "STOPPED EARLY: {} requests in a row could not reach the server",
                 g.consecutive_failures
-            );
+            ));
         }
+        out
+    }
+
+    /// Every caution of the run for a reader who sees nothing else: the
+    /// warnings, a flagged fidelity check, short and cut answers.
+    pub fn cautions(&self) -> Vec<String> {
+        let mut out = self.warnings();
+        if let Some(f) = self.fidelity.as_ref().filter(|f| f.flagged) {
+            out.push(format!("FIDELITY FLAGGED: {}", f.verdict));
+        }
+        let r = &self.requests;
+        if r.cut_at_done > 0 {
+            out.push(format!(
+                "the server cut {} streams ([DONE] before any finish_reason)",
+                r.cut_at_done
+            ));
+        }
+        if r.short > 0 {
+            out.push(format!(
+                "{} ok requests ended short of the exact length asked for (the server ignored \
+                 ignore_eos/min_tokens)",
+                r.short
+            ));
+        }
+        out
     }
 
     /// One table, one row per metric: scalars fill `value`, distributions
