@@ -195,8 +195,23 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// on the first line is at best one bad line among many.
 pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
     let text = line.trim_ascii_start();
+    let has = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
     match text.first()? {
+        // A WEKA session (one object with the session's requests).
+        b'{' if has(b"\"block_size\"") && has(b"\"requests\"") => Some(
+            "this is a WEKA session file, not Mooncake rows; \
+             convert it with `mc-import --from auto`",
+        ),
         b'{' => None,
+        b'[' if has(b"\"intermediate_steps\"") || has(b"\"request_number\"") => Some(
+            "this is a NeMo Agent Toolkit profiler trace, not JSONL; \
+             convert it with `nat2mc`",
+        ),
+        b'[' if text.trim_ascii_end() == b"[" => Some(
+            "this is a JSON array, not JSONL (one object per line); a NeMo Agent Toolkit \
+             profiler trace converts with `nat2mc`, other traces with `mc-import --from auto`, \
+             an array of Mooncake rows with `jq -c '.[]'`",
+        ),
         b'[' => Some(
             "this is a JSON array, not JSONL (one object per line); \
              convert it with `jq -c '.[]'`",

@@ -340,3 +340,31 @@ fn aiperf_and_vllm_option_names_are_accepted() {
             "tip: a similar argument exists: '--max-input-length'",
         ));
 }
+
+#[test]
+fn a_nat_or_weka_file_is_named_with_its_converter() {
+    for t in READERS {
+        let nat = tool(t)
+            .write_stdin("[{\"request_number\": 0, \"intermediate_steps\": []}]\n")
+            .output()
+            .unwrap();
+        assert_eq!(nat.status.code(), Some(65), "{t}");
+        assert!(String::from_utf8_lossy(&nat.stderr).contains("convert it with `nat2mc`"));
+        // Pretty-printed: the first line is only `[`; every converter named.
+        let pretty = tool(t)
+            .write_stdin("[\n  {\n    \"request_number\": 0\n  }\n]\n")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&pretty.stderr);
+        assert!(
+            err.contains("`nat2mc`") && err.contains("mc-import --from auto"),
+            "{t}: {err}"
+        );
+        let weka = tool(t)
+            .write_stdin("{\"id\": \"s\", \"block_size\": 64, \"requests\": []}\n")
+            .output()
+            .unwrap();
+        assert_eq!(weka.status.code(), Some(65), "{t}");
+        assert!(String::from_utf8_lossy(&weka.stderr).contains("WEKA session file"));
+    }
+}
