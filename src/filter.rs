@@ -15,7 +15,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, clap::Args)]
 pub struct IoArgs {
     /// Read records from FILE instead of stdin (`-` is stdin).
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, visible_alias = "input-file", value_name = "FILE")]
     pub input: Option<PathBuf>,
 
     /// Write records to FILE instead of stdout.

@@ -368,3 +368,21 @@ fn a_nat_or_weka_file_is_named_with_its_converter() {
         assert!(String::from_utf8_lossy(&weka.stderr).contains("WEKA session file"));
     }
 }
+
+#[test]
+fn aiperfs_input_file_spelling_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2}\n",
+    )
+    .unwrap();
+    for t in ["mc-replay", "mc-analyze"] {
+        let out = tool(t)
+            .args(["--input-file", trace.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_success(&out);
+    }
+}
