@@ -29,6 +29,58 @@ is Dynamo's mocker timing. --engine-profile FILE reads a JSON object: {\"model\"
 parallelism, CPU offload of KV, prefill/decode disaggregation, sampling stops (every \
 request generates exactly output_length tokens) and network time.";
 
+/// The engine's shape, as a server reports it: what mc-replay's engine
+/// model and mc-fit share (mc-fit searches the step time, not these).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct EngineShapeArgs {
+    /// KV cache capacity in tokens [default: the profile's (mc-fit: the
+    /// runs'), else 467000].
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_tokens: Option<u64>,
+
+    /// Tokens per KV block [default: the profile's (mc-fit: the runs'),
+    /// else 16].
+    #[arg(long, value_name = "TOKENS")]
+    pub engine_block_size: Option<u64>,
+
+    /// Token budget of one engine step [default: the profile's (mc-fit: the
+    /// runs'), else 2048].
+    #[arg(long, value_name = "TOKENS")]
+    pub max_batched_tokens: Option<u64>,
+
+    /// Requests running at once [default: the profile's (mc-fit: the
+    /// runs'), else 256].
+    #[arg(long, value_name = "N")]
+    pub max_seqs: Option<u64>,
+}
+
+/// The checks every engine shape passes, wherever it came from: no zero
+/// sizes, room for a block, and at most the blocks the engine can hold.
+pub fn check_shape(params: &EngineParams) -> Result<()> {
+    if params.block_size == 0 || params.max_batched_tokens == 0 || params.max_seqs == 0 {
+        return Err(Error::Usage(
+            "--engine-block-size, --max-batched-tokens and --max-seqs must be at least 1".into(),
+        ));
+    }
+    if params.kv_tokens < params.block_size {
+        return Err(Error::Usage(format!(
+            "--kv-tokens {} holds no block of {} tokens; give at least --engine-block-size",
+            params.kv_tokens, params.block_size
+        )));
+    }
+    let max_blocks = crate::limits::MAX_KV_BLOCKS.min(u64::from(u32::MAX - 1));
+    if params.kv_tokens / params.block_size > max_blocks {
+        return Err(Error::Usage(format!(
+            "--kv-tokens {}: {} blocks of {} tokens; at most {max_blocks} blocks are supported \
+             (the engine holds every block in memory): lower --kv-tokens or raise --engine-block-size",
+            params.kv_tokens,
+            params.kv_tokens / params.block_size,
+            params.block_size
+        )));
+    }
+    Ok(())
+}
+
 /// Engine model options (`--engine-profile` and friends).
 #[derive(Debug, Clone, Default, clap::Args)]
 #[command(next_help_heading = "Engine model")]
@@ -38,21 +90,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "NAME|FILE", long_help = MODEL_HELP)]
     pub engine_profile: Option<String>,
 
-    /// KV cache capacity in tokens [default: 467000, or the profile's].
-    #[arg(long, value_name = "TOKENS")]
-    pub kv_tokens: Option<u64>,
-
-    /// Tokens per KV block [default: 16, or the profile's].
-    #[arg(long, value_name = "TOKENS")]
-    pub engine_block_size: Option<u64>,
-
-    /// Token budget of one engine step [default: 2048, or the profile's].
-    #[arg(long, value_name = "TOKENS")]
-    pub max_batched_tokens: Option<u64>,
-
-    /// Requests running at once [default: 256, or the profile's].
-    #[arg(long, value_name = "N")]
-    pub max_seqs: Option<u64>,
+    #[command(flatten)]
+    pub shape: EngineShapeArgs,
 
     /// roofline: fixed cost of a step, ms.
     #[arg(long, value_name = "MS", value_parser = options::non_negative)]
@@ -212,45 +251,28 @@ impl EngineArgs {
         self.check_bounds(&profile)?;
         let params = EngineParams {
             kv_tokens: self
+                .shape
                 .kv_tokens
                 .or(profile.kv_tokens)
                 .unwrap_or(DEFAULT_KV_TOKENS),
             block_size: self
+                .shape
                 .engine_block_size
                 .or(profile.block_size)
                 .unwrap_or(DEFAULT_BLOCK_SIZE),
             max_batched_tokens: self
+                .shape
                 .max_batched_tokens
                 .or(profile.max_batched_tokens)
                 .unwrap_or(DEFAULT_MAX_BATCHED_TOKENS),
             max_seqs: self
+                .shape
                 .max_seqs
                 .or(profile.max_seqs)
                 .unwrap_or(DEFAULT_MAX_SEQS),
             profile,
         };
-        if params.block_size == 0 || params.max_batched_tokens == 0 || params.max_seqs == 0 {
-            return Err(Error::Usage(
-                "--engine-block-size, --max-batched-tokens and --max-seqs must be at least 1"
-                    .into(),
-            ));
-        }
-        if params.kv_tokens < params.block_size {
-            return Err(Error::Usage(format!(
-                "--kv-tokens {} holds no block of {} tokens; give at least --engine-block-size",
-                params.kv_tokens, params.block_size
-            )));
-        }
-        let max_blocks = crate::limits::MAX_KV_BLOCKS.min(u64::from(u32::MAX - 1));
-        if params.kv_tokens / params.block_size > max_blocks {
-            return Err(Error::Usage(format!(
-                "--kv-tokens {}: {} blocks of {} tokens; at most {max_blocks} blocks are supported \
-                 (the engine holds every block in memory): lower --kv-tokens or raise --engine-block-size",
-                params.kv_tokens,
-                params.kv_tokens / params.block_size,
-                params.block_size
-            )));
-        }
+        check_shape(&params)?;
         Ok(params)
     }
 }
@@ -263,7 +285,10 @@ mod tests {
     fn flags_override_the_profile_and_must_match_its_model() {
         let a = EngineArgs {
             t_fix_ms: Some(1.0),
-            kv_tokens: Some(1600),
+            shape: EngineShapeArgs {
+                kv_tokens: Some(1600),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let p = a.params().unwrap();
@@ -281,7 +306,10 @@ mod tests {
         assert!(coefficients("1,2").is_err());
         assert_eq!(coefficients("1, 2,3e-1"), Ok(Coefficients([1.0, 2.0, 0.3])));
         let tiny = EngineArgs {
-            kv_tokens: Some(8),
+            shape: EngineShapeArgs {
+                kv_tokens: Some(8),
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert!(tiny.params().is_err());

@@ -14,7 +14,7 @@ mod profile;
 mod sched;
 mod stats;
 
-pub use args::{EngineArgs, MODEL_HELP};
+pub use args::{check_shape, EngineArgs, EngineShapeArgs, MODEL_HELP};
 pub use blocks::{chain, row_blocks, text_blocks, token_blocks};
 pub use profile::{
     Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN, DYNAMO_POLYNOMIAL,

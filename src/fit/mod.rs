@@ -17,8 +17,8 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::engine::{
-    EngineParams, Profile, StepModel, DEFAULT_BLOCK_SIZE, DEFAULT_KV_TOKENS,
-    DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
+    check_shape, EngineParams, EngineShapeArgs, Profile, StepModel, DEFAULT_BLOCK_SIZE,
+    DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
 use model::{Prepared, Shape, NAMES};
@@ -79,29 +79,18 @@ pub struct FitArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// The server's KV capacity in tokens (vLLM: num_gpu_blocks × block_size
-    /// from cache_config_info).
-    #[arg(long, value_name = "TOKENS")]
-    pub kv_tokens: Option<u64>,
-
-    /// The server's KV block size (vLLM: 16 on GPUs, 128 on its CPU build).
-    #[arg(long, value_name = "TOKENS")]
-    pub engine_block_size: Option<u64>,
-
-    /// The server's token budget per step.
-    #[arg(long, value_name = "TOKENS")]
-    pub max_batched_tokens: Option<u64>,
-
-    /// Requests the server runs at once; without it (and without a run on
-    /// the engine model that says), the fit also tries 1, 2, 4, … 256 and
-    /// keeps the one that fits best.
-    #[arg(long, value_name = "N")]
-    pub max_seqs: Option<u64>,
+    /// The server's shape (vLLM reports its block size and KV blocks in
+    /// `vllm:cache_config_info`; its CPU build uses blocks of 128). Without
+    /// --max-seqs (and without a run on the engine model that says), the
+    /// fit also tries 1, 2, 4, … 256 and keeps the one that fits best.
+    #[command(flatten)]
+    pub shape: EngineShapeArgs,
 }
 
 /// The shape: options, else the runs' own engine, else vLLM's defaults.
 fn shape(args: &FitArgs, runs: &[runs::Run]) -> (Shape, bool) {
     let known = runs.iter().find_map(|r| r.engine.as_ref());
+    let args = &args.shape;
     let s = Shape {
         kv_tokens: args
             .kv_tokens
@@ -147,6 +136,13 @@ pub fn run(args: &FitArgs) -> Result<()> {
         .map(|p| runs::read_run(p, &trace))
         .collect::<Result<Vec<_>>>()?;
     let (mut shape, seqs_known) = shape(args, &runs);
+    // The same checks as the engine's own options (no zero sizes, a
+    // bounded KV cache), before any simulation.
+    check_shape(&model::params(
+        crate::engine::H100_LLAMA3_8B,
+        shape,
+        "shape",
+    ))?;
     eprintln!(
         "{TOOL}: {} runs, {} requests; engine shape: kv {} tokens in blocks of {}, \
          step budget {} tokens, {} seqs",
@@ -163,19 +159,18 @@ pub fn run(args: &FitArgs) -> Result<()> {
         .collect();
     if let Some(spec) = &args.predict {
         let profile = Profile::load(spec)?;
+        let o = &args.shape;
         let p = EngineParams {
-            kv_tokens: args
-                .kv_tokens
-                .or(profile.kv_tokens)
-                .unwrap_or(shape.kv_tokens),
+            kv_tokens: o.kv_tokens.or(profile.kv_tokens).unwrap_or(shape.kv_tokens),
             block_size: shape.block_size,
-            max_batched_tokens: args
+            max_batched_tokens: o
                 .max_batched_tokens
                 .or(profile.max_batched_tokens)
                 .unwrap_or(shape.max_batched_tokens),
-            max_seqs: args.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
+            max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
             profile,
         };
+        check_shape(&p)?;
         eprintln!("{TOOL}: predicting with {spec}");
         eprint!("{}", table::render(&table::compare(&prepared, &p)));
         return Ok(());

@@ -254,7 +254,7 @@ fn drive<T: Target>(
         delta_turns: args.turns == Turns::Delta,
         sent: &rec.sent,
         server_block_size: args.server_block_size,
-        kv_tokens: args.engine_model.kv_tokens,
+        kv_tokens: args.engine_model.shape.kv_tokens,
         threshold_pp: args.fidelity_threshold,
         intended_rate: summary.trace_rate,
         achieved_rate: summary.send_rate,
