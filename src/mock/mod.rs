@@ -442,7 +442,7 @@ impl Server {
                 return Ok(());
             }
         }
-        let _running = self.counters.running();
+        let running = std::cell::RefCell::new(Some(self.counters.running()));
         // Looked up (and the prompt's blocks stored) as the request arrives.
         let cached = self.cache.cached_tokens(&ask.prefix_hashes);
         if self.opts.prefix_cache {
@@ -479,6 +479,7 @@ impl Server {
             usage: !faults.no_usage,
             cached,
             ticket,
+            running,
         };
         if ask.stream {
             job.stream(conn)
@@ -536,6 +537,10 @@ struct Job<'a> {
     cached: u64,
     /// `--engine`: the request's place in the engine, which times it.
     ticket: Option<std::cell::RefCell<engine::Ticket>>,
+    /// Counts the request as running until its last token is made. As in
+    /// vLLM, it leaves the running set before its last bytes are sent, so
+    /// a client that scrapes `/metrics` after its answer sees it gone.
+    running: std::cell::RefCell<Option<metrics::Running<'a>>>,
 }
 
 /// What a stream does after its faults had their say.
@@ -548,6 +553,11 @@ enum Flow {
 }
 
 impl Job<'_> {
+    /// The last token is made: the request leaves the running gauge.
+    fn finished(&self) {
+        self.running.borrow_mut().take();
+    }
+
     fn deadline(&self, i: u64) -> Instant {
         self.latency
             .deadline(self.arrival, self.ask.prompt_tokens, i)
@@ -591,6 +601,9 @@ impl Job<'_> {
             }
             let text = if n == 0 { "" } else { wire::token_text(i) };
             let last = (i + 1 == events).then_some(finish);
+            if last.is_some() {
+                self.finished();
+            }
             out.send(&wire::sse(&self.reply.token_chunk(text, last)?))?;
         }
         if n > 0 {
@@ -641,6 +654,7 @@ impl Job<'_> {
             }
         }
         self.pace(last);
+        self.finished();
         let body = self.reply.full(
             &wire::answer_text(n),
             self.answer.finish.as_str(),
