@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod blocks;
 pub mod cli;
 pub mod csv;
+pub mod delays;
 pub mod engine;
 pub mod error;
 pub mod filter;

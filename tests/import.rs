@@ -789,6 +789,13 @@ fn weka_session_with_a_sub_agent() {
         "{err}"
     );
     assert!(err.contains("weka: 8 rows in, 8 rows out"), "{err}");
+    // Two files, one top-level session each; sub-agents start inside theirs.
+    assert!(
+        err.contains("weka: 2 sessions start 1000 ms apart (session k at k × 1000 ms)"),
+        "{err}"
+    );
+    // Think times of 2.5 and 12 s are not worth a note.
+    assert!(!err.contains("over 1 h"), "{err}");
     // --session-rate 0.5: one session every 2 s; no option: all at 0.
     let (out, _) = import(&["--from", "weka", "--session-rate", "0.5", a, b], "");
     assert_eq!(rows(&out)[4].timestamp, Some(2000.0));
@@ -861,6 +868,14 @@ fn real_weka_sample() {
     assert_eq!(sessions.len(), 16);
     assert_eq!(r.iter().filter(|r| r.timestamp.is_some()).count(), 16);
     assert!(err.contains("block size 64"), "{err}");
+    // trace_0008 holds a think time of 19,515 s (5.4 h), output line 142
+    // (read off the output with `sed -n 142p`: "delay": 19515000).
+    assert_eq!(r[141].delay, Some(19_515_000.0));
+    assert!(
+        err.contains("1 delay over 1 h (longest 5.4 h at line 142)"),
+        "{err}"
+    );
+    assert!(err.contains("10 sessions start 60000 ms apart"), "{err}");
     // trace_0001 comes first. Its first request by hand: t 0.0, in 71175,
     // out 169, 1112 ids (local 1..=1112); 71175 = 1112*64 + 7, so a 1113th
     // fresh id; all new: 0..=1112.

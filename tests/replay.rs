@@ -193,6 +193,16 @@ pub mod schema {
         /// `--shard` runs (and mc-report's merge of them) only.
         #[serde(default)]
         pub shard: Option<ShardRun>,
+        /// `--max-delay` runs only.
+        #[serde(default)]
+        pub max_delay: Option<DelayCap>,
+    }
+
+    #[derive(Debug, Clone, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct DelayCap {
+        pub max_ms: f64,
+        pub capped: u64,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -1281,6 +1291,88 @@ fn speedup_divides_timestamps_and_delays() {
         "{:?} vs {want}",
         r[&2]
     );
+}
+
+/// A session whose second turn follows a 5.4-hour think time (19,440,000
+/// ms, as in the WEKA sample), on the engine model's virtual clock.
+#[test]
+fn max_delay_caps_think_times_and_counts_them() {
+    let trace = lines(&[
+        json!({"session_id": "s", "timestamp": 0, "input_length": 4, "output_length": 2}),
+        json!({"session_id": "s", "delay": 19_440_000, "input_length": 8, "output_length": 2}),
+        json!({"session_id": "s", "delay": 500, "input_length": 12, "output_length": 2}),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let summary = dir.path().join("s.json");
+        let out = tool("mc-replay")
+            .args(["--summary", summary.to_str().unwrap()])
+            .args(extra)
+            .write_stdin(trace.clone())
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let results: Vec<RequestResult> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let s: schema::Summary =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        (
+            results,
+            s,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Gap between a turn's end and the next turn's send, by line.
+    let gaps = |results: &[RequestResult]| {
+        let r = by_line(results);
+        [
+            r[&2].t_sched_ms - r[&1].t_end_ms,
+            r[&3].t_sched_ms - r[&2].t_end_ms,
+        ]
+    };
+    let (results, s, stderr) = run(&[]);
+    assert!(
+        stderr.contains("1 delay over 1 h (longest 5.4 h at line 2)"),
+        "{stderr}"
+    );
+    assert_eq!(s.run.max_delay, None);
+    let [a, b] = gaps(&results);
+    assert!(
+        (a - 19_440_000.0).abs() < 0.002 && (b - 500.0).abs() < 0.002,
+        "{a} {b}"
+    );
+
+    let (results, s, stderr) = run(&["--max-delay", "60000", "--speedup", "2"]);
+    assert!(
+        stderr.contains("--max-delay 60 s: capped 1 delay"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("over 1 h"), "{stderr}");
+    assert_eq!(
+        s.run.max_delay,
+        Some(schema::DelayCap {
+            max_ms: 60_000.0,
+            capped: 1
+        })
+    );
+    // The cap is in the trace's ms: --speedup 2 then halves it.
+    let [a, b] = gaps(&results);
+    assert!(
+        (a - 30_000.0).abs() < 0.002 && (b - 250.0).abs() < 0.002,
+        "{a} {b}"
+    );
+
+    let bad = tool("mc-replay")
+        .arg("--max-delay=-1")
+        .write_stdin(trace.clone())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is not a delay in ms"));
 }
 
 #[test]

@@ -81,6 +81,8 @@ pub struct Weka {
     /// met again (another file, or one file given twice) is made unique.
     names: HashMap<String, usize>,
     renamed: u64,
+    /// Think times over an hour, named at the end.
+    long: crate::delays::LongDelays,
 }
 
 /// One session's place: its id, its parent's, its start (ms).
@@ -115,6 +117,25 @@ impl Weka {
             cut: 0,
             names: HashMap::new(),
             renamed: 0,
+            long: crate::delays::LongDelays::default(),
+        }
+    }
+
+    /// How the sessions' starts were placed on the common timeline.
+    fn placement(&self) -> String {
+        let n = self.sessions;
+        if self.gap_ms == 0.0 {
+            format!(
+                "{n} session{} all start at 0 ms (--session-gap MS or --session-rate R spreads them)",
+                if n == 1 { "" } else { "s" }
+            )
+        } else {
+            format!(
+                "{n} session{} start {} ms apart (session k at k × {} ms)",
+                if n == 1 { "" } else { "s" },
+                self.gap_ms,
+                self.gap_ms
+            )
         }
     }
 
@@ -225,6 +246,10 @@ impl Weka {
             }
             if let Some(Err(e)) = delay.map(|d| crate::limits::time_ms(&field("think_time"), d)) {
                 return Ok(Err(e));
+            }
+            if let Some(d) = delay {
+                // The output line this row is about to be written on.
+                self.long.observe(sink.counts.rows_out + 1, d);
             }
             self.row_ids(&r.hash_ids, input, b);
             let ids = &self.out_ids;
@@ -387,6 +412,10 @@ impl Importer for Weka {
                 ));
             }
             eprintln!("{note}");
+            eprintln!("mc-import: weka: {}", self.placement());
+            if let Some(note) = self.long.note() {
+                eprintln!("mc-import: weka: note: {note} (line numbers are the output's)");
+            }
         }
         Ok(())
     }

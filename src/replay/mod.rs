@@ -348,6 +348,7 @@ fn run_info(
         start_time: utc_iso8601(now.as_secs()),
         host: host_name(),
         shard: plan.shard.clone(),
+        max_delay: plan.delay_cap,
     }
 }
 

@@ -137,6 +137,12 @@ pub struct ReplayArgs {
           value_delimiter = ',', value_parser = positive)]
     pub speedups: Vec<f64>,
 
+    /// Cap every think time (`delay`) at MS, in the trace's ms (before
+    /// --speedup); the run description counts the delays it cut. A trace
+    /// with delays over an hour is named on stderr either way.
+    #[arg(long, value_name = "MS", value_parser = crate::delays::parse_max_delay)]
+    pub max_delay: Option<f64>,
+
     /// Open loop at R requests/s (ignores timestamps). A comma list
     /// (`1,2,4,8`) is a sweep (see --out-dir).
     #[arg(long = "rate", visible_alias = "request-rate", value_name = "R[,R…]",

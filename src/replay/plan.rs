@@ -47,6 +47,8 @@ pub struct Plan {
     /// `--shard`: this shard's place in its plan (`trace` is then only
     /// the shard's part, on the whole trace's schedule).
     pub shard: Option<ShardRun>,
+    /// `--max-delay`, and the delays it cut.
+    pub delay_cap: Option<crate::delays::DelayCap>,
 }
 
 /// One run: the values of the options a sweep varies, its schedule and
@@ -125,7 +127,8 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
             None
         }
     };
-    let (trace, block_size, sha) = load_hashed(args, shard_of.is_some())?;
+    let (mut trace, block_size, sha) = load_hashed(args, shard_of.is_some())?;
+    let delay_cap = cap_delays(&mut trace, args.max_delay);
     let trace = Arc::new(trace);
     let points: Vec<Option<(Param, f64)>> = match &sweep {
         Some(s) => s.values.iter().map(|&v| Some((s.param, v))).collect(),
@@ -167,6 +170,7 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         runs,
         sweep,
         shard,
+        delay_cap,
     })
 }
 
@@ -427,6 +431,29 @@ fn arrivals(
             "the trace has no timestamps: give --rate R (open loop) or --concurrency C (closed loop)",
         )),
     }
+}
+
+/// Names the delays over an hour, then applies `--max-delay` to every
+/// turn (in the trace's ms, before --speedup) and says how many it cut.
+fn cap_delays(trace: &mut Trace, max_delay: Option<f64>) -> Option<crate::delays::DelayCap> {
+    let mut long = crate::delays::LongDelays::default();
+    for t in &trace.turns {
+        if let Some(d) = t.delay_ms {
+            long.observe(t.line, d);
+        }
+    }
+    let Some(max) = max_delay else {
+        if let Some(note) = long.note() {
+            eprintln!("mc-replay: note: {note}");
+        }
+        return None;
+    };
+    let mut cap = crate::delays::DelayCap::new(max);
+    for t in &mut trace.turns {
+        t.delay_ms = t.delay_ms.map(|d| cap.apply(d));
+    }
+    eprintln!("mc-replay: {}", cap.note());
+    Some(cap)
 }
 
 /// The schedule must end within [`trace::MAX_SPAN_MS`]: the latest

@@ -209,7 +209,7 @@ pub fn merge(run: &mut Run) -> Result<()> {
 /// The shards must have run the same options.
 fn same_run(a: &Summary, a_path: &Path, b: &Summary, b_path: &Path) -> Result<()> {
     let (x, y) = (&a.run, &b.run);
-    let fields: [(&str, String, String); 10] = [
+    let fields: [(&str, String, String); 11] = [
         ("target", x.target.clone(), y.target.clone()),
         ("url", format!("{:?}", x.url), format!("{:?}", y.url)),
         ("endpoint", x.endpoint.clone(), y.endpoint.clone()),
@@ -219,6 +219,13 @@ fn same_run(a: &Summary, a_path: &Path, b: &Summary, b_path: &Path) -> Result<()
         ("rate", format!("{:?}", x.rate), format!("{:?}", y.rate)),
         ("turns", x.turns.clone(), y.turns.clone()),
         ("seed", x.seed.to_string(), y.seed.to_string()),
+        // Each shard caps the whole trace's delays before taking its part,
+        // so the count is the whole trace's in every shard.
+        (
+            "max_delay",
+            format!("{:?}", x.max_delay),
+            format!("{:?}", y.max_delay),
+        ),
         (
             "block_size",
             x.block_size.to_string(),

@@ -126,6 +126,7 @@ fn undescribed(target: &str) -> RunInfo {
         start_time: String::new(),
         host: None,
         shard: None,
+        max_delay: None,
     }
 }
 

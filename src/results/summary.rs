@@ -89,6 +89,10 @@ pub struct RunInfo {
     /// Absent in unsharded runs and in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardRun>,
+    /// `--max-delay`: the cap on think times and how many it cut. Absent
+    /// when no cap was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay: Option<crate::delays::DelayCap>,
 }
 
 /// A sharded run's part in its plan: the same `plan_digest`, `rows` and
@@ -691,6 +695,7 @@ mod tests {
                 start_time: "2026-11-23T12:41:28Z".into(),
                 host: Some("h".into()),
                 shard: None,
+                max_delay: None,
             },
             requests: Counts {
                 sent: 10,
