@@ -5,7 +5,7 @@
 //! (`RawValue`, what a rewrite-one-field tool needs). Buffers are reused.
 //! Two tasks: "validate + timestamp" (what mc-scale needs of most lines) and
 //! "+ decode hash_ids" (what mc-roots and mc-analyze need).
-//! Run with `cargo bench --bench parse`; prints MB/s for each.
+//! Run with `cargo bench --bench parse --features bench-parse`; prints MB/s for each.
 
 use std::hint::black_box;
 use std::time::Instant;
