@@ -45,7 +45,7 @@ struct DocArgs {
 /// every tool here: they print and exit 0.
 pub fn parse_args<A: clap::Parser>(tool: &'static str) -> A {
     use clap::{Args as _, FromArgMatches as _};
-    let cmd = A::command().name(tool).bin_name(tool);
+    let cmd = one_input_rule(A::command().name(tool).bin_name(tool));
     let matches = DocArgs::augment_args(cmd.clone()).get_matches();
     let doc = DocArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if doc.completions.is_some() || doc.man {
@@ -63,6 +63,30 @@ pub fn parse_args<A: clap::Parser>(tool: &'static str) -> A {
         std::process::exit(exit_code(tool, result) as i32);
     }
     A::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// The input options' plain FILE argument (`filter::IoArgs`): in a tool
+/// that reads one input, FILE and `--input` together are a usage error; in
+/// one with a list of inputs of its own (mc-import's FILE...), FILE is
+/// the first of them and is left out of `--help`, which shows the list.
+fn one_input_rule(mut cmd: clap::Command) -> clap::Command {
+    let modes: Vec<String> = cmd
+        .get_subcommands()
+        .map(|m| m.get_name().to_string())
+        .collect();
+    for mode in modes {
+        cmd = cmd.mut_subcommand(mode, one_input_rule);
+    }
+    let has = |id: &str| cmd.get_arguments().any(|a| a.get_id() == id);
+    if !(has("file") && has("input")) {
+        return cmd;
+    }
+    let other_positional = cmd.get_positionals().any(|a| a.get_id() != "file");
+    if other_positional {
+        cmd.mut_arg("file", |a| a.hide(true))
+    } else {
+        cmd.mut_arg("file", |a| a.conflicts_with("input"))
+    }
 }
 
 /// Rejects option values clap cannot check on its own (the same as

@@ -18,6 +18,13 @@ pub struct IoArgs {
     #[arg(short, long, visible_alias = "input-file", value_name = "FILE")]
     pub input: Option<PathBuf>,
 
+    /// The input file, as a plain argument (the same as --input).
+    // Always the first plain argument: a tool's own list of inputs, if it
+    // has one, is index 2 and takes the rest (`cli::parse_args` hides this
+    // one there).
+    #[arg(value_name = "FILE", index = 1)]
+    pub file: Option<PathBuf>,
+
     /// Write records to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -42,6 +49,7 @@ impl Default for IoArgs {
     fn default() -> Self {
         IoArgs {
             input: None,
+            file: None,
             output: None,
             on_error: OnError::Fail,
             max_line_bytes: jsonl::DEFAULT_MAX_LINE_BYTES,
@@ -51,9 +59,15 @@ impl Default for IoArgs {
 }
 
 impl IoArgs {
+    /// The input: `--input`, else the plain FILE argument; `None` is stdin.
+    /// (The two together are a usage error, `cli::parse_args`' rule.)
+    pub fn input(&self) -> Option<&std::path::Path> {
+        self.input.as_deref().or(self.file.as_deref())
+    }
+
     pub fn reader(&self) -> Result<LineReader<Box<dyn std::io::Read>>> {
         Ok(LineReader::new(
-            jsonl::open_input(self.input.as_deref())?,
+            jsonl::open_input(self.input())?,
             self.max_line_bytes,
         ))
     }
@@ -67,7 +81,7 @@ impl IoArgs {
     /// inputs the tool reads besides `--input`.
     pub fn writer_for(&self, more: &[&std::path::Path]) -> Result<Output> {
         let mut inputs = more.to_vec();
-        inputs.push(self.input.as_deref().unwrap_or(std::path::Path::new("-")));
+        inputs.push(self.input().unwrap_or(std::path::Path::new("-")));
         Output::open_for(self.output.as_deref(), self.line_buffered, &inputs)
     }
 }

@@ -386,3 +386,59 @@ fn aiperfs_input_file_spelling_is_accepted() {
         assert_success(&out);
     }
 }
+
+/// Every tool that reads one trace takes it as a plain argument, the same
+/// as `--input`; both at once is a usage error naming the two.
+#[test]
+fn the_input_file_as_a_plain_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let row =
+        "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 9, \"hash_ids\": [1, 2]}\n";
+    std::fs::write(&input, row).unwrap();
+    let path = input.to_str().unwrap();
+    let cases: [(&str, &[&str]); 6] = [
+        ("mc-cap", &["--max-osl", "3"]),
+        ("mc-scale", &["--speedup", "2"]),
+        ("mc-roots", &["--roots", "2"]),
+        ("mc-analyze", &[]),
+        ("mc-plot", &[]),
+        ("mc-replay", &[]),
+    ];
+    for (t, args) in cases {
+        let by_option = tool(t).args(args).args(["-i", path]).output().unwrap();
+        let plain = tool(t).args(args).arg(path).output().unwrap();
+        assert_eq!(by_option.status.code(), Some(0), "{t}: {by_option:?}");
+        assert_eq!(plain.status.code(), Some(0), "{t}: {plain:?}");
+        if t != "mc-replay" {
+            // (mc-replay's results carry wall-clock times.)
+            assert_eq!(by_option.stdout, plain.stdout, "{t}");
+        }
+        assert!(!plain.stdout.is_empty(), "{t}");
+        tool(t)
+            .args(args)
+            .args(["-i", path, path])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(
+                "the argument '--input <FILE>' cannot be used with '[FILE]'",
+            ));
+    }
+    // mc-replay names the plain argument in its run description.
+    let summary = dir.path().join("s.json");
+    tool("mc-replay")
+        .args(["--summary", summary.to_str().unwrap(), path])
+        .assert()
+        .code(0);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["run"]["input"], path);
+    // The tools that read several: the plain arguments are all inputs, in
+    // order, after `-i`.
+    let out = tool("mc-merge")
+        .args(["concat", path, path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 2);
+}

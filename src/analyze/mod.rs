@@ -226,7 +226,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let tool = TOOL;
     let io = &args.io;
     // AIPerf's JSON must not land on the trace it describes.
-    let input = io.input.as_deref().unwrap_or(std::path::Path::new("-"));
+    let input = io.input().unwrap_or(std::path::Path::new("-"));
     crate::jsonl::refuse_input_as_output(args.output_file.as_deref(), &[input])?;
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);

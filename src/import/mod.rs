@@ -89,15 +89,17 @@ pub struct ImportArgs {
     #[arg(long, value_enum, default_value_t = Format::Auto, value_name = "FORMAT")]
     pub from: Format,
 
-    /// Input files, read in turn (default: stdin; `-` is stdin). `-i FILE`
-    /// is read before them.
-    #[arg(value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-
     /// `--input`, `--output`, `--on-error`, `--max-line-bytes` and
-    /// `--line-buffered`, as every filter has them.
+    /// `--line-buffered`, as every filter has them. (Its plain FILE is the
+    /// first of the input files below: it comes first so that the list,
+    /// the last positional argument, takes the rest.)
     #[command(flatten)]
     pub io: IoArgs,
+
+    /// Input files, read in turn (default: stdin; `-` is stdin). `-i FILE`
+    /// is read before them.
+    #[arg(value_name = "FILE", index = 2)]
+    pub files: Vec<PathBuf>,
 
     /// Keep sub-millisecond precision as float timestamps (azure, burstgpt,
     /// ragpulse); the default is whole milliseconds, floored.
@@ -156,6 +158,13 @@ pub struct ImportArgs {
     /// nat: the tokenizer (as nat2mc --tokenizer).
     #[arg(long, value_name = "X")]
     pub tokenizer: Option<String>,
+}
+
+impl ImportArgs {
+    /// Every input named, in reading order: `--input`, then the files.
+    pub fn inputs(&self) -> impl Iterator<Item = &PathBuf> {
+        self.io.input.iter().chain(&self.io.file).chain(&self.files)
+    }
 }
 
 /// Rows in, rows out, and why rows were left out.
@@ -328,7 +337,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
     if args.block_size == Some(0) {
         return Err(Error::Usage("--block-size must be at least 1".into()));
     }
-    let named: Vec<&PathBuf> = args.io.input.iter().chain(&args.files).collect();
+    let named: Vec<&PathBuf> = args.inputs().collect();
     let inputs: Vec<Option<PathBuf>> = if named.is_empty() {
         vec![None]
     } else {

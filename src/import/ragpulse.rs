@@ -195,7 +195,7 @@ impl RagPulse {
             float: args.float_timestamps,
             sort: args.sort,
             components: args.components.clone(),
-            files: args.files.clone(),
+            files: args.inputs().cloned().collect(),
             folder: None,
             kinds: Vec::new(),
             lengths: Vec::new(),
@@ -344,9 +344,7 @@ pub fn component_files(args: &ImportArgs) -> Vec<PathBuf> {
     let folders: Vec<PathBuf> = match &args.components {
         Some(d) => vec![d.clone()],
         None => args
-            .files
-            .iter()
-            .chain(&args.io.input)
+            .inputs()
             .filter(|p| p.as_os_str() != "-")
             .map(|p| {
                 p.parent()

@@ -108,7 +108,7 @@ impl Weka {
             gap_ms,
             block_size: args.block_size,
             file_block: None,
-            files: args.files.clone(),
+            files: args.inputs().cloned().collect(),
             sessions: 0,
             ids: HashMap::new(),
             next_id: 0,

@@ -92,10 +92,6 @@ pub struct InterleaveArgs {
 /// What both modes take.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Input files, in order (`-` is stdin, at most once).
-    #[arg(value_name = "FILE", required_unless_present = "input")]
-    pub files: Vec<PathBuf>,
-
     /// Keep session and hash ids as they are: equal ids in two files then
     /// name the same session and the same block content.
     #[arg(long)]
@@ -122,14 +118,25 @@ pub struct CommonArgs {
 
     /// `--input` (read before the FILEs), `--output`, `--on-error`,
     /// `--max-line-bytes` and `--line-buffered`, as every filter has them.
+    /// (Its plain FILE is the first of the files below: it comes first so
+    /// that the list, the last positional argument, takes the rest.)
     #[command(flatten)]
     pub io: IoArgs,
+
+    /// Input files, in order (`-` is stdin, at most once).
+    #[arg(value_name = "FILE", index = 2, required_unless_present_any = ["input", "file"])]
+    pub files: Vec<PathBuf>,
 }
 
 impl CommonArgs {
     /// The inputs in order: `-i FILE` first, then the FILEs.
     fn inputs(&self) -> Vec<&PathBuf> {
-        self.io.input.iter().chain(&self.files).collect()
+        self.io
+            .input
+            .iter()
+            .chain(&self.io.file)
+            .chain(&self.files)
+            .collect()
     }
 }
 

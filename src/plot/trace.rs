@@ -364,7 +364,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     let io = &args.io;
     // Before anything is read or created: the figure never replaces the input.
     // With --sweep, every file of the sweep folder is an input.
-    let mut inputs: Vec<PathBuf> = vec![io.input.clone().unwrap_or_else(|| "-".into())];
+    let mut inputs: Vec<PathBuf> = vec![io.input().map_or_else(|| "-".into(), PathBuf::from)];
     if let Some(dir) = &args.sweep {
         if let Ok(entries) = std::fs::read_dir(dir) {
             inputs.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));

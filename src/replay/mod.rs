@@ -64,8 +64,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         let p = shard::plan(&trace, block_size, n, sha);
         let input = args
             .io
-            .input
-            .as_ref()
+            .input()
             .map_or("-".into(), |p| p.display().to_string());
         print!("{}", shard::table(&trace, &p, &input));
         return Ok(());
@@ -329,8 +328,7 @@ fn run_info(
         model,
         input: args
             .io
-            .input
-            .as_ref()
+            .input()
             .map_or("-".into(), |p| p.display().to_string()),
         rows: plan.trace.turns.len() as u64,
         speedup: run.speedup,

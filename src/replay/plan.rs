@@ -337,7 +337,7 @@ pub fn check_creatable(option: &str, path: &Path) -> Result<()> {
 pub fn load_hashed(args: &ReplayArgs, hashed: bool) -> Result<(Trace, u64, [u8; 32])> {
     let mut policy = ErrorPolicy::new(args.io.on_error);
     let (trace, sha) = if hashed {
-        let input = crate::jsonl::open_input(args.io.input.as_deref())?;
+        let input = crate::jsonl::open_input(args.io.input())?;
         let (input, hash) = shard::Hashing::new(input);
         let mut reader = crate::jsonl::LineReader::new(input, args.io.max_line_bytes);
         let trace = trace::load(&mut reader, &mut policy)?;

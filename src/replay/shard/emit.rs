@@ -107,7 +107,7 @@ pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
         .shards
         .ok_or_else(|| Error::usage("--emit-*: give --shards N"))?;
     let input =
-        match args.io.input.as_deref() {
+        match args.io.input() {
             Some(p) if p != Path::new("-") => p,
             _ => return Err(Error::usage(
                 "--emit-*: the shards read the trace from a file: give --input FILE (a path every \
