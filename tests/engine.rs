@@ -290,10 +290,13 @@ fn without_url_the_dynamo_profile_replays_three_rows_as_computed_by_hand() {
     assert_eq!(r[0].ttft_ms, Some(40.224));
     assert_eq!(r[1].ttft_ms, Some(40.224));
     assert_eq!(r[1].e2e_ms, Some(40.224));
-    // Step 2 decodes row 1: 63 of 1000 blocks held, u = 0.063:
-    // -25.74·0.063² + 54.01·0.063 + 5.74 = 9.040 ms; row 1 ends at 49.264 ms.
-    assert_eq!(r[0].t_last_ms, Some(49.264));
-    assert_eq!(r[0].itl_ms.as_ref().map(|i| i.max), Some(9.040));
+    // Step 2 decodes row 1: Dynamo's u is its context, 1000 + 1 tokens, over
+    // the 16,000 the cache holds: u = 0.0625625:
+    // -25.74·0.0625625² + 54.01·0.0625625 + 5.74 = 9.018 ms; row 1 ends at
+    // 49.242 ms. (Re-derived when u stopped counting blocks held, 63 of
+    // 1000: 9.040 ms, 49.264 ms.)
+    assert_eq!(r[0].t_last_ms, Some(49.242));
+    assert_eq!(r[0].itl_ms.as_ref().map(|i| i.max), Some(9.018));
     // Row 3 at 1 s hits id 1's 512 tokens; X = 488:
     // 4.209989e-7·488² + 1.518344e-2·488 + 16.50142 = 0.10026 + 7.40952 + 16.50142 = 24.011 ms.
     assert_eq!(r[2].cached_tokens, Some(512));

@@ -18,7 +18,8 @@ with chained block hashes; only full blocks are reused, a hit covers at most the
 minus one token, blocks of finished requests stay cached on an LRU list until their space \
 is needed. Each step runs the running requests first (one decode token, or the next \
 prefill chunk), then admits waiting requests in arrival order, within --max-batched-tokens \
-and --max-seqs; out of blocks, the most recently admitted request is preempted and later \
+and --max-seqs, each only when its whole sequence fits in the free blocks (vLLM's \
+scheduler_reserve_full_isl); out of blocks, the most recently admitted request is preempted and later \
 recomputes what was evicted. Step time (h100-llama3-8b, model `roofline`): t_fix + c_seq*B \
 + sqrt(t_w^2 + (c_lin*T)^2) + k*sum n_i(p_i + n_i/2) + c_kv*sum L_j; `dynamo-polynomial` \
 is Dynamo's mocker timing. --engine-profile FILE reads a JSON object: {\"model\": \
@@ -114,7 +115,8 @@ pub struct EngineArgs {
     /// dynamo-polynomial: prefill ms = a·X² + b·X + c in new prefill tokens X.
     #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
     pub prefill_ms: Option<Coefficients>,
-    /// dynamo-polynomial: decode ms = a·u² + b·u + c in KV fraction used u.
+    /// dynamo-polynomial: decode ms = a·u² + b·u + c, u = the decodes' context
+    /// tokens / KV capacity in tokens (at most 1).
     #[arg(long, value_name = "A,B,C", value_parser = coefficients)]
     pub decode_ms: Option<Coefficients>,
     /// dynamo-polynomial: floor of the decode time, ms.

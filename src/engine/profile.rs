@@ -12,8 +12,8 @@
 //! square root blends the weight-read floor t_w into the compute line c_lin·T.
 //!
 //! `dynamo-polynomial` is Dynamo's mocker timing: a prefill polynomial in the
-//! step's new prefill tokens X and a decode polynomial in the KV fraction in
-//! use u; a step with both costs both.
+//! step's new prefill tokens X and a decode polynomial in u, the decodes'
+//! context tokens over the KV capacity in tokens; a step with both costs both.
 
 use std::path::Path;
 
@@ -36,7 +36,8 @@ pub struct StepShape {
     pub decodes: u64,
     /// Σ L_j: each decode's context (its sequence length, the new token included).
     pub decode_context: u64,
-    /// KV tokens in use / capacity (Dynamo's u).
+    /// Σ L_j / KV capacity in tokens (Dynamo's u: the context the step's
+    /// decodes read, as a fraction of the cache).
     pub kv_fraction: f64,
 }
 
@@ -62,7 +63,7 @@ pub struct Roofline {
 pub struct Polynomial {
     /// In X = new prefill tokens in the step.
     pub prefill_ms: [f64; 3],
-    /// In u = KV tokens in use / capacity.
+    /// In u = the decodes' context tokens / KV capacity in tokens.
     pub decode_ms: [f64; 3],
     /// Floor of the decode time.
     pub decode_min_ms: f64,
@@ -123,7 +124,10 @@ impl StepModel {
                     ms += poly(p.prefill_ms, s.prefill_tokens as f64);
                 }
                 if s.decodes > 0 {
-                    ms += poly(p.decode_ms, s.kv_fraction).max(p.decode_min_ms);
+                    // Dynamo holds u at 1: decodes sharing a cached prefix
+                    // read it once each, so Σ L_j may pass the capacity.
+                    let u = s.kv_fraction.min(1.0);
+                    ms += poly(p.decode_ms, u).max(p.decode_min_ms);
                 }
                 ms
             }
@@ -303,12 +307,20 @@ mod tests {
             ..Default::default()
         };
         assert!((m.step_ms(&d) - 26.31).abs() < 1e-9);
-        // At u = 2.5 the polynomial is -160.875 + 135.025 + 5.74 = -20.11: floored at 1 ms.
+        // u past 1 (decodes sharing a prefix) is held at 1, as Dynamo does:
+        // -25.74 + 54.01 + 5.74 = 34.01 (unheld, u = 2.5 would give -20.11).
         let f = StepShape {
             kv_fraction: 2.5,
             ..d
         };
-        assert_eq!(m.step_ms(&f), 1.0);
+        assert!((m.step_ms(&f) - 34.01).abs() < 1e-9);
+        // A polynomial that dips below the floor is floored: at u = 1 with
+        // decode_ms [-10, 0, 5], -10 + 5 = -5 -> 1 ms.
+        let low = StepModel::Polynomial(Polynomial {
+            decode_ms: [-10.0, 0.0, 5.0],
+            ..DYNAMO_POLYNOMIAL
+        });
+        assert_eq!(low.step_ms(&f), 1.0);
         // A mixed step costs both.
         let mixed = StepShape {
             prefill_tokens: 1000,

@@ -413,7 +413,6 @@ impl Engine {
     fn shape(&self) -> StepShape {
         let mut s = StepShape {
             requests: self.sched.len() as u64,
-            kv_fraction: self.kv.used() as f64 / self.kv.capacity().max(1) as f64,
             ..StepShape::default()
         };
         for slot in &self.sched {
@@ -428,6 +427,11 @@ impl Engine {
                 s.attention_pairs += n * (p + n / 2.0);
             }
         }
+        // Dynamo's u: the decodes' context tokens over the KV capacity in
+        // tokens (not the blocks held, which also count prefills and
+        // partly filled blocks).
+        let capacity_tokens = self.kv.capacity() as u64 * self.bs;
+        s.kv_fraction = s.decode_context as f64 / capacity_tokens.max(1) as f64;
         s
     }
 
@@ -500,7 +504,13 @@ impl Engine {
             let computed = hit as u64 * bs;
             let n = (r.tokens() - computed).min(*budget);
             let new_blocks = (computed + n).div_ceil(bs) as usize - hit;
-            if new_blocks + hit_free > self.kv.free() {
+            // vLLM's admission gate (`scheduler_reserve_full_isl`, on by
+            // default): the whole sequence so far must fit in the free
+            // blocks, not just this step's chunk, or chunked prefill
+            // over-admits long prompts and then preempts them. Only the
+            // chunk's blocks are taken now.
+            let whole = r.tokens().div_ceil(bs) as usize - hit;
+            if whole + hit_free > self.kv.free() {
                 return;
             }
             self.kv.unwatch();

@@ -206,9 +206,13 @@ fn dynamo_polynomial_on_three_rows() {
     // = 40.2238 ms. Row 2 ends there.
     assert_eq!(f[1].end_us, 40_224);
     assert_eq!(f[0].first_token_us, Some(40_224));
-    // Step 2: row 1 decodes; it holds ceil(1001/16) = 63 of 1000 blocks: u = 0.063:
-    // -25.74·0.063² + 54.01·0.063 + 5.74 = -0.10216 + 3.40263 + 5.74 = 9.04047 ms.
-    assert_eq!(f[0].end_us, 40_224 + 9_040);
+    // Step 2: row 1 decodes; its context is 1000 + 1 = 1001 tokens of the
+    // 16,000 the cache holds (Dynamo's u counts the decodes' tokens, not the
+    // blocks held): u = 0.0625625:
+    // -25.74·0.0625625² + 54.01·0.0625625 + 5.74 = -0.10075 + 3.37900 + 5.74
+    // = 9.01825 ms. (Before the fix u was blocks held, 63 of 1000 = 0.063:
+    // 9.04047 ms.)
+    assert_eq!(f[0].end_us, 40_224 + 9_018);
     e.add(req(
         3,
         1_000_000,
@@ -235,6 +239,30 @@ fn a_request_that_can_never_fit_is_rejected() {
         .unwrap()
         .contains("raise --kv-tokens"));
     assert_eq!(f[0].end_us, 5);
+}
+
+#[test]
+fn a_waiting_request_is_admitted_only_when_its_whole_prompt_fits() {
+    // vLLM's scheduler_reserve_full_isl gate. 6 blocks of 4 tokens, budget
+    // 8, 1 + 0.5·T ms per step. A: prompt 12 (3 blocks), output 4.
+    // B: prompt 16 (4 blocks), output 1. Both at t = 0.
+    let mut e = Engine::new(params(StepModel::Roofline(LINEAR), 24, 4, 8));
+    e.add(req(1, 0, vec![], 12, 4));
+    e.add(req(2, 0, vec![], 16, 1));
+    let f = run_all(&mut e);
+    // Step 1: A fits whole (3 of 6 blocks), takes a chunk of 8 (2 blocks):
+    //   T = 8 -> 5 ms.
+    // Step 2: A's last chunk of 4 (3rd block); B would need 4 blocks, 3 are
+    //   free: it waits (the first-chunk rule admitted it here with 1 block,
+    //   and it was preempted in step 3 when A's decode and B's next chunk
+    //   ran out of blocks). T = 4 -> 3 ms: A's first token at 8 ms.
+    // Steps 3-5: A decodes alone (its 4th block in step 3; 2 stay free):
+    //   1.5 ms each -> 9.5, 11, 12.5; A ends at 12.5 and frees its 4 blocks.
+    // Steps 6-7: B, whole, in two chunks of 8: 5 ms each -> 17.5, 22.5.
+    assert_eq!(f[0].token_us, vec![8_000, 9_500, 11_000, 12_500]);
+    assert_eq!(f[1].first_scheduled_us, 12_500);
+    assert_eq!(f[1].token_us, vec![22_500]);
+    assert_eq!(e.stats().preemptions, 0);
 }
 
 #[test]
