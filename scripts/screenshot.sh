@@ -13,6 +13,7 @@
 #   DOC=1 scripts/screenshot.sh                # also docs/img/report.png (the README's)
 #   scripts/screenshot.sh REPORT.html OUT.png [WIDTH [HEIGHT]]
 #   PROFILE=dev scripts/screenshot.sh          # another cargo profile (default release)
+#   NO_BUILD=1 scripts/screenshot.sh           # the binaries already built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,7 +57,7 @@ if [ $# -ge 2 ]; then
 fi
 
 profile=${PROFILE:-release}
-cargo build --quiet --offline --profile "$profile" --bin mc-gen --bin mc-replay --bin mc-report
+[ -n "${NO_BUILD:-}" ] || cargo build --quiet --offline --profile "$profile" --bin mc-gen --bin mc-replay --bin mc-report
 dir=$profile; [ "$profile" = dev ] && dir=debug
 bin="${CARGO_TARGET_DIR:-target}/$dir"
 out=target/screenshots

@@ -678,8 +678,14 @@ fn warnings_the_terminal_prints_open_the_single_and_comparison_pages() {
         .filter(|l| l.starts_with("STOPPED") || l.starts_with("WARNING") || l.starts_with("note:"))
         .collect();
     // STOPPED EARLY, the missing gaps, and tpot over 5 of 6 (one answer
-    // of one token).
-    assert_eq!(said.len(), 3, "{text}");
+    // of one token); a loaded machine may add a degraded run's WARNING.
+    for want in [
+        "STOPPED EARLY: 9 requests in a row",
+        "note: 5 results carry no itl_gaps_ms",
+        "note: tpot over 5 of 6 ok requests",
+    ] {
+        assert!(said.iter().any(|l| l.starts_with(want)), "{want}: {text}");
+    }
     let html = dir.path().join("r.html");
     report(&["--html", html.to_str().unwrap(), one.to_str().unwrap()]);
     let page = std::fs::read_to_string(&html).unwrap();
