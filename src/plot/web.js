@@ -162,6 +162,7 @@
     }
     o.push("<rect x=\"" + M.l + "\" y=\"" + M.t + "\" width=\"" + PW + "\" height=\"" + PH + "\" fill=\"none\" stroke=\"#999\"/>");
     o.push("<g clip-path=\"url(#clip" + this.id + ")\">");
+    var marks = [];
     if (s.kind === "lines") {
       this.visible().forEach(function (se) {
         var path = [], pen = "M";
@@ -174,9 +175,12 @@
         o.push(se.dots
           ? "<path d=\"" + path.join("") + "\" stroke=\"" + se.color + "\" stroke-opacity=\"0.45\" stroke-width=\"4\" stroke-linecap=\"round\" fill=\"none\"/>"
           : "<path d=\"" + path.join("") + "\" stroke=\"" + se.color + "\" stroke-width=\"2\" fill=\"none\"" + (se.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>");
-        // A line of few points (a sweep's values) marks each one.
+        // A line of few points (a sweep's values) marks each one shown,
+        // unclipped: a mark on the frame stays whole.
         if (!se.dots && se.points.length <= 15) {
-          o.push("<path d=\"" + se.points.filter(function (p) { return p[1] !== null; }).map(function (p) {
+          marks.push("<path d=\"" + se.points.filter(function (p) {
+            return p[1] !== null && p[0] >= d.x[0] && p[0] <= d.x[1] && p[1] >= d.y[0] && p[1] <= d.y[1];
+          }).map(function (p) {
             return "M" + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1) + "h0";
           }).join("") + "\" stroke=\"" + se.color + "\" stroke-width=\"6\" stroke-linecap=\"round\"/>");
         }
@@ -196,6 +200,7 @@
       });
     }
     o.push("</g>");
+    o.push(marks.join(""));
     o.push("<text x=\"" + (M.l + PW / 2) + "\" y=\"" + (H - 8) + "\" text-anchor=\"middle\" font-size=\"12\">" + esc(s.x.label) + (this.zoom ? " (zoomed: double-click to reset)" : "") + "</text>");
     o.push("<text transform=\"translate(13," + (M.t + PH / 2) + ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" + esc(s.y.label) + "</text>");
     o.push("<g class=\"hl\"></g><rect class=\"sel\" y=\"" + M.t + "\" height=\"" + PH + "\" width=\"0\" fill=\"#39f\" fill-opacity=\"0.15\" visibility=\"hidden\"/>");
@@ -324,8 +329,8 @@
       if (hidden[name]) fail("the legend did not show " + name + " again");
       done.push("legend " + name);
     }
-    var t = document.querySelector("table.sortable");
-    if (t && t.tBodies[0].rows.length > 1) {
+    var t = Array.prototype.filter.call(document.querySelectorAll("table.sortable"), function (t) { return t.tBodies[0].rows.length > 1; })[0];
+    if (t) {
       var th = t.tHead.rows[0].cells[0];
       th.click(); var a = t.tBodies[0].rows[0].cells[0].textContent;
       th.click(); var b = t.tBodies[0].rows[0].cells[0].textContent;
