@@ -91,3 +91,70 @@ fn mc_gen_plot_is_mc_plots_figure_of_the_generated_rows() {
         .assert()
         .code(2);
 }
+
+/// Rows of 16-token blocks: the only power of two all three allow is 16.
+const TRACE16: &str = r#"{"timestamp": 0, "input_length": 32, "output_length": 1, "hash_ids": [1, 2]}
+{"timestamp": 10, "input_length": 20, "output_length": 1, "hash_ids": [1, 2]}
+{"timestamp": 20, "input_length": 48, "output_length": 1, "hash_ids": [1, 2, 3]}
+"#;
+
+/// `--block-size auto` (the default) detects the size as every tool does
+/// and names it; a size most rows contradict is bad data (exit 65)
+/// naming the rows' size.
+#[test]
+fn block_size_is_detected_and_a_contradicting_one_refused() {
+    let auto = crate::util::run_ok_both("mc-plot", &["--window-ms", "10"], TRACE16);
+    assert!(
+        auto.1
+            .contains("mc-plot: block size 16 (detected from the first 3 rows with hash_ids)"),
+        "{}",
+        auto.1
+    );
+    let given = run_ok(
+        "mc-plot",
+        &["--window-ms", "10", "--block-size", "16"],
+        TRACE16,
+    );
+    assert_eq!(auto.0, given);
+    tool("mc-plot")
+        .args(["--block-size", "512"])
+        .write_stdin(TRACE16)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains(
+            "--block-size 512: 3 of 3 rows with hash_ids do not fit it (the rows say 16",
+        ));
+    // Rows that decide no size (one block each: any size from 40 up) are
+    // an error under auto, naming the fix; a size given by hand is used.
+    let one_block = "{\"input_length\": 40, \"hash_ids\": [1]}\n";
+    tool("mc-plot")
+        .write_stdin(one_block)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("pass --block-size B"));
+    run_ok("mc-plot", &["--block-size", "64"], one_block);
+}
+
+/// Axis numbers as a person writes them: the 20,000-token rows' axis
+/// says `20k`, never `20000.0`.
+#[test]
+fn axes_write_numbers_as_people_do() {
+    let rows: String = (0..4)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": 64}}\n",
+                i * 1500,
+                10000 + i * 10000
+            )
+        })
+        .collect();
+    let svg = run_ok("mc-plot", &["--window-ms", "1000", "--bins", "4"], &rows);
+    assert!(
+        svg.contains(">20k<") || svg.contains(">\n20k\n<"),
+        "no 20k label"
+    );
+    assert!(
+        !svg.contains("20000.0") && !svg.contains("\n20000\n"),
+        "a raw number"
+    );
+}

@@ -358,7 +358,9 @@ fn compare_hand_made_runs_with_hand_computed_changes() {
 }
 
 /// Checks that every tag is closed in order (void HTML elements and
-/// self-closed SVG elements aside) and that no text holds a bare `<`.
+/// self-closed SVG elements aside) and that no text holds a bare `<`. A
+/// script's body is not markup: it runs to its `</script>`, and must not
+/// hold one.
 fn assert_well_formed(html: &str) {
     const VOID: [&str; 6] = ["meta", "br", "hr", "img", "input", "link"];
     let mut stack: Vec<&str> = Vec::new();
@@ -369,6 +371,11 @@ fn assert_well_formed(html: &str) {
         let tag = &after[..j];
         assert!(!tag.contains('<'), "a bare < before {tag:?}");
         rest = &after[j + 1..];
+        if tag.starts_with("script") {
+            let end = rest.find("</script>").expect("a script left open");
+            rest = &rest[end + "</script>".len()..];
+            continue;
+        }
         if tag.starts_with('!') {
             continue;
         }
@@ -412,12 +419,17 @@ fn html_report_is_self_contained_and_well_formed() {
         "server {}",
         mock.url.trim_start_matches("http://")
     )));
-    // One <svg> per panel, each in its figure: TTFT, ITL, E2E over the
+    // One chart per panel, each in its figure: TTFT, ITL, E2E over the
     // run; three CDFs; output tok/s, in flight, lag; a session timeline
-    // per run (both have sessions); the trace's figure.
-    let panels = 3 + 3 + 3 + 2 + 1;
-    assert_eq!(page.matches("<svg").count(), panels);
-    assert_eq!(page.matches("<figure>").count(), panels);
+    // per run (both have sessions); the trace's seven panels (rates,
+    // lengths, hit rate, two histograms, sessions).
+    let panels = 3 + 3 + 3 + 2 + 7;
+    let charts = charts(&page);
+    assert_eq!(charts.len(), panels);
+    let titles: Vec<&str> = charts
+        .iter()
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
     for title in [
         "TTFT over the run",
         "ITL over the run",
@@ -431,11 +443,417 @@ fn html_report_is_self_contained_and_well_formed() {
         "Sessions of speedup=1",
         "Sessions of speedup=2",
         "Requests per second", // mc-plot's figure of the trace
+        "Input length histogram",
     ] {
-        assert!(page.contains(title), "{title}");
+        assert!(
+            titles.iter().any(|t| t.starts_with(title)),
+            "{title}: {titles:?}"
+        );
     }
     // Overlaid runs are named in the legends.
-    assert!(page.contains("speedup=2 p99"));
+    let ttft = &charts[0];
+    let names: Vec<&str> = ttft["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"speedup=2 p99"), "{names:?}");
+    // TTFT is in ms over time in s: the script writes `1.5 s`, `250 ms`.
+    assert_eq!(
+        (ttft["x"]["unit"].as_str(), ttft["y"]["unit"].as_str()),
+        (Some("s"), Some("ms"))
+    );
+    // The script that draws them, and sortable tables with their headers.
+    assert!(page.contains("<script>") && page.contains("function human("));
+    assert!(page.contains(
+        "<table class=\"sortable compare\">\n<thead><tr><th>metric</th><th>speedup=1</th>"
+    ));
+    assert!(page.contains("<table class=\"sortable runs\">\n<thead><tr><th>run</th>"));
+    // Every compared value sorts by its number.
+    let compare = &page[page.find("sortable compare").unwrap()..];
+    let compare = &compare[..compare.find("</table>").unwrap()];
+    assert!(compare.matches("data-v=").count() > 10, "{compare}");
+    for v in compare.split("data-v=\"").skip(1) {
+        let v = &v[..v.find('"').unwrap()];
+        assert!(v.parse::<f64>().is_ok(), "{v}");
+    }
+}
+
+/// The JSON of every chart on the page, checked well-formed: a known
+/// kind, every point two numbers (a missing y is `null`, never drawn),
+/// every histogram bar between two edges.
+fn charts(page: &str) -> Vec<Value> {
+    const OPEN: &str = "<figure class=\"chart\"><script type=\"application/json\">";
+    page.split(OPEN)
+        .skip(1)
+        .map(|rest| {
+            let json = &rest[..rest.find("</script>").expect("the chart's data closed")];
+            let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+            let title = v["title"].as_str().expect("a title").to_string();
+            for axis in ["x", "y"] {
+                let unit = v[axis]["unit"].as_str().unwrap();
+                assert!(
+                    ["plain", "ms", "s", "share"].contains(&unit),
+                    "{title}: {unit}"
+                );
+            }
+            match v["kind"].as_str() {
+                Some("lines") => {
+                    for s in v["series"].as_array().unwrap() {
+                        assert!(s["color"].as_str().unwrap().starts_with('#'));
+                        for p in s["points"].as_array().unwrap() {
+                            let p = p.as_array().unwrap();
+                            assert_eq!(p.len(), 2, "{title}");
+                            assert!(p[0].as_f64().is_some_and(f64::is_finite), "{title}: {p:?}");
+                            assert!(p[1].is_null() || p[1].as_f64().is_some(), "{title}: {p:?}");
+                        }
+                    }
+                }
+                Some("histogram") => {
+                    let edges = v["edges"].as_array().unwrap();
+                    assert_eq!(
+                        edges.len(),
+                        v["counts"].as_array().unwrap().len() + 1,
+                        "{title}"
+                    );
+                }
+                Some("timeline") => {
+                    for l in v["lanes"].as_array().unwrap() {
+                        assert!(l["marks"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .all(|m| m.as_f64().is_some()));
+                    }
+                }
+                other => panic!("{title}: kind {other:?}"),
+            }
+            v
+        })
+        .collect()
+}
+
+/// The chart whose title starts with `title`.
+fn chart<'a>(charts: &'a [Value], title: &str) -> &'a Value {
+    charts
+        .iter()
+        .find(|c| c["title"].as_str().unwrap().starts_with(title))
+        .unwrap_or_else(|| panic!("no chart {title}"))
+}
+
+#[test]
+fn trace_figure_draws_only_the_rows_a_short_run_replayed() {
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "cut", &["--max-requests", "3"]);
+    let trace_file = dir.path().join("trace.jsonl");
+    std::fs::write(&trace_file, trace()).unwrap();
+    let results = std::fs::read_to_string(dir.path().join("cut.jsonl")).unwrap();
+    let mut lines: Vec<u64> = results
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["line"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    lines.sort_unstable();
+    assert_eq!(lines.len(), 3);
+    let html = dir.path().join("r.html");
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        "--trace",
+        trace_file.to_str().unwrap(),
+        dir.path().join("cut.jsonl").to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("The 3 of 6 rows of "), "{page}");
+    let cut = charts(&page);
+    // The input-length histogram holds exactly the replayed rows: 3
+    // requests, its range their lengths' (the trace's rows by line).
+    let isl: Vec<f64> = trace()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["input_length"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let kept: Vec<f64> = lines.iter().map(|&n| isl[n as usize - 1]).collect();
+    let h = chart(&cut, "Input length histogram");
+    let counts: u64 = h["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counts, 3);
+    let edges = h["edges"].as_array().unwrap();
+    let lo = kept.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = kept.iter().copied().fold(0.0, f64::max);
+    assert_eq!(edges[0].as_f64(), Some(lo));
+    assert!((edges.last().unwrap().as_f64().unwrap() - hi).abs() < 1e-6);
+    // Without --max-requests every row is drawn.
+    replay_to(&mock, dir.path(), "all", &[]);
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        "--trace",
+        trace_file.to_str().unwrap(),
+        dir.path().join("all.jsonl").to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("All 6 rows of "), "{page}");
+    let h = chart(&charts(&page), "Input length histogram").clone();
+    let counts: u64 = h["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counts, 6);
+    // A single run's distributions, sortable, each figure its summary's.
+    let dists = &page[page
+        .find("<table class=\"sortable dists\">")
+        .expect("the distributions")..];
+    let dists = &dists[..dists.find("</table>").unwrap()];
+    let sum: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("all.summary.json")).unwrap(),
+    )
+    .unwrap();
+    let ttft = &dists[dists.find("<tr><td>ttft</td>").expect("a ttft row")..];
+    let ttft = &ttft[..ttft.find("</tr>").unwrap()];
+    let p99 = sum["metrics"]["ttft"]["p99"].as_f64().unwrap();
+    let count = sum["metrics"]["ttft"]["count"].as_u64().unwrap();
+    assert!(ttft.contains(&format!("<td data-v=\"{p99}\">")), "{ttft}");
+    assert!(
+        ttft.ends_with(&format!("<td data-v=\"{count}\">{count}</td>")),
+        "{ttft}"
+    );
+    // A trace none of whose rows has a result is not the run's: exit 65.
+    let stray = dir.path().join("stray.jsonl");
+    std::fs::write(&stray, format!("{}\n", result(100, 1.0, 2.0, 2, 0, None))).unwrap();
+    tool("mc-report")
+        .arg("--html")
+        .arg(&html)
+        .arg("--trace")
+        .arg(&trace_file)
+        .arg(&stray)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains(
+            "none of its 6 rows has a result line",
+        ));
+}
+
+/// Every warning and note the terminal prints of a run opens its page,
+/// alone and compared.
+#[test]
+fn warnings_the_terminal_prints_open_the_single_and_comparison_pages() {
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "one", &[]);
+    replay_to(&mock, dir.path(), "two", &[]);
+    // Run one stopped early and lost its gaps (an older mc-replay).
+    let side = dir.path().join("one.summary.json");
+    let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    s["stopped_early"] = json!({"consecutive_failures": 9, "last_error": "refused"});
+    std::fs::write(&side, s.to_string()).unwrap();
+    let one = dir.path().join("one.jsonl");
+    let stripped: String = std::fs::read_to_string(&one)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("itl_gaps_ms");
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::write(&one, stripped).unwrap();
+    let (text, _) = report(&[one.to_str().unwrap()]);
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("STOPPED") || l.starts_with("WARNING") || l.starts_with("note:"))
+        .collect();
+    // STOPPED EARLY, the missing gaps, and tpot over 5 of 6 (one answer
+    // of one token); a loaded machine may add a degraded run's WARNING.
+    for want in [
+        "STOPPED EARLY: 9 requests in a row",
+        "note: 5 results carry no itl_gaps_ms",
+        "note: tpot over 5 of 6 ok requests",
+    ] {
+        assert!(said.iter().any(|l| l.starts_with(want)), "{want}: {text}");
+    }
+    let html = dir.path().join("r.html");
+    report(&["--html", html.to_str().unwrap(), one.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let top = &page
+        [page.find("<div class=\"warnings\">").expect("the cautions")..page.find("<h2>").unwrap()];
+    for w in &said {
+        assert!(top.contains(&format!("<li>{w}</li>")), "{w}: {top}");
+    }
+    report(&[
+        "--compare",
+        "--html",
+        html.to_str().unwrap(),
+        one.to_str().unwrap(),
+        dir.path().join("two.jsonl").to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let top = &page
+        [page.find("<div class=\"warnings\">").expect("the cautions")..page.find("<h2>").unwrap()];
+    for w in &said {
+        assert!(top.contains(&format!("<li>one: {w}</li>")), "{w}: {top}");
+    }
+}
+
+/// A generated run of 10,000 requests (with its trace) makes a page
+/// under 1 MB, and the page says what it thinned out.
+#[test]
+fn page_of_ten_thousand_requests_is_under_a_megabyte() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 10_000u64;
+    let mut trace = String::new();
+    let mut results = String::new();
+    for i in 0..n {
+        let t = i as f64 * 7.3;
+        let ttft = 20.0 + (i % 97) as f64 * 1.7;
+        let gaps: Vec<f64> = (0..20)
+            .map(|k| 8.0 + ((i + k) % 13) as f64 * 0.37)
+            .collect();
+        let e2e = ttft + gaps.iter().sum::<f64>();
+        trace.push_str(&format!(
+            "{{\"timestamp\": {t}, \"session_id\": \"s{}\", \"input_length\": {}, \"output_length\": 21, \"hash_ids\": [{}, {}]}}\n",
+            i % 500,
+            600 + i % 400,
+            i % 50,
+            i
+        ));
+        let mut r = result(i + 1, ttft, e2e, 21, 100, None);
+        r["session_id"] = json!(format!("s{}", i % 500));
+        r["t_sched_ms"] = json!(t);
+        r["t_send_ms"] = json!(t + 0.25);
+        r["t_first_ms"] = json!(t + 0.25 + ttft);
+        r["t_last_ms"] = json!(t + 0.25 + e2e);
+        r["t_end_ms"] = json!(t + 0.25 + e2e);
+        r["lag_ms"] = json!(0.25);
+        r["itl_gaps_ms"] = json!(gaps);
+        results.push_str(&format!("{r}\n"));
+    }
+    let (tf, rf, html) = (
+        dir.path().join("t.jsonl"),
+        dir.path().join("r.jsonl"),
+        dir.path().join("r.html"),
+    );
+    std::fs::write(&tf, trace).unwrap();
+    std::fs::write(&rf, results).unwrap();
+    report(&[
+        "--html",
+        html.to_str().unwrap(),
+        "--trace",
+        tf.to_str().unwrap(),
+        rf.to_str().unwrap(),
+    ]);
+    let size = std::fs::metadata(&html).unwrap().len();
+    println!("page of {n} requests: {size} bytes");
+    assert!(size < 1_000_000, "{size} bytes");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let charts = charts(&page);
+    // 10,000 dots thinned to 5,000 per panel, said in the title.
+    let ttft = chart(&charts, "TTFT over the run");
+    assert!(
+        ttft["title"]
+            .as_str()
+            .unwrap()
+            .contains("dots: 1 in 2 of 10k shown"),
+        "{}",
+        ttft["title"]
+    );
+    assert_eq!(ttft["series"][0]["points"].as_array().unwrap().len(), 5000);
+    assert!(page.contains("All 10000 rows of "));
+}
+
+/// The page's script writes numbers by the same rule as `plot::fmt`
+/// (its port, run under node when node is installed).
+#[test]
+fn script_writes_numbers_as_plot_fmt_does() {
+    use mctrace::plot::fmt::{human, tick_digits, CASES};
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: no node on PATH to run the page's script");
+        return;
+    }
+    let js = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/plot/web.js");
+    let mut cases: Vec<(f64, &str, u32, String)> = CASES
+        .iter()
+        .map(|&(v, u, d, want)| (v, unit(u), d, want.to_string()))
+        .collect();
+    // And a sweep of values the cases do not pin, against the Rust rule.
+    for k in -6..12 {
+        for m in [1.0, 1.25, 2.0, 2.5, 4.999, 9.9996] {
+            let v = m * 10f64.powi(k);
+            for u in [
+                mctrace::plot::Unit::Plain,
+                mctrace::plot::Unit::Ms,
+                mctrace::plot::Unit::S,
+                mctrace::plot::Unit::Share,
+            ] {
+                for d in [3, 7] {
+                    cases.push((v, unit(u), d, human(v, u, d)));
+                }
+            }
+        }
+    }
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|(v, u, d, _)| json!([if v.is_finite() { json!(v) } else { json!(null) }, u, d]))
+        .collect();
+    let script = format!(
+        "const f = require({:?}); const c = {}; \
+         console.log(JSON.stringify(c.map(([v, u, d]) => f.human(v === null ? NaN : v, u, d)))); \
+         console.log(JSON.stringify([f.tickDigits(4000, 500), f.tickDigits(1001, 0.2), f.tickDigits(0, 1)]));",
+        js.to_str().unwrap(),
+        Value::from(input)
+    );
+    let out = std::process::Command::new("node")
+        .arg("-e")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let got: Vec<String> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    for ((v, u, d, want), got) in cases.iter().zip(&got) {
+        assert_eq!(got, want, "{v} {u} {d}");
+    }
+    let ticks: Vec<u32> = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        ticks,
+        vec![
+            tick_digits(4000.0, 500.0),
+            tick_digits(1001.0, 0.2),
+            tick_digits(0.0, 1.0)
+        ]
+    );
+}
+
+fn unit(u: mctrace::plot::Unit) -> &'static str {
+    match u {
+        mctrace::plot::Unit::Plain => "plain",
+        mctrace::plot::Unit::Ms => "ms",
+        mctrace::plot::Unit::S => "s",
+        mctrace::plot::Unit::Share => "share",
+    }
 }
 
 #[test]
@@ -508,9 +926,31 @@ fn sweep_directory_curve_and_table() {
     assert!(page.contains("Sweep over rate"));
     assert!(page.contains("TTFT against throughput") && page.contains("ITL against throughput"));
     assert!(!page.contains("http://") && !page.contains("https://"));
-    // The terminal's sweep table is on the page, and its cautions open it.
-    let table = &page[page.find("<pre class=\"sweep\">").expect("the sweep table")..];
-    assert!(table.contains("out tok/s") && table.contains("\n20 ") && table.contains("\n40 "));
+    // The terminal's sweep table is on the page (sortable), and its
+    // cautions open it.
+    let table = &page[page
+        .find("<table class=\"sortable sweep\">")
+        .expect("the sweep table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(
+        table.contains("<th>rate</th><th>req/s</th><th>out tok/s</th>"),
+        "{table}"
+    );
+    assert!(
+        table.contains("<tr><td data-v=\"20\">20</td>")
+            && table.contains("<tr><td data-v=\"40\">40</td>"),
+        "{table}"
+    );
+    // Each row's figures are that run's summary's, as the terminal writes them.
+    let s40: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("rate-40/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let ttft_p99 = s40["metrics"]["ttft"]["p99"].as_f64().unwrap();
+    assert!(
+        table.contains(&format!("<td data-v=\"{ttft_p99}\">{ttft_p99:.1}</td>")),
+        "{table}"
+    );
     let warnings = &page[page.find("<div class=\"warnings\">").expect("the cautions")..];
     assert!(
         warnings.contains("the sweep stopped at 40: ttft p99 over the SLO"),

@@ -7,8 +7,12 @@
 //! system fonts and no font crates are needed on the machine, and the
 //! browser (or SVG renderer) that opens the file draws the text.
 
+pub mod fmt;
 pub mod sweep;
 pub mod trace;
+pub mod web;
+
+pub use fmt::Unit;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -58,6 +62,9 @@ pub struct Panel {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
+    /// What the axes count: their numbers are written by [`fmt::human`].
+    pub x_unit: Unit,
+    pub y_unit: Unit,
     pub body: Body,
 }
 
@@ -184,12 +191,20 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<
         .y_label_area_size(56)
         .build_cartesian_2d(xs.0..xs.1, ys.0..ys.1)
         .map_err(err)?;
+    // plotters picks about six ticks over each range: digits enough to
+    // tell neighbours apart.
+    let digits = |r: (f64, f64)| fmt::tick_digits(r.0.abs().max(r.1.abs()), (r.1 - r.0) / 6.0);
+    let (xd, yd) = (digits(xs), digits(ys));
+    let x_fmt = |v: &f64| fmt::human(*v, p.x_unit, xd);
+    let y_fmt = |v: &f64| fmt::human(*v, p.y_unit, yd);
     chart
         .configure_mesh()
         .x_desc(p.x_label.as_str())
         .y_desc(p.y_label.as_str())
         .x_labels(6)
         .y_labels(6)
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
         .draw()
         .map_err(err)?;
     match &p.body {
@@ -300,8 +315,10 @@ mod tests {
     fn panel(title: &str, body: Body) -> Panel {
         Panel {
             title: title.into(),
-            x_label: "time (s)".into(),
+            x_label: "time".into(),
             y_label: "value".into(),
+            x_unit: Unit::S,
+            y_unit: Unit::Plain,
             body,
         }
     }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{figure_svg, Body, Panel, PlotError, Series, Style};
+use super::{figure_svg, Body, Panel, PlotError, Series, Style, Unit};
 use crate::error::{Error, Result};
 use crate::results::sweep::{self, Point};
 
@@ -36,7 +36,9 @@ pub fn sweep_curve(parameter: &str, points: &[Point]) -> Vec<Panel> {
         Panel {
             title: "TTFT by output throughput".into(),
             x_label: "output throughput (tok/s)".into(),
-            y_label: "TTFT (ms)".into(),
+            y_label: "TTFT".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Ms,
             body: Body::Lines(vec![
                 line("TTFT p50", ttft(|p| p.ttft_p50_ms)),
                 line("TTFT p99", ttft(|p| p.ttft_p99_ms)),
@@ -46,6 +48,8 @@ pub fn sweep_curve(parameter: &str, points: &[Point]) -> Vec<Panel> {
             title: format!("Output throughput by {parameter}"),
             x_label: unit,
             y_label: "output throughput (tok/s)".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Plain,
             body: Body::Lines(vec![line(
                 "output tok/s",
                 points

@@ -4,16 +4,19 @@
 //! OSL histograms; a session timeline (one lane per session, a mark per
 //! turn).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::path::PathBuf;
 
 use crate::analyze::cache::RowByRow;
+use crate::blocks::{BlockSize, FeasibleSizes, SizeCheck, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
-use crate::filter::{for_each_line, report_skipped, IoArgs};
+use crate::filter::{for_each_line, report_skipped, IoArgs, LOOKAHEAD_BYTES, LOOKAHEAD_ROWS};
 use crate::jsonl::ErrorPolicy;
 use crate::limits::{MAX_BINS, MAX_WINDOWS};
 use crate::record::{Field, Record};
 
+use super::fmt::{human, Unit};
 use super::{figure_svg, histogram, Body, Panel, Series};
 
 /// The figure's defaults, shared by mc-plot and `mc-gen --plot` so both
@@ -40,7 +43,7 @@ pub const TOOL: &str = "mc-plot";
     version,
     after_help = "Examples:
   mc-plot < conversation_trace.jsonl > trace.svg
-  mc-plot --window-ms 60000 --block-size 512 --svg trace.svg --input trace.jsonl
+  mc-plot --window-ms 60000 --block-size 16 --svg trace.svg --input trace.jsonl
   mc-replay --rate 1,2,4,8 --out-dir sweep -i trace.jsonl && mc-plot --sweep sweep --svg curve.svg"
 )]
 pub struct PlotArgs {
@@ -48,9 +51,11 @@ pub struct PlotArgs {
     #[arg(long, default_value_t = WINDOW_MS, value_name = "MS", value_parser = crate::options::positive)]
     pub window_ms: f64,
 
-    /// Tokens per hash id, for the prefix-cache hit rate.
-    #[arg(long, default_value_t = 512, value_name = "B")]
-    pub block_size: u64,
+    /// Tokens per hash id, for the prefix-cache hit rate: `auto` (the
+    /// size the first rows decide, named on stderr) or a number, which
+    /// most rows with ids must fit (else exit 65 naming the rows' size).
+    #[arg(long, default_value = "auto", value_name = "B|auto")]
+    pub block_size: BlockSize,
 
     /// Model an LRU cache of this many blocks instead of an infinite one.
     #[arg(long, value_name = "C")]
@@ -242,26 +247,120 @@ pub fn figure(
     figure_svg(&panels, 2, (640, 360)).map_err(|e| Error::Other(e.into()))
 }
 
-/// Reads a trace into what the figure needs.
-pub fn read(io: &IoArgs, block_size: u64, cache_blocks: Option<u64>) -> Result<TraceData> {
+/// A trace read for its figure.
+#[derive(Debug)]
+pub struct TraceRead {
+    pub data: TraceData,
+    /// The block size the hit rate was computed at.
+    pub block_size: u64,
+    /// Rows in the file (drawn or not).
+    pub rows: u64,
+}
+
+/// The block size of `--block-size`: `auto` decided by the look-ahead
+/// rows, a given size held to `blocks::SizeCheck` (the rule every tool
+/// applies; both named on stderr or refused as bad data, exit 65).
+fn decide_block_size(
+    tool: &str,
+    size: BlockSize,
+    sizes: &FeasibleSizes,
+    check: &SizeCheck,
+) -> Result<u64> {
+    match size {
+        BlockSize::Fixed(b) => {
+            check
+                .verdict(b)
+                .map_err(|e| Error::Input(format!("in the first rows, {e}")))?;
+            Ok(b)
+        }
+        BlockSize::Auto => match sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "{tool}: block size {b} (detected from the first {} rows with hash_ids)",
+                    sizes.rows
+                );
+                Ok(b)
+            }
+            // No row has ids: the hit rate is 0 at any size.
+            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+            Err(e) => Err(Error::Input(format!(
+                "--block-size auto: in the first {} rows with hash_ids, {e}",
+                sizes.rows
+            ))),
+        },
+    }
+}
+
+/// Reads a trace into what the figure needs: every row, or with `keep`
+/// only the rows whose line numbers it holds (mc-report draws the rows a
+/// run replayed). The first rows (as many as a filter's look-ahead,
+/// `filter::LOOKAHEAD_ROWS` or `LOOKAHEAD_BYTES`) decide the block size
+/// before any hit is counted.
+pub fn read(
+    tool: &str,
+    io: &IoArgs,
+    size: BlockSize,
+    cache_blocks: Option<u64>,
+    keep: Option<&HashSet<u64>>,
+) -> Result<TraceRead> {
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
+    let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
+    let mut sizes = FeasibleSizes::default();
+    let mut check = SizeCheck::default();
+    let given = match size {
+        BlockSize::Fixed(b) => b,
+        BlockSize::Auto => 1,
+    };
+    while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
+        match reader.next_line() {
+            Ok(Some(line)) => {
+                // Bad lines decide nothing; the pass below reports them.
+                if let Ok(rec) = Record::parse(line.bytes) {
+                    if let (Ok(Some(n)), Ok(Some(len))) =
+                        (rec.hash_ids_len(), rec.uint(Field::InputLength))
+                    {
+                        sizes.add(n as u64, len);
+                        check.add(n as u64, len, given);
+                    }
+                }
+                let start = ahead.len();
+                ahead.extend_from_slice(line.bytes);
+                ahead_rows.push((line.no, start..ahead.len()));
+            }
+            Ok(None) => break,
+            Err(e) => policy.handle(e)?,
+        }
+    }
+    let block_size = decide_block_size(tool, size, &sizes, &check)?;
     let mut data = TraceData::default();
     let mut sessions = HashMap::new();
     let mut ids = Vec::new();
     let mut cache = RowByRow::new(block_size, cache_blocks);
-    for_each_line(
-        &mut reader,
-        &mut policy,
-        |no, bytes, policy| match Record::parse(bytes)
-            .and_then(|r| data.push(&r, &mut sessions, &mut ids, &mut cache))
+    let mut rows = 0u64;
+    let mut one = |no: u64, bytes: &[u8], policy: &mut ErrorPolicy| -> Result<()> {
+        rows += 1;
+        if keep.is_some_and(|k| !k.contains(&no)) {
+            return Ok(());
+        }
+        match Record::parse(bytes).and_then(|r| data.push(&r, &mut sessions, &mut ids, &mut cache))
         {
             Ok(()) => Ok(()),
             Err(e) => policy.record(no, e),
-        },
-    )?;
-    report_skipped("mc-plot", &policy);
-    Ok(data)
+        }
+    };
+    for (no, span) in &ahead_rows {
+        one(*no, &ahead[span.clone()], &mut policy)?;
+    }
+    for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
+        one(no, bytes, policy)
+    })?;
+    report_skipped(tool, &policy);
+    Ok(TraceRead {
+        data,
+        block_size,
+        rows,
+    })
 }
 
 fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
@@ -281,22 +380,26 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
         w.iter().map(|x| (x.start_s, f(x))).collect()
     };
     let mean = |a: f64, n: u64| if n > 0 { a / n as f64 } else { 0.0 };
-    let secs = format!("time (s), {} ms windows", window_ms);
-    let panel = |title: &str, y: &str, body: Body| Panel {
+    let secs = format!("time, {} windows", human(window_ms, Unit::Ms, 6));
+    let panel = |title: &str, y: &str, y_unit: Unit, body: Body| Panel {
         title: title.into(),
         x_label: secs.clone(),
         y_label: y.into(),
+        x_unit: Unit::S,
+        y_unit,
         body,
     };
     let mut out = vec![
         panel(
             "Requests per second",
             "req/s",
+            Unit::Plain,
             Body::Lines(vec![line("req/s", each(&|x| x.requests as f64 * per_s))]),
         ),
         panel(
             "Tokens per second",
             "tok/s",
+            Unit::Plain,
             Body::Lines(vec![
                 line("input", each(&|x| x.input_tokens * per_s)),
                 line("output", each(&|x| x.output_tokens * per_s)),
@@ -305,6 +408,7 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
         panel(
             "Mean tokens per request",
             "tokens",
+            Unit::Plain,
             Body::Lines(vec![
                 line("input", each(&|x| mean(x.input_tokens, x.requests))),
                 line("output", each(&|x| mean(x.output_tokens, x.requests))),
@@ -313,6 +417,7 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
         panel(
             "Prefix-cache hit rate (causal model)",
             "hit tokens / input tokens",
+            Unit::Share,
             Body::Lines(vec![line(
                 "hit rate",
                 each(&|x| {
@@ -328,12 +433,16 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
             title: "Input length histogram".into(),
             x_label: "input tokens".into(),
             y_label: "requests".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Plain,
             body: histogram(&data.isl, bins),
         },
         Panel {
             title: "Output length histogram".into(),
             x_label: "output tokens".into(),
             y_label: "requests".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Plain,
             body: histogram(&data.osl, bins),
         },
     ];
@@ -351,8 +460,10 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
                 data.sessions.len().min(max_sessions),
                 data.sessions.len()
             ),
-            x_label: "time (s)".into(),
+            x_label: "time".into(),
             y_label: "session".into(),
+            x_unit: Unit::S,
+            y_unit: Unit::Plain,
             body: Body::Timeline(lanes),
         });
     }
@@ -380,16 +491,13 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         eprintln!("{about}");
         return Ok(());
     }
-    if args.block_size == 0 {
-        return Err(Error::usage("--block-size: expected at least 1 token"));
-    }
     if args.bins == 0 || args.bins > MAX_BINS {
         return Err(Error::usage(format!(
             "--bins {}: expected 1 to {MAX_BINS}",
             args.bins
         )));
     }
-    let data = read(io, args.block_size, args.cache_blocks)?;
+    let data = read(TOOL, io, args.block_size, args.cache_blocks, None)?.data;
     if data.t_ms.is_empty() {
         return Err(Error::Input(
             "no records in the input: nothing to plot".into(),

@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use crate::plot::{cdf, Body, Panel, Series, Style};
+use crate::plot::fmt::human;
+use crate::plot::{cdf, Body, Panel, Series, Style, Unit};
 use crate::results::RequestResult;
 use crate::stats::percentile_linear;
 
@@ -110,6 +111,26 @@ fn name(runs: &[RunData], r: &RunData, what: &str) -> String {
     }
 }
 
+/// What [`thin`] left out, said on the panel: `None` when nothing was.
+fn thinned(n: usize, max: usize, what: &str) -> Option<String> {
+    let k = n.div_ceil(max.max(1)).max(1);
+    (k > 1).then(|| {
+        format!(
+            "{what}: 1 in {k} of {} shown",
+            human(n as f64, Unit::Plain, 6)
+        )
+    })
+}
+
+/// `title`, then what was thinned out, if anything.
+fn noted(title: &str, notes: &[String]) -> String {
+    if notes.is_empty() {
+        title.to_string()
+    } else {
+        format!("{title} ({})", notes.join("; "))
+    }
+}
+
 /// Every k-th point so that at most `max` remain.
 fn thin<T: Copy>(v: &[T], max: usize) -> Vec<T> {
     let k = v.len().div_ceil(max.max(1)).max(1);
@@ -149,6 +170,7 @@ fn over_run(
     window_points: &dyn Fn(&RequestResult, &mut Points),
 ) -> Panel {
     let mut out = Vec::new();
+    let mut notes = Vec::new();
     for (k, r) in runs.iter().enumerate() {
         let d: Vec<(f64, f64)> = ok(r).filter_map(dots).collect();
         let mut wp = Vec::new();
@@ -156,14 +178,20 @@ fn over_run(
             window_points(x, &mut wp);
         }
         let (p50, p99) = window_percentiles(&wp, w);
+        notes.extend(thinned(d.len(), MAX_DOTS, &name(runs, r, "dots")));
         out.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
         out.push(series(runs, k, "p50", p50, Role::P50));
         out.push(series(runs, k, "p99", p99, Role::P99));
     }
     Panel {
-        title: title.into(),
-        x_label: format!("time since the run's start (s), p50/p99 per {w} s window"),
+        title: noted(title, &notes),
+        x_label: format!(
+            "time since the run's start; p50/p99 per {} window (all requests)",
+            human(w, Unit::S, 6)
+        ),
         y_label: y.into(),
+        x_unit: Unit::S,
+        y_unit: Unit::Ms,
         body: Body::Lines(out),
     }
 }
@@ -184,16 +212,24 @@ fn cdf_panel(
     x: &str,
     values: &dyn Fn(&RunData) -> Vec<f64>,
 ) -> Panel {
+    let mut notes = Vec::new();
     let out = (0..runs.len())
         .map(|k| {
-            let pts = thin(&cdf(&values(&runs[k])), MAX_CDF_POINTS);
-            series(runs, k, "", pts, Role::Line)
+            let all = cdf(&values(&runs[k]));
+            notes.extend(thinned(
+                all.len(),
+                MAX_CDF_POINTS,
+                &name(runs, &runs[k], "steps"),
+            ));
+            series(runs, k, "", thin(&all, MAX_CDF_POINTS), Role::Line)
         })
         .collect();
     Panel {
-        title: title.into(),
+        title: noted(title, &notes),
         x_label: x.into(),
         y_label: "share of requests at or below".into(),
+        x_unit: Unit::Ms,
+        y_unit: Unit::Share,
         body: Body::Lines(out),
     }
 }
@@ -292,7 +328,7 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
             runs,
             w_pct,
             "TTFT over the run",
-            "TTFT (ms)",
+            "TTFT",
             &|x| Some((s(x.t_send_ms), x.ttft_ms?)),
             &|x, v| v.extend(x.ttft_ms.map(|t| (s(x.t_send_ms), t))),
         ),
@@ -300,7 +336,7 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
             runs,
             w_pct,
             "ITL over the run (dots: a request's mean gap)",
-            "ITL (ms)",
+            "ITL",
             &|x| Some((s(x.t_first_ms?), x.itl_ms.as_ref()?.mean)),
             &|x, v| v.extend(gap_times(x).map(|(t, g)| (s(t), g))),
         ),
@@ -308,24 +344,29 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
             runs,
             w_pct,
             "E2E latency over the run",
-            "E2E (ms)",
+            "E2E",
             &|x| Some((s(x.t_send_ms), x.e2e_ms?)),
             &|x, v| v.extend(x.e2e_ms.map(|e| (s(x.t_send_ms), e))),
         ),
-        cdf_panel(runs, "TTFT CDF", "TTFT (ms)", &|r| {
+        cdf_panel(runs, "TTFT CDF", "TTFT", &|r| {
             ok(r).filter_map(|x| x.ttft_ms).collect()
         }),
-        cdf_panel(runs, "ITL CDF (every gap)", "ITL (ms)", &|r| {
+        cdf_panel(runs, "ITL CDF (every gap)", "ITL", &|r| {
             ok(r).flat_map(|x| x.itl_gaps_ms.iter().copied()).collect()
         }),
-        cdf_panel(runs, "E2E latency CDF", "E2E (ms)", &|r| {
+        cdf_panel(runs, "E2E latency CDF", "E2E", &|r| {
             ok(r).filter_map(|x| x.e2e_ms).collect()
         }),
     ];
     let per_window = |title: &str, y: &str, f: &dyn Fn(&RunData) -> Vec<(f64, f64)>| Panel {
         title: title.into(),
-        x_label: format!("time since the run's start (s), {w} s windows"),
+        x_label: format!(
+            "time since the run's start, {} windows",
+            human(w, Unit::S, 6)
+        ),
         y_label: y.into(),
+        x_unit: Unit::S,
+        y_unit: Unit::Plain,
         body: Body::Lines(
             (0..runs.len())
                 .map(|k| series(runs, k, "", f(&runs[k]), Role::Line))
@@ -341,16 +382,23 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
         &|r| in_flight(r, w, n),
     ));
     let mut lag = Vec::new();
+    let mut notes = Vec::new();
     for (k, r) in runs.iter().enumerate() {
         let d: Vec<(f64, f64)> = measured(r).map(|x| (s(x.t_sched_ms), x.lag_ms)).collect();
         let (_, p99) = window_percentiles(&d, w_pct);
+        notes.extend(thinned(d.len(), MAX_DOTS, &name(runs, r, "dots")));
         lag.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
         lag.push(series(runs, k, "p99", p99, Role::P99));
     }
     out.push(Panel {
-        title: "Schedule lag (send − scheduled time)".into(),
-        x_label: format!("scheduled time since the run's start (s), p99 per {w_pct} s window"),
-        y_label: "lag (ms)".into(),
+        title: noted("Schedule lag (send − scheduled time)", &notes),
+        x_label: format!(
+            "scheduled time since the run's start; p99 per {} window (all requests)",
+            human(w_pct, Unit::S, 6)
+        ),
+        y_label: "lag".into(),
+        x_unit: Unit::S,
+        y_unit: Unit::Ms,
         body: Body::Lines(lag),
     });
     for r in runs {
@@ -391,8 +439,10 @@ pub fn sessions(r: &RunData, max_sessions: usize) -> Option<Panel> {
             lanes.len(),
             total
         ),
-        x_label: "send time since the run's start (s)".into(),
+        x_label: "send time since the run's start".into(),
         y_label: "session".into(),
+        x_unit: Unit::S,
+        y_unit: Unit::Plain,
         body: Body::Timeline(lanes),
     })
 }
@@ -408,7 +458,9 @@ pub fn sweep_panels(runs: &[&Recomputed]) -> Vec<Panel> {
         Panel {
             title: title.into(),
             x_label: "output tokens per second".into(),
-            y_label: "ms".into(),
+            y_label: "latency".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Ms,
             body: Body::Lines(vec![
                 curve_series("p50", pts.iter().map(|&(x, (a, _))| (x, a)).collect(), 1),
                 curve_series("p99", pts.iter().map(|&(x, (_, b))| (x, b)).collect(), 0),

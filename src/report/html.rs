@@ -1,27 +1,26 @@
-//! `mc-report --html`: one self-contained page. Every figure is inline SVG
-//! (no scripts, no fonts, no links to anything), so the file opens from
-//! disk anywhere; it holds no URL at all (the SVG namespace attribute is
-//! left out: HTML5 does not need it on inline SVG, and the server is
+//! `mc-report --html`: one self-contained page. Every figure is its data
+//! and the page's own inline script draws it (`plot::web`: hover for the
+//! exact values, drag to zoom, legend to hide a series, tables sorted by
+//! a click on a header): no library, no fonts, no links to anything, so
+//! the file opens from disk anywhere; it holds no URL at all (the script
+//! writes its SVG as markup, which needs no namespace, and the server is
 //! named by host and port only).
 
 use std::fmt::Write as _;
 
-use crate::plot::{panel_svg, Panel, PlotError};
+use crate::plot::{web, Panel, PlotError};
 
 use super::compare::{change_text, MetricRow, Unit};
 use super::summary::describe;
 use super::Report;
-
-/// The size of one panel, in pixels.
-const CELL: (u32, u32) = (640, 380);
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1em auto;max-width:1340px;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;border-bottom:1px solid #ccc}\
 figure{display:inline-block;margin:4px;vertical-align:top}\
 table{border-collapse:collapse;font-size:0.9em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
 td:first-child,th:first-child{text-align:left}pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em}\
-.note{color:#555}table.runs td{text-align:left}\
-.warnings{background:#fff3cd;border:1px solid #e0b400;padding:0.3em 1em;margin:1em 0}";
+.note{color:#555}table.runs td,table.runs th{text-align:left}\
+.warnings{background:#fff3cd;border:1px solid #e0b400;padding:0.3em 1em;margin:1em 0}.trace-note{color:#555}";
 
 /// Escapes text for HTML content and attribute values.
 pub fn esc(s: &str) -> String {
@@ -38,15 +37,30 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A panel as inline SVG: plotters' document without its XML namespace.
-pub fn inline_svg(svg: &str) -> String {
-    svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1)
+fn figure(out: &mut String, p: &Panel) -> Result<(), PlotError> {
+    out.push_str(&web::chart_html(p));
+    Ok(())
 }
 
-fn figure(out: &mut String, p: &Panel) -> Result<(), PlotError> {
-    let svg = panel_svg(p, CELL)?;
-    let _ = writeln!(out, "<figure>\n{}</figure>", inline_svg(&svg));
-    Ok(())
+/// A sortable table's header row.
+fn head(out: &mut String, class: &str, columns: &[String]) {
+    let _ = write!(out, "<table class=\"sortable {class}\">\n<thead><tr>");
+    for c in columns {
+        let _ = write!(out, "<th>{}</th>", esc(c));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+}
+
+/// A cell showing `text`, sorted by `v` (none: by its text).
+fn cell(out: &mut String, text: &str, v: Option<f64>) {
+    match v.filter(|v| v.is_finite()) {
+        Some(v) => {
+            let _ = write!(out, "<td data-v=\"{v}\">{}</td>", esc(text));
+        }
+        None => {
+            let _ = write!(out, "<td>{}</td>", esc(text));
+        }
+    }
 }
 
 fn section(out: &mut String, title: &str, panels: &[Panel]) -> Result<(), PlotError> {
@@ -61,14 +75,14 @@ fn section(out: &mut String, title: &str, panels: &[Panel]) -> Result<(), PlotEr
 }
 
 fn compare_table(out: &mut String, labels: &[String], rows: &[MetricRow]) {
-    out.push_str("<table>\n<tr><th>metric</th>");
-    for l in labels {
-        let _ = write!(out, "<th>{}</th>", esc(l));
-    }
-    out.push_str("</tr>\n");
+    let columns: Vec<String> = std::iter::once("metric".to_string())
+        .chain(labels.iter().cloned())
+        .collect();
+    head(out, "compare", &columns);
     for r in rows {
         let _ = write!(out, "<tr><td>{}</td>", esc(&r.metric));
         for (v, c) in r.values.iter().zip(&r.change_pct) {
+            let sort_by = *v;
             let v = match (r.unit, v) {
                 (_, None) => "-".to_string(),
                 (Unit::Ratio, Some(v)) => format!("{:.2}%", v * 100.0),
@@ -78,31 +92,131 @@ fn compare_table(out: &mut String, labels: &[String], rows: &[MetricRow]) {
             };
             let c = change_text(*c);
             if c.is_empty() {
-                let _ = write!(out, "<td>{}</td>", esc(&v));
+                cell(out, &v, sort_by);
             } else {
-                let _ = write!(out, "<td>{} ({})</td>", esc(&v), esc(&c));
+                cell(out, &format!("{v} ({c})"), sort_by);
             }
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</table>\n");
+    out.push_str("</tbody>\n</table>\n");
 }
 
-/// The page. `trace_svg` is mc-plot's figure of the replayed trace.
+/// The terminal's sweep table (`results::sweep::table`) as a sortable
+/// table: the same columns, the same figures, sorted by their values.
+fn sweep_table(
+    out: &mut String,
+    param: crate::results::sweep::Param,
+    points: &[crate::results::sweep::Point],
+) {
+    let columns: Vec<String> = [
+        param.name(),
+        "req/s",
+        "out tok/s",
+        "ttft p50",
+        "ttft p99",
+        "itl p50",
+        "itl p99",
+        "e2e p50",
+        "e2e p99",
+        "lag p99",
+        "errors",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    head(out, "sweep", &columns);
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for p in points {
+        out.push_str("<tr>");
+        cell(out, &p.value.to_string(), Some(p.value));
+        cell(
+            out,
+            &format!("{:.2}", p.request_throughput),
+            Some(p.request_throughput),
+        );
+        cell(
+            out,
+            &format!("{:.1}", p.output_token_throughput),
+            Some(p.output_token_throughput),
+        );
+        for v in [
+            p.ttft_p50_ms,
+            p.ttft_p99_ms,
+            p.itl_p50_ms,
+            p.itl_p99_ms,
+            p.e2e_p50_ms,
+            p.e2e_p99_ms,
+            p.lag_p99_ms,
+        ] {
+            cell(out, &ms(v), v);
+        }
+        cell(
+            out,
+            &format!("{:.1}%", p.error_rate * 100.0),
+            Some(p.error_rate),
+        );
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// A run's distributions (the terminal's `ms` block) as a sortable table:
+/// the same figures, written as the terminal writes them.
+fn distributions(out: &mut String, m: &crate::results::summary::Metrics) {
+    use crate::results::summary::Ms;
+    let columns: Vec<String> = [
+        "ms", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99.9", "max", "count",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    head(out, "dists", &columns);
+    for (name, st) in [
+        ("ttft", &m.ttft),
+        ("tpot", &m.tpot),
+        ("itl", &m.itl),
+        ("e2e", &m.e2e),
+        ("sched_latency", &m.sched_latency),
+        ("lag", &m.lag),
+    ] {
+        let Some(st) = st else { continue };
+        out.push_str("<tr>");
+        cell(out, name, None);
+        for v in [
+            st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max,
+        ] {
+            cell(out, &Ms(v).to_string(), Some(v));
+        }
+        cell(out, &st.count.to_string(), Some(st.count as f64));
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// The replayed trace's figure (mc-plot's panels) and what it covers.
+pub struct TraceSection {
+    pub panels: Vec<Panel>,
+    /// Which rows are drawn (all, or only those the run replayed).
+    pub note: String,
+}
+
+/// The page. `trace` is mc-plot's figure of the replayed trace.
 pub fn page(
     r: &Report,
     sweep_panels: &[Panel],
     run_panels: &[Panel],
-    trace_svg: Option<&str>,
+    trace: Option<&TraceSection>,
 ) -> Result<String, PlotError> {
     let labels: Vec<String> = r.runs.iter().map(|x| x.label.clone()).collect();
     let mut s = String::new();
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>mc-report: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <title>mc-report: {}</title>\n<style>{STYLE}{}</style>\n</head>\n<body>\n\
          <h1>mc-report: {}</h1>\n",
         esc(&labels.join(", ")),
+        web::STYLE,
         esc(&labels.join(", "))
     );
     // Every caution the terminal prints, first (a page that shows a 99.95%
@@ -110,7 +224,14 @@ pub fn page(
     let several = r.runs.len() > 1;
     let mut cautions: Vec<String> = Vec::new();
     for (run, rc) in r.runs.iter().zip(&r.summaries) {
-        for c in rc.summary.cautions() {
+        // The terminal's own `note:` lines (the recomputation's and the
+        // metrics block's), word for word.
+        let table = rc.table(&run.label);
+        let notes = table
+            .lines()
+            .filter(|l| l.starts_with("note: "))
+            .map(str::to_string);
+        for c in rc.summary.cautions().into_iter().chain(notes) {
             cautions.push(if several {
                 format!("{}: {c}", run.label)
             } else {
@@ -132,10 +253,19 @@ pub fn page(
     let _ = writeln!(
         s,
         "<p class=\"note\">mc-report {} from {results} result lines; every number is \
-         recomputed from the raw values in the result lines.</p>",
+         recomputed from the raw values in the result lines. Hover a chart for exact values, \
+         drag across it to zoom (double-click resets), click a legend entry to hide or show \
+         it, click a column's header to sort a table.</p>\n\
+         <noscript><p class=\"warnings\">The charts are drawn by this page's own script \
+         (inline; nothing is fetched): allow scripts to see them.</p></noscript>",
         env!("CARGO_PKG_VERSION")
     );
-    s.push_str("<h2>Runs</h2>\n<table class=\"runs\">\n<tr><th>run</th><th>description</th><th>results</th></tr>\n");
+    s.push_str("<h2>Runs</h2>\n");
+    head(
+        &mut s,
+        "runs",
+        &["run".into(), "description".into(), "results".into()],
+    );
     for (run, rc) in r.runs.iter().zip(&r.summaries) {
         let files: Vec<String> = run
             .sources
@@ -150,7 +280,7 @@ pub fn page(
             esc(&files.join(" "))
         );
     }
-    s.push_str("</table>\n");
+    s.push_str("</tbody>\n</table>\n");
     if let Some(sw) = &r.sweep {
         let _ = writeln!(s, "<h2>Sweep over {}</h2>", esc(&sw.file.parameter));
         if let Some(st) = &sw.file.stopped {
@@ -171,8 +301,7 @@ pub fn page(
                 .zip(&r.summaries)
                 .map(|(e, rc)| crate::results::sweep::Point::of(e.value, &rc.summary))
                 .collect();
-            let table = crate::results::sweep::table(param, &points, sw.file.stopped.as_ref());
-            let _ = writeln!(s, "<pre class=\"sweep\">{}</pre>", esc(&table));
+            sweep_table(&mut s, param, &points);
         }
         for p in sweep_panels {
             figure(&mut s, p)?;
@@ -180,6 +309,7 @@ pub fn page(
     }
     s.push_str("<h2>Summary</h2>\n");
     if r.runs.len() == 1 {
+        distributions(&mut s, &r.summaries[0].summary.metrics);
         let _ = writeln!(s, "<pre>{}</pre>", esc(&r.summaries[0].table(&labels[0])));
     } else {
         compare_table(&mut s, &labels, &r.rows());
@@ -191,10 +321,14 @@ pub fn page(
     section(&mut s, "Latency distributions", cdfs)?;
     section(&mut s, "Load and schedule", load)?;
     section(&mut s, "Sessions", sessions)?;
-    if let Some(svg) = trace_svg {
+    if let Some(t) = trace {
         s.push_str("<h2>The replayed trace (mc-plot's figure)</h2>\n");
-        let _ = writeln!(s, "<figure>\n{}</figure>", inline_svg(svg));
+        let _ = writeln!(s, "<p class=\"trace-note\">{}</p>", esc(&t.note));
+        for p in &t.panels {
+            figure(&mut s, p)?;
+        }
     }
+    let _ = write!(s, "<script>\n{}</script>\n", web::SCRIPT);
     s.push_str("</body>\n</html>\n");
     Ok(s)
 }
@@ -206,9 +340,14 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(esc("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
-        assert_eq!(
-            inline_svg("<svg width=\"1\" xmlns=\"http://www.w3.org/2000/svg\">"),
-            "<svg width=\"1\">"
-        );
+    }
+
+    #[test]
+    fn cells_sort_by_their_value() {
+        let mut s = String::new();
+        cell(&mut s, "1.5 s", Some(1500.0));
+        cell(&mut s, "-", None);
+        cell(&mut s, "x", Some(f64::NAN));
+        assert_eq!(s, "<td data-v=\"1500\">1.5 s</td><td>-</td><td>x</td>");
     }
 }

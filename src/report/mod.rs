@@ -13,12 +13,14 @@ pub mod input;
 pub mod merge;
 pub mod summary;
 
+use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 use serde_json::json;
 
+use crate::blocks::BlockSize;
 use crate::error::{Error, Result};
 use crate::filter::IoArgs;
 use crate::jsonl::Output;
@@ -90,11 +92,14 @@ pub struct ReportArgs {
     #[arg(long)]
     pub csv: bool,
 
-    /// Also write a self-contained HTML report (inline SVG, no network).
+    /// Also write a self-contained HTML report (its charts drawn by its own
+    /// inline script: hover, zoom, hide a series, sort a table; no network).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
-    /// The replayed trace: the HTML report adds mc-plot's figure of it.
+    /// The replayed trace: the HTML report adds mc-plot's figure of the
+    /// rows the run replayed (all of them, or the part a run cut short by
+    /// --max-requests sent).
     #[arg(long, value_name = "TRACE", requires = "html")]
     pub trace: Option<PathBuf>,
 
@@ -331,46 +336,78 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
         Some(_) => figures::sweep_panels(&r.summaries.iter().collect::<Vec<_>>()),
         None => Vec::new(),
     };
-    let trace_svg = match &args.trace {
-        Some(t) => {
-            // The run's block size, else mc-plot's default.
-            let block = r
-                .summaries
-                .iter()
-                .filter(|s| s.described && s.summary.run.block_size > 0)
-                .map(|s| s.summary.run.block_size)
-                .next()
-                .unwrap_or(512);
-            let io = IoArgs {
-                input: Some(t.clone()),
-                ..IoArgs::default()
-            };
-            let data = trace_plot::read(&io, block, None)?;
-            // mc-plot's figure, its windows sized to the trace like the
-            // report's own (mc-plot's 10 s default leaves a short trace
-            // one window and no line).
-            let (lo, hi) = data
-                .t_ms
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &t| {
-                    (l.min(t), h.max(t))
-                });
-            let window_ms = if hi > lo {
-                figures::auto_window_s((hi - lo) / 1000.0) * 1000.0
-            } else {
-                trace_plot::WINDOW_MS
-            };
-            Some(trace_plot::figure(
-                &data,
-                window_ms,
-                trace_plot::BINS,
-                args.max_sessions,
-            )?)
-        }
+    let trace = match &args.trace {
+        Some(t) => Some(trace_section(r, args, t)?),
         None => None,
     };
-    html::page(r, &sweep_panels, &run_panels, trace_svg.as_deref())
-        .map_err(|e| Error::Other(e.into()))
+    html::page(r, &sweep_panels, &run_panels, trace.as_ref()).map_err(|e| Error::Other(e.into()))
+}
+
+/// mc-plot's panels of the replayed trace, drawn from the rows the runs
+/// replayed (those with a result line: a run cut short by
+/// `--max-requests` draws only its part of the trace).
+fn trace_section(r: &Report, args: &ReportArgs, trace: &Path) -> Result<html::TraceSection> {
+    // The run's block size, else the size the trace's rows decide.
+    let size = r
+        .summaries
+        .iter()
+        .filter(|s| s.described && s.summary.run.block_size > 0)
+        .map(|s| BlockSize::Fixed(s.summary.run.block_size))
+        .next()
+        .unwrap_or(BlockSize::Auto);
+    let io = IoArgs {
+        input: Some(trace.to_path_buf()),
+        ..IoArgs::default()
+    };
+    let replayed: HashSet<u64> = r
+        .runs
+        .iter()
+        .flat_map(|run| run.results.iter().map(|x| x.line))
+        .collect();
+    let read = trace_plot::read(TOOL, &io, size, None, Some(&replayed))?;
+    let data = &read.data;
+    let drawn = data.t_ms.len() as u64;
+    if drawn == 0 {
+        return Err(Error::Input(format!(
+            "--trace {}: none of its {} rows has a result line (by line number): \
+             give the trace the run replayed",
+            trace.display(),
+            read.rows
+        )));
+    }
+    let note = if drawn == read.rows {
+        format!(
+            "All {} rows of {} (block size {}).",
+            read.rows,
+            trace.display(),
+            read.block_size
+        )
+    } else {
+        format!(
+            "The {drawn} of {} rows of {} that the run replayed (the rows with a result \
+             line; the rest were not sent), block size {}.",
+            read.rows,
+            trace.display(),
+            read.block_size
+        )
+    };
+    // mc-plot's panels, their windows sized to the rows drawn like the
+    // report's own (mc-plot's 10 s default leaves a short trace one
+    // window and no line).
+    let (lo, hi) = data
+        .t_ms
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &t| {
+            (l.min(t), h.max(t))
+        });
+    let window_ms = if hi > lo {
+        figures::auto_window_s((hi - lo) / 1000.0) * 1000.0
+    } else {
+        trace_plot::WINDOW_MS
+    };
+    data.check_windows(window_ms)?;
+    let panels = trace_plot::panels(data, window_ms, trace_plot::BINS, args.max_sessions);
+    Ok(html::TraceSection { panels, note })
 }
 
 /// The tool's name, for its messages and `--version`.

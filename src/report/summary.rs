@@ -142,13 +142,23 @@ impl Recomputed {
     }
 
     /// mc-replay's table, headed by the run's description.
-    pub fn table(&self, label: &str) -> String {
-        let mut s = format!("run {label}: {}\n", describe(self));
+    /// What the recomputation could not do, one sentence each: the table
+    /// opens with them (`note: `), and so does the HTML page.
+    pub fn notes(&self) -> Vec<String> {
+        let mut out = Vec::new();
         if self.missing_gaps > 0 {
-            s.push_str(&format!(
-                "note: {} results carry no itl_gaps_ms (an older mc-replay): itl leaves them out\n",
+            out.push(format!(
+                "{} results carry no itl_gaps_ms (an older mc-replay): itl leaves them out",
                 self.missing_gaps
             ));
+        }
+        out
+    }
+
+    pub fn table(&self, label: &str) -> String {
+        let mut s = format!("run {label}: {}\n", describe(self));
+        for n in self.notes() {
+            s.push_str(&format!("note: {n}\n"));
         }
         s.push_str(&self.summary.table_as("mc-report"));
         if let Some(h) = self.hit_rate {
