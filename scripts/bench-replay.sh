@@ -13,13 +13,19 @@
 # Then long streams: mock at 20 ms TTFT / 10 ms ITL, 100-token answers, at the
 # rates that keep STREAMS answers in flight (rate = streams / (TTFT + 100 ITL));
 # per run: achieved rate, server-side lag p99, reported TTFT p50 against the
-# configured 20 ms, client CPU per streamed token, client peak RSS.
+# configured 20 ms, client CPU per streamed token, client peak RSS, and the
+# mock's CPU (cores over the run, µs per streamed token): two processes share
+# the machine, so a mock that is the bottleneck shows here.
 #
 # Usage: scripts/bench-replay.sh [SECONDS_PER_RATE]   (default 5)
 #   RATES="500 1000 2000 5000 10000"  BIN=dir (prebuilt binaries; default: build
 #   target/release)  BASE_BIN=dir (older binaries: every mc-replay row is also
 #   run with them, against the same mock, labelled `base`)
-#   STREAMS="1000 2000" (STREAMS=none skips the streaming runs)  ITL_MS=10
+#   STREAMS="1000 2000" (STREAMS=none skips the streaming runs; an item
+#   N:ITL sets that row's ITL in ms, e.g. STREAMS="2000:20 1000:10")  ITL_MS=10
+#   NICE=-10 (runs the mock and every client at that nice level: on a
+#   machine shared with builds, to measure the tools rather than the queue
+#   for a core; negative levels need root)
 #   CLIENT_ARGS="--http-client blocking" (extra mc-replay options, new only)
 #   AIPERF=/path/to/aiperf  (default: aiperf on PATH
 #   or /work/aiperf-venv/bin/aiperf; AIPERF=none skips it)
@@ -36,6 +42,9 @@ itl=${ITL_MS:-10}
 [[ "$streams" == none ]] && streams=""
 base_bin=${BASE_BIN:-}
 read -r -a client_args <<< "${CLIENT_ARGS:-}"
+# Every process under test runs through $prio (empty: as is).
+prio=()
+[[ -n "${NICE:-}" ]] && prio=(nice -n "$NICE")
 work=${BENCH_DIR:-/tmp/mctrace-bench/replay}
 mkdir -p "$work"
 
@@ -60,7 +69,7 @@ trap cleanup EXIT
 start_mock() {
     cleanup
     mock_log="$work/mock.log"
-    "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
+    "${prio[@]}" "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
     mock_pid=$!
     # A loaded machine can take seconds to start it: wait up to 30 s.
     for _ in $(seq 600); do
@@ -97,7 +106,10 @@ server_lag() { # trace log
 cpu_of() { # command...: runs it; prints its user+sys CPU seconds (with all
     # the children it waited for) to fd 3. Its stderr goes to $work/stderr.log.
     local TIMEFORMAT='%U %S'
-    { time "$@" 2>>"$work/stderr.log"; } 2> "$work/time.txt"
+    # nice runs programs, not shell functions (run_aiperf): those run as is.
+    local p=("${prio[@]}")
+    [[ "$(type -t "$1")" == function ]] && p=()
+    { time "${p[@]}" "$@" 2>>"$work/stderr.log"; } 2> "$work/time.txt"
     awk '{ print $1 + $2 }' "$work/time.txt" >&3
 }
 
@@ -191,14 +203,17 @@ jq -r '"  TTFT p50 \(.metrics.ttft.p50) ms, p99 \(.metrics.ttft.p99) ms; ITL mea
 # measuring itself? Each row: 100-token answers at 20 ms TTFT, 10 ms ITL.
 [[ -z "$streams" ]] && exit 0
 echo
-echo "long streams (mock: TTFT 20 ms, ITL $itl ms, 100-token answers; ${secs} s of arrivals per row):"
-printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s %9s\n' tool streams rate sent achieved "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" failed "mock cpu"
-printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9s %9s %8s %9s\n' "" "" "req/s" "" "req/s" ms ms ms "µs" MB "" cores
-for n_streams in $streams; do
+echo "long streams (mock: TTFT 20 ms, 100-token answers; ${secs} s of arrivals per row):"
+printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %8s %9s %9s\n' tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" failed "mock cpu" "mock/tok"
+printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %8s %9s %9s\n' "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB "" cores "µs"
+for item in $streams; do
+    n_streams=${item%%:*}
+    itl=${ITL_MS:-10}
+    [[ "$item" == *:* ]] && itl=${item#*:}
     # rate = streams / (TTFT + 100 ITL)
     rate=$(( n_streams * 1000 / (20 + 100 * itl) ))
     n=$(( rate * secs ))
-    trace="$work/streams-$n_streams.jsonl"
+    trace="$work/streams-$n_streams-$itl.jsonl"
     awk -v r="$rate" -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
         printf "{\"timestamp\":%.3f,\"input_length\":8,\"output_length\":100}\n", i * 1000 / r }' > "$trace"
     for r in "${replays[@]}"; do
@@ -207,15 +222,17 @@ for n_streams in $streams; do
         start_mock --ttft-ms 20 --itl-ms "$itl"
         # The mock's CPU over the run (clock ticks): is the server the bottleneck?
         m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w0=$(date +%s.%N)
-        /usr/bin/time -f '%U %S %M' -o "$work/rtime.txt" "$exe" --url "http://127.0.0.1:$port" \
+        /usr/bin/time -f '%U %S %M' -o "$work/rtime.txt" "${prio[@]}" "$exe" --url "http://127.0.0.1:$port" \
             --model mock-model "${extra[@]}" --summary "$work/streams.json" -i "$trace" \
             -o /dev/null 2>>"$work/stderr.log" || true
         m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w1=$(date +%s.%N)
         mock_cores=$(echo "$m0 $m1 $w0 $w1 $(getconf CLK_TCK)" | awk '{ printf "%.2f", ($2 - $1) / $5 / ($4 - $3) }')
+        mock_secs=$(echo "$m0 $m1 $(getconf CLK_TCK)" | awk '{ print ($2 - $1) / $3 }')
         read -r cpu rss < <(awk '{ print $1 + $2, $3 / 1024 }' "$work/rtime.txt")
-        read -r sent achieved t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
+        read -r sent achieved c99 t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p99) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
-        printf '%-9s %7s %7s %9s %9s %10s %10s %10s %9.2f %9.0f %8s %9s\n' "$label" "$n_streams" "$rate" "$sent" "$achieved" "$s99" "$t50" "$t99" \
-            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print ($3 > 0 ? ($1 - $2) * 1e6 / $3 : 0) }')" "$rss" "$failed" "$mock_cores"
+        printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9.2f %9.0f %8s %9s %9.2f\n' "$label" "$n_streams" "$itl" "$rate" "$sent" "$achieved" "$c99" "$s99" "$t50" "$t99" \
+            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print ($3 > 0 ? ($1 - $2) * 1e6 / $3 : 0) }')" "$rss" "$failed" "$mock_cores" \
+            "$(echo "$mock_secs $tokens" | awk '{ print ($2 > 0 ? $1 * 1e6 / $2 : 0) }')"
     done
 done

@@ -927,3 +927,65 @@ fn metrics_count_the_prefix_cache_in_tokens_as_vllm() {
     assert_eq!((st.prefix_queries, st.prefix_hits), (Some(0.0), Some(0.0)));
     assert_eq!(st.prefix_caching, Some(false));
 }
+
+/// The events of one stream with the per-response id and time blanked.
+fn stream_events(mock: &Mock, path: &str, body: &Value) -> (Vec<Value>, Duration) {
+    let mut raw = mock.raw();
+    let sent = Instant::now();
+    raw.post(path, body);
+    let s = raw.streamed();
+    assert!(s.clean_end, "{:?}", s.events);
+    let took = s.times.last().unwrap().duration_since(sent);
+    let events = s
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e == "[DONE]" {
+                return json!("[DONE]");
+            }
+            let mut v = s.json(i);
+            v["id"] = json!("-");
+            v["created"] = json!(0);
+            v
+        })
+        .collect();
+    (events, took)
+}
+
+#[test]
+fn paced_streams_send_the_same_events_as_a_connection_thread() {
+    // Zero latency: written at once by the connection thread. With
+    // latency: sent by the pacer threads. With a mid-stream fault that
+    // never comes due (11 tokens < 1000): the connection thread's loop.
+    let direct = Mock::start(&[]);
+    let paced = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let looped = Mock::start(&[
+        "--ttft-ms",
+        "2",
+        "--itl-ms",
+        "1",
+        "--malformed-after",
+        "1000",
+    ]);
+    let opts = json!({"stream": true, "ignore_eos": true,
+                      "stream_options": {"include_usage": true}});
+    let completion = json!({"prompt": "a b c", "max_tokens": 11, "stream": true,
+                            "stream_options": {"include_usage": true}});
+    for (path, body) in [
+        ("/v1/chat/completions", chat_body(11, opts.clone())),
+        ("/v1/chat/completions", chat_body(1, opts)),
+        ("/v1/completions", completion),
+    ] {
+        let (want, _) = stream_events(&looped, path, &body);
+        let (got, took) = stream_events(&paced, path, &body);
+        assert_eq!(got, want, "{path} {body}");
+        let (fast, _) = stream_events(&direct, path, &body);
+        assert_eq!(fast, want, "{path} {body}");
+        // The last token is due 2 ms + (n - 1) ms after arrival; the pacer
+        // sends at most 0.1 ms early.
+        let n = body["max_tokens"].as_u64().unwrap();
+        let due = Duration::from_micros(2000 + (n - 1) * 1000 - 100);
+        assert!(took >= due, "{path}: {took:?} < {due:?}");
+    }
+}

@@ -68,6 +68,12 @@ impl Faults {
         Ok(())
     }
 
+    /// Whether a stream can meet a fault mid-way (`--drop-after`,
+    /// `--error-after`, `--malformed-after`).
+    pub fn any_in_stream(&self) -> bool {
+        self.drop_after.is_some() || self.error_after.is_some() || self.malformed_after.is_some()
+    }
+
     fn any_per_request(&self) -> bool {
         self.status.is_some()
             || self.hang

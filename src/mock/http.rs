@@ -393,20 +393,48 @@ impl Stream<'_> {
             // A zero-length chunk would end the body.
             return Ok(());
         }
-        if !self.chunked {
-            return self.conn.stream.write_all(data);
+        let framed = self.frame(data);
+        self.conn.stream.write_all(&framed)
+    }
+
+    /// `data` as it goes on the wire: one chunk (or as is, for HTTP/1.0).
+    /// Empty data frames to nothing: a zero-length chunk would end the body.
+    pub fn frame(&self, data: &[u8]) -> Vec<u8> {
+        if !self.chunked || data.is_empty() {
+            return data.to_vec();
         }
         let mut out = Vec::with_capacity(data.len() + 12);
         out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
         out.extend_from_slice(data);
         out.extend_from_slice(b"\r\n");
-        self.conn.stream.write_all(&out)
+        out
+    }
+
+    /// Writes bytes already framed (see [`Stream::frame`]), at once.
+    pub fn send_framed(&mut self, framed: &[u8]) -> io::Result<()> {
+        self.conn.stream.write_all(framed)
+    }
+
+    /// The bytes that end the body properly (see [`Stream::finish`]).
+    pub fn end_frame(&self) -> &'static [u8] {
+        if self.chunked {
+            b"0\r\n\r\n"
+        } else {
+            b""
+        }
+    }
+
+    /// A second handle on the connection's socket, for a stream sent by
+    /// another thread (the pacer) while this one waits.
+    pub fn socket(&self) -> io::Result<TcpStream> {
+        self.conn.stream.try_clone()
     }
 
     /// Ends the body properly (the zero-length chunk).
     pub fn finish(self) -> io::Result<()> {
-        if self.chunked {
-            self.conn.stream.write_all(b"0\r\n\r\n")?;
+        let end = self.end_frame();
+        if !end.is_empty() {
+            self.conn.stream.write_all(end)?;
         }
         Ok(())
     }

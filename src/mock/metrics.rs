@@ -12,6 +12,7 @@
 //! one block less then); `--engine` follows vLLM.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::prom::{write_family, MetricType};
 
@@ -20,7 +21,9 @@ use crate::prom::{write_family, MetricType};
 pub struct Counters {
     queries: AtomicU64,
     hits: AtomicU64,
-    running: AtomicU64,
+    /// Shared with the guards, so a stream handed to the pacer thread can
+    /// carry its guard there and drop it at its last token.
+    running: Arc<AtomicU64>,
 }
 
 impl Counters {
@@ -31,9 +34,9 @@ impl Counters {
     }
 
     /// A completion is being answered until the guard is dropped.
-    pub fn running(&self) -> Running<'_> {
+    pub fn running(&self) -> Running {
         self.running.fetch_add(1, Ordering::Relaxed);
-        Running(self)
+        Running(Arc::clone(&self.running))
     }
 
     pub fn load(&self) -> Load {
@@ -48,11 +51,12 @@ impl Counters {
     }
 }
 
-pub struct Running<'a>(&'a Counters);
+/// Counts one request as running until dropped.
+pub struct Running(Arc<AtomicU64>);
 
-impl Drop for Running<'_> {
+impl Drop for Running {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -15,6 +15,7 @@ pub mod faults;
 pub mod http;
 pub mod latency;
 pub mod metrics;
+pub mod pacer;
 pub mod request;
 pub mod wire;
 
@@ -119,6 +120,12 @@ pub struct MockArgs {
 
     #[command(flatten)]
     pub engine_model: crate::engine::EngineArgs,
+
+    /// Threads that send the tokens of streams without mid-stream faults
+    /// on their deadlines (each stream on one of them, in turn).
+    #[arg(long, default_value_t = pacer::DEFAULT_THREADS, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub pacer_threads: u16,
 }
 
 impl MockArgs {
@@ -162,6 +169,7 @@ fn listen(host: &str, port: u16) -> std::io::Result<TcpListener> {
 pub fn run(args: &MockArgs) -> Result<()> {
     // The server owns its options for as long as it serves.
     let opts = args.clone();
+    let opts_pacer_threads = opts.pacer_threads;
     opts.faults.validate().map_err(Error::usage)?;
     let listener = listen(&opts.host, opts.port)
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
@@ -179,6 +187,9 @@ pub fn run(args: &MockArgs) -> Result<()> {
         server.engine_block = params.block_size;
         server.engine = Some(engine::LiveEngine::start(params, server.start)?);
     }
+    let pacers = pacer::Pacer::start(usize::from(opts_pacer_threads))
+        .context("cannot start the pacer threads")?;
+    server.pacer = Some(pacers);
     http::serve(listener, server)?;
     Ok(())
 }
@@ -330,6 +341,9 @@ struct Server {
     /// `--engine`: the shared engine model, and its block size in words.
     engine: Option<std::sync::Arc<engine::LiveEngine>>,
     engine_block: u64,
+    /// Sends the tokens of plain streams (see `pacer`); without it every
+    /// stream is sent by its connection thread.
+    pacer: Option<pacer::Pacer>,
 }
 
 impl Server {
@@ -349,6 +363,7 @@ impl Server {
             counters: metrics::Counters::default(),
             engine: None,
             engine_block: 0,
+            pacer: None,
         }
     }
 
@@ -480,6 +495,7 @@ impl Server {
             cached,
             ticket,
             running,
+            pacer: self.pacer.as_ref(),
         };
         if ask.stream {
             job.stream(conn)
@@ -540,7 +556,8 @@ struct Job<'a> {
     /// Counts the request as running until its last token is made. As in
     /// vLLM, it leaves the running set before its last bytes are sent, so
     /// a client that scrapes `/metrics` after its answer sees it gone.
-    running: std::cell::RefCell<Option<metrics::Running<'a>>>,
+    running: std::cell::RefCell<Option<metrics::Running>>,
+    pacer: Option<&'a pacer::Pacer>,
 }
 
 /// What a stream does after its faults had their say.
@@ -592,6 +609,12 @@ impl Job<'_> {
         let finish = self.answer.finish.as_str();
         // A 0-token answer still needs an event to carry its finish reason.
         let events = n.max(1);
+        // `faults` is set for every chosen request, even with no fault
+        // that acts mid-stream: those streams are plain too.
+        let plain = !self.faults.is_some_and(Faults::any_in_stream) && self.ticket.is_none();
+        if let Some(pacer) = self.pacer.filter(|_| plain) {
+            return self.paced(pacer, out);
+        }
         for i in 0..events {
             self.pace(i);
             match self.inject(&mut out, i)? {
@@ -619,6 +642,59 @@ impl Job<'_> {
             }
         }
         end(out)
+    }
+
+    /// The token events of a stream without faults, on the latency model's
+    /// deadlines, sent by the pacer: the same bytes as the loop in
+    /// [`Job::stream`], framed here once (tokens repeat every
+    /// [`wire::TOKEN_CYCLE`]), the last event with the usage, `[DONE]` and
+    /// the body's end in one write.
+    fn paced(&self, pacer: &pacer::Pacer, mut out: http::Stream<'_>) -> io::Result<()> {
+        let n = self.answer.tokens;
+        let events = n.max(1);
+        let mut cycle = Vec::new();
+        for i in 0..(events - 1).min(wire::TOKEN_CYCLE) {
+            cycle.push(out.frame(&wire::sse(
+                &self.reply.token_chunk(wire::token_text(i), None)?,
+            )));
+        }
+        let text = if n == 0 {
+            ""
+        } else {
+            wire::token_text(events - 1)
+        };
+        let finish = Some(self.answer.finish.as_str());
+        let mut last = out.frame(&wire::sse(&self.reply.token_chunk(text, finish)?));
+        if self.ask.include_usage {
+            if let Some(usage) = self.usage() {
+                last.extend(out.frame(&wire::sse(&self.reply.usage_chunk(usage)?)));
+            }
+        }
+        last.extend(out.frame(wire::DONE));
+        last.extend_from_slice(out.end_frame());
+        if self.deadline(events - 1) <= Instant::now() {
+            // All of it is due (a zero-latency mock): one write from here.
+            // Handing it to a pacer would only add two thread switches,
+            // and at 10,000 requests a second the waiting connection
+            // threads piled up by thousands.
+            self.finished();
+            let mut all = Vec::new();
+            for i in 0..events - 1 {
+                all.extend_from_slice(&cycle[(i % wire::TOKEN_CYCLE) as usize]);
+            }
+            all.extend_from_slice(&last);
+            return out.send_framed(&all);
+        }
+        pacer.stream(pacer::Paced {
+            sock: out.socket()?,
+            latency: *self.latency,
+            arrival: self.arrival,
+            prompt_tokens: self.ask.prompt_tokens,
+            events,
+            cycle,
+            last,
+            running: self.running.borrow_mut().take(),
+        })
     }
 
     /// Sends the stream faults due after `count` tokens.

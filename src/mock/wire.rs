@@ -21,6 +21,10 @@ pub const MALFORMED: &[u8] = b"data: {this is not json\n\n";
 /// any real tokenizer, so a client that re-tokenizes the text counts right.
 const WORDS: [&str; 8] = [" the", " of", " and", " to", " in", " is", " it", " on"];
 
+/// Token `i`'s text is token `i % TOKEN_CYCLE`'s: a stream's token events
+/// repeat with this period (the pacer frames each of them once).
+pub const TOKEN_CYCLE: u64 = WORDS.len() as u64;
+
 /// The text of token `i` of an answer.
 pub fn token_text(i: u64) -> &'static str {
     WORDS[(i % WORDS.len() as u64) as usize]

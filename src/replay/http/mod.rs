@@ -13,6 +13,7 @@ use serde_json::json;
 
 pub mod answer;
 pub mod body;
+pub mod chunk;
 pub mod client;
 pub mod connect;
 pub mod evented;

@@ -2,6 +2,10 @@
 //! lines, events ended by a blank line, `:` comment keep-alives, `\r\n` or
 //! `\n` line ends, events split across reads and several events in one read.
 
+use std::borrow::Cow;
+
+pub use super::chunk::Choice;
+
 /// `--max-event-bytes`' default: far above any completion chunk, far
 /// below what would hurt a client streaming thousands of answers.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
@@ -155,7 +159,26 @@ pub use crate::replay::outcome::StreamUsage;
 
 /// Reads one event's data. A chunk can carry both a token and usage (some
 /// servers put usage on every chunk): then it is a token and `usage` is set.
+///
+/// A token chunk is read by [`super::chunk::read`] without building a
+/// JSON tree (the per-token cost of a client holding thousands of streams);
+/// anything that reader leaves (errors, usage, chunks that are not JSON)
+/// gets [`classify_full`]. Both give the same event for every input.
 pub fn classify(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
+    if data == b"[DONE]" {
+        return Event::Done;
+    }
+    match super::chunk::read(data) {
+        Some(Some(choice)) => choice.event(),
+        Some(None) => Event::Empty {
+            finish_reason: None,
+        },
+        None => classify_full(data, usage),
+    }
+}
+
+/// [`classify`] through a whole `serde_json::Value`: the reference.
+pub fn classify_full(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
     if data == b"[DONE]" {
         return Event::Done;
     }
@@ -184,46 +207,48 @@ pub fn classify(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
             },
         };
     };
-    let finish_reason = choice
-        .get("finish_reason")
-        .and_then(|f| f.as_str())
-        .map(str::to_string);
+    fn str_of(v: Option<&serde_json::Value>) -> Option<Cow<'_, str>> {
+        v.and_then(|v| v.as_str()).map(Cow::Borrowed)
+    }
     // Chat deltas, or a whole message when a server answers one chunk.
     let delta = choice.get("delta").or_else(|| choice.get("message"));
-    let mut text = String::new();
-    let mut generated = false;
-    if let Some(delta) = delta {
-        for key in ["content", "reasoning_content", "reasoning"] {
-            if let Some(s) = delta.get(key).and_then(|v| v.as_str()) {
-                if !s.is_empty() {
-                    generated = true;
-                    if key == "content" {
-                        text.push_str(s);
-                    }
-                }
-            }
-        }
-        if delta
-            .get("tool_calls")
+    let field = |key: &str| str_of(delta.and_then(|d| d.get(key)));
+    Choice {
+        finish_reason: str_of(choice.get("finish_reason")),
+        content: field("content"),
+        reasoning_content: field("reasoning_content"),
+        reasoning: field("reasoning"),
+        tool_calls: delta
+            .and_then(|d| d.get("tool_calls"))
             .and_then(|t| t.as_array())
-            .is_some_and(|t| !t.is_empty())
-        {
-            generated = true;
-        }
+            .is_some_and(|t| !t.is_empty()),
+        text: str_of(choice.get("text")),
     }
-    if let Some(s) = choice.get("text").and_then(|v| v.as_str()) {
-        if !s.is_empty() {
-            generated = true;
-            text.push_str(s);
+    .event()
+}
+
+impl Choice<'_> {
+    /// The rule: a choice carries a token when any of its content,
+    /// reasoning, tool calls or text is non-empty.
+    pub fn event(self) -> Event {
+        let non_empty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+        let generated = non_empty(&self.content)
+            || non_empty(&self.reasoning_content)
+            || non_empty(&self.reasoning)
+            || self.tool_calls
+            || non_empty(&self.text);
+        let finish_reason = self.finish_reason.map(Cow::into_owned);
+        if !generated {
+            return Event::Empty { finish_reason };
         }
-    }
-    if generated {
+        let mut text = String::new();
+        for part in [&self.content, &self.text].into_iter().flatten() {
+            text.push_str(part);
+        }
         Event::Token {
             text,
             finish_reason,
         }
-    } else {
-        Event::Empty { finish_reason }
     }
 }
 
@@ -369,5 +394,127 @@ mod tests {
             Event::Malformed(_)
         ));
         assert!(matches!(classify(b"[1]", &mut u), Event::Malformed(_)));
+    }
+}
+
+#[cfg(test)]
+mod fast_read {
+    use super::super::chunk;
+    use super::{classify, classify_full, Event};
+    use proptest::prelude::*;
+
+    fn both(data: &[u8]) -> (Event, Event) {
+        let (mut u1, mut u2) = (None, None);
+        let fast = classify(data, &mut u1);
+        let full = classify_full(data, &mut u2);
+        assert_eq!(u1, u2, "usage of {}", String::from_utf8_lossy(data));
+        (fast, full)
+    }
+
+    #[test]
+    fn agrees_with_the_full_parse_on_odd_chunks() {
+        let odd: &[&str] = &[
+            r#"{"choices":[{"delta":{"content":" a"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a\"b\u00e9"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{"con\u0074ent":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a","content":1}}]}"#,
+            r#"{"choices":[{"delta":{"content":1,"content":"b"}}]}"#,
+            r#"{"choices":[{"delta":null,"message":{"content":"m"}}]}"#,
+            r#"{"choices":[{"message":{"content":"m"}}]}"#,
+            r#"{"choices":[{"message":{"content":"m"},"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":{"a":1}}}]}"#,
+            r#"{"choices":[{"text":" t","finish_reason":7}]}"#,
+            r#"{"choices":[[{"delta":{"content":"x"}}]]}"#,
+            r#"{"choices":[1,{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":{"0":{"text":"x"}}}"#,
+            r#"{"choices":[{"text":"x"}],"choices":[]}"#,
+            r#"{"choices":[{"text":"x"}],"usage":null}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            r#"{"error":null}"#,
+            r#"{"error":{"message":"boom"}}"#,
+            r#"{"choices":[{"text":"x","n":1e400}]}"#,
+            r#"{"choices":[{"text":"x"}]} x"#,
+            r#"[{"choices":[{"text":"x"}]}]"#,
+            r#"{"choices":[{"text":"\ud800"}]}"#,
+            r#"{"choices":[{"delta":{"reasoning":"r","reasoning_content":""}}]}"#,
+            "{}",
+            "[DONE]",
+            "{not json",
+            "",
+        ];
+        for data in odd {
+            let (fast, full) = both(data.as_bytes());
+            assert_eq!(fast, full, "{data}");
+        }
+        let deep = format!(
+            r#"{{"choices":[{{"text":"x","n":{}{}}}]}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let (fast, full) = both(deep.as_bytes());
+        assert_eq!(fast, full);
+        assert!(matches!(full, Event::Malformed(_)), "{full:?}");
+    }
+
+    #[test]
+    fn reads_vllm_token_chunks_without_the_full_parse() {
+        let chunk = br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" of"},"logprobs":null,"finish_reason":null}]}"#;
+        let choice = chunk::read(chunk).unwrap().unwrap();
+        assert_eq!(choice.content.as_deref(), Some(" of"));
+        assert!(
+            matches!(choice.content, Some(std::borrow::Cow::Borrowed(_))),
+            "no copy"
+        );
+        assert!(chunk::read(br#"{"usage":{}}"#).is_none());
+    }
+
+    /// JSON values built from the fields a chunk may have, nested.
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::Value;
+        let key = prop::sample::select(vec![
+            "choices",
+            "delta",
+            "message",
+            "content",
+            "reasoning_content",
+            "reasoning",
+            "tool_calls",
+            "text",
+            "finish_reason",
+            "index",
+            "usage",
+            "error",
+            "x",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop::sample::select(vec!["", " a", "stop", "é\"\\\n"]).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 48, 4, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::vec((key.clone(), inner), 0..4).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_the_full_parse_on_generated_chunks(v in value(), dup in any::<bool>()) {
+            let mut data = serde_json::to_string(&v).unwrap();
+            if dup && data.starts_with('{') && data.len() > 2 {
+                // A repeated key: both must keep the last copy.
+                data.insert_str(1, r#""choices":[{"text":"first"}],"#);
+            }
+            let (fast, full) = both(data.as_bytes());
+            prop_assert_eq!(fast, full, "{}", data);
+        }
     }
 }
