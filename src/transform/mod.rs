@@ -3,3 +3,4 @@
 pub mod cap;
 pub mod roots;
 pub mod scale;
+pub mod whole;
