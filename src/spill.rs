@@ -116,7 +116,7 @@ impl Twice {
     }
 
     /// The reader of the first pass. For a pipe, what it reads is copied
-    /// to a temporary file; call [`Twice::finish_first`] after the pass.
+    /// to a temporary file, which [`Twice::again`] reads after the pass.
     pub fn first(&mut self) -> Result<Box<dyn Read>> {
         match self.pipe.take() {
             Some(pipe) => {

@@ -182,10 +182,10 @@ impl Source {
     /// Reads the whole file, rewritten, and sorts it by timestamp (stable:
     /// equal times keep file order). Memory: one run of `run_bytes`; the
     /// runs before it wait sorted in temporary files (`sorted`).
-    pub fn sort(&mut self, run_bytes: usize) -> Result<()> {
+    pub fn sort(&mut self, run_bytes: usize, tool: &'static str) -> Result<()> {
         let mut sorter = Sorter::new(run_bytes);
         // Quiet for a short sort: the first plain line comes after 5 s.
-        let mut progress = Progress::for_stderr(super::TOOL, Duration::from_secs(5));
+        let mut progress = Progress::for_stderr(tool, Duration::from_secs(5));
         let mut n = 0u64;
         while self.advance()? {
             sorter.push(self.key, self.timestamp, &self.pending)?;

@@ -362,7 +362,10 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (t, src) in sources.iter_mut().enumerate() {
             if a.sort {
-                src.sort(usize::try_from(a.sort_run_bytes).unwrap_or(usize::MAX))?;
+                src.sort(
+                    usize::try_from(a.sort_run_bytes).unwrap_or(usize::MAX),
+                    TOOL,
+                )?;
             }
             if src.advance()? {
                 heap.push(Reverse(Key(src.key, t)));

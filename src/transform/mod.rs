@@ -3,4 +3,3 @@
 pub mod cap;
 pub mod roots;
 pub mod scale;
-pub mod whole;

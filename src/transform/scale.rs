@@ -2,7 +2,7 @@
 //!
 //! Time and output-length scaling touch one record at a time and stream. The
 //! prefix and prompt multipliers need to know which ids are shared anywhere in
-//! the trace, so they read the input twice (`transform::whole`: the ids
+//! the trace, so they read the input twice (`whole`: the ids
 //! counted in one table, then the rows rewritten).
 
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
@@ -11,6 +11,8 @@ use crate::filter::{self, Emit, IoArgs};
 use crate::idmap::IdMap;
 use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
+
+pub mod whole;
 
 /// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
 /// length and answer length (AIPerf's trace synthesis, as a filter).
@@ -131,7 +133,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         return Ok(());
     }
 
-    super::whole::run(tool, args)
+    whole::run(tool, args)
 }
 
 /// The one-line summary, when anything changed.

@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use super::scale::{IdCounts, PrefixPlan, RowScaler, ScaleArgs};
+use super::{IdCounts, PrefixPlan, RowScaler, ScaleArgs};
 use crate::blocks::{self, BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter;
