@@ -147,6 +147,12 @@ row "mc-scale --speedup 2" '.timestamp |= (. / 2 | floor)' $bin/mc-scale --speed
 row "mc-roots --roots 4" '.hash_ids |= map(. * 4 + 1)' $bin/mc-roots --roots 4
 row "mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5" - \
   $bin/mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5
+# The same from a pipe: the first pass copies it to a temporary file in
+# $TMPDIR (timed runs only: the comparisons need a binary under $bin first).
+if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
+  row "cat | mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5" - \
+    sh -c "cat | $bin/mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5"
+fi
 echo
 if [ "${MEASURE:-time}" = instructions ]; then
   echo "(instructions executed, counted by valgrind's cachegrind, over the slice's bytes)"

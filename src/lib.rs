@@ -29,6 +29,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod results;
+pub mod spill;
 pub mod stats;
 pub mod tokenizer;
 pub mod transform;

@@ -430,3 +430,76 @@ fn usage_errors() {
     let missing = [Path::new("/nonexistent/x.jsonl").to_path_buf()];
     assert_eq!(code(&args(&["concat"], &missing)), Some(66));
 }
+
+#[test]
+fn sort_spills_runs_and_merges_them_into_the_stable_in_memory_order() {
+    // Two unsorted files with many equal timestamps and rows without one
+    // (they keep the key of the row before them); each row names its place.
+    let make = |name: &str, n: u64, m: u64| -> String {
+        (0..n)
+            .map(|i| {
+                if i % 9 == 4 {
+                    format!("{{\"tag\": \"{name}{i}\", \"delay\": 5}}\n")
+                } else {
+                    format!(
+                        "{{\"timestamp\": {}, \"tag\": \"{name}{i}\"}}\n",
+                        (i * m) % 23
+                    )
+                }
+            })
+            .collect()
+    };
+    let (a, b) = (make("a", 300, 7), make("b", 200, 11));
+    let (_d, p) = files(&[("a.jsonl", &a), ("b.jsonl", &b)]);
+    // The default run (64 MiB) holds each file: the in-memory sort.
+    let in_memory = merge_ok(&["interleave", "--sort"], &p, "");
+    assert_eq!(in_memory.lines().count(), 500);
+    // The expected order, by hand: each file's rows stably sorted by key
+    // (a row without a timestamp takes its predecessor's), then the k-way
+    // merge with ties to the lower file index.
+    let keyed = |text: &str| -> Vec<(u64, String)> {
+        let mut key = 0;
+        let mut rows: Vec<(u64, String)> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                if let Some(t) = v["timestamp"].as_u64() {
+                    key = t;
+                }
+                (key, v["tag"].as_str().unwrap().to_string())
+            })
+            .collect();
+        rows.sort_by_key(|r| r.0);
+        rows
+    };
+    let (ka, kb) = (keyed(&a), keyed(&b));
+    let mut want = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < ka.len() || j < kb.len() {
+        if j == kb.len() || (i < ka.len() && ka[i].0 <= kb[j].0) {
+            want.push(ka[i].1.clone());
+            i += 1;
+        } else {
+            want.push(kb[j].1.clone());
+            j += 1;
+        }
+    }
+    assert_eq!(tags(&in_memory), want);
+    // Runs of about 1 KB (dozens of runs per file) and of one row: the
+    // same bytes.
+    for run in ["1000", "1"] {
+        let out = merge_ok(&["interleave", "--sort", "--sort-run-bytes", run], &p, "");
+        assert_eq!(out, in_memory, "--sort-run-bytes {run}");
+    }
+    // Spilled runs go to $TMPDIR: one that cannot be written is named.
+    let out = tool("mc-merge")
+        .args(["interleave", "--sort", "--sort-run-bytes", "1000"])
+        .args(&p)
+        .env("TMPDIR", "/nonexistent/runs")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(73));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(
+        "cannot create a temporary file in /nonexistent/runs (TMPDIR=/nonexistent/runs)"
+    ));
+}

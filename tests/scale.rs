@@ -316,3 +316,157 @@ fn a_block_size_most_rows_contradict_is_bad_data_in_the_filters_too() {
         );
     }
 }
+
+/// A trace of `rows` rows where ids are shared between sessions (so the
+/// multipliers have prefixes to stretch), with a bad line every 97 rows.
+fn shared_trace(rows: u64) -> String {
+    let mut t = String::new();
+    for i in 0..rows {
+        if i % 97 == 50 {
+            t.push_str("{\"input_length\": oops}\n");
+            continue;
+        }
+        let root = i % 7;
+        let n = 1 + i % 5;
+        let ids: Vec<String> = (0..n)
+            .map(|j| {
+                if j < 2 {
+                    root * 2 + j
+                } else {
+                    1000 + i * 8 + j
+                }
+            })
+            .map(|v| v.to_string())
+            .collect();
+        t.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": 9, \"hash_ids\": [{}]}}\n",
+            i * 3,
+            n * 4 - (i % 3),
+            ids.join(", ")
+        ));
+    }
+    t
+}
+
+#[test]
+fn whole_input_modes_read_a_file_a_redirected_stdin_and_a_pipe_alike() {
+    // The pipe is copied to a temporary file, the file is read twice: the
+    // same rows either way, also with bad lines skipped along the way.
+    let trace = shared_trace(1000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::util::write_file(dir.path(), "t.jsonl", &trace);
+    let args = [
+        "--block-size",
+        "4",
+        "--prefix-len-multiplier",
+        "2.5",
+        "--prompt-len-multiplier",
+        "0.5",
+        "--on-error",
+        "skip",
+    ];
+    let piped = crate::util::run("mc-scale", &args, &trace);
+    assert_eq!(piped.code, Some(0), "{}", piped.stderr);
+    assert!(
+        piped
+            .stderr
+            .contains("skipped 10 bad lines (line 51, 148, 245"),
+        "{}",
+        piped.stderr
+    );
+    let from_file = tool("mc-scale")
+        .args(args)
+        .arg("--input")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let redirected = tool("mc-scale")
+        .args(args)
+        .pipe_stdin(&path)
+        .unwrap()
+        .output()
+        .unwrap();
+    for out in [from_file, redirected] {
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), piped.stdout);
+        assert_eq!(String::from_utf8_lossy(&out.stderr), piped.stderr);
+    }
+    // A row the second pass rewrites: row 7 (root 0, 3 ids, 12 - 1 = 11
+    // tokens) has the shared prefix [0, 1] (rows 0, 7, 14, … share it):
+    // P = 2.5 gives k = 2, [0, 1, 2, 3] and ceil(2 * 2.5) - 4 = 1 fresh
+    // block; its 11 - 8 = 3 private tokens halve to 1 token, one more id.
+    let row7 = piped.stdout.lines().nth(7).unwrap();
+    assert!(
+        row7.starts_with("{\"timestamp\": 21, \"input_length\": 21, \"output_length\": 9, \"hash_ids\": [0, 1, 2, 3, "),
+        "{row7}"
+    );
+    assert_eq!(row7.matches(',').count(), 3 + 5, "{row7}");
+}
+
+#[test]
+fn a_temporary_copy_that_cannot_be_made_names_the_directory_and_tmpdir() {
+    let trace = shared_trace(10);
+    let out = tool("mc-scale")
+        .args(["--block-size", "4", "--prefix-len-multiplier", "2"])
+        .env("TMPDIR", "/nonexistent/spool")
+        .write_stdin(trace.clone())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(73));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("mc-scale: cannot create a temporary file in /nonexistent/spool (TMPDIR=/nonexistent/spool)"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+    // A file needs no copy: the same TMPDIR is no obstacle.
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::util::write_file(dir.path(), "t.jsonl", &trace);
+    tool("mc-scale")
+        .args([
+            "--block-size",
+            "4",
+            "--prefix-len-multiplier",
+            "2",
+            "--input",
+        ])
+        .arg(&path)
+        .env("TMPDIR", "/nonexistent/spool")
+        .assert()
+        .success();
+}
+
+#[test]
+fn a_named_pipe_given_as_input_is_copied_like_stdin() {
+    let trace = shared_trace(200);
+    let args = [
+        "--block-size",
+        "4",
+        "--prefix-len-multiplier",
+        "2",
+        "--on-error",
+        "skip",
+    ];
+    let want = crate::util::run("mc-scale", &args, &trace);
+    assert_eq!(want.code, Some(0), "{}", want.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("trace.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipping: mkfifo is not available");
+        return;
+    }
+    let writer = {
+        let (fifo, trace) = (fifo.clone(), trace.clone());
+        std::thread::spawn(move || std::fs::write(fifo, trace).unwrap())
+    };
+    let out = tool("mc-scale")
+        .args(args)
+        .arg("--input")
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want.stdout);
+}

@@ -17,6 +17,10 @@
 //! every block, as their prompts would; any other row differs in it.
 
 use std::collections::HashMap;
+
+/// The tables' hasher: foldhash's, fixed (ids come from files, not from
+/// an adversary; SipHash was an eighth of the run time).
+type Fast = foldhash::fast::FixedState;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -26,95 +30,130 @@ use serde::Deserialize;
 use super::{json_error, time, ImportArgs, Importer, SessionId, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
-
-/// One stretch of a chunk inside a block: component kind, chunk id, and
-/// the token range `[start, end)` within the chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Piece {
-    kind: u16,
-    chunk: u64,
-    start: u64,
-    end: u64,
-}
+use crate::progress::Progress;
 
 /// The kind of the template-overhead pseudo-chunk (its id is its length).
 const TEMPLATE: u16 = u16::MAX;
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct BlockKey {
-    /// The previous block's id, `u64::MAX` for a prompt's first block.
-    parent: u64,
-    pieces: Vec<Piece>,
-}
-
 /// Content-addressed block ids: a block's key is its parent's id and the
-/// pieces it covers; keys get dense ids in first-seen order.
+/// pieces it covers (component kind, chunk id, token range); keys get dense
+/// ids in first-seen order.
+///
+/// Memory is O(distinct blocks), kept small: a chunk's length is fixed for
+/// the folder its table came from, so a block's pieces follow from the
+/// token its first piece starts at and the chunks it covers in order (a
+/// piece after the first starts at its chunk's token 0; every piece but the
+/// last runs to its chunk's end; the last ends at the block's end, or at
+/// its chunk's end in a prompt's last, partial block, and the two cannot
+/// cover the same chunks: the chunks' lengths sum to more than B in the
+/// one and less in the other). A key is then `[parent (2 words), start (2
+/// words), chunk numbers…]`, the chunks numbered densely per folder, packed
+/// in one arena of u32 words; the table holds only the block ids.
 pub struct BlockIds {
     block: u64,
-    ids: HashMap<BlockKey, u64>,
-    next: u64,
-    scratch: Vec<Piece>,
+    /// (kind, chunk id) -> its dense number in the keys.
+    chunks: HashMap<(u16, u64), u32, Fast>,
+    /// Every block's key, back to back; `starts[id]` is where block `id`'s begins.
+    keys: Vec<u32>,
+    starts: Vec<usize>,
+    table: hashbrown::HashTable<u64>,
+    hasher: Fast,
+    /// The key being built.
+    scratch: Vec<u32>,
 }
 
 impl BlockIds {
     pub fn new(block: u64) -> Self {
         BlockIds {
             block: block.max(1),
-            ids: HashMap::new(),
-            next: 0,
+            chunks: HashMap::default(),
+            keys: Vec::new(),
+            starts: vec![0],
+            table: hashbrown::HashTable::new(),
+            hasher: Fast::default(),
             scratch: Vec::new(),
         }
+    }
+
+    /// Blocks named so far.
+    fn len(&self) -> usize {
+        self.starts.len() - 1
     }
 
     /// Forgets every block (the next ids are new ones): chunk ids of
     /// another component folder name other content.
     fn forget(&mut self) {
-        self.ids.clear();
+        self.table.clear();
+        self.chunks.clear();
     }
 
-    fn intern(&mut self, parent: u64) -> u64 {
-        let key = BlockKey {
-            parent,
-            pieces: std::mem::take(&mut self.scratch),
+    /// The id of the block whose key is in `scratch`.
+    fn intern(&mut self) -> u64 {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(&self.scratch[..]);
+        let (keys, starts, scratch) = (&self.keys, &self.starts, &self.scratch);
+        let same = |&id: &u64| {
+            let i = id as usize;
+            keys[starts[i]..starts[i + 1]] == scratch[..]
         };
-        if let Some(&id) = self.ids.get(&key) {
-            self.scratch = key.pieces;
-            self.scratch.clear();
+        if let Some(&id) = self.table.find(hash, same) {
             return id;
         }
-        let id = self.next;
-        self.next += 1;
-        self.ids.insert(key, id);
+        let id = (self.starts.len() - 1) as u64;
+        self.keys.extend_from_slice(&self.scratch);
+        self.starts.push(self.keys.len());
+        let (keys, starts, hasher) = (&self.keys, &self.starts, &self.hasher);
+        self.table.insert_unique(hash, id, |&id| {
+            let i = id as usize;
+            hasher.hash_one(&keys[starts[i]..starts[i + 1]])
+        });
         id
+    }
+
+    /// Starts the key of a block after `parent` whose first piece starts
+    /// at token `start` of its chunk.
+    fn begin(&mut self, parent: u64, start: u64) {
+        self.scratch.clear();
+        for w in [parent, start] {
+            self.scratch.extend([w as u32, (w >> 32) as u32]);
+        }
+    }
+
+    fn chunk_no(&mut self, kind: u16, chunk: u64) -> u32 {
+        let n = self.chunks.len() as u32;
+        *self.chunks.entry((kind, chunk)).or_insert(n)
     }
 
     /// The block ids of a prompt made of `chunks` (kind, chunk id, tokens)
     /// in order, into `out`: `ceil(total / B)` ids, the last block partial.
     fn prompt(&mut self, chunks: impl IntoIterator<Item = (u16, u64, u64)>, out: &mut Vec<u64>) {
         out.clear();
-        self.scratch.clear();
         let (mut parent, mut fill) = (u64::MAX, 0);
+        self.begin(parent, 0);
         for (kind, chunk, len) in chunks {
             let mut at = 0;
+            let no = if len > 0 {
+                self.chunk_no(kind, chunk)
+            } else {
+                0
+            };
             while at < len {
+                if fill == 0 {
+                    self.begin(parent, at);
+                }
                 let take = (len - at).min(self.block - fill);
-                self.scratch.push(Piece {
-                    kind,
-                    chunk,
-                    start: at,
-                    end: at + take,
-                });
+                self.scratch.push(no);
                 at += take;
                 fill += take;
                 if fill == self.block {
-                    parent = self.intern(parent);
+                    parent = self.intern();
                     out.push(parent);
                     fill = 0;
                 }
             }
         }
         if fill > 0 {
-            out.push(self.intern(parent));
+            out.push(self.intern());
         }
     }
 }
@@ -166,7 +205,7 @@ struct RagRequest {
 /// One component's chunk lengths, read from its companion file.
 struct Lengths {
     file: PathBuf,
-    tokens: HashMap<u64, u64>,
+    tokens: HashMap<u64, u64, Fast>,
 }
 
 pub struct RagPulse {
@@ -403,7 +442,7 @@ fn load_lengths(dir: &Path, kind: &str, max_line: usize) -> Result<Lengths> {
     };
     let src = crate::jsonl::open_input(Some(&file))?;
     let mut rd = LineReader::new(src, max_line);
-    let mut tokens = HashMap::new();
+    let mut tokens = HashMap::default();
     let bad =
         |line: u64, msg: String| Error::Input(format!("{}: line {line}: {msg}", file.display()));
     while let Some(l) = rd.next_line()? {
@@ -442,8 +481,15 @@ impl Importer for RagPulse {
             self.folder = Some(folder);
         }
         let mut rd = LineReader::new(src, self.max_line);
-        sink.each_line(&mut rd, |sink, bytes| {
+        // Quiet for a short run: the first plain line comes after 5 s.
+        let mut progress = Progress::for_stderr(super::TOOL, std::time::Duration::from_secs(5));
+        let read = sink.each_line(&mut rd, |sink, bytes| {
             sink.counts.rows_in += 1;
+            let n = sink.counts.rows_in;
+            if n.is_multiple_of(4096) {
+                progress
+                    .tick(|| format!("ragpulse: {n} rows, {} distinct blocks", self.blocks.len()));
+            }
             Ok(match self.convert(bytes)? {
                 Ok(t) if self.sort => {
                     self.held.push((t, self.row.clone()));
@@ -452,7 +498,9 @@ impl Importer for RagPulse {
                 Ok(_) => sink.raw_row(&self.row).map(Ok)?,
                 Err(e) => Err(e),
             })
-        })
+        });
+        progress.finish();
+        read
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {

@@ -6,12 +6,15 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
+use crate::progress::Progress;
 use crate::record::{Number, Record};
 
 use super::rewrite::Rewriter;
+use super::sorted::{Sorted, Sorter};
 
 /// Where one input's bytes come from.
 enum Bytes {
@@ -132,19 +135,8 @@ pub fn in_file(name: &str, e: Error) -> Error {
 /// The rows of one file, in file order or sorted.
 enum Rows {
     Stream(LineReader<Box<dyn Read>>),
-    /// `--sort`: every row rewritten into `arena`, in timestamp order.
-    Sorted {
-        arena: Vec<u8>,
-        rows: Vec<Held>,
-        next: usize,
-    },
-}
-
-struct Held {
-    key: f64,
-    timestamp: Option<Number>,
-    start: usize,
-    end: usize,
+    /// `--sort`: every row rewritten, in timestamp order (`sorted`).
+    Sorted(Sorted),
 }
 
 /// One input being merged: its next row, rewritten, waits in `pending`.
@@ -188,25 +180,23 @@ impl Source {
     }
 
     /// Reads the whole file, rewritten, and sorts it by timestamp (stable:
-    /// equal times keep file order). Memory: about the file's size.
-    pub fn sort(&mut self) -> Result<()> {
-        let (mut arena, mut rows) = (Vec::new(), Vec::new());
+    /// equal times keep file order). Memory: one run of `run_bytes`; the
+    /// runs before it wait sorted in temporary files (`sorted`).
+    pub fn sort(&mut self, run_bytes: usize, tool: &'static str) -> Result<()> {
+        let mut sorter = Sorter::new(run_bytes);
+        // Quiet for a short sort: the first plain line comes after 5 s.
+        let mut progress = Progress::for_stderr(tool, Duration::from_secs(5));
+        let mut n = 0u64;
         while self.advance()? {
-            let start = arena.len();
-            arena.extend_from_slice(&self.pending);
-            rows.push(Held {
-                key: self.key,
-                timestamp: self.timestamp,
-                start,
-                end: arena.len(),
-            });
+            sorter.push(self.key, self.timestamp, &self.pending)?;
+            n += 1;
+            if n.is_multiple_of(4096) {
+                let runs = sorter.runs();
+                progress.tick(|| format!("sorting {}: {n} rows, {runs} runs on disk", self.name));
+            }
         }
-        rows.sort_by(|a: &Held, b: &Held| a.key.total_cmp(&b.key));
-        self.rows = Rows::Sorted {
-            arena,
-            rows,
-            next: 0,
-        };
+        progress.finish();
+        self.rows = Rows::Sorted(sorter.finish()?);
         Ok(())
     }
 
@@ -214,15 +204,12 @@ impl Source {
     pub fn advance(&mut self) -> Result<bool> {
         let reader = match &mut self.rows {
             Rows::Stream(r) => r,
-            Rows::Sorted { arena, rows, next } => {
-                let Some(row) = rows.get(*next) else {
+            Rows::Sorted(sorted) => {
+                let Some((key, timestamp)) = sorted.next(&mut self.pending)? else {
                     return Ok(false);
                 };
-                *next += 1;
-                self.pending.clear();
-                self.pending.extend_from_slice(&arena[row.start..row.end]);
-                self.timestamp = row.timestamp;
-                self.key = row.key;
+                self.timestamp = timestamp;
+                self.key = key;
                 return Ok(true);
             }
         };
@@ -245,7 +232,7 @@ impl Source {
                         return Err(Error::Input(format!(
                             "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
                              interleave reads each input in timestamp order; pass --sort to \
-                             sort the inputs in memory",
+                             sort the inputs first",
                             self.name, self.key, self.key_line
                         )));
                     }

@@ -8,6 +8,7 @@
 
 pub mod input;
 pub mod rewrite;
+pub mod sorted;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -60,7 +61,7 @@ pub enum Mode {
     /// timestamp, in constant memory. Ties go to the lower file index, then
     /// file order. A row without a timestamp stays right behind the row
     /// before it in its file. An unsorted input is an error naming the file
-    /// and line; --sort sorts every input in memory first.
+    /// and line; --sort sorts every input first (an external merge sort).
     #[command(after_help = "Examples:
   mc-merge interleave chat.jsonl code.jsonl > mixed.jsonl
   mc-merge interleave --sort --weights 1,1 --seed 7 a.jsonl b.jsonl | mc-analyze")]
@@ -81,9 +82,17 @@ pub struct ConcatArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct InterleaveArgs {
     /// Sort each input by timestamp (stable) instead of refusing an
-    /// unsorted one. Holds all inputs in memory (about their size).
+    /// unsorted one: an external merge sort, in memory of about
+    /// --sort-run-bytes (sorted runs wait in temporary files in $TMPDIR).
     #[arg(long)]
     pub sort: bool,
+
+    /// --sort's run size: rows held in memory before they are sorted and
+    /// written to a temporary file (an input smaller than this is sorted
+    /// in memory).
+    #[arg(long, default_value_t = sorted::DEFAULT_RUN_BYTES as u64, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub sort_run_bytes: u64,
 
     #[command(flatten)]
     pub common: CommonArgs,
@@ -360,7 +369,10 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (t, src) in sources.iter_mut().enumerate() {
             if a.sort {
-                src.sort()?;
+                src.sort(
+                    usize::try_from(a.sort_run_bytes).unwrap_or(usize::MAX),
+                    TOOL,
+                )?;
             }
             if src.advance()? {
                 heap.push(Reverse(Key(src.key, t)));

@@ -2,16 +2,17 @@
 //!
 //! Time and output-length scaling touch one record at a time and stream. The
 //! prefix and prompt multipliers need to know which ids are shared anywhere in
-//! the trace, so they read the whole input first (kept as one byte arena, the
-//! ids counted in one table) and emit in a second pass over the arena.
+//! the trace, so they read the input twice (`whole`: the ids
+//! counted in one table, then the rows rewritten).
 
-use crate::blocks::{self, BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
+use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Emit, IoArgs};
 use crate::idmap::IdMap;
-use crate::jsonl::{ErrorPolicy, Output};
 use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
+
+pub mod whole;
 
 /// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
 /// length and answer length (AIPerf's trace synthesis, as a filter).
@@ -24,8 +25,8 @@ use crate::record::{self, Edit, Field, Number, Record};
 /// core prefix is its leading run of shared ids, the rest is its unique
 /// prompt. --speedup and --output-len-multiplier stream in constant memory.
 /// --prefix-len-multiplier and --prompt-len-multiplier need the id counts of
-/// the whole trace: the input is read into memory once (about its own size),
-/// then written out.
+/// the whole trace: the input is read twice (a pipe is copied to a temporary
+/// file in $TMPDIR as it is read), in memory of the distinct ids only.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     version,
@@ -132,61 +133,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         return Ok(());
     }
 
-    let mut reader = io.reader()?;
-    let mut policy = ErrorPolicy::new(io.on_error);
-    let mut trace = LoadedTrace {
-        given: match args.block {
-            BlockSize::Fixed(b) => b,
-            BlockSize::Auto => 1,
-        },
-        ..LoadedTrace::default()
-    };
-    let loaded = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
-        trace.push(no, bytes).or_else(|e| policy.record(no, e))
-    });
-    // The whole trace is here: every row with ids decides the block size.
-    let b = match args.block {
-        // The one rule for a size given by hand (blocks.rs).
-        BlockSize::Fixed(b) => {
-            trace
-                .check
-                .verdict(b)
-                .map_err(|e| Error::Input(e.to_string()))?;
-            b
-        }
-        BlockSize::Auto => match trace.sizes.decide() {
-            Ok(Some(b)) => {
-                eprintln!(
-                    "{tool}: block size {b} (detected from {} rows with hash_ids)",
-                    trace.sizes.rows
-                );
-                b
-            }
-            Ok(None) => DEFAULT_BLOCK_SIZE,
-            Err(e) => {
-                loaded?;
-                return Err(Error::Input(format!("--block-size auto: {e}")));
-            }
-        },
-    };
-    let mut scaler = RowScaler::new(ScaleArgs {
-        block_size: b,
-        ..args.clone()
-    });
-    // A bad line stops the run, but the good rows before it are still
-    // written, as the streaming modes write them (their ids counted over
-    // those rows).
-    let mut out = io.writer()?;
-    let mut counts = filter::RowCounts::default();
-    let emitted = PrefixPlan::new(&trace.counts, trace.max_id, args.prefix_mult)
-        .map_err(|e| trace.name_line_of_largest_id(e))
-        .and_then(|plan| trace.emit(&mut scaler, plan, &mut out, &mut policy, &mut counts));
-    let flushed = out.flush();
-    filter::report_skipped(tool, &policy);
-    loaded?;
-    emitted.and(flushed)?;
-    report_changes(tool, &counts);
-    Ok(())
+    whole::run(tool, args)
 }
 
 /// The one-line summary, when anything changed.
@@ -331,7 +278,6 @@ fn too_big(field: &str, v: f64, option: &str) -> RecordError {
 }
 
 /// How often each id occurs, saturating at 2 (only "shared or not" matters).
-/// How often each id occurs, saturating at 2 (only "shared or not" matters).
 #[derive(Default)]
 pub struct IdCounts(IdMap<u8>);
 
@@ -352,84 +298,6 @@ impl IdCounts {
             .filter(|&(_, &c)| c >= 2)
             .map(|(id, _)| id)
             .max()
-    }
-}
-
-/// The whole input, for the two-pass multipliers.
-#[derive(Default)]
-struct LoadedTrace {
-    arena: Vec<u8>,
-    /// (line number, start, end) of each good record in `arena`.
-    rows: Vec<(u64, usize, usize)>,
-    counts: IdCounts,
-    max_id: Option<u64>,
-    scratch: Vec<u64>,
-    /// The block sizes the rows allow, for `--block-size auto`.
-    sizes: FeasibleSizes,
-    /// `--block-size` when given (1 under `auto`), and how the rows fit it.
-    given: u64,
-    check: blocks::SizeCheck,
-}
-
-impl LoadedTrace {
-    /// `e` with the line of the first row holding the largest id, when the
-    /// ids are what went wrong.
-    fn name_line_of_largest_id(&self, e: Error) -> Error {
-        let (Error::Input(msg), Some(max)) = (&e, self.max_id) else {
-            return e;
-        };
-        let mut ids = Vec::new();
-        for &(no, start, end) in &self.rows {
-            let Ok(rec) = Record::parse(&self.arena[start..end]) else {
-                continue;
-            };
-            if rec.hash_ids_into(&mut ids).is_ok() && ids.contains(&max) {
-                return Error::Data {
-                    line: no,
-                    err: RecordError::field("hash_ids", msg.clone()),
-                };
-            }
-        }
-        e
-    }
-
-    fn push(&mut self, no: u64, line: &[u8]) -> std::result::Result<(), RecordError> {
-        let rec = Record::parse(line)?;
-        // Check every field the second pass reads, so it cannot fail on types.
-        rec.number(Field::Timestamp)?;
-        rec.number(Field::Delay)?;
-        rec.uint(Field::OutputLength)?;
-        rec.uint(Field::InputLength)?;
-        rec.hash_ids_into(&mut self.scratch)?;
-        if let Some(len) = rec.uint(Field::InputLength)? {
-            self.sizes.add(self.scratch.len() as u64, len);
-            self.check
-                .add(self.scratch.len() as u64, len, self.given.max(1));
-        }
-        for &id in &self.scratch {
-            self.counts.add(id);
-            self.max_id = self.max_id.max(Some(id));
-        }
-        let start = self.arena.len();
-        self.arena.extend_from_slice(line);
-        self.rows.push((no, start, self.arena.len()));
-        Ok(())
-    }
-
-    fn emit(
-        &self,
-        scaler: &mut RowScaler,
-        mut plan: PrefixPlan<'_>,
-        out: &mut Output,
-        policy: &mut ErrorPolicy,
-        counts: &mut filter::RowCounts,
-    ) -> Result<()> {
-        let mut step =
-            |rec: &Record<'_>, buf: &mut Vec<u8>| scaler.apply(rec, Some(&mut plan), buf);
-        for &(no, start, end) in &self.rows {
-            filter::write_record(out, policy, no, &self.arena[start..end], &mut step, counts)?;
-        }
-        Ok(())
     }
 }
 
