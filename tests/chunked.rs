@@ -161,8 +161,10 @@ fn a_bad_line_on_any_chunk_edge_stops_at_the_same_line_with_the_same_bytes() {
         for (t, args) in FILTERS {
             let out = same_as_in_order(t, args, input.as_bytes(), &sizes);
             assert_eq!(out.code, Some(65), "{t}");
+            // (mc-cap --max-isl names its block size first.)
+            let last = out.stderr.lines().last().unwrap_or("");
             assert!(
-                out.stderr.starts_with(&format!("{t}: line {at}: ")),
+                last.starts_with(&format!("{t}: line {at}: ")),
                 "{t}: {}",
                 out.stderr
             );
@@ -197,12 +199,15 @@ fn skipped_lines_are_counted_the_same_and_rows_keep_their_index() {
         args.extend(["--on-error", "skip", "--max-line-bytes", "2000"]);
         let out = same_as_in_order(t, &args, input.as_bytes(), &sizes);
         assert_eq!(out.code, Some(0), "{t}: {}", out.stderr);
-        assert!(
-            out.stderr
-                .contains("skipped 6 bad lines (line 3, 50, 51, 202, 250, …)"),
-            "{t}: {}",
-            out.stderr
-        );
+        // The `--block-size auto` look-ahead meets the too-long line (250)
+        // while reading ahead, before any record is parsed.
+        let lookahead = args.contains(&"--max-isl") && !args.contains(&"--drop");
+        let lines = match lookahead {
+            true => "line 250, 3, 50, 51, 202, …",
+            false => "line 3, 50, 51, 202, 250, …",
+        };
+        let want = format!("skipped 6 bad lines ({lines})");
+        assert!(out.stderr.contains(&want), "{t}: {}", out.stderr);
     }
 }
 
