@@ -59,7 +59,9 @@ pub struct Chunk {
     pub too_long: bool,
 }
 
-/// Reads `src` into chunks of about `size` bytes cut after a `\n`, each in
+/// Reads `src` into chunks of whole lines, each ending at the last `\n` of
+/// the carried start of a line and `size` more bytes (more when one line
+/// is longer), each in
 /// buffers taken from `free`, and gives them to `send` in order; stops
 /// early when `send` returns false (the consumer has stopped). A line
 /// longer than `max_line` is skipped and sent as a `too_long` chunk.
@@ -207,13 +209,16 @@ mod tests {
     #[test]
     fn chunks_are_whole_lines_numbered_in_order() {
         let input = b"aaa\nbb\n\ncccc\nd";
-        // Chunks of at least 5 bytes, each cut after a `\n`.
+        // Each read takes 5 bytes after the carried start of a line and the
+        // chunk ends at the last `\n`: "aaa\n|b", "b|b\n\n|cc", "cc|cccc\n|d",
+        // then "d" at the end of the input.
         let got = chunks(input, 5, 100);
         assert_eq!(
             got,
             vec![
-                (0, 2, false, b"aaa\nbb\n".to_vec()),
-                (2, 2, false, b"\ncccc\n".to_vec()),
+                (0, 1, false, b"aaa\n".to_vec()),
+                (1, 2, false, b"bb\n\n".to_vec()),
+                (3, 1, false, b"cccc\n".to_vec()),
                 (4, 1, false, b"d".to_vec()),
             ]
         );

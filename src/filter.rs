@@ -691,11 +691,12 @@ pub fn report_skipped(tool: &str, policy: &ErrorPolicy) {
 pub const LOOKAHEAD_ROWS: usize = 10_000;
 pub const LOOKAHEAD_BYTES: usize = 16 << 20;
 
-/// [`run_filter`] for a step that depends on the block size: with
+/// [`run_steps`] for a step that depends on the block size: with
 /// `--block-size auto`, the first rows (up to [`LOOKAHEAD_ROWS`] or
 /// [`LOOKAHEAD_BYTES`]) are read ahead and decide the size (named on
 /// stderr), then every row, those first ones included, goes through the
-/// step built for that size. Returns the counts and the size used.
+/// step built for that size. Returns the counts, the size used and the
+/// step (its own counts joined from the workers).
 pub fn run_filter_sized<S, M>(
     tool: &'static str,
     io: &IoArgs,
