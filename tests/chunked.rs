@@ -120,8 +120,10 @@ fn fresh_ids_follow_the_input_order_across_chunks() {
     // Row i is cut inside its third block (tokens 32..48 of 50) at block
     // size 16; rows i and i + 100 share that block, so the second gets the
     // first's fresh id, however far apart their chunks.
+    // 12,000 rows: past the 10,000 the `--block-size` look-ahead reads (and
+    // runs in order) before the chunked loop starts.
     let mut input = String::new();
-    for i in 0..300u64 {
+    for i in 0..12_000u64 {
         let id = 1000 + i % 100;
         input.push_str(&format!(
             "{{\"input_length\": 50, \"output_length\": 1, \"hash_ids\": [1, 2, {id}, {}]}}\n",
@@ -132,7 +134,7 @@ fn fresh_ids_follow_the_input_order_across_chunks() {
         "mc-cap",
         &["--max-isl", "40", "--block-size", "16"],
         input.as_bytes(),
-        &[None, Some(100), Some(1000)],
+        &[None, Some(100), Some(5000)],
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let base = 1u64 << 48;
