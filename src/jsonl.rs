@@ -32,11 +32,58 @@ pub struct LineReader<R> {
     eof: bool,
     line_no: u64,
     max_line: usize,
-    /// Before the first non-blank line: strip a UTF-8 BOM and recognise
-    /// inputs that are not JSONL at all (see [`sniff_first_line`]).
-    first: bool,
+    /// What happens to a line once it is cut: see [`LineRules`].
+    rules: LineRules,
+}
+
+/// The rules a line goes through once it is cut from the input, in one
+/// place for the line reader and the chunked reader of the filters
+/// (`chunks`): a trailing `\r` is dropped, a UTF-8 BOM before the first
+/// non-blank line is stripped, blank lines are skipped, and the first
+/// non-blank line is checked for an input that is not JSONL at all (see
+/// [`sniff_first_line`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LineRules {
+    /// No non-blank line seen yet.
+    pub first: bool,
     /// False for readers of other line formats (mc-import's CSV): no JSONL sniff.
-    sniff: bool,
+    pub sniff: bool,
+}
+
+impl LineRules {
+    /// Rules for the start of a JSONL input.
+    pub fn jsonl() -> LineRules {
+        LineRules {
+            first: true,
+            sniff: true,
+        }
+    }
+
+    /// The span of the record in `raw` (a line without its `\n`), or
+    /// `None` for a blank line; `Err(Error::Input)` when the first line
+    /// shows the input is not JSONL.
+    #[inline]
+    pub fn clean(&mut self, raw: &[u8], line_no: u64) -> Result<Option<std::ops::Range<usize>>> {
+        let mut end = raw.len();
+        if end > 0 && raw[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let mut start = 0;
+        if self.first && raw[..end].starts_with(UTF8_BOM) {
+            start = UTF8_BOM.len();
+        }
+        let line = &raw[start..end];
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            return Ok(None);
+        }
+        if self.first {
+            self.first = false;
+            if let Some(hint) = sniff_first_line(line).filter(|_| self.sniff) {
+                return Err(Error::Input(format!("line {line_no}: {hint}")));
+            }
+        }
+        Ok(Some(start..end))
+    }
 }
 
 impl<R: Read> LineReader<R> {
@@ -49,18 +96,26 @@ impl<R: Read> LineReader<R> {
             eof: false,
             line_no: 0,
             max_line: max_line.max(1),
-            first: true,
-            sniff: true,
+            rules: LineRules::jsonl(),
+        }
+    }
+
+    /// A reader that goes on from line `line_no` with the rules in the
+    /// state `rules` (after [`LineReader::into_parts`]).
+    pub fn resume(src: R, max_line: usize, line_no: u64, rules: LineRules) -> Self {
+        LineReader {
+            line_no,
+            rules,
+            ..LineReader::new(src, max_line)
         }
     }
 
     /// A reader for line formats that are not JSONL (CSV): a BOM is still
     /// stripped, but the first line is not checked for being JSON.
     pub fn new_text(src: R, max_line: usize) -> Self {
-        LineReader {
-            sniff: false,
-            ..LineReader::new(src, max_line)
-        }
+        let mut reader = LineReader::new(src, max_line);
+        reader.rules.sniff = false;
+        reader
     }
 
     /// The next non-blank line. `Err(Error::Data)` for a line longer than the
@@ -71,30 +126,15 @@ impl<R: Read> LineReader<R> {
                 None => return Ok(None),
                 Some(span) => span,
             };
-            let mut start = start;
-            let mut line = &self.buf[start..start + len];
-            if line.last() == Some(&b'\r') {
-                line = &line[..line.len() - 1];
-            }
-            if self.first {
-                if let Some(rest) = line.strip_prefix(UTF8_BOM) {
-                    line = rest;
-                    start += UTF8_BOM.len();
-                }
-            }
-            if line.iter().all(|b| b.is_ascii_whitespace()) {
+            let Some(span) = self
+                .rules
+                .clean(&self.buf[start..start + len], self.line_no)?
+            else {
                 continue;
-            }
-            if self.first {
-                self.first = false;
-                if let Some(hint) = sniff_first_line(line).filter(|_| self.sniff) {
-                    return Err(Error::Input(format!("line {}: {hint}", self.line_no)));
-                }
-            }
-            let len = line.len();
+            };
             return Ok(Some(Line {
                 no: self.line_no,
-                bytes: &mut self.buf[start..start + len],
+                bytes: &mut self.buf[start + span.start..start + span.end],
             }));
         }
     }
@@ -134,13 +174,15 @@ impl<R: Read> LineReader<R> {
     }
 
     fn too_long(&self) -> Error {
-        Error::Data {
-            line: self.line_no,
-            err: RecordError::new(format!(
-                "line is longer than --max-line-bytes ({} bytes)",
-                self.max_line
-            )),
-        }
+        too_long(self.line_no, self.max_line)
+    }
+
+    /// Takes the reader apart after some lines were read: the bytes read
+    /// but not yet handed out, the source, the number of the last line
+    /// handed out, and the rules' state (for the chunked reader to go on).
+    pub fn into_parts(self) -> (Vec<u8>, R, u64, LineRules) {
+        let rest = self.buf[self.pos..self.end].to_vec();
+        (rest, self.src, self.line_no, self.rules)
     }
 
     /// Moves the partial line to the front, grows the buffer if it is full,
@@ -190,6 +232,16 @@ impl<R: Read> LineReader<R> {
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The bad line of a line longer than `--max-line-bytes`.
+pub fn too_long(line: u64, max_line: usize) -> Error {
+    Error::Data {
+        line,
+        err: RecordError::new(format!(
+            "line is longer than --max-line-bytes ({max_line} bytes)"
+        )),
+    }
+}
+
 /// Recognises a first line that shows the whole input is not JSONL, and
 /// says how to convert it. Every record starts with `{`, so anything else
 /// on the first line is at best one bad line among many.
@@ -228,23 +280,34 @@ pub fn sniff_first_line(line: &[u8]) -> Option<&'static str> {
 /// here, by name (reading one would fail later with a bare "Is a directory").
 pub fn open_input(path: Option<&Path>) -> Result<Box<dyn Read>> {
     match path {
-        None => Ok(Box::new(io::stdin().lock())),
-        Some(p) if p == Path::new("-") => Ok(Box::new(io::stdin().lock())),
-        Some(p) => {
-            let no_input = |source| Error::NoInput {
-                path: p.to_path_buf(),
-                source,
-            };
-            let file = File::open(p).map_err(no_input)?;
-            if file.metadata().is_ok_and(|m| m.is_dir()) {
-                return Err(no_input(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "is a directory, not a trace file",
-                )));
-            }
-            Ok(Box::new(file))
-        }
+        Some(p) if p != Path::new("-") => Ok(Box::new(open_file(p)?)),
+        _ => Ok(Box::new(io::stdin().lock())),
     }
+}
+
+/// [`open_input`] for a reader on another thread: stdin unlocked (each
+/// read takes the lock; the chunked reader reads megabytes at a time).
+pub fn open_input_send(path: Option<&Path>) -> Result<Box<dyn Read + Send>> {
+    match path {
+        Some(p) if p != Path::new("-") => Ok(Box::new(open_file(p)?)),
+        _ => Ok(Box::new(io::stdin())),
+    }
+}
+
+/// An input file, or exit 66 naming it; a directory is refused here.
+fn open_file(p: &Path) -> Result<File> {
+    let no_input = |source| Error::NoInput {
+        path: p.to_path_buf(),
+        source,
+    };
+    let file = File::open(p).map_err(no_input)?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(no_input(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory, not a trace file",
+        )));
+    }
+    Ok(file)
 }
 
 /// The one buffered writer of a tool. Block-buffered when piped,
@@ -400,6 +463,17 @@ impl<W: Write> Output<W> {
         self.end_line()
     }
 
+    /// Writes bytes that are whole records already (a chunk's output).
+    pub fn write_records(&mut self, bytes: &[u8]) -> Result<()> {
+        if self.buf.len() + bytes.len() < OUT_BUF {
+            self.buf.extend_from_slice(bytes);
+            return self.end_line();
+        }
+        // Large: straight through, without a copy into the buffer.
+        self.flush()?;
+        self.inner.write_all(bytes).map_err(|e| self.error(e))
+    }
+
     /// The buffer to build a record in place; finish with
     /// [`Output::end_record`] (which adds the `\n`), or with
     /// [`Output::end_line`] after pushing the `\n` yourself.
@@ -429,13 +503,17 @@ impl<W: Write> Output<W> {
             .write_all(&self.buf)
             .and_then(|()| self.inner.flush());
         self.buf.clear();
-        res.map_err(|source| match &self.path {
+        res.map_err(|e| self.error(e))
+    }
+
+    fn error(&self, source: io::Error) -> Error {
+        match &self.path {
             Some(p) => Error::Output {
                 path: p.clone(),
                 source,
             },
             None => Error::Io(source),
-        })
+        }
     }
 }
 

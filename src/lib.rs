@@ -4,6 +4,7 @@
 
 pub mod analyze;
 pub mod blocks;
+pub mod chunks;
 pub mod cli;
 pub mod csv;
 pub mod delays;

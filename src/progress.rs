@@ -29,6 +29,8 @@ pub struct Progress {
     last: Instant,
     /// A live line is on the screen (to erase it at the end).
     drawn: bool,
+    /// Nothing is shown before this instant (a short run stays silent).
+    quiet_until: Instant,
 }
 
 impl Progress {
@@ -51,12 +53,20 @@ impl Progress {
             plain_every,
             last: now,
             drawn: false,
+            quiet_until: now,
         }
     }
 
     /// For stderr as it is: live on a terminal, plain otherwise.
     pub fn for_stderr(tool: &'static str, plain_every: Duration) -> Progress {
         Progress::new(tool, stderr_mode(), plain_every)
+    }
+
+    /// Shows nothing, live or plain, until `quiet` has passed since the
+    /// start: a run shorter than that prints nothing at all.
+    pub fn quiet_for(mut self, quiet: Duration) -> Progress {
+        self.quiet_until = self.last + quiet;
+        self
     }
 
     pub fn mode(&self) -> Mode {
@@ -82,7 +92,7 @@ impl Progress {
             Mode::Live => LIVE_EVERY,
             Mode::Plain => self.plain_every,
         };
-        if now.saturating_duration_since(self.last) < every {
+        if now < self.quiet_until || now.saturating_duration_since(self.last) < every {
             return Ok(false);
         }
         self.last = now;
@@ -190,6 +200,26 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\r\x1b[Kmc-x: b\r\x1b[Kmc-x: d\r\x1b[K"
         );
+    }
+
+    #[test]
+    fn nothing_is_shown_while_quiet() {
+        let t0 = Instant::now();
+        let mut p = Progress::starting_at("mc-x", Mode::Live, ms(10_000), t0).quiet_for(ms(3_000));
+        let mut out = Vec::new();
+        // A live line would be due at 200 ms; quiet holds it to 3 s.
+        assert!(!p.tick_at(t0 + ms(200), || "a".into(), &mut out).unwrap());
+        assert!(!p.tick_at(t0 + ms(2_999), || "b".into(), &mut out).unwrap());
+        assert!(p.tick_at(t0 + ms(3_000), || "c".into(), &mut out).unwrap());
+        let mut plain =
+            Progress::starting_at("mc-x", Mode::Plain, ms(1_000), t0).quiet_for(ms(3_000));
+        assert!(!plain
+            .tick_at(t0 + ms(2_000), || "d".into(), &mut out)
+            .unwrap());
+        assert!(plain
+            .tick_at(t0 + ms(3_000), || "e".into(), &mut out)
+            .unwrap());
+        assert_eq!(String::from_utf8(out).unwrap(), "\r\x1b[Kmc-x: cmc-x: e\n");
     }
 
     #[test]

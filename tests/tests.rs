@@ -3,6 +3,7 @@
 mod analyze;
 mod architecture;
 mod cap;
+mod chunked;
 mod docs;
 mod engine;
 mod faults;

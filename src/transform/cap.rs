@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
-use crate::filter::{self, Emit, IoArgs};
+use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::record::{self, Edit, Field, Number, Record};
 
 /// Largest cap, and largest fresh id: 2^63 - 1, the largest integer every
@@ -86,23 +86,18 @@ pub fn run(args: &CapArgs) -> Result<()> {
     if args.drop && args.max_isl.is_none() {
         return Err(Error::usage("--drop needs --max-isl"));
     }
-    let mut caps = None;
-    let counts = if args.max_isl.is_some() && !args.drop {
-        let (counts, _) = filter::run_filter_sized(tool, io, args.block, |b| {
-            let cap = caps.insert(Capper::new(CapArgs {
+    let (counts, cap) = if args.max_isl.is_some() && !args.drop {
+        let (counts, _, cap) = filter::run_filter_sized(tool, io, args.block, |b| {
+            Capper::new(CapArgs {
                 block_size: b,
                 ..args.clone()
-            }));
-            |rec: &Record<'_>, out: &mut Vec<u8>| cap.apply(rec, out)
+            })
         })?;
-        counts
+        (counts, cap)
     } else {
         // Dropping or capping answers: the block size plays no part.
-        let cap = caps.insert(Capper::new(args.clone()));
-        filter::run_filter(tool, io, |rec, out| cap.apply(rec, out))?
-    };
-    let Some(cap) = caps else {
-        return Ok(());
+        let mut cap = Capper::new(args.clone());
+        (filter::run_steps(tool, io, &mut cap)?, cap)
     };
     if counts.any_change() || args.drop {
         eprintln!("{tool}: {}", cap.summary(counts.rows));
@@ -164,10 +159,15 @@ impl Capper {
             values: Default::default(),
         }
     }
+}
 
-    pub fn apply(
+impl Step for Capper {
+    /// Everything but a fresh id is a function of the row; a row whose cut
+    /// needs one asks to run in order, where the table of fresh ids is.
+    fn apply(
         &mut self,
         rec: &Record<'_>,
+        cx: &Ctx,
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
         let [isl_text, ids_text, osl_text] = &mut self.values;
@@ -203,6 +203,16 @@ impl Capper {
                     }
                 }
                 if let Some(len) = len.filter(|&l| l > max) {
+                    let cut = Cut {
+                        ids: shape.map_or(0, |s| s.count as u64),
+                        len,
+                        max,
+                        block_size: self.opts.block_size,
+                    };
+                    let has_ids = shape.is_some() && rec.raw(Field::HashIds).is_some();
+                    if has_ids && !cx.in_order() && cut.shortened_last_block().is_some() {
+                        return Ok(Emit::InOrder); // nothing counted yet
+                    }
                     self.truncated += 1;
                     isl_text.clear();
                     record::write_number(Number::UInt(max), isl_text);
@@ -210,14 +220,8 @@ impl Capper {
                         field: Field::InputLength,
                         value: isl_text,
                     });
-                    if let (Some(raw), Some(shape)) = (rec.raw(Field::HashIds), shape) {
+                    if let (Some(raw), Some(_)) = (rec.raw(Field::HashIds), shape) {
                         ids_text.clear();
-                        let cut = Cut {
-                            ids: shape.count as u64,
-                            len,
-                            max,
-                            block_size: self.opts.block_size,
-                        };
                         self.cuts.cut_raw(raw, cut, ids_text)?;
                         edits.push(Edit {
                             field: Field::HashIds,
@@ -243,6 +247,18 @@ impl Capper {
         }
         rec.write_edited(&mut edits, out);
         Ok(Emit::Written)
+    }
+
+    fn fork(&self) -> Self {
+        Capper::new(self.opts.clone())
+    }
+
+    /// The fork's counts; its fresh-id table is empty (rows that need
+    /// one run in order, on `self`).
+    fn join(&mut self, fork: Self) {
+        self.dropped += fork.dropped;
+        self.truncated += fork.truncated;
+        self.capped_osl += fork.capped_osl;
     }
 }
 

@@ -8,7 +8,7 @@
 //! seed gives the same bytes everywhere.
 
 use crate::error::{Error, RecordError, Result};
-use crate::filter::{self, Emit, IoArgs};
+use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::hash::{stable_hash, GOLDEN_GAMMA};
 use crate::record::{self, Edit, Field, Record};
 
@@ -50,7 +50,7 @@ pub fn run(args: &RootsArgs) -> Result<()> {
         return Err(Error::usage("--roots must be at least 1"));
     }
     let mut roots = Roots::new(args.roots, args.seed);
-    let counts = filter::run_filter(tool, io, |rec, out| roots.apply(rec, out))?;
+    let counts = filter::run_steps(tool, io, &mut roots)?;
     if counts.any_change() {
         eprintln!(
             "{tool}: {} of {} rows renumbered into {} trees",
@@ -72,8 +72,6 @@ pub fn namespace_id(h: u64, k: u64, t: u64) -> Option<u64> {
 pub struct Roots {
     k: u64,
     seed: u64,
-    /// Records seen, the identity of a row without a session.
-    row: u64,
     ids: Vec<u64>,
     text: Vec<u8>,
 }
@@ -83,7 +81,6 @@ impl Roots {
         Roots {
             k,
             seed,
-            row: 0,
             ids: Vec::new(),
             text: Vec::new(),
         }
@@ -98,14 +95,17 @@ impl Roots {
         // Multiply-shift maps the hash onto 0..k without modulo bias worth noting.
         ((u128::from(h) * u128::from(self.k)) >> 64) as u64
     }
+}
 
-    pub fn apply(
+impl Step for Roots {
+    /// A row without a session is a unit of its own: its record index
+    /// ([`Ctx::row`]) picks its tree.
+    fn apply(
         &mut self,
         rec: &Record<'_>,
+        cx: &Ctx,
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
-        let row = self.row;
-        self.row += 1;
         if self.k == 1 {
             return Ok(Emit::Unchanged);
         }
@@ -113,7 +113,10 @@ impl Roots {
         if !rec.hash_ids_into(&mut self.ids)? || self.ids.is_empty() {
             return Ok(Emit::Unchanged);
         }
-        let t = self.tree(session, row);
+        let t = match session {
+            Some(_) => self.tree(session, 0),
+            None => self.tree(None, cx.row()),
+        };
         for id in &mut self.ids {
             *id = namespace_id(*id, self.k, t).ok_or_else(|| {
                 RecordError::field(
@@ -133,6 +136,12 @@ impl Roots {
         );
         Ok(Emit::Written)
     }
+
+    fn fork(&self) -> Self {
+        Roots::new(self.k, self.seed)
+    }
+
+    fn join(&mut self, _fork: Self) {}
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
-use crate::filter::{self, Emit, IoArgs};
+use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::idmap::IdMap;
 use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
@@ -128,7 +128,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
     let io = &args.io;
     if !args.needs_whole_input() {
         let mut scaler = RowScaler::new(args.clone());
-        let counts = filter::run_filter(tool, io, |rec, out| scaler.apply(rec, None, out))?;
+        let counts = filter::run_steps(tool, io, &mut scaler)?;
         report_changes(tool, &counts);
         return Ok(());
     }
@@ -149,6 +149,25 @@ pub struct RowScaler {
     ids: Vec<u64>,
     new_ids: Vec<u64>,
     values: [Vec<u8>; 5],
+}
+
+/// The streaming options (speedup, output length) are a function of the
+/// row alone: chunks of rows scale on any thread.
+impl Step for RowScaler {
+    fn apply(
+        &mut self,
+        rec: &Record<'_>,
+        _cx: &Ctx,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError> {
+        RowScaler::apply(self, rec, None, out)
+    }
+
+    fn fork(&self) -> Self {
+        RowScaler::new(self.opts.clone())
+    }
+
+    fn join(&mut self, _fork: Self) {}
 }
 
 impl RowScaler {

@@ -28,7 +28,7 @@ const TICK_LINES: u64 = 4096;
 /// Runs mc-scale's two passes for `args` (the multipliers are not 1).
 pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
     let io = &args.io;
-    let mut input = Twice::open(io.input.as_deref())?;
+    let mut input = Twice::open(io.input())?;
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut facts = Facts {
         given: match args.block {

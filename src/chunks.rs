@@ -1,0 +1,256 @@
+//! Cutting an input into chunks of whole lines, on a thread of its own, so
+//! the filters can transform chunks on other threads while this one reads
+//! ahead (ARCHITECTURE.md §5, "chunked filters"). A chunk knows the number
+//! of its first line, so line numbers stay exact whatever thread reads
+//! them, and its buffers come from a fixed pool the consumer hands back,
+//! so memory stays bounded however fast the input arrives.
+
+use std::io::{self, Read};
+
+use crate::error::{Error, Result};
+
+/// The default size of a chunk: large enough that the per-chunk handing
+/// over costs nothing, small enough that the pool stays a few MB.
+pub const DEFAULT_CHUNK_BYTES: usize = 2 << 20;
+
+/// A chunk size forced by the environment (tests: small chunks put
+/// chunk edges between the lines of a small input); hidden, not an option.
+pub const CHUNK_ENV: &str = "MCTRACE_CHUNK_BYTES";
+
+/// The chunk size: [`CHUNK_ENV`] when set to a number, else the default.
+pub fn chunk_bytes() -> usize {
+    std::env::var(CHUNK_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_CHUNK_BYTES)
+}
+
+/// The buffers one chunk travels with: the input bytes, and the output the
+/// transform writes. Handed back and forth, never freed mid-run; `input`
+/// keeps its length between uses (only `len` bytes of it are the chunk's)
+/// so a reused buffer is never zeroed again.
+#[derive(Default)]
+pub struct Buffers {
+    pub input: Vec<u8>,
+    pub len: usize,
+    pub output: Vec<u8>,
+}
+
+impl Buffers {
+    /// The chunk's bytes.
+    pub fn data(&self) -> &[u8] {
+        &self.input[..self.len]
+    }
+}
+
+/// Whole lines of the input.
+pub struct Chunk {
+    /// 0, 1, 2, … in input order.
+    pub seq: u64,
+    /// Lines ending in `\n`, and at the end of the input maybe one without.
+    pub bufs: Buffers,
+    /// Number of the line before the chunk's first (0 for the first chunk).
+    pub line_base: u64,
+    /// Lines in the chunk (blank ones included).
+    pub lines: u64,
+    /// The chunk is one line longer than the limit, not kept (`lines` is 1,
+    /// no data).
+    pub too_long: bool,
+}
+
+/// Reads `src` into chunks of whole lines, each ending at the last `\n` of
+/// the carried start of a line and `size` more bytes (more when one line
+/// is longer), each in
+/// buffers taken from `free`, and gives them to `send` in order; stops
+/// early when `send` returns false (the consumer has stopped). A line
+/// longer than `max_line` is skipped and sent as a `too_long` chunk.
+pub fn read_chunks(
+    mut src: impl Read,
+    size: usize,
+    max_line: usize,
+    free: &crossbeam_channel::Receiver<Buffers>,
+    mut send: impl FnMut(Chunk) -> bool,
+) -> Result<()> {
+    let size = size.max(1);
+    let max_line = max_line.max(1);
+    // The start of a line the last read cut, carried to the next chunk.
+    let mut carry: Vec<u8> = Vec::new();
+    let mut line_base = 0;
+    let mut seq = 0;
+    let mut eof = false;
+    'chunks: loop {
+        let Ok(mut bufs) = free.recv() else {
+            return Ok(()); // the consumer is gone
+        };
+        // The carried start of a line first, then reads until the chunk
+        // holds `size` bytes and a `\n` past the carried part, or the
+        // input ends.
+        let mut len = carry.len();
+        if bufs.input.len() < len {
+            bufs.input.resize(len, 0);
+        }
+        bufs.input[..len].copy_from_slice(&carry);
+        carry.clear();
+        let mut scanned = 0;
+        let mut cut = None;
+        while cut.is_none() && !eof {
+            let want = len.max(scanned) + size;
+            (len, eof) = fill(&mut src, &mut bufs.input, len, want)?;
+            cut = memchr::memrchr(b'\n', &bufs.input[scanned..len]).map(|i| scanned + i);
+            scanned = len;
+            if cut.is_none() && len > max_line {
+                // One line longer than the limit: skip it without keeping it.
+                carry = skip_line(&mut src, &mut eof)?;
+                bufs.len = 0;
+                let chunk = Chunk {
+                    seq,
+                    bufs,
+                    line_base,
+                    lines: 1,
+                    too_long: true,
+                };
+                if !send(chunk) {
+                    return Ok(());
+                }
+                seq += 1;
+                line_base += 1;
+                continue 'chunks;
+            }
+        }
+        if len == 0 {
+            return Ok(()); // the input ended on a chunk edge
+        }
+        if let Some(i) = cut {
+            carry.extend_from_slice(&bufs.input[i + 1..len]);
+            len = i + 1;
+        }
+        bufs.len = len;
+        let data = bufs.data();
+        let mut lines = memchr::memchr_iter(b'\n', data).count() as u64;
+        if data.last().is_some_and(|&b| b != b'\n') {
+            lines += 1; // the last line, without its `\n`
+        }
+        let chunk = Chunk {
+            seq,
+            bufs,
+            line_base,
+            lines,
+            too_long: false,
+        };
+        if !send(chunk) {
+            return Ok(());
+        }
+        seq += 1;
+        line_base += lines;
+        if eof && carry.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads into `buf` after its first `len` bytes until `want` bytes are
+/// there or the input ends; returns the bytes there and whether the input
+/// ended. `buf` only grows (zeroed once, when it does).
+fn fill(
+    src: &mut impl Read,
+    buf: &mut Vec<u8>,
+    mut len: usize,
+    want: usize,
+) -> Result<(usize, bool)> {
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
+    while len < want {
+        match src.read(&mut buf[len..want]) {
+            Ok(0) => return Ok((len, true)),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::Io(e)),
+        }
+    }
+    Ok((len, false))
+}
+
+/// Discards input up to and including the next `\n`; returns what was read
+/// after it.
+fn skip_line(src: &mut impl Read, eof: &mut bool) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    while !*eof {
+        let len;
+        (len, *eof) = fill(src, &mut buf, 0, 64 << 10)?;
+        if let Some(i) = memchr::memchr(b'\n', &buf[..len]) {
+            return Ok(buf[i + 1..len].to_vec());
+        }
+    }
+    Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chunks of `input` as (line_base, lines, too_long, bytes).
+    fn chunks(input: &[u8], size: usize, max: usize) -> Vec<(u64, u64, bool, Vec<u8>)> {
+        let (give, free) = crossbeam_channel::unbounded();
+        for _ in 0..2 {
+            give.send(Buffers::default()).unwrap();
+        }
+        let mut got = Vec::new();
+        read_chunks(input, size, max, &free, |c| {
+            got.push((c.line_base, c.lines, c.too_long, c.bufs.data().to_vec()));
+            give.send(c.bufs).unwrap();
+            true
+        })
+        .unwrap();
+        got
+    }
+
+    #[test]
+    fn chunks_are_whole_lines_numbered_in_order() {
+        let input = b"aaa\nbb\n\ncccc\nd";
+        // Each read takes 5 bytes after the carried start of a line and the
+        // chunk ends at the last `\n`: "aaa\n|b", "b|b\n\n|cc", "cc|cccc\n|d",
+        // then "d" at the end of the input.
+        let got = chunks(input, 5, 100);
+        assert_eq!(
+            got,
+            vec![
+                (0, 1, false, b"aaa\n".to_vec()),
+                (1, 2, false, b"bb\n\n".to_vec()),
+                (3, 1, false, b"cccc\n".to_vec()),
+                (4, 1, false, b"d".to_vec()),
+            ]
+        );
+        // Whatever the size, the chunks put together are the input.
+        for size in 1..20 {
+            let got = chunks(input, size, 100);
+            let joined: Vec<u8> = got.iter().flat_map(|c| c.3.clone()).collect();
+            assert_eq!(joined, input, "size {size}");
+            assert_eq!(got.iter().map(|c| c.1).sum::<u64>(), 5, "size {size}");
+        }
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_a_chunk_of_its_own() {
+        let input = b"ab\nxxxxxxxxxxxxxxxxxxxx\ncd\n";
+        let got = chunks(input, 2, 8);
+        assert_eq!(
+            got,
+            vec![
+                (0, 1, false, b"ab\n".to_vec()),
+                (1, 1, true, Vec::new()),
+                (2, 1, false, b"cd\n".to_vec()),
+            ]
+        );
+        // At the end of the input, without a `\n`.
+        let got = chunks(b"ab\nxxxxxxxxxxxxxxxxxxxx", 2, 8);
+        assert_eq!(got[1], (1, 1, true, Vec::new()));
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn empty_input_gives_no_chunk() {
+        assert!(chunks(b"", 4, 10).is_empty());
+    }
+}
