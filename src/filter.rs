@@ -721,10 +721,7 @@ where
     S: Step,
     M: FnOnce(u64) -> S,
 {
-    let mut reader = LineReader::new(
-        jsonl::open_input_send(io.input())?,
-        io.max_line_bytes,
-    );
+    let mut reader = LineReader::new(jsonl::open_input_send(io.input())?, io.max_line_bytes);
     let mut policy = ErrorPolicy::new(io.on_error);
     // The rows read ahead, in one buffer: each row's line number and span.
     let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
