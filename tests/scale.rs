@@ -470,3 +470,60 @@ fn a_named_pipe_given_as_input_is_copied_like_stdin() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout), want.stdout);
 }
+
+/// `--max-delay` caps think times in the trace's ms, then `--speedup`
+/// divides what is left; every path (one thread, chunks on workers, the
+/// two-pass prefix path) counts the same two cuts.
+#[test]
+fn max_delay_caps_then_speedup_divides() {
+    let input = "{\"session_id\":\"s\",\"timestamp\":0,\"input_length\":4}\n\
+                 {\"session_id\":\"s\",\"delay\":19440000,\"input_length\":4}\n\
+                 {\"session_id\":\"s\",\"delay\":500,\"input_length\":4}\n\
+                 {\"session_id\":\"s\",\"delay\":1e8,\"input_length\":4}\n";
+    // By hand: 19,440,000 > 60,000 is cut to 60,000 (an integer stays one),
+    // then / 2 = 30,000; 500 is kept, / 2 = 250; the float 1e8 is cut to
+    // 60000.0, / 2 = 30000.0.
+    let want = "{\"session_id\":\"s\",\"timestamp\":0,\"input_length\":4}\n\
+                {\"session_id\":\"s\",\"delay\":30000,\"input_length\":4}\n\
+                {\"session_id\":\"s\",\"delay\":250,\"input_length\":4}\n\
+                {\"session_id\":\"s\",\"delay\":30000.0,\"input_length\":4}\n";
+    let args = ["--max-delay", "60000", "--speedup", "2"];
+    for chunk in [None, Some("40")] {
+        let mut cmd = tool("mc-scale");
+        if let Some(c) = chunk {
+            cmd.env("MCTRACE_CHUNK_BYTES", c);
+        }
+        let out = cmd.args(args).write_stdin(input).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            want,
+            "chunks {chunk:?}"
+        );
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("mc-scale: --max-delay 60 s: capped 2 delays"),
+            "{err}"
+        );
+    }
+    // Alone, the cut values are written as they are.
+    let out = tool("mc-scale")
+        .args(["--max-delay", "60000", "--prefix-len-multiplier", "1.5"])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("\"delay\":60000,") && text.contains("\"delay\":60000.0,"),
+        "{text}"
+    );
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("capped 2 delays"));
+    tool("mc-scale")
+        .arg("--max-delay=-5")
+        .write_stdin(input)
+        .assert()
+        .code(2);
+}

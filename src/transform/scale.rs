@@ -51,6 +51,12 @@ pub struct ScaleArgs {
     #[arg(long)]
     pub keep_delays: bool,
 
+    /// Cap every think time (`delay`) at MS, before --speedup divides it;
+    /// the summary line counts the delays cut. (mc-analyze and mc-import
+    /// name delays over an hour.)
+    #[arg(long, value_name = "MS", value_parser = crate::delays::parse_max_delay)]
+    pub max_delay: Option<f64>,
+
     /// Scale each row's shared prefix: P > 1 turns each prefix id h into
     /// h*k … h*k+k-1 (k = floor(P)) and adds private blocks for the fraction;
     /// P < 1 keeps the first max(1, floor(n*P)) prefix blocks.
@@ -102,6 +108,7 @@ impl Default for ScaleArgs {
         ScaleArgs {
             speedup: 1.0,
             keep_delays: false,
+            max_delay: None,
             prefix_mult: 1.0,
             prompt_mult: 1.0,
             output_mult: 1.0,
@@ -130,6 +137,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         let mut scaler = RowScaler::new(args.clone());
         let counts = filter::run_steps(tool, io, &mut scaler)?;
         report_changes(tool, &counts);
+        scaler.report_capped(tool);
         return Ok(());
     }
 
@@ -149,6 +157,8 @@ pub struct RowScaler {
     ids: Vec<u64>,
     new_ids: Vec<u64>,
     values: [Vec<u8>; 5],
+    /// `--max-delay`: the delays cut so far.
+    cap: Option<crate::delays::DelayCap>,
 }
 
 /// The streaming options (speedup, output length) are a function of the
@@ -167,16 +177,28 @@ impl Step for RowScaler {
         RowScaler::new(self.opts.clone())
     }
 
-    fn join(&mut self, _fork: Self) {}
+    fn join(&mut self, fork: Self) {
+        if let (Some(c), Some(f)) = (&mut self.cap, fork.cap) {
+            c.capped += f.capped;
+        }
+    }
 }
 
 impl RowScaler {
     pub fn new(opts: ScaleArgs) -> Self {
         RowScaler {
+            cap: opts.max_delay.map(crate::delays::DelayCap::new),
             opts,
             ids: Vec::new(),
             new_ids: Vec::new(),
             values: Default::default(),
+        }
+    }
+
+    /// `--max-delay`'s line on stderr: how many delays it cut.
+    pub fn report_capped(&self, tool: &str) {
+        if let Some(c) = &self.cap {
+            eprintln!("{tool}: {}", c.note());
         }
     }
 
@@ -199,10 +221,26 @@ impl RowScaler {
                 record::write_number(scaled, ts);
                 edits[0] = Some((Field::Timestamp, ts));
             }
-            if !o.keep_delays {
-                if let Some(d) = rec.number(Field::Delay)? {
+        }
+        let scale_delay = o.speedup != 1.0 && !o.keep_delays;
+        if scale_delay || self.cap.is_some() {
+            if let Some(d) = rec.number(Field::Delay)? {
+                let capped = match &mut self.cap {
+                    Some(c) if d.as_f64() > c.max_ms => {
+                        c.apply(d.as_f64());
+                        Some(capped_delay(d, c.max_ms))
+                    }
+                    _ => None,
+                };
+                let d = capped.unwrap_or(d);
+                if scale_delay || capped.is_some() {
+                    let d = if scale_delay {
+                        speed_up_delay(d, o.speedup, "--speedup")?
+                    } else {
+                        d
+                    };
                     delay.clear();
-                    record::write_number(speed_up_delay(d, o.speedup, "--speedup")?, delay);
+                    record::write_number(d, delay);
                     edits[1] = Some((Field::Delay, delay));
                 }
             }
@@ -254,6 +292,17 @@ pub fn speed_up_timestamp(
     option: &str,
 ) -> std::result::Result<Number, RecordError> {
     whole("timestamp", t.as_f64() / r, option).map(Number::Int)
+}
+
+/// `--max-delay MS` on a delay over it: an integer delay stays an integer
+/// when the cap is one.
+fn capped_delay(d: Number, max_ms: f64) -> Number {
+    match d {
+        Number::Int(_) | Number::UInt(_) if max_ms.fract() == 0.0 && max_ms <= i64::MAX as f64 => {
+            Number::Int(max_ms as i64)
+        }
+        _ => Number::Float(max_ms),
+    }
 }
 
 /// The delay rule of `--speedup R`: an integer delay becomes `trunc(d / R)`,

@@ -110,6 +110,7 @@ pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
     if counts.any_change() {
         eprintln!("{tool}: {} of {} rows changed", counts.changed, counts.rows);
     }
+    scaler.report_capped(tool);
     Ok(())
 }
 
