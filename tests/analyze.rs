@@ -550,3 +550,187 @@ fn text_report_snapshot() {
     let text = run_ok::<&str>("mc-analyze", &[], SEVEN_ROWS);
     insta::assert_snapshot!("analyze_seven_rows_text", text);
 }
+
+/// A small seeded generator (SplitMix64), so each seed is one trace.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Rows shaped like Mooncake's (an earlier row's prefix, then a run of
+/// fresh ids) mixed with the irregular ones the compact id table must get
+/// right: small random ids (repeats in a row, ids under two parents or at
+/// two positions), far ids, rows without ids; sessions on some rows; every
+/// length consistent with blocks of 4.
+fn seeded_rows(seed: u64) -> Vec<Vec<u64>> {
+    let mut g = Lcg(seed);
+    let mut rows: Vec<Vec<u64>> = Vec::new();
+    let mut next = 100u64;
+    for _ in 0..(20 + g.below(200)) {
+        let ids = match g.below(10) {
+            0..=5 => {
+                let mut ids = match rows.len() {
+                    0 => vec![0],
+                    n => {
+                        let base = &rows[g.below(n as u64) as usize];
+                        base[..g.below(base.len() as u64 + 1) as usize].to_vec()
+                    }
+                };
+                for _ in 0..1 + g.below(80) {
+                    ids.push(next);
+                    next += 1;
+                }
+                ids
+            }
+            6 | 7 => (0..1 + g.below(6)).map(|_| g.below(30)).collect(),
+            8 => (0..1 + g.below(4))
+                .map(|k| (1 << 60) + k * g.below(3))
+                .collect(),
+            _ => Vec::new(),
+        };
+        rows.push(ids);
+    }
+    rows
+}
+
+/// AIPerf's algorithm, written the plain way: a set of prefix tuples, a
+/// count per (position, id), a set of ids seen so far.
+struct Naive {
+    unique_prefixes: u64,
+    reused_visits: u64,
+    blocks: u64,
+    distinct_ids: u64,
+    hit_rate_mean: f64,
+    context_max: f64,
+    duplicate_rows: u64,
+    not_prefix_rows: u64,
+}
+
+fn naive(rows: &[Vec<u64>], lens: &[u64], b: u64) -> Naive {
+    use std::collections::{HashMap, HashSet};
+    let mut prefixes: HashMap<&[u64], u64> = HashMap::new();
+    let mut pairs: HashMap<(usize, u64), u64> = HashMap::new();
+    let mut seen: HashSet<u64> = HashSet::new();
+    let (mut hit_rates, mut dup, mut not_prefix) = (Vec::new(), 0, 0);
+    for ids in rows {
+        for k in 0..ids.len() {
+            *prefixes.entry(&ids[..=k]).or_insert(0) += 1;
+            *pairs.entry((k, ids[k])).or_insert(0) += 1;
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        let first_unseen = ids
+            .iter()
+            .position(|i| !seen.contains(i))
+            .unwrap_or(ids.len());
+        hit_rates.push(first_unseen as f64 / ids.len() as f64);
+        let mut in_row = HashSet::new();
+        let (mut d, mut np) = (false, false);
+        for (k, id) in ids.iter().enumerate() {
+            if !in_row.insert(id) {
+                d = true;
+            } else if seen.contains(id) && k > first_unseen {
+                np = true;
+            }
+        }
+        dup += u64::from(d);
+        not_prefix += u64::from(np);
+        seen.extend(ids.iter().copied());
+    }
+    let context_max = rows
+        .iter()
+        .zip(lens)
+        .filter(|(ids, _)| !ids.is_empty())
+        .map(|(ids, &len)| {
+            let rep = (0..ids.len()).filter(|&k| pairs[&(k, ids[k])] > 1).count();
+            if rep == ids.len() {
+                len as f64
+            } else {
+                (rep as u64 * b) as f64
+            }
+        })
+        .fold(0.0, f64::max);
+    Naive {
+        unique_prefixes: prefixes.len() as u64,
+        reused_visits: prefixes.values().filter(|&&c| c > 1).sum(),
+        blocks: rows.iter().map(|r| r.len() as u64).sum(),
+        distinct_ids: seen.len() as u64,
+        hit_rate_mean: hit_rates.iter().sum::<f64>() / hit_rates.len().max(1) as f64,
+        context_max,
+        duplicate_rows: dup,
+        not_prefix_rows: not_prefix,
+    }
+}
+
+/// The compact id table and row store, end to end, against the plain
+/// algorithm on seeded traces (block size auto, sessions on some rows, a
+/// bad line skipped and named).
+#[test]
+fn statistics_match_the_plain_algorithm_across_seeds() {
+    for seed in 0..24 {
+        let rows = seeded_rows(seed);
+        let mut g = Lcg(seed ^ 0xabc);
+        let mut lens = Vec::new();
+        let mut text = String::new();
+        let bad = 1 + g.below(rows.len() as u64);
+        for (i, ids) in rows.iter().enumerate() {
+            if i as u64 + 1 == bad {
+                text.push_str("{\"hash_ids\": [1,\n");
+            }
+            // Consistent with blocks of 4: (n - 1) * 4 < len <= n * 4.
+            let len = (ids.len() as u64).saturating_sub(1) * 4 + 1 + g.below(4);
+            lens.push(len);
+            let session = match g.below(3) {
+                0 => format!("\"session_id\": \"s{}\", ", g.below(5)),
+                _ => String::new(),
+            };
+            let ids_field = match ids.is_empty() {
+                true => String::new(),
+                false => format!(", \"hash_ids\": {ids:?}"),
+            };
+            text.push_str(&format!(
+                "{{{session}\"timestamp\": {i}, \"input_length\": {len}, \"output_length\": 3{ids_field}}}\n"
+            ));
+        }
+        let r = report(&["--on-error", "skip"], &text);
+        let want = naive(&rows, &lens, 4);
+        let ctx = format!("seed {seed}");
+        assert_eq!(
+            (r.input.skipped_lines, r.input.first_skipped_lines.clone()),
+            (1, vec![bad]),
+            "{ctx}"
+        );
+        assert_eq!(r.aiperf.total_requests, rows.len() as u64, "{ctx}");
+        if rows.iter().any(|ids| ids.len() > 1) {
+            assert_eq!(
+                (r.blocks.detected, r.blocks.block_size),
+                (Some(4), 4),
+                "{ctx}"
+            );
+        }
+        assert_eq!(r.aiperf.unique_prefixes, want.unique_prefixes, "{ctx}");
+        assert_eq!(r.input.blocks, want.blocks, "{ctx}");
+        assert_eq!(r.input.distinct_ids, want.distinct_ids, "{ctx}");
+        let ratio = want.reused_visits as f64 / want.blocks.max(1) as f64;
+        assert_eq!(r.aiperf.prefix_reuse_ratio, ratio, "{ctx}");
+        assert!(
+            (r.aiperf.cache_hit_rate - want.hit_rate_mean).abs() < 1e-12,
+            "{ctx}"
+        );
+        let max_ctx = r.aiperf.context_length_stats.map_or(0.0, |s| s.max);
+        assert_eq!(max_ctx, want.context_max, "{ctx}");
+        assert_eq!(r.lint.duplicate_ids.count, want.duplicate_rows, "{ctx}");
+        assert_eq!(
+            r.lint.not_prefix_shaped.count, want.not_prefix_rows,
+            "{ctx}"
+        );
+    }
+}

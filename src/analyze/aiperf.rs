@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Serialize, Serializer};
 
 use super::idtable::IdTable;
-use super::rows::RowStore;
+use super::rows::{RowStore, StoredRow};
 use crate::stats::{Sum, Summary};
 
 /// The report AIPerf writes with `--output-file`, with its keys in its order.
@@ -69,28 +69,36 @@ pub fn compute(
     block_size: u64,
 ) -> AiperfStats {
     let n = rows.rows.len();
-    let mut isl: Vec<f64> = rows.rows.iter().map(|r| r.isl).collect();
-    let mut osl: Vec<f64> = rows.rows.iter().map(|r| r.osl).collect();
-    let mut context = Vec::with_capacity(n);
-    let mut unique = Vec::with_capacity(n);
-    let mut hit_rates = Vec::new();
-    for (row, &rep) in rows.rows.iter().zip(repeated) {
+    // One column at a time, each dropped before the next is built: on a
+    // large trace five columns of 8 bytes a row were a fifth of the peak.
+    let (min_isl, max_isl, avg_isl, isl_stats) = column(rows.rows.iter().map(|r| r.isl));
+    let (min_osl, max_osl, avg_osl, osl_stats) = column(rows.rows.iter().map(|r| r.osl));
+    let context_of = |row: &StoredRow, rep: u32| {
         if !row.has_ids() {
-            context.push(0.0);
-            unique.push(row.isl);
-            continue;
-        }
-        hit_rates.push(f64::from(row.first_unseen) / f64::from(row.n_ids));
-        let ctx = if rep == row.n_ids {
+            0.0
+        } else if rep == row.n_ids {
             row.isl
         } else {
             (u64::from(rep) * block_size) as f64
-        };
-        context.push(ctx);
-        unique.push(row.isl - ctx);
-    }
-    let (min_isl, max_isl, avg_isl) = min_max_mean(&isl);
-    let (min_osl, max_osl, avg_osl) = min_max_mean(&osl);
+        }
+    };
+    let rows_and_repeats = || rows.rows.iter().zip(repeated.iter().copied());
+    let context_length_stats = Summary::of(
+        &mut rows_and_repeats()
+            .map(|(r, rep)| context_of(r, rep))
+            .collect::<Vec<_>>(),
+    );
+    let unique_prompt_length_stats = Summary::of(
+        &mut rows_and_repeats()
+            .map(|(r, rep)| r.isl - context_of(r, rep))
+            .collect::<Vec<_>>(),
+    );
+    let mut hit_rates: Vec<f64> = rows
+        .rows
+        .iter()
+        .filter(|r| r.has_ids())
+        .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids))
+        .collect();
     // statistics.mean: exact, rounded once.
     let cache_hit_rate = if hit_rates.is_empty() {
         0.0
@@ -114,10 +122,10 @@ pub fn compute(
         max_osl,
         avg_osl,
         prefix_reuse_ratio,
-        isl_stats: Summary::of(&mut isl),
-        osl_stats: Summary::of(&mut osl),
-        context_length_stats: Summary::of(&mut context),
-        unique_prompt_length_stats: Summary::of(&mut unique),
+        isl_stats,
+        osl_stats,
+        context_length_stats,
+        unique_prompt_length_stats,
         hit_rate_stats: Summary::of(&mut hit_rates),
     }
 }
@@ -126,6 +134,13 @@ fn mean(v: &[f64]) -> f64 {
     let mut s = Sum::default();
     v.iter().for_each(|&x| s.add(x));
     s.value() / v.len() as f64
+}
+
+/// A column's min, max and mean (AIPerf's) and its summary.
+fn column(values: impl Iterator<Item = f64>) -> (f64, f64, f64, Option<Summary>) {
+    let mut v: Vec<f64> = values.collect();
+    let (min, max, mean) = min_max_mean(&v);
+    (min, max, mean, Summary::of(&mut v))
 }
 
 /// AIPerf's `min(...) if ... else 0` and `sum / len`.

@@ -98,7 +98,7 @@ pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
             } else {
                 last
             };
-            let (rep, conflict) = table.check_block(pos, id, size);
+            let (rep, conflict) = table.check_block(pos, id, size, b as u32);
             count += u32::from(rep);
             if conflict && sized {
                 conflicts.add(r.line);

@@ -3,52 +3,83 @@
 //! pair counts (context lengths), and scratch used by the checks.
 //!
 //! A trie node is a (parent node, id) pair. In a well-formed trace an id
-//! always has the same parent and position, so each id's first node and
-//! pair live in one dense entry; an id met again under another parent or at
-//! another position gets overflow entries in hash maps. Exact either way,
-//! compact in the common case.
+//! always has the same parent and position, so each id has one primary node
+//! and pair; an id met again under another parent or at another position
+//! gets overflow entries in hash maps. Exact either way.
+//!
+//! The table is the analysis's largest structure (a 1 GB generated trace
+//! holds 50 M distinct ids), so an id costs one byte of flags in the common
+//! case. The primary node is not stored per id: a Mooncake row is a shared
+//! prefix and then a run of fresh, consecutive ids, and an id whose primary
+//! parent is the id just below it (`FOLLOWS`) has its parent and position
+//! implied by that id. Only the first id of such a run (a head) keeps its
+//! parent and position in a map. Before this, 16 bytes per id took 1.07 GB
+//! of the 1.63 GB peak on the 1 GB trace (ARCHITECTURE.md §5).
+
+#[cfg(test)]
+pub(crate) mod reference;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::idmap::{IdMap, Slot};
+use crate::hash::splitmix64;
+use crate::idmap::IdMap;
+
+/// The heads map is read twice per row or so and grows to millions of
+/// entries; SipHash was a tenth of the time on the 1 GB trace (perf). Ids
+/// are not chosen by an attacker who gains by colliding them (a slow
+/// analysis is the worst they get), so one SplitMix64 step is the hash.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = splitmix64(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        self.0 = splitmix64(self.0 ^ id);
+    }
+}
+
+type IdHash = BuildHasherDefault<IdHasher>;
 
 /// Parent key of a first block.
 const ROOT: u64 = u64::MAX;
 /// Overflow nodes are keyed from here up; ids must stay below it.
 pub const MAX_ID: u64 = (1 << 63) - 1;
 const OVERFLOW: u64 = 1 << 63;
-/// The scratch of an id whose second size was already counted (pass 2).
-const CONFLICT_COUNTED: u32 = u32::MAX;
 
-/// Parent keys are stored in 32 bits: the root, an id below `FAR`, or `FAR`
-/// with the real key kept aside (ids that large are rare).
-const ROOT_TAG: u32 = u32::MAX;
-const FAR: u32 = u32::MAX - 1;
-/// Positions at or past this are counted only in the overflow pairs.
-const FAR_POS: u16 = u16::MAX;
+/// Longest chain of `FOLLOWS` ids before a head: finding an id's primary
+/// node reads at most this many flags, whatever the row lengths.
+const MAX_CHAIN: u32 = 64;
 
-fn parent_tag(key: u64) -> u32 {
-    match key {
-        ROOT => ROOT_TAG,
-        k if k < u64::from(FAR) => k as u32,
-        _ => FAR,
-    }
-}
+// An id's flags (0: never seen).
+const SEEN: u8 = 1;
+/// The primary parent is the node of id - 1, one position further on.
+const FOLLOWS: u8 = 1 << 1;
+/// The primary node was visited more than once.
+const VISITED_TWICE: u8 = 1 << 2;
+/// The primary (position, id) pair occurs more than once.
+const PAIRED_TWICE: u8 = 1 << 3;
+/// The id occurs in more than one block of the trace: only such an id can
+/// show two sizes, so only its size is remembered in pass 2.
+const MULTI: u8 = 1 << 4;
+/// Two bits of per-pass scratch ([`Pass`]).
+const SCRATCH_SHIFT: u8 = 5;
+const SCRATCH: u8 = 0b11 << SCRATCH_SHIFT;
 
-/// 16 bytes per distinct id: the table is the analysis's largest structure.
-#[derive(Debug, Clone, Copy, Default)]
-struct Entry {
-    /// Tag of the parent key of this id's primary trie node.
-    parent: u32,
-    /// Visits of the primary node; 0 marks an unused slot.
-    visits: u32,
-    /// Per-pass scratch, read only through the accessors of the pass the
-    /// table is in ([`Pass`]).
-    scratch: u32,
-    /// Position of the primary (position, id) pair (`FAR_POS`: none).
-    pos: u16,
-    /// Occurrences of the primary pair, saturating (only "more than one" matters).
-    pairs: u8,
+/// An id's primary node: its parent key, position, and distance from the
+/// head of its run.
+#[derive(Debug, Clone, Copy)]
+struct Primary {
+    parent: u64,
+    pos: u32,
+    chain: u32,
 }
 
 /// What walking one row through the table found.
@@ -62,79 +93,62 @@ pub struct RowVisit {
     pub not_prefix_shaped: bool,
 }
 
-/// The passes over the table. Each entry keeps 32 bits of scratch whose
-/// meaning is the pass's: one field rather than three keeps an entry at 16
-/// bytes (the table is the analysis's largest structure). The table knows
-/// its pass, entering a pass clears the scratch, and each pass touches it
-/// only through its own accessor on `Entry`, so no pass reads another's
+/// The passes over the table. Each id keeps two bits of scratch whose
+/// meaning is the pass's; entering a pass clears them, and each pass
+/// touches them only through its own method, so no pass reads another's
 /// leftovers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Pass {
-    /// [`IdTable::visit`]: the scratch is the last row (1-based) that used the id.
+    /// [`IdTable::visit`] (no scratch: a repeat within a row is found from
+    /// the row itself).
     #[default]
     Trie,
-    /// [`IdTable::check_block`]: the block size the id was first seen at.
+    /// [`IdTable::check_block`]: the size the id was first seen at.
     Sizes,
     /// The cache model ([`IdTable::mark`]): whether the id is marked.
     Marks,
 }
 
 /// Pass 2's reading of the scratch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SizeSeen {
-    NotYet,
-    At(u32),
-    /// A second size was seen and counted; later ones are not counted again.
-    ConflictCounted,
+const SIZE_NOT_YET: u8 = 0;
+/// Seen at the full block size.
+const SIZE_FULL: u8 = 1;
+/// Seen at another size, kept in `IdTable::sizes`.
+const SIZE_OTHER: u8 = 2;
+/// A second size was seen and counted; later ones are not counted again.
+const SIZE_CONFLICT_COUNTED: u8 = 3;
+
+fn scratch(f: u8) -> u8 {
+    (f & SCRATCH) >> SCRATCH_SHIFT
 }
 
-impl Entry {
-    /// [`Pass::Trie`]: stamps `row`, giving back the previous stamp.
-    fn stamp_row(&mut self, row: u32) -> u32 {
-        std::mem::replace(&mut self.scratch, row)
-    }
-
-    /// [`Pass::Sizes`].
-    fn size_seen(&self) -> SizeSeen {
-        match self.scratch {
-            0 => SizeSeen::NotYet,
-            CONFLICT_COUNTED => SizeSeen::ConflictCounted,
-            s => SizeSeen::At(s),
-        }
-    }
-
-    fn set_size_seen(&mut self, seen: SizeSeen) {
-        self.scratch = match seen {
-            SizeSeen::NotYet => 0,
-            SizeSeen::At(s) => s,
-            SizeSeen::ConflictCounted => CONFLICT_COUNTED,
-        };
-    }
-
-    /// [`Pass::Marks`]: marks the id, saying whether it already was.
-    fn mark(&mut self) -> bool {
-        std::mem::replace(&mut self.scratch, 1) == 1
-    }
-}
-
-impl Slot for Entry {
-    fn is_vacant(&self) -> bool {
-        self.visits == 0
-    }
+fn with_scratch(f: u8, s: u8) -> u8 {
+    (f & !SCRATCH) | (s << SCRATCH_SHIFT)
 }
 
 #[derive(Default)]
 pub struct IdTable {
-    entries: IdMap<Entry>,
+    /// Each seen id's flags.
+    flags: IdMap<u8>,
     distinct: u64,
-    /// Real parent keys of primary nodes whose tag is `FAR`.
-    far_parents: HashMap<u64, u64>,
-    /// Which pass the entries' scratch belongs to.
+    /// Parent key and position of each id that does not follow the one
+    /// below it (the heads of runs).
+    heads: HashMap<u64, (u64, u32), IdHash>,
+    /// Which pass the scratch belongs to.
     pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
     extra_nodes: HashMap<(u64, u64), (u64, u32)>,
     /// Pairs beyond each id's primary one: (position, id) -> count.
     extra_pairs: HashMap<(u32, u64), u32>,
+    /// [`Pass::Sizes`]: the size of ids first seen at a size other than
+    /// the full block.
+    sizes: HashMap<u64, u32, IdHash>,
+    /// The last id [`IdTable::check_block`] resolved: the next block is
+    /// usually the id after it.
+    hint: Option<(u64, Primary)>,
+    /// Positions of the row being visited that repeat an earlier id of it.
+    repeats: Vec<bool>,
+    sorted: Vec<(u64, usize)>,
     /// Trie nodes: AIPerf's `unique_prefixes`.
     pub nodes: u64,
     /// Blocks walked: the denominator of the prefix reuse ratio.
@@ -146,9 +160,62 @@ impl IdTable {
         self.distinct
     }
 
+    fn flags_of(&self, id: u64) -> u8 {
+        self.flags.get(id).copied().unwrap_or(0)
+    }
+
+    /// The primary node of seen `id`; `hint` is an id already resolved,
+    /// which makes the next id's answer one step.
+    fn primary(&self, id: u64, hint: Option<(u64, Primary)>) -> Primary {
+        if self.flags_of(id) & FOLLOWS != 0 {
+            if let Some((h, p)) = hint.filter(|&(h, _)| h.wrapping_add(1) == id) {
+                return Primary {
+                    parent: h,
+                    pos: p.pos + 1,
+                    chain: p.chain + 1,
+                };
+            }
+        }
+        let mut head = id;
+        while self.flags_of(head) & FOLLOWS != 0 {
+            head -= 1;
+        }
+        let chain = (id - head) as u32;
+        // Every seen id that does not follow is a head (set together in
+        // `visit`); the fallback is never taken.
+        let (parent, pos) = self.heads.get(&head).copied().unwrap_or((ROOT, 0));
+        Primary {
+            parent: if chain == 0 { parent } else { id - 1 },
+            pos: pos + chain,
+            chain,
+        }
+    }
+
+    /// Marks in `self.repeats` the positions of `ids` that repeat an
+    /// earlier position's id; false when none do (the usual case, found
+    /// without sorting when the ids increase).
+    fn find_repeats(&mut self, ids: &[u64]) -> bool {
+        if ids.windows(2).all(|w| w[0] < w[1]) {
+            return false;
+        }
+        self.sorted.clear();
+        self.sorted.extend(ids.iter().copied().zip(0..));
+        self.sorted.sort_unstable();
+        self.repeats.clear();
+        self.repeats.resize(ids.len(), false);
+        let mut any = false;
+        for w in self.sorted.windows(2) {
+            if w[0].0 == w[1].0 {
+                self.repeats[w[1].1] = true;
+                any = true;
+            }
+        }
+        any
+    }
+
     /// Walks row number `row` (1-based, in file order) through the trie and
     /// the pair counts.
-    pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
+    pub fn visit(&mut self, _row: u32, ids: &[u64]) -> RowVisit {
         debug_assert_eq!(
             self.pass,
             Pass::Trie,
@@ -158,51 +225,63 @@ impl IdTable {
             first_unseen: ids.len(),
             ..Default::default()
         };
+        let repeats = self.find_repeats(ids);
         let mut parent = ROOT;
+        let mut prev: Option<(u64, Primary)> = None;
         for (pos, &id) in ids.iter().enumerate() {
             self.blocks += 1;
-            let short_pos = u16::try_from(pos).unwrap_or(FAR_POS);
-            let e = self.entries.slot(id);
-            let new = e.is_vacant();
-            if new {
+            let pos32 = pos as u32;
+            let f = self.flags_of(id);
+            if f == 0 {
                 self.distinct += 1;
-            }
-            if new {
-                let tag = parent_tag(parent);
-                *e = Entry {
-                    parent: tag,
-                    visits: 1,
-                    scratch: row,
-                    pos: short_pos,
-                    pairs: 1,
-                };
-                if tag == FAR {
-                    self.far_parents.insert(id, parent);
-                }
-                if short_pos == FAR_POS {
-                    *self.extra_pairs.entry((pos as u32, id)).or_insert(0) += 1;
-                }
                 self.nodes += 1;
+                // `parent == id - 1` only when the block before was the
+                // primary node of id - 1 (overflow keys are above every id).
+                let follows = match prev {
+                    Some((p, pp)) => {
+                        parent == p && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN
+                    }
+                    None => false,
+                };
+                let primary = if follows {
+                    *self.flags.slot(id) = SEEN | FOLLOWS;
+                    let pp = prev.map_or(0, |(_, pp)| pp.chain);
+                    Primary {
+                        parent,
+                        pos: pos32,
+                        chain: pp + 1,
+                    }
+                } else {
+                    *self.flags.slot(id) = SEEN;
+                    self.heads.insert(id, (parent, pos32));
+                    Primary {
+                        parent,
+                        pos: pos32,
+                        chain: 0,
+                    }
+                };
                 if v.first_unseen == ids.len() {
                     v.first_unseen = pos;
                 }
+                prev = Some((id, primary));
                 parent = id;
                 continue;
             }
-            if e.stamp_row(row) == row {
+            let primary = self.primary(id, prev);
+            if repeats && self.repeats[pos] {
                 v.duplicate = true;
             } else if v.first_unseen < pos {
                 v.not_prefix_shaped = true;
             }
-            let same_pair = e.pos == short_pos && short_pos != FAR_POS;
+            let mut f = f | MULTI;
+            let same_pair = primary.pos == pos32;
             if same_pair {
-                e.pairs = e.pairs.saturating_add(1);
+                f |= PAIRED_TWICE;
+            } else {
+                *self.extra_pairs.entry((pos32, id)).or_insert(0) += 1;
             }
-            let tag = parent_tag(parent);
-            let primary =
-                e.parent == tag && (tag != FAR || self.far_parents.get(&id) == Some(&parent));
-            let key = if primary {
-                e.visits += 1;
+            let key = if primary.parent == parent {
+                f |= VISITED_TWICE;
                 id
             } else {
                 let next_key = OVERFLOW + self.extra_nodes.len() as u64;
@@ -216,9 +295,8 @@ impl IdTable {
                 node.1 += 1;
                 node.0
             };
-            if !same_pair {
-                *self.extra_pairs.entry((pos as u32, id)).or_insert(0) += 1;
-            }
+            *self.flags.slot(id) = f;
+            prev = Some((id, primary));
             parent = key;
         }
         v
@@ -226,68 +304,83 @@ impl IdTable {
 
     /// Whether the (position, id) pair occurs more than once in the trace.
     pub fn pair_repeated(&self, pos: usize, id: u64) -> bool {
-        match self.entries.get(id) {
-            Some(e) if usize::from(e.pos) == pos && e.pos != FAR_POS => e.pairs > 1,
-            Some(_) => self
-                .extra_pairs
-                .get(&(pos as u32, id))
-                .is_some_and(|&c| c > 1),
-            None => false,
+        let f = self.flags_of(id);
+        if f == 0 {
+            return false;
+        }
+        self.repeated(f, self.primary(id, None), pos, id)
+    }
+
+    fn repeated(&self, f: u8, primary: Primary, pos: usize, id: u64) -> bool {
+        if primary.pos as usize == pos {
+            f & PAIRED_TWICE != 0
+        } else {
+            u32::try_from(pos)
+                .ok()
+                .and_then(|p| self.extra_pairs.get(&(p, id)))
+                .is_some_and(|&c| c > 1)
         }
     }
 
     /// The second pass over one block: whether its (position, id) pair is
     /// repeated, and whether the id now shows a second size (a conflict,
-    /// reported once per id; `size` 0 checks only the pair). One lookup for both, since the table is large
-    /// and the lookups miss the CPU cache.
-    pub fn check_block(&mut self, pos: usize, id: u64, size: u32) -> (bool, bool) {
+    /// reported once per id; `size` 0 checks only the pair). `full` is the
+    /// block size, the size of every block but a row's last.
+    pub fn check_block(&mut self, pos: usize, id: u64, size: u32, full: u32) -> (bool, bool) {
         debug_assert_eq!(self.pass, Pass::Sizes);
-        let Some(e) = self.entries.get_mut(id) else {
+        let f = self.flags_of(id);
+        if f == 0 {
             return (false, false);
-        };
-        let primary = usize::from(e.pos) == pos && e.pos != FAR_POS;
-        let repeated_primary = e.pairs > 1;
-        let conflict = match e.size_seen() {
-            // Size 0: a broken row, which says nothing about sizes.
-            _ if size == 0 => false,
-            SizeSeen::NotYet => {
-                e.set_size_seen(SizeSeen::At(size));
-                false
+        }
+        let primary = self.primary(id, self.hint);
+        self.hint = Some((id, primary));
+        let repeated = self.repeated(f, primary, pos, id);
+        // An id met once has one size (and size 0, a broken row, says
+        // nothing about sizes).
+        if f & MULTI == 0 || size == 0 {
+            return (repeated, false);
+        }
+        let (next, conflict) = match scratch(f) {
+            SIZE_NOT_YET if size == full => (SIZE_FULL, false),
+            SIZE_NOT_YET => {
+                self.sizes.insert(id, size);
+                (SIZE_OTHER, false)
             }
-            SizeSeen::ConflictCounted => false,
-            SizeSeen::At(s) if s == size => false,
-            SizeSeen::At(_) => {
-                e.set_size_seen(SizeSeen::ConflictCounted);
-                true
+            SIZE_FULL if size == full => (SIZE_FULL, false),
+            SIZE_OTHER if self.sizes.get(&id) == Some(&size) => (SIZE_OTHER, false),
+            SIZE_CONFLICT_COUNTED => (SIZE_CONFLICT_COUNTED, false),
+            _ => {
+                self.sizes.remove(&id);
+                (SIZE_CONFLICT_COUNTED, true)
             }
         };
-        let repeated = if primary {
-            repeated_primary
-        } else {
-            self.extra_pairs
-                .get(&(pos as u32, id))
-                .is_some_and(|&c| c > 1)
-        };
+        if let Some(slot) = self.flags.get_mut(id) {
+            *slot = with_scratch(f, next);
+        }
         (repeated, conflict)
     }
 
-    /// Σ visits of nodes visited more than once (AIPerf's reused prefixes).
+    /// Σ visits of nodes visited more than once (AIPerf's reused prefixes):
+    /// every block visits one node, so it is the blocks less the nodes
+    /// visited once.
     pub fn reused_visits(&self) -> u64 {
-        let primary = self.entries.iter().map(|(_, e)| e).filter(|e| e.visits > 1);
-        let extra = self
-            .extra_nodes
-            .values()
-            .map(|&(_, v)| v)
-            .filter(|&v| v > 1);
-        primary.map(|e| u64::from(e.visits)).sum::<u64>() + extra.map(u64::from).sum::<u64>()
+        let primary_once = self
+            .flags
+            .iter()
+            .filter(|&(_, &f)| f & VISITED_TWICE == 0)
+            .count() as u64;
+        let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
+        self.blocks - primary_once - extra_once
     }
 
-    /// Enters `pass`, clearing every entry's scratch (entering
+    /// Enters `pass`, clearing every id's scratch (entering
     /// [`Pass::Marks`] again clears the marks).
     pub fn enter(&mut self, pass: Pass) {
-        for e in self.entries.values_mut() {
-            e.scratch = 0;
+        for f in self.flags.values_mut() {
+            *f &= !SCRATCH;
         }
+        self.sizes = HashMap::default();
+        self.hint = None;
         self.pass = pass;
     }
 
@@ -295,127 +388,13 @@ impl IdTable {
     /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
         debug_assert_eq!(self.pass, Pass::Marks);
-        self.entries.get_mut(id).is_some_and(Entry::mark)
+        self.flags.get_mut(id).is_some_and(|f| {
+            let was = scratch(*f) == 1;
+            *f = with_scratch(*f, 1);
+            was
+        })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_entry_is_sixteen_bytes() {
-        // Why the passes share one scratch field instead of having three.
-        assert_eq!(std::mem::size_of::<Entry>(), 16);
-    }
-
-    #[test]
-    fn trie_nodes_pairs_and_row_checks() {
-        let mut t = IdTable::default();
-        // Rows: [0,1,2], [0,1,3], [1,4], [0,1,2,2], [5,0]
-        assert_eq!(
-            t.visit(1, &[0, 1, 2]),
-            RowVisit {
-                first_unseen: 0,
-                ..Default::default()
-            }
-        );
-        assert_eq!(
-            t.visit(2, &[0, 1, 3]),
-            RowVisit {
-                first_unseen: 2,
-                ..Default::default()
-            }
-        );
-        // 1 under the root: a new node (1 was under 0 before), a new pair (0, 1).
-        assert_eq!(
-            t.visit(3, &[1, 4]),
-            RowVisit {
-                first_unseen: 1,
-                ..Default::default()
-            }
-        );
-        assert_eq!(
-            t.visit(4, &[0, 1, 2, 2]),
-            RowVisit {
-                first_unseen: 4,
-                duplicate: true,
-                not_prefix_shaped: false
-            }
-        );
-        assert_eq!(
-            t.visit(5, &[5, 0]),
-            RowVisit {
-                first_unseen: 0,
-                duplicate: false,
-                not_prefix_shaped: true
-            }
-        );
-        // Nodes: (0) (0,1) (0,1,2) (0,1,3) (1) (1,4) (0,1,2,2) (5) (5,0) = 9.
-        assert_eq!(t.nodes, 9);
-        assert_eq!(t.blocks, 3 + 3 + 2 + 4 + 2);
-        // Visited twice or more: (0) x3, (0,1) x3, (0,1,2) x2 -> 8.
-        assert_eq!(t.reused_visits(), 8);
-        assert!(t.pair_repeated(0, 0)); // rows 1, 2, 4
-        assert!(!t.pair_repeated(1, 0)); // only row 5
-        assert!(!t.pair_repeated(0, 1)); // only row 3
-        assert!(t.pair_repeated(1, 1));
-        assert!(t.pair_repeated(2, 2)); // rows 1 and 4
-        assert!(!t.pair_repeated(3, 2));
-        assert!(!t.pair_repeated(0, 99));
-    }
-
-    #[test]
-    fn sparse_ids_work_like_dense_ones() {
-        let mut t = IdTable::default();
-        let big = 1u64 << 60;
-        t.visit(1, &[big, big + 1]);
-        assert_eq!(
-            t.visit(2, &[big, 7]),
-            RowVisit {
-                first_unseen: 1,
-                ..Default::default()
-            }
-        );
-        assert_eq!(t.nodes, 3);
-        assert_eq!(t.distinct_ids(), 3);
-        assert!(t.pair_repeated(0, big));
-        // big + 1 under another far parent: a second node, and the pair
-        // (1, big + 1) now repeats.
-        t.visit(3, &[big + 5, big + 1]);
-        assert_eq!(t.nodes, 5);
-        assert!(t.pair_repeated(1, big + 1));
-        t.visit(4, &[big, big + 1]);
-        assert_eq!(t.nodes, 5);
-        assert_eq!(t.reused_visits(), 3 + 2);
-    }
-
-    #[test]
-    fn positions_past_16_bits_are_counted_exactly() {
-        let mut t = IdTable::default();
-        let long: Vec<u64> = (0..70_000).collect();
-        t.visit(1, &long);
-        assert!(!t.pair_repeated(69_999, 69_999));
-        t.visit(2, &long);
-        assert!(t.pair_repeated(69_999, 69_999));
-        assert!(t.pair_repeated(65_535, 65_535));
-        assert!(t.pair_repeated(3, 3));
-        assert!(!t.pair_repeated(3, 69_999));
-        assert_eq!(t.nodes, 70_000);
-    }
-
-    #[test]
-    fn sizes_conflict_once_and_pairs_are_checked_in_the_same_lookup() {
-        let mut t = IdTable::default();
-        t.visit(1, &[1, 2]);
-        t.visit(2, &[1, 3]);
-        t.enter(Pass::Sizes);
-        assert_eq!(t.check_block(0, 1, 512), (true, false));
-        assert_eq!(t.check_block(0, 1, 512), (true, false));
-        assert_eq!(t.check_block(1, 2, 100), (false, false));
-        assert_eq!(t.check_block(1, 2, 512), (false, true));
-        assert_eq!(t.check_block(1, 2, 7), (false, false));
-        assert_eq!(t.check_block(5, 1, 512), (false, false));
-        assert_eq!(t.check_block(0, 99, 512), (false, false));
-    }
-}
+mod tests;

@@ -13,12 +13,14 @@ pub mod sessions;
 pub mod timing;
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, IoArgs};
 use crate::jsonl::{ErrorPolicy, Output};
+use crate::progress::Progress;
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
 use blocksize::BlockReport;
@@ -220,6 +222,20 @@ impl Analyzer {
 /// The tool's name, for its messages and `--version`.
 pub const TOOL: &str = "mc-analyze";
 
+/// A plain progress line this often when stderr is not a terminal (a day
+/// of traffic takes minutes to read); none for runs shorter than this.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Rows between looks at the clock for the progress line.
+const PROGRESS_ROWS: u64 = 1 << 14;
+
+/// The progress line's text while reading.
+fn reading(line: u64, bytes: u64, started: Instant) -> String {
+    let mb = bytes as f64 / 1e6;
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    format!("line {line}, {mb:.0} MB ({:.0} MB/s)", mb / secs)
+}
+
 /// Runs `mc-analyze`: reads `io`, writes the report (and, with `--pass`,
 /// the records).
 pub fn run(args: &AnalyzeArgs) -> Result<()> {
@@ -233,8 +249,15 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let mut analyzer = Analyzer::default();
     let mut records = if args.pass { Some(io.writer()?) } else { None };
     let mut last_line = 0;
+    let mut progress = Progress::for_stderr(tool, PROGRESS_EVERY);
+    let started = Instant::now();
+    let mut read_bytes = 0u64;
     let read = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         last_line = no;
+        read_bytes += bytes.len() as u64 + 1;
+        if no % PROGRESS_ROWS == 0 {
+            progress.tick(|| reading(no, read_bytes, started));
+        }
         match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
             Ok(()) => match records.as_mut() {
                 Some(out) => out.write_line(bytes),
@@ -258,7 +281,14 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
         }
         return Err(e);
     }
+    progress.tick(|| {
+        format!(
+            "{} read; computing the report",
+            reading(last_line, read_bytes, started)
+        )
+    });
     let report = analyzer.finish(args, &policy);
+    progress.finish();
     // The block size decides half the report: never let a wrong one pass
     // without a word on stderr, where a script sees it even when the report
     // goes to a file or a pipe (with --pass the report is on stderr itself).

@@ -1,0 +1,205 @@
+//! The compact table against the reference (the 16-byte-per-id table it
+//! replaced): every answer the analysis asks for, on rows built to hit the
+//! irregular cases (ids under two parents or at two positions, repeats in
+//! a row, far ids, long runs, broken sizes).
+
+use proptest::prelude::*;
+
+use super::reference;
+use super::*;
+
+#[test]
+fn a_flag_byte_per_id_and_one_head_per_run() {
+    let mut t = IdTable::default();
+    let long: Vec<u64> = (0..200).collect();
+    t.visit(1, &long);
+    // Heads every MAX_CHAIN ids: 0, 64, 128, 192.
+    assert_eq!(t.heads.len(), 4);
+    t.visit(2, &[0, 1, 500, 501, 502]);
+    assert_eq!(t.heads.len(), 5);
+}
+
+#[test]
+fn trie_nodes_pairs_and_row_checks() {
+    let mut t = IdTable::default();
+    // Rows: [0,1,2], [0,1,3], [1,4], [0,1,2,2], [5,0]
+    assert_eq!(
+        t.visit(1, &[0, 1, 2]),
+        RowVisit {
+            first_unseen: 0,
+            ..Default::default()
+        }
+    );
+    assert_eq!(
+        t.visit(2, &[0, 1, 3]),
+        RowVisit {
+            first_unseen: 2,
+            ..Default::default()
+        }
+    );
+    // 1 under the root: a new node (1 was under 0 before), a new pair (0, 1).
+    assert_eq!(
+        t.visit(3, &[1, 4]),
+        RowVisit {
+            first_unseen: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(
+        t.visit(4, &[0, 1, 2, 2]),
+        RowVisit {
+            first_unseen: 4,
+            duplicate: true,
+            not_prefix_shaped: false
+        }
+    );
+    assert_eq!(
+        t.visit(5, &[5, 0]),
+        RowVisit {
+            first_unseen: 0,
+            duplicate: false,
+            not_prefix_shaped: true
+        }
+    );
+    // Nodes: (0) (0,1) (0,1,2) (0,1,3) (1) (1,4) (0,1,2,2) (5) (5,0) = 9.
+    assert_eq!(t.nodes, 9);
+    assert_eq!(t.blocks, 3 + 3 + 2 + 4 + 2);
+    // Visited twice or more: (0) x3, (0,1) x3, (0,1,2) x2 -> 8.
+    assert_eq!(t.reused_visits(), 8);
+    assert!(t.pair_repeated(0, 0)); // rows 1, 2, 4
+    assert!(!t.pair_repeated(1, 0)); // only row 5
+    assert!(!t.pair_repeated(0, 1)); // only row 3
+    assert!(t.pair_repeated(1, 1));
+    assert!(t.pair_repeated(2, 2)); // rows 1 and 4
+    assert!(!t.pair_repeated(3, 2));
+    assert!(!t.pair_repeated(0, 99));
+}
+
+#[test]
+fn sparse_ids_work_like_dense_ones() {
+    let mut t = IdTable::default();
+    let big = 1u64 << 60;
+    t.visit(1, &[big, big + 1]);
+    assert_eq!(
+        t.visit(2, &[big, 7]),
+        RowVisit {
+            first_unseen: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(t.nodes, 3);
+    assert_eq!(t.distinct_ids(), 3);
+    assert!(t.pair_repeated(0, big));
+    // big + 1 under another far parent: a second node, and the pair
+    // (1, big + 1) now repeats.
+    t.visit(3, &[big + 5, big + 1]);
+    assert_eq!(t.nodes, 5);
+    assert!(t.pair_repeated(1, big + 1));
+    t.visit(4, &[big, big + 1]);
+    assert_eq!(t.nodes, 5);
+    assert_eq!(t.reused_visits(), 3 + 2);
+}
+
+#[test]
+fn positions_past_16_bits_are_counted_exactly() {
+    let mut t = IdTable::default();
+    let long: Vec<u64> = (0..70_000).collect();
+    t.visit(1, &long);
+    assert!(!t.pair_repeated(69_999, 69_999));
+    t.visit(2, &long);
+    assert!(t.pair_repeated(69_999, 69_999));
+    assert!(t.pair_repeated(65_535, 65_535));
+    assert!(t.pair_repeated(3, 3));
+    assert!(!t.pair_repeated(3, 69_999));
+    assert_eq!(t.nodes, 70_000);
+}
+
+#[test]
+fn sizes_conflict_once_and_pairs_are_checked_in_the_same_lookup() {
+    let mut t = IdTable::default();
+    t.visit(1, &[1, 2]);
+    t.visit(2, &[1, 3]);
+    // 2 again, one position further: a second pair, a second node.
+    t.visit(3, &[4, 1, 2]);
+    t.enter(Pass::Sizes);
+    assert_eq!(t.check_block(0, 1, 512, 512), (true, false));
+    assert_eq!(t.check_block(0, 1, 512, 512), (true, false));
+    assert_eq!(t.check_block(1, 2, 100, 512), (false, false));
+    assert_eq!(t.check_block(1, 2, 512, 512), (false, true));
+    assert_eq!(t.check_block(1, 2, 7, 512), (false, false));
+    // 3 occurs once: one size, whatever it is called with.
+    assert_eq!(t.check_block(1, 3, 100, 512), (false, false));
+    assert_eq!(t.check_block(1, 3, 512, 512), (false, false));
+    assert_eq!(t.check_block(5, 1, 512, 512), (false, false));
+    assert_eq!(t.check_block(0, 99, 512, 512), (false, false));
+}
+
+/// Rows over a few ids (so they collide), with far ids, repeats and long
+/// runs now and then.
+fn rows() -> impl Strategy<Value = Vec<Vec<u64>>> {
+    let id = prop_oneof![
+        8 => 0u64..24,
+        1 => (0u64..4).prop_map(|k| (1u64 << 60) + k),
+        1 => Just(MAX_ID),
+    ];
+    let piece = prop_oneof![
+        3 => id.prop_map(|i| vec![i]),
+        // A run of consecutive ids, as Mooncake rows are made of.
+        2 => (0u64..40, 1usize..90).prop_map(|(s, n)| (s..s + n as u64).collect::<Vec<_>>()),
+    ];
+    prop::collection::vec(
+        prop::collection::vec(piece, 0..5).prop_map(|p| p.concat()),
+        1..30,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+#[test]
+    fn the_compact_table_answers_as_the_reference(
+        rows in rows(),
+        sizes in prop::collection::vec(prop_oneof![Just(0u32), Just(4), 1u32..4], 64),
+    ) {
+        let mut new = IdTable::default();
+        let mut old = reference::IdTable::default();
+        for (i, ids) in rows.iter().enumerate() {
+            let a = new.visit(i as u32 + 1, ids);
+            let b = old.visit(i as u32 + 1, ids);
+            prop_assert_eq!(
+                (a.first_unseen, a.duplicate, a.not_prefix_shaped),
+                (b.first_unseen, b.duplicate, b.not_prefix_shaped),
+                "row {}", i + 1
+            );
+        }
+        prop_assert_eq!(new.nodes, old.nodes);
+        prop_assert_eq!(new.blocks, old.blocks);
+        prop_assert_eq!(new.distinct_ids(), old.distinct_ids());
+        prop_assert_eq!(new.reused_visits(), old.reused_visits());
+        for ids in &rows {
+            for (pos, &id) in ids.iter().enumerate() {
+                for p in [pos, pos + 1, pos.saturating_sub(1)] {
+                    prop_assert_eq!(new.pair_repeated(p, id), old.pair_repeated(p, id));
+                }
+            }
+        }
+        new.enter(Pass::Sizes);
+        old.enter(reference::Pass::Sizes);
+        let mut k = 0;
+        for ids in &rows {
+            for (pos, &id) in ids.iter().enumerate() {
+                // Full blocks of 4 but the last, whose size varies.
+                let size = if pos + 1 < ids.len() { 4 } else { sizes[k % sizes.len()] };
+                k += 1;
+                prop_assert_eq!(new.check_block(pos, id, size, 4), old.check_block(pos, id, size));
+            }
+        }
+        new.enter(Pass::Marks);
+        old.enter(reference::Pass::Marks);
+        for ids in rows.iter().rev() {
+            for &id in ids {
+                prop_assert_eq!(new.mark(id), old.mark(id));
+            }
+        }
+    }
+}
