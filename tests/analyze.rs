@@ -216,6 +216,7 @@ mod schema {
         pub missing_output_length: Finding,
         pub missing_hash_ids: Finding,
         pub missing_timing: Finding,
+        pub delay_over_an_hour: Finding,
     }
 }
 
@@ -478,8 +479,12 @@ fn lint() {
 {"timestamp": 2, "input_length": 8, "output_length": 3, "hash_ids": [3, 3]}
 {"timestamp": 3, "input_length": 8, "output_length": 4, "hash_ids": [4, 1]}
 {"input_length": 8}
+{"session_id": "s", "delay": 3600000, "input_length": 4, "output_length": 1, "hash_ids": [5]}
+{"session_id": "s", "delay": 3600001, "input_length": 4, "output_length": 1, "hash_ids": [5]}
 "#;
     let l = report(&["--block-size", "4"], rows).lint;
+    // An hour exactly is not over it; a ms more is.
+    assert_eq!(l.delay_over_an_hour.first_lines, vec![7]);
     assert_eq!(l.negative_length.first_lines, vec![1]);
     assert_eq!(l.non_integer_length.first_lines, vec![2]);
     assert_eq!(l.duplicate_ids.first_lines, vec![3]);
@@ -489,6 +494,7 @@ fn lint() {
     assert_eq!(l.missing_hash_ids.first_lines, vec![5]);
     assert_eq!(l.missing_timing.first_lines, vec![5]);
     assert_eq!(l.missing_input_length.count, 0);
+    assert_eq!(l.delay_over_an_hour.count, 1);
 }
 
 #[test]

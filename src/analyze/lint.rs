@@ -19,6 +19,10 @@ pub struct Lint {
     pub missing_hash_ids: Finding,
     /// Neither `timestamp` nor `delay`: the row has no place in time.
     pub missing_timing: Finding,
+    /// A think time over an hour (`delays::LONG_DELAY_MS`): an idle user,
+    /// whom a replay waits out (`--max-delay` caps it).
+    #[serde(default)]
+    pub delay_over_an_hour: Finding,
 }
 
 impl Lint {
@@ -32,8 +36,15 @@ impl Lint {
         }
     }
 
+    /// Checks one delay value.
+    pub fn delay(&mut self, line: u64, ms: f64) {
+        if ms > crate::delays::LONG_DELAY_MS {
+            self.delay_over_an_hour.add(line);
+        }
+    }
+
     /// The findings with their names, in report order.
-    pub fn named(&self) -> [(&'static str, &Finding); 8] {
+    pub fn named(&self) -> [(&'static str, &Finding); 9] {
         [
             ("negative length", &self.negative_length),
             ("non-integer length", &self.non_integer_length),
@@ -43,6 +54,7 @@ impl Lint {
             ("missing output_length", &self.missing_output_length),
             ("missing hash_ids", &self.missing_hash_ids),
             ("missing timestamp and delay", &self.missing_timing),
+            ("delay over 1 h", &self.delay_over_an_hour),
         ]
     }
 }

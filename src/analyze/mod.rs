@@ -154,6 +154,9 @@ impl Analyzer {
         if timestamp.is_none() && delay.is_none() {
             lint.missing_timing.add(line);
         }
+        if let Some(d) = delay {
+            lint.delay(line, d);
+        }
         let mut first_unseen = 0;
         if let Some(&first) = self.ids.first() {
             let visit = self.table.visit(stamp, &self.ids);
