@@ -705,6 +705,97 @@ pub fn report_skipped(tool: &str, policy: &ErrorPolicy) {
 pub const LOOKAHEAD_ROWS: usize = 10_000;
 pub const LOOKAHEAD_BYTES: usize = 16 << 20;
 
+/// The first rows of an input (up to [`LOOKAHEAD_ROWS`] or
+/// [`LOOKAHEAD_BYTES`]), read ahead to decide the block size before any
+/// row is used, and kept to be used after: what the rows say of the size,
+/// for `auto` (which size) and for a given one (whether most rows
+/// contradict it: the one rule of `blocks`).
+pub struct LookAhead {
+    /// The rows, in one buffer: each row's line number and span.
+    bytes: Vec<u8>,
+    rows: Vec<(u64, Range<usize>)>,
+    sizes: FeasibleSizes,
+    check: crate::blocks::SizeCheck,
+}
+
+impl LookAhead {
+    /// Reads the look-ahead; a line the reader refuses goes to `policy`,
+    /// a row that does not parse decides nothing (the pass that uses the
+    /// rows reports it).
+    pub fn read<R: std::io::Read>(
+        reader: &mut LineReader<R>,
+        policy: &mut ErrorPolicy,
+        size: BlockSize,
+    ) -> Result<LookAhead> {
+        let given = match size {
+            BlockSize::Fixed(b) => b,
+            BlockSize::Auto => 1,
+        };
+        let mut ahead = LookAhead {
+            bytes: Vec::new(),
+            rows: Vec::new(),
+            sizes: FeasibleSizes::default(),
+            check: crate::blocks::SizeCheck::default(),
+        };
+        while ahead.rows.len() < LOOKAHEAD_ROWS && ahead.bytes.len() < LOOKAHEAD_BYTES {
+            match reader.next_line() {
+                Ok(Some(line)) => {
+                    if let Ok(rec) = Record::parse(line.bytes) {
+                        if let (Ok(Some(n)), Ok(Some(len))) =
+                            (rec.hash_ids_len(), rec.uint(Field::InputLength))
+                        {
+                            ahead.sizes.add(n as u64, len);
+                            ahead.check.add(n as u64, len, given);
+                        }
+                    }
+                    let start = ahead.bytes.len();
+                    ahead.bytes.extend_from_slice(line.bytes);
+                    ahead.rows.push((line.no, start..ahead.bytes.len()));
+                }
+                Ok(None) => break,
+                Err(e) => policy.handle(e)?,
+            }
+        }
+        Ok(ahead)
+    }
+
+    /// The size to use: a given one unless most rows contradict it (exit
+    /// 65), or under `auto` the one the rows decide (named on stderr),
+    /// [`DEFAULT_BLOCK_SIZE`] when no row read has ids (the size then
+    /// matters to no row read so far, and later rows are still checked).
+    pub fn block_size(&self, tool: &str, size: BlockSize) -> Result<u64> {
+        match size {
+            BlockSize::Fixed(b) => {
+                self.check
+                    .verdict(b)
+                    .map_err(|e| Error::Input(format!("in the first rows, {e}")))?;
+                Ok(b)
+            }
+            BlockSize::Auto => match self.sizes.decide() {
+                Ok(Some(b)) => {
+                    eprintln!(
+                        "{tool}: block size {b} (detected from the first {} rows with hash_ids)",
+                        self.sizes.rows
+                    );
+                    Ok(b)
+                }
+                Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+                Err(e) => Err(Error::Input(format!(
+                    "--block-size auto: in the first {} rows with hash_ids, {e}",
+                    self.sizes.rows
+                ))),
+            },
+        }
+    }
+
+    /// The rows read ahead, in order: line number and bytes.
+    pub fn lines(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.rows
+            .iter()
+            .map(|(no, span)| (*no, &self.bytes[span.clone()]))
+    }
+}
+
 /// [`run_steps`] for a step that depends on the block size: with
 /// `--block-size auto`, the first rows (up to [`LOOKAHEAD_ROWS`] or
 /// [`LOOKAHEAD_BYTES`]) are read ahead and decide the size (named on
@@ -723,81 +814,23 @@ where
 {
     let mut reader = LineReader::new(jsonl::open_input_send(io.input())?, io.max_line_bytes);
     let mut policy = ErrorPolicy::new(io.on_error);
-    // The rows read ahead, in one buffer: each row's line number and span.
-    let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
-    // The look-ahead: what the rows say of the block size, read once for
-    // `auto` (which size) and for a given size (whether most rows
-    // contradict it: the one rule of blocks.rs).
-    let mut sizes = FeasibleSizes::default();
-    let mut check = crate::blocks::SizeCheck::default();
-    let given = match size {
-        BlockSize::Fixed(b) => b,
-        BlockSize::Auto => 0,
-    };
-    while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
-        match reader.next_line() {
-            Ok(Some(line)) => {
-                // Bad lines decide nothing; the pass below reports them.
-                if let Ok(rec) = Record::parse(line.bytes) {
-                    if let (Ok(Some(n)), Ok(Some(len))) =
-                        (rec.hash_ids_len(), rec.uint(Field::InputLength))
-                    {
-                        sizes.add(n as u64, len);
-                        check.add(n as u64, len, given.max(1));
-                    }
-                }
-                let start = ahead.len();
-                ahead.extend_from_slice(line.bytes);
-                ahead_rows.push((line.no, start..ahead.len()));
-            }
-            Ok(None) => break,
-            Err(e) => policy.handle(e)?,
-        }
-    }
-    let b = match size {
-        BlockSize::Fixed(b) => {
-            check
-                .verdict(b)
-                .map_err(|e| Error::Input(format!("in the first rows, {e}")))?;
-            b
-        }
-        BlockSize::Auto => {
-            match sizes.decide() {
-                Ok(Some(b)) => {
-                    eprintln!(
-                        "{tool}: block size {b} (detected from the first {} rows with hash_ids)",
-                        sizes.rows
-                    );
-                    b
-                }
-                // No ids yet: the size matters to no row read so far, and
-                // each later row is still checked against it.
-                Ok(None) => DEFAULT_BLOCK_SIZE,
-                Err(e) => {
-                    return Err(Error::Input(format!(
-                        "--block-size auto: in the first {} rows with hash_ids, {e}",
-                        sizes.rows
-                    )))
-                }
-            }
-        }
-    };
+    let ahead = LookAhead::read(&mut reader, &mut policy, size)?;
+    let b = ahead.block_size(tool, size)?;
     let mut step = make_step(b);
     let mut out = io.writer()?;
     let mut counts = RowCounts::default();
     let mut rows = 0u64;
     // The rows read ahead go through the step in order, then the rest of
     // the input through the chunked loop.
-    let result = ahead_rows
-        .iter()
-        .try_for_each(|(no, span)| {
-            let bytes = &ahead[span.clone()];
+    let result = ahead
+        .lines()
+        .try_for_each(|(no, bytes)| {
             let mut run = |rec: &Record<'_>, buf: &mut Vec<u8>| {
                 let cx = Ctx::in_order_at(rows);
                 rows += 1;
                 step.apply(rec, &cx, buf)
             };
-            write_record(&mut out, &mut policy, *no, bytes, &mut run, &mut counts)
+            write_record(&mut out, &mut policy, no, bytes, &mut run, &mut counts)
         })
         .and_then(|()| {
             let (carry, src, line_base, rules) = reader.into_parts();

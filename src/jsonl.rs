@@ -295,7 +295,7 @@ pub fn open_input_send(path: Option<&Path>) -> Result<Box<dyn Read + Send>> {
 }
 
 /// An input file, or exit 66 naming it; a directory is refused here.
-fn open_file(p: &Path) -> Result<File> {
+pub fn open_file(p: &Path) -> Result<File> {
     let no_input = |source| Error::NoInput {
         path: p.to_path_buf(),
         source,

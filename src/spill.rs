@@ -71,18 +71,7 @@ impl Twice {
         let stdin = path.is_none_or(|p| p == Path::new("-"));
         if !stdin {
             // Opened once (a named pipe opened twice would lose its writer).
-            let p = path.unwrap_or(Path::new("-"));
-            let no_input = |source| Error::NoInput {
-                path: p.to_path_buf(),
-                source,
-            };
-            let file = File::open(p).map_err(no_input)?;
-            if file.metadata().is_ok_and(|m| m.is_dir()) {
-                return Err(no_input(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "is a directory, not a trace file",
-                )));
-            }
+            let file = crate::jsonl::open_file(path.unwrap_or(Path::new("-")))?;
             // A named pipe (or a device) cannot be read again: copied as stdin is.
             if !file.metadata().is_ok_and(|m| m.is_file()) {
                 return Ok(Twice {

@@ -5,13 +5,12 @@
 //! turn).
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Range;
 use std::path::PathBuf;
 
 use crate::analyze::cache::RowByRow;
-use crate::blocks::{BlockSize, FeasibleSizes, SizeCheck, DEFAULT_BLOCK_SIZE};
+use crate::blocks::BlockSize;
 use crate::error::{Error, RecordError, Result};
-use crate::filter::{for_each_line, report_skipped, IoArgs, LOOKAHEAD_BYTES, LOOKAHEAD_ROWS};
+use crate::filter::{for_each_line, report_skipped, IoArgs, LookAhead};
 use crate::jsonl::ErrorPolicy;
 use crate::limits::{MAX_BINS, MAX_WINDOWS};
 use crate::record::{Field, Record};
@@ -257,40 +256,6 @@ pub struct TraceRead {
     pub rows: u64,
 }
 
-/// The block size of `--block-size`: `auto` decided by the look-ahead
-/// rows, a given size held to `blocks::SizeCheck` (the rule every tool
-/// applies; both named on stderr or refused as bad data, exit 65).
-fn decide_block_size(
-    tool: &str,
-    size: BlockSize,
-    sizes: &FeasibleSizes,
-    check: &SizeCheck,
-) -> Result<u64> {
-    match size {
-        BlockSize::Fixed(b) => {
-            check
-                .verdict(b)
-                .map_err(|e| Error::Input(format!("in the first rows, {e}")))?;
-            Ok(b)
-        }
-        BlockSize::Auto => match sizes.decide() {
-            Ok(Some(b)) => {
-                eprintln!(
-                    "{tool}: block size {b} (detected from the first {} rows with hash_ids)",
-                    sizes.rows
-                );
-                Ok(b)
-            }
-            // No row has ids: the hit rate is 0 at any size.
-            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
-            Err(e) => Err(Error::Input(format!(
-                "--block-size auto: in the first {} rows with hash_ids, {e}",
-                sizes.rows
-            ))),
-        },
-    }
-}
-
 /// Reads a trace into what the figure needs: every row, or with `keep`
 /// only the rows whose line numbers it holds (mc-report draws the rows a
 /// run replayed). The first rows (as many as a filter's look-ahead,
@@ -305,34 +270,8 @@ pub fn read(
 ) -> Result<TraceRead> {
     let mut reader = io.reader()?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    let (mut ahead, mut ahead_rows): (Vec<u8>, Vec<(u64, Range<usize>)>) = (Vec::new(), Vec::new());
-    let mut sizes = FeasibleSizes::default();
-    let mut check = SizeCheck::default();
-    let given = match size {
-        BlockSize::Fixed(b) => b,
-        BlockSize::Auto => 1,
-    };
-    while ahead_rows.len() < LOOKAHEAD_ROWS && ahead.len() < LOOKAHEAD_BYTES {
-        match reader.next_line() {
-            Ok(Some(line)) => {
-                // Bad lines decide nothing; the pass below reports them.
-                if let Ok(rec) = Record::parse(line.bytes) {
-                    if let (Ok(Some(n)), Ok(Some(len))) =
-                        (rec.hash_ids_len(), rec.uint(Field::InputLength))
-                    {
-                        sizes.add(n as u64, len);
-                        check.add(n as u64, len, given);
-                    }
-                }
-                let start = ahead.len();
-                ahead.extend_from_slice(line.bytes);
-                ahead_rows.push((line.no, start..ahead.len()));
-            }
-            Ok(None) => break,
-            Err(e) => policy.handle(e)?,
-        }
-    }
-    let block_size = decide_block_size(tool, size, &sizes, &check)?;
+    let ahead = LookAhead::read(&mut reader, &mut policy, size)?;
+    let block_size = ahead.block_size(tool, size)?;
     let mut data = TraceData::default();
     let mut sessions = HashMap::new();
     let mut ids = Vec::new();
@@ -349,8 +288,8 @@ pub fn read(
             Err(e) => policy.record(no, e),
         }
     };
-    for (no, span) in &ahead_rows {
-        one(*no, &ahead[span.clone()], &mut policy)?;
+    for (no, bytes) in ahead.lines() {
+        one(no, bytes, &mut policy)?;
     }
     for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
         one(no, bytes, policy)
