@@ -321,6 +321,22 @@ impl Mock {
         Mock { child, url, log }
     }
 
+    /// The request lines once `n` of them name a trace line: the mock
+    /// logs each request as it arrives, but the log reaches the test
+    /// through a pipe and a reader thread, which a loaded machine can hold
+    /// back. Waits at most 10 s, then returns what there is.
+    pub fn log_of(&self, n: usize) -> Vec<Value> {
+        let waited = std::time::Instant::now();
+        loop {
+            let log = self.requests();
+            let traced = log.iter().filter(|v| v["x_trace_line"].is_string()).count();
+            if traced >= n || waited.elapsed() > Duration::from_secs(10) {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The request lines the mock logged.
     pub fn requests(&self) -> Vec<Value> {
         self.log
@@ -422,7 +438,7 @@ fn timed_run_reports_every_request_with_exact_lengths() {
     );
     // The mock saw each request with its trace line.
     let mut seen: Vec<String> = mock
-        .requests()
+        .log_of(4)
         .iter()
         .filter(|v| v["path"] == "/v1/chat/completions")
         .map(|v| v["x_trace_line"].as_str().unwrap().to_string())
@@ -496,7 +512,7 @@ fn session_turns_never_overlap_and_honour_delay() {
     assert!(r[&2].t_send_ms < r[&1].t_end_ms);
     // The session id reached the server.
     let sessions: Vec<&str> = mock
-        .requests()
+        .log_of(4)
         .iter()
         .filter_map(|v| v["x_session_id"].as_str().map(|_| ""))
         .collect();

@@ -166,7 +166,7 @@ fn four_shards_against_one_mock_are_the_single_run() {
         &["--url", &mock.url, "-i", tp, "-o", single.to_str().unwrap()],
         "",
     );
-    let single_log = mock.requests();
+    let single_log = mock.log_of(48);
     // Four processes, one common start.
     let start = (now_ms() + 4000).to_string();
     let children: Vec<_> = (0..4)
@@ -190,8 +190,7 @@ fn four_shards_against_one_mock_are_the_single_run() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    std::thread::sleep(Duration::from_millis(200));
-    let all_log = mock.requests();
+    let all_log = mock.log_of(96);
     let sharded_log = &all_log[single_log.len()..];
     // The server saw each row once, with the same prompt and answer sizes.
     let key = |v: &Value| {

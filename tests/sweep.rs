@@ -226,7 +226,7 @@ fn a_concurrency_sweep_writes_each_value_and_an_index() {
         "{tput:?}"
     );
     csv_matches_summaries(&s);
-    assert_eq!(completions(&mock), 8);
+    assert_eq!(completions(&mock, 8), 8);
     // The sweep's table closes stderr.
     let tail: Vec<&str> = s.stderr.lines().rev().take(3).collect();
     assert!(
@@ -362,7 +362,7 @@ fn a_mock_whose_latency_grows_with_load_stops_the_sweep() {
     assert_eq!(stopped.value, 200.0, "{stopped:?}");
     assert!(stopped.reason.starts_with("saturated: "), "{stopped:?}");
     assert_eq!(ix.runs.len(), 3);
-    assert_eq!(completions(&mock), 60);
+    assert_eq!(completions(&mock, 60), 60);
     csv_matches_summaries(&s);
 }
 
@@ -521,9 +521,10 @@ fn mc_plot_draws_a_sweep_curve() {
 }
 
 /// Completion requests the mock saw (its log also holds the `/metrics`
-/// scrapes mc-replay makes around each run).
-fn completions(mock: &Mock) -> usize {
-    mock.requests()
+/// scrapes mc-replay makes around each run), once `expected` have come
+/// through its log (see `Mock::log_of`).
+fn completions(mock: &Mock, expected: usize) -> usize {
+    mock.log_of(expected)
         .iter()
         .filter(|r| r["method"] == "POST")
         .count()
@@ -632,4 +633,79 @@ fn each_value_of_a_sweep_sends_prompts_of_its_own_unless_asked() {
         assert_eq!(seeds[0], 0);
         assert_eq!(seeds[0] == seeds[1], same);
     }
+}
+
+/// `--reset-prefix-cache` empties the server's cache before each value:
+/// with `--same-prompts` the second value then finds nothing the first
+/// left (vLLM's dev-mode `POST /reset_prefix_cache`, mc-mock --dev-mode).
+#[test]
+fn reset_prefix_cache_starts_each_value_cold() {
+    // One row of 3 full blocks of 16 words (48 tokens).
+    let trace = lines(&[
+        json!({"timestamp": 0, "input_length": 48, "output_length": 1, "hash_ids": [1, 2, 3]}),
+    ]);
+    let cached = |reset: bool| {
+        let mock = Mock::start(&["--prefix-cache", "--dev-mode"]);
+        let dir = temp_dir("reset");
+        let out_dir = dir.path().join("sweep");
+        let mut cmd = tool("mc-replay");
+        cmd.args(["--url", &mock.url, "--model", "m", "--block-size", "16"])
+            .args(["--rate", "50,100", "--stop-when", "never", "--same-prompts"])
+            .args(["--out-dir", out_dir.to_str().unwrap()]);
+        if reset {
+            cmd.arg("--reset-prefix-cache");
+        }
+        let out = cmd.write_stdin(trace.clone()).output().unwrap();
+        assert_success(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let second: RequestResult = serde_json::from_str(
+            std::fs::read_to_string(out_dir.join("rate-100").join("results.jsonl"))
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        (second.cached_tokens, stderr)
+    };
+    // Without the reset the second value's prompt is all in the cache.
+    assert_eq!(cached(false).0, Some(48));
+    let (hit, stderr) = cached(true);
+    assert_eq!(hit, Some(0), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("mc-replay: prefix cache reset (POST ")
+            .count(),
+        2,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("before each value (--reset-prefix-cache)"),
+        "{stderr}"
+    );
+
+    // A server that does not serve it (vLLM without dev mode: 404) stops
+    // the run before anything is sent, exit 69, naming the fix.
+    let mock = Mock::start(&[]);
+    let out = tool("mc-replay")
+        .args(["--url", &mock.url, "--model", "m", "--reset-prefix-cache"])
+        .write_stdin(trace.clone())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("HTTP 404") && stderr.contains("VLLM_SERVER_DEV_MODE=1"),
+        "{stderr}"
+    );
+    // Only the reset reached it: no completion.
+    std::thread::sleep(Duration::from_millis(100));
+    let paths: Vec<Value> = mock.requests().iter().map(|r| r["path"].clone()).collect();
+    assert_eq!(paths, [json!("/reset_prefix_cache")]);
+    // The engine model has no cache to reset: a usage error.
+    tool("mc-replay")
+        .arg("--reset-prefix-cache")
+        .write_stdin(trace)
+        .assert()
+        .code(2);
 }

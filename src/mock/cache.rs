@@ -22,6 +22,11 @@ impl PrefixCache {
         }
     }
 
+    /// Forgets every kept block (`POST /reset_prefix_cache`).
+    pub fn clear(&self) {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// Tokens of a prompt (given by its block prefix hashes) found in the
     /// cache; its blocks are kept from now on.
     pub fn cached_tokens(&self, prefix_hashes: &[u64]) -> u64 {

@@ -84,6 +84,12 @@ pub struct MockArgs {
     #[arg(long)]
     pub prefix_cache: bool,
 
+    /// Serve `POST /reset_prefix_cache` (empties --prefix-cache), as vLLM
+    /// does only when started with VLLM_SERVER_DEV_MODE=1; without it the
+    /// path is 404, as in vLLM.
+    #[arg(long)]
+    pub dev_mode: bool,
+
     /// Words per block of the simulated prefix cache.
     #[arg(long, default_value_t = 16, value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -296,6 +302,7 @@ fn unix_secs(t: SystemTime) -> u64 {
 /// Where a request goes; a completion request's body is read on the way.
 enum Route {
     Models,
+    ResetPrefixCache,
     Health,
     Metrics,
     Complete(Kind, Result<Ask, String>),
@@ -310,6 +317,7 @@ fn route(req: &HttpRequest, cache_block: u64) -> Route {
         "/metrics" => (Method::GET, None),
         "/v1/chat/completions" => (Method::POST, Some(Kind::Chat)),
         "/v1/completions" => (Method::POST, Some(Kind::Completion)),
+        "/reset_prefix_cache" => (Method::POST, None),
         _ => return Route::NotFound,
     };
     if req.method != allowed {
@@ -324,6 +332,7 @@ fn route(req: &HttpRequest, cache_block: u64) -> Route {
         Some(kind) => Route::Complete(kind, request::parse(kind, &req.body, cache_block)),
         None if req.path() == "/health" => Route::Health,
         None if req.path() == "/metrics" => Route::Metrics,
+        None if req.path() == "/reset_prefix_cache" => Route::ResetPrefixCache,
         None => Route::Models,
     }
 }
@@ -519,6 +528,14 @@ impl Handler for Server {
                 conn.respond(200, Some("application/json"), &[], &body)
             }
             Route::Health => conn.respond(200, None, &[], b""),
+            Route::ResetPrefixCache if !self.opts.dev_mode => self.error(conn, 404, "Not Found"),
+            Route::ResetPrefixCache if self.engine.is_some() => {
+                self.error(conn, 501, "mc-mock --engine cannot reset its prefix cache")
+            }
+            Route::ResetPrefixCache => {
+                self.cache.clear();
+                conn.respond(200, None, &[], b"")
+            }
             Route::Metrics => conn.respond(
                 200,
                 Some("text/plain; version=0.0.4; charset=utf-8"),

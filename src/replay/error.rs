@@ -48,6 +48,13 @@ pub enum ReplayError {
         sent: u64,
         last: String,
     },
+    /// `--reset-prefix-cache` and the server would not.
+    #[error(
+        "the server did not reset its prefix cache (POST {url}: {cause}); vLLM serves \
+         this only when started with VLLM_SERVER_DEV_MODE=1 (or drop --reset-prefix-cache); \
+         nothing was sent"
+    )]
+    ResetPrefixCache { url: String, cause: String },
     #[error("cannot start the HTTP client")]
     Client(#[source] Source),
     #[error("cannot install the signal handler")]
@@ -69,9 +76,9 @@ pub enum ModelsError {
 impl From<ReplayError> for Error {
     fn from(e: ReplayError) -> Error {
         match e {
-            ReplayError::ServerGone { .. } | ReplayError::ServerDown { .. } => {
-                Error::Unavailable(anyhow::Error::new(e))
-            }
+            ReplayError::ServerGone { .. }
+            | ReplayError::ServerDown { .. }
+            | ReplayError::ResetPrefixCache { .. } => Error::Unavailable(anyhow::Error::new(e)),
             e => Error::Other(anyhow::Error::new(e)),
         }
     }

@@ -237,6 +237,14 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub same_prompts: bool,
 
+    /// Before the run (each value of a sweep), ask the server to empty its
+    /// prefix cache: vLLM's `POST /reset_prefix_cache`, served when vLLM
+    /// runs with VLLM_SERVER_DEV_MODE=1. Every value then starts cold even
+    /// with --same-prompts; a server that refuses stops the run (exit 69)
+    /// before anything is sent. Needs --url.
+    #[arg(long)]
+    pub reset_prefix_cache: bool,
+
     /// Sweep: when to stop before the last value. `never`, or a comma list
     /// of tests, each `off` or a threshold (unnamed tests keep their
     /// default). Saturated: output throughput gained less than

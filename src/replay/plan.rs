@@ -104,6 +104,12 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         (Some(url), false) => TargetKind::Http { url: url.clone() },
         _ => TargetKind::Engine(engine_params(args)?),
     };
+    if args.reset_prefix_cache && !matches!(target, TargetKind::Http { .. }) {
+        return Err(Error::usage(
+            "--reset-prefix-cache asks a server to empty its cache: give --url \
+             (the engine model starts every run cold)",
+        ));
+    }
     if args.turns == Turns::Delta && args.endpoint == Endpoint::Completions {
         return Err(Error::usage(
             "--turns delta needs --endpoint chat (it sends the conversation as messages)",

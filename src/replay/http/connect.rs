@@ -59,6 +59,9 @@ pub fn connect(
         }
         None => discover_model(&models_agent(), &base, &headers)?,
     };
+    if args.reset_prefix_cache {
+        reset_prefix_cache(&models_agent(), &base, &headers)?;
+    }
     let run_id = RunId::from_clock();
     let builder = RequestBuilder {
         synth,
@@ -313,6 +316,36 @@ pub fn base_url(url: &str) -> String {
         url.to_string()
     } else {
         format!("{url}/v1")
+    }
+}
+
+/// `--reset-prefix-cache`: vLLM's `POST /reset_prefix_cache` (at the
+/// server's root, beside `/v1`), before the run's first request.
+fn reset_prefix_cache(agent: &ureq::Agent, base: &str, headers: &[(String, String)]) -> Result<()> {
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    let url = format!("{root}/reset_prefix_cache");
+    let mut req = agent.post(&url);
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    match req.send_empty() {
+        Ok(resp) if resp.status().is_success() => {
+            eprintln!(
+                "mc-replay: prefix cache reset (POST {url}: {})",
+                resp.status().as_u16()
+            );
+            Ok(())
+        }
+        Ok(resp) => Err(ReplayError::ResetPrefixCache {
+            url,
+            cause: format!("HTTP {}", resp.status().as_u16()),
+        }
+        .into()),
+        Err(e) => Err(ReplayError::ResetPrefixCache {
+            url,
+            cause: e.to_string(),
+        }
+        .into()),
     }
 }
 

@@ -43,6 +43,12 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
              served from blocks an earlier one cached (--same-prompts shares them)"
         }
     );
+    if args.reset_prefix_cache {
+        eprintln!(
+            "mc-replay: sweep: the server empties its prefix cache before each value \
+             (--reset-prefix-cache)"
+        );
+    }
     let mut points: Vec<Point> = Vec::with_capacity(n);
     let mut stopped: Option<Stopped> = None;
     let (mut sent, mut ok) = (0, 0);
