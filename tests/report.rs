@@ -975,3 +975,37 @@ fn sweep_directory_curve_and_table() {
         "{page}"
     );
 }
+
+/// The hit rate's line says whose counts they are: the engine model's in a
+/// run without a server, the server's otherwise.
+#[test]
+fn the_hit_rate_names_who_reported_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = dir.path().join("engine.jsonl");
+    let out = tool("mc-replay")
+        .arg("-o")
+        .arg(&engine)
+        .write_stdin(trace())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mock = Mock::start(&["--prefix-cache"]);
+    replay_to(&mock, dir.path(), "server", &[]);
+    for (file, whose) in [
+        ("engine.jsonl", "the engine model"),
+        ("server.jsonl", "the server"),
+    ] {
+        let out = tool("mc-report")
+            .arg(dir.path().join(file))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains(&format!(
+                "(cached_tokens / prompt_tokens, as {whose} reported)"
+            )),
+            "{file}: {text}"
+        );
+    }
+}

@@ -162,8 +162,15 @@ impl Recomputed {
         }
         s.push_str(&self.summary.table_as("mc-report"));
         if let Some(h) = self.hit_rate {
+            // Whose counts they are: the engine model's in a run without a
+            // server (the run's target, when it is known).
+            let whose = if self.described && self.summary.run.target == "engine" {
+                "the engine model"
+            } else {
+                "the server"
+            };
             s.push_str(&format!(
-                "prefix-cache hit rate {:.2}% (cached_tokens / prompt_tokens, as the server reported)\n",
+                "prefix-cache hit rate {:.2}% (cached_tokens / prompt_tokens, as {whose} reported)\n",
                 h * 100.0
             ));
         }
