@@ -109,53 +109,16 @@ fn sweep_table(
     param: crate::results::sweep::Param,
     points: &[crate::results::sweep::Point],
 ) {
-    let columns: Vec<String> = [
-        param.name(),
-        "req/s",
-        "out tok/s",
-        "ttft p50",
-        "ttft p99",
-        "itl p50",
-        "itl p99",
-        "e2e p50",
-        "e2e p99",
-        "lag p99",
-        "errors",
-    ]
-    .iter()
-    .map(|c| c.to_string())
-    .collect();
+    let columns: Vec<String> = std::iter::once(param.name())
+        .chain(crate::results::sweep::TABLE_COLUMNS)
+        .map(str::to_string)
+        .collect();
     head(out, "sweep", &columns);
-    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     for p in points {
         out.push_str("<tr>");
-        cell(out, &p.value.to_string(), Some(p.value));
-        cell(
-            out,
-            &format!("{:.2}", p.request_throughput),
-            Some(p.request_throughput),
-        );
-        cell(
-            out,
-            &format!("{:.1}", p.output_token_throughput),
-            Some(p.output_token_throughput),
-        );
-        for v in [
-            p.ttft_p50_ms,
-            p.ttft_p99_ms,
-            p.itl_p50_ms,
-            p.itl_p99_ms,
-            p.e2e_p50_ms,
-            p.e2e_p99_ms,
-            p.lag_p99_ms,
-        ] {
-            cell(out, &ms(v), v);
+        for (text, value) in p.table_cells() {
+            cell(out, &text, value);
         }
-        cell(
-            out,
-            &format!("{:.1}%", p.error_rate * 100.0),
-            Some(p.error_rate),
-        );
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");

@@ -144,39 +144,68 @@ pub fn csv(param: Param, points: &[Point]) -> String {
     s
 }
 
+/// The sweep table's columns after the swept option's name (the terminal
+/// table and mc-report's page).
+pub const TABLE_COLUMNS: [&str; 10] = [
+    "req/s",
+    "out tok/s",
+    "ttft p50",
+    "ttft p99",
+    "itl p50",
+    "itl p99",
+    "e2e p50",
+    "e2e p99",
+    "lag p99",
+    "errors",
+];
+
+impl Point {
+    /// The point's row of the sweep table: each figure as the table writes
+    /// it, with the number it sorts by (`None`: no value).
+    pub fn table_cells(&self) -> [(String, Option<f64>); 11] {
+        let ms = |v: Option<f64>| (v.map_or("-".to_string(), |v| format!("{v:.1}")), v);
+        [
+            (self.value.to_string(), Some(self.value)),
+            (
+                format!("{:.2}", self.request_throughput),
+                Some(self.request_throughput),
+            ),
+            (
+                format!("{:.1}", self.output_token_throughput),
+                Some(self.output_token_throughput),
+            ),
+            ms(self.ttft_p50_ms),
+            ms(self.ttft_p99_ms),
+            ms(self.itl_p50_ms),
+            ms(self.itl_p99_ms),
+            ms(self.e2e_p50_ms),
+            ms(self.e2e_p99_ms),
+            ms(self.lag_p99_ms),
+            (
+                format!("{:.1}%", self.error_rate * 100.0),
+                Some(self.error_rate),
+            ),
+        ]
+    }
+}
+
 /// The sweep's table for stderr: one line per value run.
 pub fn table(param: Param, points: &[Point], stopped: Option<&Stopped>) -> String {
-    let mut s = format!(
-        "{:<12}{:>9}{:>11}{:>10}{:>10}{:>9}{:>9}{:>10}{:>10}{:>9}{:>8}\n",
-        param.name(),
-        "req/s",
-        "out tok/s",
-        "ttft p50",
-        "ttft p99",
-        "itl p50",
-        "itl p99",
-        "e2e p50",
-        "e2e p99",
-        "lag p99",
-        "errors"
-    );
-    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    const WIDTHS: [usize; 11] = [12, 9, 11, 10, 10, 9, 9, 10, 10, 9, 8];
+    let mut s = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = String>| {
+        for (i, (c, w)) in cells.zip(WIDTHS).enumerate() {
+            let _ = if i == 0 {
+                write!(s, "{c:<w$}")
+            } else {
+                write!(s, "{c:>w$}")
+            };
+        }
+        s.push('\n');
+    };
+    line(&mut std::iter::once(param.name().to_string()).chain(TABLE_COLUMNS.map(String::from)));
     for p in points {
-        let _ = writeln!(
-            s,
-            "{:<12}{:>9.2}{:>11.1}{:>10}{:>10}{:>9}{:>9}{:>10}{:>10}{:>9}{:>7.1}%",
-            p.value,
-            p.request_throughput,
-            p.output_token_throughput,
-            ms(p.ttft_p50_ms),
-            ms(p.ttft_p99_ms),
-            ms(p.itl_p50_ms),
-            ms(p.itl_p99_ms),
-            ms(p.e2e_p50_ms),
-            ms(p.e2e_p99_ms),
-            ms(p.lag_p99_ms),
-            p.error_rate * 100.0
-        );
+        line(&mut p.table_cells().into_iter().map(|(text, _)| text));
     }
     if let Some(st) = stopped {
         let _ = writeln!(
@@ -281,6 +310,27 @@ pub fn sample_point(value: f64, tok_s: f64, ttft_p99: f64, lag_p99: f64, errors:
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_table_lines_up_by_hand() {
+        let p = Point {
+            value: 2.0,
+            request_throughput: 1.234,
+            output_token_throughput: 56.78,
+            ttft_p50_ms: Some(20.04),
+            ttft_p99_ms: None,
+            itl_p50_ms: Some(5.0),
+            itl_p99_ms: Some(9.96),
+            e2e_p50_ms: Some(100.0),
+            e2e_p99_ms: Some(1234.56),
+            lag_p99_ms: Some(0.0),
+            error_rate: 0.125,
+        };
+        // Widths 12 (left), 9, 11, 10, 10, 9, 9, 10, 10, 9, 8 (right).
+        let want = "rate            req/s  out tok/s  ttft p50  ttft p99  itl p50  itl p99   e2e p50   e2e p99  lag p99  errors\n\
+                    2                1.23       56.8      20.0         -      5.0     10.0     100.0    1234.6      0.0   12.5%\n";
+        assert_eq!(table(Param::Rate, &[p], None), want);
+    }
     use super::*;
 
     use super::sample_point as pt;
