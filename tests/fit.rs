@@ -181,3 +181,61 @@ fn the_profile_may_not_overwrite_an_input() {
         before
     );
 }
+
+/// A server that runs one request at a time, whose runs do not say so
+/// (no run description beside them): the fit tries each usual limit with
+/// coefficients of its own and finds 1. (Probing every limit with the
+/// coefficients fitted at the default 256 chose 4 on llama-cpp-python.)
+#[test]
+fn the_concurrency_limit_is_found_when_no_run_says_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let trace = tool("mc-gen")
+        .args([
+            "sessions",
+            "--sessions",
+            "12",
+            "--session-rate",
+            "2",
+            "--turns",
+            "2",
+        ])
+        .args(["--new-tokens", "200", "--osl", "16", "--block-size", "16"])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(d.join("t.jsonl"), &trace.stdout).unwrap();
+    std::fs::write(
+        d.join("one.json"),
+        HIDDEN.replace("\"max_seqs\": 64", "\"max_seqs\": 1"),
+    )
+    .unwrap();
+    let out = tool("mc-replay")
+        .current_dir(d)
+        .args([
+            "--engine-profile",
+            "one.json",
+            "-i",
+            "t.jsonl",
+            "-o",
+            "seen.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    // Without its description the run is a server's: nothing says its shape.
+    std::fs::remove_file(d.join("seen.summary.json")).unwrap();
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args(["--trace", "t.jsonl", "seen.jsonl", "-o", "fitted.json"])
+        .args(["--engine-block-size", "16", "--kv-tokens", "200000"])
+        .args(["--max-batched-tokens", "2048"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("max seqs 1 fits best"), "{stderr}");
+    let fitted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("fitted.json")).unwrap()).unwrap();
+    assert_eq!(fitted["max_seqs"], 1);
+}

@@ -186,26 +186,25 @@ pub fn run(args: &FitArgs) -> Result<()> {
     };
     let (mut fitted, mut err) = model::fit(&prepared, shape, start);
     if !seqs_known {
-        // The server's concurrency limit is structure, not a coefficient:
-        // try the usual values with the fitted coefficients, then refit at
-        // the best one.
-        let best = [1u64, 2, 4, 8, 16, 32, 64, 128, 256]
-            .into_iter()
-            .map(|n| {
-                let s = Shape {
-                    max_seqs: n,
-                    ..shape
-                };
-                (
-                    n,
-                    model::error(&prepared, &model::params(fitted, s, "probe")),
-                )
-            })
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or(shape.max_seqs, |(n, _)| n);
-        if best != shape.max_seqs {
-            shape.max_seqs = best;
-            (fitted, err) = model::fit(&prepared, shape, fitted);
+        // The server's concurrency limit is structure, not a coefficient,
+        // and coefficients fitted at one limit say little of another (a
+        // server that runs one request at a time, fitted as 256 wide, then
+        // probed at 1, looks worse than at 4): each usual value gets a fit
+        // of its own, and the one with the least error is kept.
+        let first = shape.max_seqs;
+        for n in [1u64, 2, 4, 8, 16, 32, 64, 128, 256] {
+            if n == first {
+                continue;
+            }
+            let s = Shape {
+                max_seqs: n,
+                ..shape
+            };
+            let (f, e) = model::fit(&prepared, s, start);
+            if e < err {
+                (fitted, err) = (f, e);
+                shape.max_seqs = n;
+            }
         }
         eprintln!(
             "{TOOL}: max seqs {} fits best (not given, not reported)",
