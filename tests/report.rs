@@ -583,13 +583,7 @@ fn trace_figure_draws_only_the_rows_a_short_run_replayed() {
         .collect();
     let kept: Vec<f64> = lines.iter().map(|&n| isl[n as usize - 1]).collect();
     let h = chart(&cut, "Input length histogram");
-    let counts: u64 = h["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .sum();
-    assert_eq!(counts, 3);
+    assert_eq!(histogram_total(h), 3);
     let edges = h["edges"].as_array().unwrap();
     let lo = kept.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = kept.iter().copied().fold(0.0, f64::max);
@@ -607,13 +601,7 @@ fn trace_figure_draws_only_the_rows_a_short_run_replayed() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("All 6 rows of "), "{page}");
     let h = chart(&charts(&page), "Input length histogram").clone();
-    let counts: u64 = h["counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_u64().unwrap())
-        .sum();
-    assert_eq!(counts, 6);
+    assert_eq!(histogram_total(&h), 6);
     // A single run's distributions, sortable, each figure its summary's.
     let dists = &page[page
         .find("<table class=\"sortable dists\">")
@@ -1008,4 +996,14 @@ fn the_hit_rate_names_who_reported_it() {
             "{file}: {text}"
         );
     }
+}
+
+/// The rows a page's histogram counts (the sum of its bars).
+fn histogram_total(h: &Value) -> u64 {
+    h["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum()
 }
