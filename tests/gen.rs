@@ -1041,3 +1041,28 @@ fn a_closed_pipe_ends_quietly_and_bad_prompt_files_name_the_line() {
     assert_eq!(out.status.code(), Some(65));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.jsonl: line 2:"));
 }
+
+/// Every mode's `--help` ends with an example of that mode (the example
+/// lives with the mode's options, so each mode's help is checked here).
+#[test]
+fn every_mode_help_shows_its_example() {
+    for mode in [
+        "constant",
+        "synthetic",
+        "stat",
+        "prefix",
+        "sessions",
+        "agent",
+        "from-trace",
+        "prompts",
+    ] {
+        let out = tool("mc-gen").args([mode, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{mode} --help failed");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let example = format!("Example:\n  mc-gen {mode} ");
+        assert!(
+            help.contains(&example),
+            "{mode} --help lacks its example:\n{help}"
+        );
+    }
+}

@@ -16,6 +16,9 @@ use super::{Common, Ids};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen agent --config agent.json --format aibrix > workload.jsonl"
+)]
 pub struct AgentArgs {
     /// A JSON config with AIBrix's keys (num_sessions, session_arrival_rate_rps,
     /// turns_per_session, parallel_tools, tool_latency_ms, model_latency_ms,

@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 use crate::jsonl::Output;
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen prompts --prefix-groups 8 --per-group 50 --turns uniform:2:5 > sessions.jsonl"
+)]
 pub struct PromptsArgs {
     /// Number of shared prefixes.
     #[arg(long, default_value_t = 4, value_name = "G")]

@@ -13,6 +13,9 @@ use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
 use crate::record::{Field, Record};
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen from-trace -i conversation_trace.jsonl --prompt-file prompts.jsonl --tokenizer tok.json"
+)]
 pub struct FromTraceArgs {
     /// The Mooncake trace (default: stdin).
     #[arg(long, short = 'i', visible_alias = "input", value_name = "FILE")]

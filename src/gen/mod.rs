@@ -113,46 +113,22 @@ pub struct Common {
 pub enum Mode {
     /// Requests at a fixed rate (Poisson, constant or gamma gaps), optionally
     /// ramping from --qps-start as `vllm bench serve` does.
-    #[command(
-        after_help = "Example:\n  mc-gen constant --qps 2.5 --duration-ms 60000 --isl lognormal:1024:0.6 | mc-analyze"
-    )]
     Constant(rate::ConstantArgs),
     /// Rate and lengths following sine patterns (AIBrix's presets or configs).
-    #[command(
-        after_help = "Example:\n  mc-gen synthetic --traffic-pattern quick_rising --prompt-len-pattern severe_fluctuation --duration-ms 600000 --interval-ms 10000"
-    )]
     Synthetic(rate::SyntheticArgs),
     /// Rates and length percentiles from Grafana CSV exports.
-    #[command(
-        after_help = "Example:\n  mc-gen stat --traffic-file qps.csv --prompt-len-file in.csv --completion-len-file out.csv --qps-scale 2"
-    )]
     Stat(rate::StatArgs),
     /// Shared system prompts: groups of requests with a common prefix, so a
     /// prefix cache reaches a chosen hit rate.
-    #[command(
-        after_help = "Example:\n  mc-gen prefix --prefix-groups 16 --prefix-tokens 4096 --share-ratio 0.7 --num-requests 10000 | mc-analyze"
-    )]
     Prefix(prefix::PrefixArgs),
     /// Multi-turn conversations with think time and cumulative prompts.
-    #[command(
-        after_help = "Example:\n  mc-gen sessions --sessions 200 --turns uniform:2:8 --think-time-ms lognormal:5000:0.5 > chat.jsonl"
-    )]
     Sessions(sessions::SessionArgs),
     /// AIBrix's agent sessions: plan, parallel tool calls, follow-up.
-    #[command(
-        after_help = "Example:\n  mc-gen agent --config agent.json --format aibrix > workload.jsonl"
-    )]
     Agent(agent::AgentArgs),
     /// Arrivals and lengths of an existing Mooncake trace, with prompts from
     /// a prompt file.
-    #[command(
-        after_help = "Example:\n  mc-gen from-trace -i conversation_trace.jsonl --prompt-file prompts.jsonl --tokenizer tok.json"
-    )]
     FromTrace(from_trace::FromTraceArgs),
     /// Write a synthetic prompt collection (prefix-sharing, multi-turn).
-    #[command(
-        after_help = "Example:\n  mc-gen prompts --prefix-groups 8 --per-group 50 --turns uniform:2:5 > sessions.jsonl"
-    )]
     Prompts(collection::PromptsArgs),
 }
 

@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 use crate::options;
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen prefix --prefix-groups 16 --prefix-tokens 4096 --share-ratio 0.7 --num-requests 10000 | mc-analyze"
+)]
 pub struct PrefixArgs {
     /// Requests per second.
     #[arg(long, default_value_t = 10.0, value_name = "R", value_parser = options::positive)]

@@ -26,6 +26,9 @@ pub enum Ramp {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen constant --qps 2.5 --duration-ms 60000 --isl lognormal:1024:0.6 | mc-analyze"
+)]
 pub struct ConstantArgs {
     /// Requests per second (fractions allowed); the final rate with --ramp-up.
     #[arg(long, value_name = "R", value_parser = options::positive)]
@@ -137,6 +140,9 @@ pub fn constant(common: &Common, a: &ConstantArgs, sink: &mut Sink) -> Result<()
 }
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen synthetic --traffic-pattern quick_rising --prompt-len-pattern severe_fluctuation --duration-ms 600000 --interval-ms 10000"
+)]
 pub struct SyntheticArgs {
     /// Requests-per-second pattern: quick_rising, slow_rising,
     /// slight_fluctuation, severe_fluctuation, constant, or a JSON config
@@ -245,6 +251,9 @@ pub fn synthetic(common: &Common, a: &SyntheticArgs, sink: &mut Sink) -> Result<
 }
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen stat --traffic-file qps.csv --prompt-len-file in.csv --completion-len-file out.csv --qps-scale 2"
+)]
 pub struct StatArgs {
     /// Which Grafana export layout the files have.
     #[arg(long, value_enum, default_value_t = StatType::Maas)]

@@ -11,6 +11,9 @@ use super::{blocks, Common, Ids};
 use crate::error::Result;
 
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Example:\n  mc-gen sessions --sessions 200 --turns uniform:2:8 --think-time-ms lognormal:5000:0.5 > chat.jsonl"
+)]
 pub struct SessionArgs {
     /// Number of conversations.
     #[arg(long, default_value_t = 100, value_name = "N")]
