@@ -14,6 +14,9 @@
 # and, per held-out run, predicted against measured with the error of each
 # metric. Opt-in (not in .ci/run): a run against a server takes minutes.
 # REPLAY_ARGS adds options to every mc-replay (e.g. "--tokenizer DIR").
+# SESSIONS (default 40) and OTHER_SESSIONS (default 60) size the two
+# workloads: a server that runs one request at a time (llama-cpp-python)
+# takes about 8 minutes a run at the defaults; smaller sets fit less well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/calibrate.sh mock|URL [mc-fit options]}
@@ -48,9 +51,9 @@ else
     echo "server: $url"
 fi
 
-"$bin/mc-gen" sessions --sessions 40 --session-rate 2 --turns 3 --new-tokens 300 --osl 64 \
+"$bin/mc-gen" sessions --sessions "${SESSIONS:-40}" --session-rate 2 --turns 3 --new-tokens 300 --osl 64 \
     --block-size 16 --seed 1 > "$work/sessions.jsonl" 2>/dev/null
-"$bin/mc-gen" sessions --sessions 60 --session-rate 3 --turns 2 --system-prompt-tokens 1024 \
+"$bin/mc-gen" sessions --sessions "${OTHER_SESSIONS:-60}" --session-rate 3 --turns 2 --system-prompt-tokens 1024 \
     --new-tokens 600 --osl 32 --block-size 16 --seed 2 > "$work/other.jsonl" 2>/dev/null
 
 # Each run its own --seed: its prompts share no blocks with an earlier run's,
