@@ -42,6 +42,9 @@ const WAKER: Token = Token(usize::MAX);
 /// Bytes read per `read` call: a whole burst of events in one call.
 const READ_BUF: usize = 64 * 1024;
 
+/// Ready sockets handled between two looks at the new jobs.
+const JOBS_EVERY: usize = 32;
+
 /// How the evented client is set up.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -358,13 +361,20 @@ impl Loop {
                     .filter(|e| e.token() != WAKER)
                     .map(|e| (e.token().0, e.is_read_closed() || e.is_error())),
             );
-            for &(slot, closing) in &ready {
+            for (i, &(slot, closing)) in ready.iter().enumerate() {
                 if closing {
                     if let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) {
                         c.closing = true;
                     }
                 }
                 self.on_ready(slot);
+                // A request due now must not wait behind a whole batch of
+                // token reads (a thousand streams can ready a thousand
+                // sockets at once, milliseconds of work): its send time is
+                // the schedule's lag.
+                if i % JOBS_EVERY == JOBS_EVERY - 1 {
+                    self.take_jobs();
+                }
             }
             self.take_jobs();
             self.expire();
