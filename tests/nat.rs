@@ -374,6 +374,30 @@ fn a_missing_tokenizer_names_every_place_searched() {
     );
 }
 
+/// The tokenizer loads on its own thread while the input is read: a
+/// tokenizer that cannot load is still the error reported (exit 1), ahead
+/// of anything wrong in the input, as when it was loaded first.
+#[test]
+fn a_tokenizer_that_cannot_load_is_the_error_before_a_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("tokenizer.json");
+    std::fs::write(&broken, "{ not a tokenizer").unwrap();
+    for input in [
+        "[{\"request_number\": 0, \"intermediate_steps\": 7}]",
+        "",
+        "[1, 2",
+    ] {
+        let out = tool("nat2mc")
+            .args(["--tokenizer", broken.to_str().unwrap()])
+            .write_stdin(input)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{input:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("tokenizer.json"), "{input:?}: {stderr}");
+    }
+}
+
 #[test]
 fn a_model_not_cached_is_downloaded_from_hf_endpoint() {
     let dir = tempfile::tempdir().unwrap();

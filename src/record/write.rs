@@ -189,12 +189,11 @@ pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u
 #[inline(always)]
 fn write_ids<const N: usize>(ids: &[u64], separator: &[u8; N], out: &mut Vec<u8>) {
     out.push(b'[');
-    let mut buf = itoa::Buffer::new();
     for (k, id) in ids.iter().enumerate() {
         if k > 0 {
             out.extend_from_slice(separator);
         }
-        out.extend_from_slice(buf.format(*id).as_bytes());
+        super::ids::push_decimal(*id, out);
     }
     out.push(b']');
 }
