@@ -18,8 +18,9 @@
 # largest single process's, from getrusage) and the process tree's peak Pss
 # (sampled every 0.5 s; Pss splits a page shared by forked workers among
 # them, so the tree's sum is what it takes), failed requests, and the mock's
-# CPU (cores over the run, µs per streamed token): two processes share the
-# machine, so a mock that is the bottleneck shows here.
+# CPU (µs per streamed token, and cores: its CPU seconds over the time from
+# the first arrival to the last plus one answer's 20 ms + 100 ITL): two
+# processes share the machine, so a mock that is the bottleneck shows here.
 #
 # Peers. Each peer that runs gets a row after mc-replay's, against a fresh
 # mock with the same options, the same number of requests at the same rate,
@@ -93,6 +94,7 @@ prio=()
 [[ -n "${NICE:-}" ]] && prio=(nice -n "$NICE")
 work=${BENCH_DIR:-/tmp/mctrace-bench/replay}
 mkdir -p "$work"
+: > "$work/measure.log"
 
 # BIN=dir runs binaries built elsewhere (e.g. another commit, to compare).
 bin=${BIN:-target/release}
@@ -130,7 +132,15 @@ for p in aiperf guidellm; do
 done
 
 mock_pid=""
-cleanup() { [[ -n "$mock_pid" ]] && kill "$mock_pid" 2>/dev/null || true; }
+# Stops the mock and waits for it: a mock still logging its last requests
+# would write into the next run's log.
+cleanup() {
+    if [[ -n "$mock_pid" ]]; then
+        kill "$mock_pid" 2>/dev/null || true
+        wait "$mock_pid" 2>/dev/null || true
+        mock_pid=""
+    fi
+}
 trap cleanup EXIT
 
 # Starts mc-mock with the given options; sets $port and $mock_log.
@@ -157,12 +167,13 @@ make_trace() { # rate n file
         printf "{\"timestamp\":%.3f,\"input_length\":8,\"output_length\":4}\n", i * 1000 / r }' > "$3"
 }
 
-# Server-side lag from the mock log (µs arrivals) and the trace, p50 p99 in ms:
+# Server-side lag from the mock log (µs arrivals of completion requests, not
+# /v1/models nor GuideLLM's /health polls) and the trace, p50 p99 in ms:
 # each arrival's offset from the first, minus its timestamp, less the smallest
 # such value (so a tool is not charged for its fixed start-up offset).
 server_lag() { # trace log
     jq -s -r --slurpfile t "$1" '
-        [.[] | select(.event == "request" and .path != "/v1/models") | .unix_us] | sort as $a
+        [.[] | select(.event == "request" and (.path | test("completions"))) | .unix_us] | sort as $a
         | ($t | map(.timestamp)) as $ts
         | [range(0; [$a | length, ($ts | length)] | min) | ($a[.] - $a[0]) / 1000 - $ts[.]]
         | (min // 0) as $m | map(. - $m)
@@ -289,15 +300,19 @@ printf "$fmt" tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50
 printf "$fmt" "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB MB "" cores "µs"
 # The mock's CPU over a run (clock ticks of /proc/PID/stat): is the server
 # the bottleneck? mock_cpu_start before the client, mock_cpu_end after it
-# sets mock_cores (cores busy over the run) and mock_secs (CPU seconds).
+# sets mock_secs (CPU seconds) and mock_cores: mock_secs over the time it
+# had streams to serve, from the first completion request's arrival to the
+# last one's plus one answer (TTFT + 100 ITL), so that a peer's seconds of
+# start-up, when the mock idles, do not dilute it.
 mock_cpu_start() {
-    m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w0=$(date +%s.%N)
+    m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat")
 }
 mock_cpu_end() {
-    local m1 w1
-    m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w1=$(date +%s.%N)
-    mock_cores=$(echo "$m0 $m1 $w0 $w1 $(getconf CLK_TCK)" | awk '{ printf "%.2f", ($2 - $1) / $5 / ($4 - $3) }')
+    local m1 span
+    m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat")
     mock_secs=$(echo "$m0 $m1 $(getconf CLK_TCK)" | awk '{ print ($2 - $1) / $3 }')
+    span=$(arrivals_json | jq -r 'if length > 0 then (.[-1] - .[0]) / 1e6 else 0 end')
+    mock_cores=$(echo "$mock_secs $span $itl" | awk '{ printf "%.2f", $1 / ($2 + (20 + 100 * $3) / 1000) }')
 }
 # stream_row LABEL SENT ACHIEVED CLIENT_P99 SERVER_P99 TTFT_P50 TTFT_P99
 #   CPU BASE_CPU TOKENS RSS TREE FAILED: prints one row; sets per_tok.
