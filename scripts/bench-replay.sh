@@ -6,7 +6,8 @@
 # the same run ("peers" below).
 #
 # Reported per rate: achieved send rate, schedule lag p50/p99 as the client
-# saw it (each tool's own figure, see below) and as the server saw it
+# saw it (each tool's own figure: mc-replay's summary lag, send time minus
+# due time; the peers' below) and as the server saw it
 # (mc-mock's arrival log: arrival - (first arrival + timestamp), which needs
 # no cooperation from the client, so it is measured the same way for every
 # tool), and client CPU (user+sys of the whole process tree) per request.
@@ -53,7 +54,10 @@
 #   time_to_first_token_ms p50/p99 (first token minus request start); tokens
 #   = output_token_count total of successful requests; failed = errored +
 #   incomplete. Its validation polls GET /health before the run; the
-#   server-side figures count completion requests only.
+#   server-side figures count completion requests only. (GuideLLM also has a
+#   "replay" profile with "mooncake" data, but that wants hash_ids in every
+#   row, which these traces do not have; the constant profile sends the same
+#   schedule.)
 # A peer's sent / achieved are the mock's count of its completion requests
 # and (count - 1) / (last - first arrival). Its CPU is user+sys of the
 # process tree it waits for, less a 20-row start-up run (as for mc-replay).
@@ -231,6 +235,20 @@ startup="mc-replay ${base_ours} s, base ${base_cpu[base]:--} s"
 for p in "${peers[@]}"; do startup+=", $p ${peer_base[$p]} s"; done
 echo "start-up CPU (20-row run): $startup"
 
+# peer_notes: after a peer's row, what went wrong in its run: its exit status,
+# its failed requests and their errors, requests it did not send.
+# Uses p, rc, failed, got, n, rate, out.
+peer_notes() {
+    if [[ "$rc" != 0 ]]; then
+        echo "  NOTE: $p exited with status $rc (124: cut off after $peer_timeout s; see $work/measure.log)"
+    fi
+    if [[ "$failed" != 0 ]]; then
+        echo "  WARNING: $p counted $failed failed requests at $rate req/s (see $out):"
+        peer_errors "$p" "$out" | sed 's/^/    /'
+    fi
+    if [[ "$got" != "$n" ]]; then echo "  NOTE: $p sent $got of $n requests"; fi
+}
+
 # ratio A B: A / B to 3 significant digits, "-" when either is not a positive number.
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3g", a / b; else printf "-" }'
@@ -272,9 +290,7 @@ for rate in $rates; do
         per_req=$(echo "$cpu ${peer_base[$p]} $got" | awk '{ if ($3 > 20) printf "%.3f", ($1 - $2) * 1000 / ($3 - 20); else printf "-" }')
         printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "$p" "$rate" "$got" "$achieved" "$l50" "$l99" "$s50" "$s99" "$per_req"
         echo "  mc-replay / $p: cpu/req $(ratio "$ours_cpu" "$per_req"), srv lag p99 $(ratio "$ours_s99" "$s99")"
-        [[ "$rc" != 0 ]] && echo "  NOTE: $p exited with status $rc (124: cut off after $peer_timeout s; see $work/measure.log)"
-        [[ "$failed" != 0 ]] && echo "  WARNING: $p counted $failed failed requests at $rate req/s (see $out)"
-        [[ "$got" != "$n" ]] && echo "  NOTE: $p sent $got of $n requests"
+        peer_notes
     done
 done
 
@@ -360,7 +376,6 @@ for item in $streams; do
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
         stream_row "$p" "$got" "$achieved" "$l99" "$s99" "$t50" "$t99" "$cpu" "${peer_base[$p]}" "$tokens" "$rss" "$tree" "$failed"
         echo "  mc-replay / $p: cpu/tok $(ratio "$ours_tok" "$per_tok"), srv lag p99 $(ratio "$ours_s99" "$s99")"
-        if [[ "$rc" != 0 ]]; then echo "  NOTE: $p exited with status $rc (124: cut off after $peer_timeout s; see $work/measure.log)"; fi
-        if [[ "$got" != "$n" ]]; then echo "  NOTE: $p sent $got of $n requests"; fi
+        peer_notes
     done
 done

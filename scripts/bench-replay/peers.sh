@@ -108,10 +108,19 @@ aiperf_cmd() {
 # failed" from AIPerf's profile_export_aiperf.json (ms; "-" when absent).
 # lag: AIPerf's replay_sched_lag_p50/p99 (send time minus the row's
 # timestamp, less the smallest such value in the run). failed: requests it
-# counted as errors.
+# counted as errors ("-": it wrote nothing).
 aiperf_figures() {
     local f="$1/profile_export_aiperf.json"
-    if [[ ! -s "$f" ]]; then echo "- - - - 0 -"; return 0; fi
+    # Without its summary (AIPerf writes none when every request failed),
+    # count the failed records.
+    if [[ ! -s "$f" ]]; then
+        if [[ -s "$1/profile_export.jsonl" ]]; then
+            echo "- - - - 0 $(jq -s '[.[] | select(.error != null)] | length' "$1/profile_export.jsonl")"
+        else
+            echo "- - - - 0 -"
+        fi
+        return 0
+    fi
     jq -r 'def r: if . == null then "-" else (. * 100 | round / 100) end;
         "\(.replay_sched_lag_p50.avg | r) \(.replay_sched_lag_p99.avg | r) \(.time_to_first_token.p50 | r) \(.time_to_first_token.p99 | r) \(.total_output_tokens.avg // 0) \(.error_request_count.avg // 0)"' "$f"
 }
@@ -160,6 +169,17 @@ peer_cmd() {
         aiperf) aiperf_cmd "$2" "$6" ;;
         guidellm) guidellm_cmd "$3" "$4" "$5" "$6" ;;
     esac
+}
+
+# peer_errors PEER OUTDIR: the peer's failed requests by error, most common
+# first, one "count error" per line (at most 3): AIPerf's per-request
+# records (profile_export.jsonl, written even when every request failed),
+# GuideLLM's errored requests.
+peer_errors() {
+    case $1 in
+        aiperf) jq -r 'select(.error != null) | .error | "\(.code) \(.type) \(.message)"' "$2/profile_export.jsonl" 2>/dev/null ;;
+        guidellm) jq -r '.benchmarks[0].requests.errored[]? | .info.error // "unknown"' "$2/benchmarks.json" 2>/dev/null ;;
+    esac | cut -c1-120 | sort | uniq -c | sort -rn | head -3 || true
 }
 
 # peer_figures PEER OUTDIR: the peer's own figures (see aiperf_figures).
