@@ -151,6 +151,9 @@ trap cleanup EXIT
 start_mock() {
     cleanup
     mock_log="$work/mock.log"
+    # The shell truncates the log in the child, some time after the fork: the
+    # wait below must not find the last mock's log there and read its port.
+    rm -f "$mock_log"
     "${prio[@]}" "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
     mock_pid=$!
     # A loaded machine can take seconds to start it: wait up to 30 s.
@@ -260,13 +263,19 @@ for rate in $rates; do
     n=$(( rate * secs ))
     trace="$work/fixed-$rate.jsonl"
     make_trace "$rate" "$n" "$trace"
+    ours_cpu=""; ours_s99=""
 
     for r in "${replays[@]}"; do
         label=${r%%:*}; exe=${r#*:}
         mapfile -t extra < <(replay_args "$label")
         start_mock
+        rm -f "$work/summary.json"
         cpu=$( { cpu_of "$exe" --url "http://127.0.0.1:$port" --model mock-model "${extra[@]}" \
-            --summary "$work/summary.json" -i "$trace" -o "$work/results.jsonl"; } 3>&1 )
+            --summary "$work/summary.json" -i "$trace" -o "$work/results.jsonl" || true; } 3>&1 )
+        if [[ ! -s "$work/summary.json" ]]; then
+            echo "$label $rate: no summary, the run failed (see $work/stderr.log)"
+            continue
+        fi
         read -r sent achieved p50 p99 < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p50) \(.metrics.lag.p99)"' "$work/summary.json")
         read -r s50 s99 < <(server_lag "$trace" "$mock_log")
         per_req=$(echo "$cpu ${base_cpu[$label]} $sent" | awk '{ printf "%.3f", ($1 - $2) * 1000 / ($3 - 20) }')
@@ -347,6 +356,7 @@ for item in $streams; do
     rate=$(( n_streams * 1000 / (20 + 100 * itl) ))
     n=$(( rate * secs ))
     trace="$work/streams-$n_streams-$itl.jsonl"
+    ours_tok=""; ours_s99=""
     awk -v r="$rate" -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
         printf "{\"timestamp\":%.3f,\"input_length\":8,\"output_length\":100}\n", i * 1000 / r }' > "$trace"
     for r in "${replays[@]}"; do
@@ -354,9 +364,14 @@ for item in $streams; do
         mapfile -t extra < <(replay_args "$label")
         start_mock --ttft-ms 20 --itl-ms "$itl"
         mock_cpu_start
+        rm -f "$work/streams.json"
         measure "$work/m.txt" "$exe" --url "http://127.0.0.1:$port" --model mock-model "${extra[@]}" \
             --summary "$work/streams.json" -i "$trace" -o /dev/null
         mock_cpu_end
+        if [[ ! -s "$work/streams.json" ]]; then
+            echo "$label $n_streams:$itl: no summary, the run failed (see $work/measure.log)"
+            continue
+        fi
         read -r cpu rss tree _ < "$work/m.txt"
         read -r sent achieved c99 t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p99) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
