@@ -2,20 +2,68 @@
 # Replay benchmark: can the client keep a fixed schedule, and what does it
 # cost per request? mc-mock answers at once (zero latency); a fixed-schedule
 # trace of tiny requests is replayed at several rates by mc-replay and, when
-# installed, by AIPerf 0.13.0 against the same mock in the same run.
+# they can run, by AIPerf 0.13.0 and GuideLLM 0.8.1 against the same mock in
+# the same run ("peers" below).
 #
 # Reported per rate: achieved send rate, schedule lag p50/p99 as the client
-# saw it (mc-replay's summary) and as the server saw it (mc-mock's arrival
-# log: arrival - (first arrival + timestamp), which needs no cooperation from
-# the client, so it is measured the same way for both tools), and client CPU
-# (user+sys of the whole process tree) per request.
+# saw it (each tool's own figure: mc-replay's summary lag, send time minus
+# due time; the peers' below) and as the server saw it
+# (mc-mock's arrival log: arrival - (first arrival + timestamp), which needs
+# no cooperation from the client, so it is measured the same way for every
+# tool), and client CPU (user+sys of the whole process tree) per request.
 # Then an accuracy check: mock at 20 ms TTFT / 2 ms ITL, measured TTFT and ITL.
 # Then long streams: mock at 20 ms TTFT / 10 ms ITL, 100-token answers, at the
 # rates that keep STREAMS answers in flight (rate = streams / (TTFT + 100 ITL));
-# per run: achieved rate, server-side lag p99, reported TTFT p50 against the
-# configured 20 ms, client CPU per streamed token, client peak RSS, and the
-# mock's CPU (cores over the run, µs per streamed token): two processes share
-# the machine, so a mock that is the bottleneck shows here.
+# per run: achieved rate, server-side lag p99, reported TTFT p50/p99 against
+# the configured 20 ms, client CPU per streamed token, client peak RSS (the
+# largest single process's, from getrusage) and the process tree's peak Pss
+# (sampled every 0.5 s; Pss splits a page shared by forked workers among
+# them, so the tree's sum is what it takes), failed requests, and the mock's
+# CPU (µs per streamed token, and cores: its CPU seconds over the time from
+# the first arrival to the last plus one answer's 20 ms + 100 ITL): two
+# processes share the machine, so a mock that is the bottleneck shows here.
+#
+# Peers. Each peer that runs gets a row after mc-replay's, against a fresh
+# mock with the same options, the same number of requests at the same rate,
+# and a line "mc-replay / PEER" with mc-replay's figure over the peer's for
+# CPU (per request or per token) and server-side lag p99 (below 1: mc-replay
+# spends less or keeps the schedule closer).
+#   AIPerf 0.13.0: python3 -m venv /work/peers/aiperf &&
+#     /work/peers/aiperf/bin/pip install aiperf==0.13.0
+#   Run as `aiperf profile --endpoint-type chat --streaming --input-file TRACE
+#   --custom-dataset-type mooncake_trace --fixed-schedule --extra-inputs
+#   ignore_eos:true --tokenizer DIR --use-server-token-count` (the same trace
+#   file as mc-replay). Read from OUT/profile_export_aiperf.json: client lag
+#   = replay_sched_lag_p50/p99 (send time minus the row's timestamp, less the
+#   smallest such value of the run); TTFT = time_to_first_token p50/p99
+#   (first content chunk minus the request's start as its worker sent it);
+#   tokens = total_output_tokens (the server's usage counts); failed =
+#   error_request_count.
+#   GuideLLM 0.8.1: python3 -m venv /work/peers/guidellm &&
+#     /work/peers/guidellm/bin/pip install guidellm==0.8.1 (it pulls torch
+#     with its CUDA wheels, about 6 GB; it runs on the CPU here)
+#   Run as `guidellm run --config OUT/scenario.json --disable-console`, the
+#   scenario: openai_http backend, /v1/chat/completions, streaming,
+#   extras.body {"ignore_eos": true}; profile "constant" at the row's rate
+#   (one request every 1/rate s, the schedule of the trace's timestamps);
+#   constraint max_requests = the trace's rows; synthetic_text data, 8-token
+#   prompts, 4 or 100 output tokens; the same tokenizer directory. Read from
+#   OUT/benchmarks.json (benchmarks[0].metrics): client lag =
+#   request_dispatch_delay p50/p99 of successful requests (request start
+#   minus the time the profile targeted, not re-anchored); TTFT =
+#   time_to_first_token_ms p50/p99 (first token minus request start); tokens
+#   = output_token_count total of successful requests; failed = errored +
+#   incomplete. Its validation polls GET /health before the run; the
+#   server-side figures count completion requests only. (GuideLLM also has a
+#   "replay" profile with "mooncake" data, but that wants hash_ids in every
+#   row, which these traces do not have; the constant profile sends the same
+#   schedule.)
+# A peer's sent / achieved are the mock's count of its completion requests
+# and (count - 1) / (last - first arrival). Its CPU is user+sys of the
+# process tree it waits for, less a 20-row start-up run (as for mc-replay).
+# A peer that is not installed, does not answer --version, has no tokenizer
+# or whose start-up run fails is skipped with a printed note; a run cut off
+# after PEER_TIMEOUT seconds (exit status 124) is printed with a note.
 #
 # Usage: scripts/bench-replay.sh [SECONDS_PER_RATE]   (default 5)
 #   RATES="500 1000 2000 5000 10000"  BIN=dir (prebuilt binaries; default: build
@@ -27,10 +75,13 @@
 #   machine shared with builds, to measure the tools rather than the queue
 #   for a core; negative levels need root)
 #   CLIENT_ARGS="--http-client blocking" (extra mc-replay options, new only)
-#   AIPERF=/path/to/aiperf  (default: aiperf on PATH
-#   or /work/aiperf-venv/bin/aiperf; AIPERF=none skips it)
-#   AIPERF_TOKENIZER=dir  (AIPerf needs a local tokenizer; default: the
-#   DeepSeek one in $MCTRACE_DATA or ../shared/data)
+#   AIPERF=/path/to/aiperf  (default: aiperf on PATH, else
+#   /work/peers/aiperf/bin/aiperf or /work/aiperf-venv/bin/aiperf; AIPERF=none
+#   skips it)  GUIDELLM=/path/to/guidellm (default: guidellm on PATH, else
+#   /work/peers/guidellm/bin/guidellm; GUIDELLM=none skips it)
+#   AIPERF_TOKENIZER=dir  (the peers need a local tokenizer; default: the
+#   DeepSeek one in $MCTRACE_DATA or ../shared/data)  GUIDELLM_TOKENIZER=dir
+#   (default: AIPerf's)  PEER_TIMEOUT=600 (seconds a peer's run may take)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,28 +98,62 @@ prio=()
 [[ -n "${NICE:-}" ]] && prio=(nice -n "$NICE")
 work=${BENCH_DIR:-/tmp/mctrace-bench/replay}
 mkdir -p "$work"
+: > "$work/measure.log"
 
 # BIN=dir runs binaries built elsewhere (e.g. another commit, to compare).
 bin=${BIN:-target/release}
 [[ -z "${BIN:-}" ]] && cargo build --release --quiet --bin mc-replay --bin mc-mock
 
-aiperf=${AIPERF:-}
-if [[ -z "$aiperf" ]]; then
-    aiperf=$(command -v aiperf || true)
-    [[ -z "$aiperf" && -x /work/aiperf-venv/bin/aiperf ]] && aiperf=/work/aiperf-venv/bin/aiperf
-fi
-[[ "$aiperf" == none ]] && aiperf=""
+# The peers (see the header): which of them run.
+# shellcheck source=scripts/bench-replay/peers.sh
+source scripts/bench-replay/peers.sh
+peer_timeout=${PEER_TIMEOUT:-600}
 data=${MCTRACE_DATA:-../shared/data}
 aiperf_tok=${AIPERF_TOKENIZER:-$data/tokenizers/deepseek-v4}
+guidellm_tok=${GUIDELLM_TOKENIZER:-$aiperf_tok}
+aiperf=$(peer_find aiperf "${AIPERF:-}" /work/peers/aiperf/bin/aiperf /work/aiperf-venv/bin/aiperf)
+guidellm=$(peer_find guidellm "${GUIDELLM:-}" /work/peers/guidellm/bin/guidellm)
+peers=()
+for p in aiperf guidellm; do
+    exe=${!p}
+    tok_var=${p}_tok
+    setting=${p^^}
+    if [[ -z "$exe" ]]; then
+        if [[ "${!setting:-}" == none ]]; then
+            echo "note: $p skipped ($setting=none)"
+        else
+            echo "note: $p skipped: not on PATH nor in /work/peers/$p (install it in a venv, see the header, or set $setting=path)"
+        fi
+        continue
+    fi
+    why=$(peer_check "$p" "$exe" "${!tok_var}")
+    if [[ -n "$why" ]]; then
+        echo "note: $p skipped: $why"
+        continue
+    fi
+    peers+=("$p")
+    echo "$p: $exe, version $(timeout 120 "$exe" --version 2>&1 | tail -1 | awk '{ print $NF }')"
+done
 
 mock_pid=""
-cleanup() { [[ -n "$mock_pid" ]] && kill "$mock_pid" 2>/dev/null || true; }
+# Stops the mock and waits for it: a mock still logging its last requests
+# would write into the next run's log.
+cleanup() {
+    if [[ -n "$mock_pid" ]]; then
+        kill "$mock_pid" 2>/dev/null || true
+        wait "$mock_pid" 2>/dev/null || true
+        mock_pid=""
+    fi
+}
 trap cleanup EXIT
 
 # Starts mc-mock with the given options; sets $port and $mock_log.
 start_mock() {
     cleanup
     mock_log="$work/mock.log"
+    # The shell truncates the log in the child, some time after the fork: the
+    # wait below must not find the last mock's log there and read its port.
+    rm -f "$mock_log"
     "${prio[@]}" "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
     mock_pid=$!
     # A loaded machine can take seconds to start it: wait up to 30 s.
@@ -89,12 +174,13 @@ make_trace() { # rate n file
         printf "{\"timestamp\":%.3f,\"input_length\":8,\"output_length\":4}\n", i * 1000 / r }' > "$3"
 }
 
-# Server-side lag from the mock log (µs arrivals) and the trace, p50 p99 in ms:
+# Server-side lag from the mock log (µs arrivals of completion requests, not
+# /v1/models nor GuideLLM's /health polls) and the trace, p50 p99 in ms:
 # each arrival's offset from the first, minus its timestamp, less the smallest
 # such value (so a tool is not charged for its fixed start-up offset).
 server_lag() { # trace log
     jq -s -r --slurpfile t "$1" '
-        [.[] | select(.event == "request" and .path != "/v1/models") | .unix_us] | sort as $a
+        [.[] | select(.event == "request" and (.path | test("completions"))) | .unix_us] | sort as $a
         | ($t | map(.timestamp)) as $ts
         | [range(0; [$a | length, ($ts | length)] | min) | ($a[.] - $a[0]) / 1000 - $ts[.]]
         | (min // 0) as $m | map(. - $m)
@@ -106,10 +192,7 @@ server_lag() { # trace log
 cpu_of() { # command...: runs it; prints its user+sys CPU seconds (with all
     # the children it waited for) to fd 3. Its stderr goes to $work/stderr.log.
     local TIMEFORMAT='%U %S'
-    # nice runs programs, not shell functions (run_aiperf): those run as is.
-    local p=("${prio[@]}")
-    [[ "$(type -t "$1")" == function ]] && p=()
-    { time "${p[@]}" "$@" 2>>"$work/stderr.log"; } 2> "$work/time.txt"
+    { time "${prio[@]}" "$@" 2>>"$work/stderr.log"; } 2> "$work/time.txt"
     awk '{ print $1 + $2 }' "$work/time.txt" >&3
 }
 
@@ -133,21 +216,46 @@ for r in "${replays[@]}"; do
         "${extra[@]}" -i "$work/base.jsonl" -o /dev/null; } 3>&1 )
 done
 base_ours=${base_cpu[mc-replay]}
-base_aiperf=0
-run_aiperf() { # trace outdir
-    "$aiperf" profile --model mock-model --url "http://127.0.0.1:$port" \
-        --endpoint-type chat --streaming --input-file "$1" \
-        --custom-dataset-type mooncake_trace --fixed-schedule \
-        --tokenizer "$aiperf_tok" --use-server-token-count \
-        --ui-type none --no-server-metrics --no-gpu-telemetry \
-        --output-artifact-dir "$2" > "$work/aiperf.log" 2>&1 || true
-}
-if [[ -n "$aiperf" ]]; then
+# The peers' start-up run: the same 20 rows (GuideLLM: 20 requests at 100
+# req/s). A peer whose start-up run fails is dropped here, with a note.
+declare -A peer_base
+ok_peers=()
+for p in "${peers[@]}"; do
     start_mock
-    rm -rf "$work/aiperf-base"
-    base_aiperf=$( { cpu_of run_aiperf "$work/base.jsonl" "$work/aiperf-base"; } 3>&1 )
-fi
-echo "start-up CPU (20-row run): mc-replay ${base_ours} s, base ${base_cpu[base]:--} s, aiperf ${base_aiperf} s"
+    peer_cmd "$p" "$work/base.jsonl" 100 20 4 "$work/$p-base"
+    measure "$work/m.txt" "${cmd[@]}"
+    read -r cpu _ _ rc < "$work/m.txt"
+    read -r got _ < <(mock_counts)
+    if [[ "$rc" != 0 || "$got" != 20 ]]; then
+        echo "note: $p skipped: its 20-row start-up run exited with status $rc after $got requests (see $work/measure.log)"
+        continue
+    fi
+    peer_base[$p]=$cpu
+    ok_peers+=("$p")
+done
+peers=("${ok_peers[@]}")
+startup="mc-replay ${base_ours} s, base ${base_cpu[base]:--} s"
+for p in "${peers[@]}"; do startup+=", $p ${peer_base[$p]} s"; done
+echo "start-up CPU (20-row run): $startup"
+
+# peer_notes: after a peer's row, what went wrong in its run: its exit status,
+# its failed requests and their errors, requests it did not send.
+# Uses p, rc, failed, got, n, rate, out.
+peer_notes() {
+    if [[ "$rc" != 0 ]]; then
+        echo "  NOTE: $p exited with status $rc (124: cut off after $peer_timeout s; see $work/measure.log)"
+    fi
+    if [[ "$failed" != 0 ]]; then
+        echo "  WARNING: $p counted $failed failed requests at $rate req/s (see $out):"
+        peer_errors "$p" "$out" | sed 's/^/    /'
+    fi
+    if [[ "$got" != "$n" ]]; then echo "  NOTE: $p sent $got of $n requests"; fi
+}
+
+# ratio A B: A / B to 3 significant digits, "-" when either is not a positive number.
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3g", a / b; else printf "-" }'
+}
 
 printf '\n%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' tool rate sent achieved "lag p50" "lag p99" "srv p50" "srv p99" "cpu/req"
 printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "" "req/s" "" "req/s" "ms" "ms" "ms" "ms" "ms"
@@ -155,38 +263,44 @@ for rate in $rates; do
     n=$(( rate * secs ))
     trace="$work/fixed-$rate.jsonl"
     make_trace "$rate" "$n" "$trace"
+    ours_cpu=""; ours_s99=""
 
     for r in "${replays[@]}"; do
         label=${r%%:*}; exe=${r#*:}
         mapfile -t extra < <(replay_args "$label")
         start_mock
+        rm -f "$work/summary.json"
         cpu=$( { cpu_of "$exe" --url "http://127.0.0.1:$port" --model mock-model "${extra[@]}" \
-            --summary "$work/summary.json" -i "$trace" -o "$work/results.jsonl"; } 3>&1 )
+            --summary "$work/summary.json" -i "$trace" -o "$work/results.jsonl" || true; } 3>&1 )
+        if [[ ! -s "$work/summary.json" ]]; then
+            echo "$label $rate: no summary, the run failed (see $work/stderr.log)"
+            continue
+        fi
         read -r sent achieved p50 p99 < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p50) \(.metrics.lag.p99)"' "$work/summary.json")
         read -r s50 s99 < <(server_lag "$trace" "$mock_log")
-        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8.3f\n' "$label" "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" \
-            "$(echo "$cpu ${base_cpu[$label]} $sent" | awk '{ print ($1 - $2) * 1000 / ($3 - 20) }')"
+        per_req=$(echo "$cpu ${base_cpu[$label]} $sent" | awk '{ printf "%.3f", ($1 - $2) * 1000 / ($3 - 20) }')
+        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "$label" "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" "$per_req"
+        # mc-replay's figures, for the peers' ratios.
+        [[ "$label" == mc-replay ]] && { ours_cpu=$per_req; ours_s99=$s99; }
         failed=$(jq -r '.requests.failed' "$work/summary.json")
         # A run whose requests failed measures nothing: say so next to its row.
         [[ "$failed" != 0 ]] && echo "  WARNING: $failed requests failed at $rate req/s (see $work/results.jsonl)"
     done
 
-    if [[ -n "$aiperf" ]]; then
+    for p in "${peers[@]}"; do
         start_mock
-        out="$work/aiperf-$rate"
-        rm -rf "$out"
-        cpu=$( { cpu_of run_aiperf "$trace" "$out"; } 3>&1 )
-        got=$(jq -s '[.[] | select(.event == "request" and .path != "/v1/models")] | length' "$mock_log")
+        out="$work/$p-$rate"
+        peer_cmd "$p" "$trace" "$rate" "$n" 4 "$out"
+        measure "$work/m.txt" "${cmd[@]}"
+        read -r cpu _ _ rc < "$work/m.txt"
+        read -r got achieved < <(mock_counts)
+        read -r l50 l99 _ _ _ failed < <(peer_figures "$p" "$out")
         read -r s50 s99 < <(server_lag "$trace" "$mock_log")
-        if [[ "$got" -gt 1 ]]; then
-            span=$(jq -s '[.[] | select(.event == "request" and .path != "/v1/models") | .unix_us] | (max - min) / 1e6' "$mock_log")
-            achieved=$(echo "$got $span" | awk '{ printf "%d", ($1 - 1) / $2 }')
-        else
-            achieved="-"
-        fi
-        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8.3f\n' aiperf "$rate" "$got" "$achieved" - - "$s50" "$s99" \
-            "$(echo "$cpu $base_aiperf ${got:-0}" | awk '{ print ($3 > 20 ? ($1 - $2) * 1000 / ($3 - 20) : 0) }')"
-    fi
+        per_req=$(echo "$cpu ${peer_base[$p]} $got" | awk '{ if ($3 > 20) printf "%.3f", ($1 - $2) * 1000 / ($3 - 20); else printf "-" }')
+        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "$p" "$rate" "$got" "$achieved" "$l50" "$l99" "$s50" "$s99" "$per_req"
+        echo "  mc-replay / $p: cpu/req $(ratio "$ours_cpu" "$per_req"), srv lag p99 $(ratio "$ours_s99" "$s99")"
+        peer_notes
+    done
 done
 
 # Accuracy: does the client measure what the server did?
@@ -204,8 +318,36 @@ jq -r '"  TTFT p50 \(.metrics.ttft.p50) ms, p99 \(.metrics.ttft.p99) ms; ITL mea
 [[ -z "$streams" ]] && exit 0
 echo
 echo "long streams (mock: TTFT 20 ms, 100-token answers; ${secs} s of arrivals per row):"
-printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %8s %9s %9s\n' tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" failed "mock cpu" "mock/tok"
-printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %8s %9s %9s\n' "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB "" cores "µs"
+fmt='%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %9s %8s %9s %9s\n'
+# shellcheck disable=SC2059
+printf "$fmt" tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" "tree Pss" failed "mock cpu" "mock/tok"
+# shellcheck disable=SC2059
+printf "$fmt" "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB MB "" cores "µs"
+# The mock's CPU over a run (clock ticks of /proc/PID/stat): is the server
+# the bottleneck? mock_cpu_start before the client, mock_cpu_end after it
+# sets mock_secs (CPU seconds) and mock_cores: mock_secs over the time it
+# had streams to serve, from the first completion request's arrival to the
+# last one's plus one answer (TTFT + 100 ITL), so that a peer's seconds of
+# start-up, when the mock idles, do not dilute it.
+mock_cpu_start() {
+    m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat")
+}
+mock_cpu_end() {
+    local m1 span
+    m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat")
+    mock_secs=$(echo "$m0 $m1 $(getconf CLK_TCK)" | awk '{ print ($2 - $1) / $3 }')
+    span=$(arrivals_json | jq -r 'if length > 0 then (.[-1] - .[0]) / 1e6 else 0 end')
+    mock_cores=$(echo "$mock_secs $span $itl" | awk '{ printf "%.2f", $1 / ($2 + (20 + 100 * $3) / 1000) }')
+}
+# stream_row LABEL SENT ACHIEVED CLIENT_P99 SERVER_P99 TTFT_P50 TTFT_P99
+#   CPU BASE_CPU TOKENS RSS TREE FAILED: prints one row; sets per_tok.
+stream_row() {
+    per_tok=$(echo "$8 $9 ${10}" | awk '{ if ($3 > 0) printf "%.2f", ($1 - $2) * 1e6 / $3; else printf "-" }')
+    # shellcheck disable=SC2059
+    printf "$fmt" "$1" "$n_streams" "$itl" "$rate" "$2" "$3" "$4" "$5" "$6" "$7" "$per_tok" \
+        "$(printf %.0f "${11}")" "$(printf %.0f "${12}")" "${13}" "$mock_cores" \
+        "$(echo "$mock_secs ${10}" | awk '{ if ($2 > 0) printf "%.2f", $1 * 1e6 / $2; else printf "-" }')"
+}
 for item in $streams; do
     n_streams=${item%%:*}
     itl=${ITL_MS:-10}
@@ -214,25 +356,41 @@ for item in $streams; do
     rate=$(( n_streams * 1000 / (20 + 100 * itl) ))
     n=$(( rate * secs ))
     trace="$work/streams-$n_streams-$itl.jsonl"
+    ours_tok=""; ours_s99=""
     awk -v r="$rate" -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
         printf "{\"timestamp\":%.3f,\"input_length\":8,\"output_length\":100}\n", i * 1000 / r }' > "$trace"
     for r in "${replays[@]}"; do
         label=${r%%:*}; exe=${r#*:}
         mapfile -t extra < <(replay_args "$label")
         start_mock --ttft-ms 20 --itl-ms "$itl"
-        # The mock's CPU over the run (clock ticks): is the server the bottleneck?
-        m0=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w0=$(date +%s.%N)
-        /usr/bin/time -f '%U %S %M' -o "$work/rtime.txt" "${prio[@]}" "$exe" --url "http://127.0.0.1:$port" \
-            --model mock-model "${extra[@]}" --summary "$work/streams.json" -i "$trace" \
-            -o /dev/null 2>>"$work/stderr.log" || true
-        m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat"); w1=$(date +%s.%N)
-        mock_cores=$(echo "$m0 $m1 $w0 $w1 $(getconf CLK_TCK)" | awk '{ printf "%.2f", ($2 - $1) / $5 / ($4 - $3) }')
-        mock_secs=$(echo "$m0 $m1 $(getconf CLK_TCK)" | awk '{ print ($2 - $1) / $3 }')
-        read -r cpu rss < <(awk '{ print $1 + $2, $3 / 1024 }' "$work/rtime.txt")
+        mock_cpu_start
+        rm -f "$work/streams.json"
+        measure "$work/m.txt" "$exe" --url "http://127.0.0.1:$port" --model mock-model "${extra[@]}" \
+            --summary "$work/streams.json" -i "$trace" -o /dev/null
+        mock_cpu_end
+        if [[ ! -s "$work/streams.json" ]]; then
+            echo "$label $n_streams:$itl: no summary, the run failed (see $work/measure.log)"
+            continue
+        fi
+        read -r cpu rss tree _ < "$work/m.txt"
         read -r sent achieved c99 t50 t99 tokens failed < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p99) \(.metrics.ttft.p50) \(.metrics.ttft.p99) \(.tokens.output) \(.requests.failed)"' "$work/streams.json")
         read -r _ s99 < <(server_lag "$trace" "$mock_log")
-        printf '%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9.2f %9.0f %8s %9s %9.2f\n' "$label" "$n_streams" "$itl" "$rate" "$sent" "$achieved" "$c99" "$s99" "$t50" "$t99" \
-            "$(echo "$cpu ${base_cpu[$label]} $tokens" | awk '{ print ($3 > 0 ? ($1 - $2) * 1e6 / $3 : 0) }')" "$rss" "$failed" "$mock_cores" \
-            "$(echo "$mock_secs $tokens" | awk '{ print ($2 > 0 ? $1 * 1e6 / $2 : 0) }')"
+        stream_row "$label" "$sent" "$achieved" "$c99" "$s99" "$t50" "$t99" "$cpu" "${base_cpu[$label]}" "$tokens" "$rss" "$tree" "$failed"
+        [[ "$label" == mc-replay ]] && { ours_tok=$per_tok; ours_s99=$s99; }
+    done
+    for p in "${peers[@]}"; do
+        start_mock --ttft-ms 20 --itl-ms "$itl"
+        out="$work/$p-streams-$n_streams-$itl"
+        peer_cmd "$p" "$trace" "$rate" "$n" 100 "$out"
+        mock_cpu_start
+        measure "$work/m.txt" "${cmd[@]}"
+        mock_cpu_end
+        read -r cpu rss tree rc < "$work/m.txt"
+        read -r got achieved < <(mock_counts)
+        read -r _ l99 t50 t99 tokens failed < <(peer_figures "$p" "$out")
+        read -r _ s99 < <(server_lag "$trace" "$mock_log")
+        stream_row "$p" "$got" "$achieved" "$l99" "$s99" "$t50" "$t99" "$cpu" "${peer_base[$p]}" "$tokens" "$rss" "$tree" "$failed"
+        echo "  mc-replay / $p: cpu/tok $(ratio "$ours_tok" "$per_tok"), srv lag p99 $(ratio "$ours_s99" "$s99")"
+        peer_notes
     done
 done
