@@ -173,8 +173,8 @@ impl Analyzer {
             line,
             isl: isl.unwrap_or(0.0),
             osl: osl.unwrap_or(0.0),
-            timestamp,
-            delay,
+            timestamp: timestamp.into(),
+            delay: delay.into(),
             first_unseen,
         };
         let row = self.rows.push(facts, &self.ids);

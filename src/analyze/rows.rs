@@ -6,6 +6,28 @@
 //! before it ended, and its length; about 5 bytes a run on the 1 GB
 //! generated trace where a (u64, u32) pair took 16 (ARCHITECTURE.md §5).
 
+/// An optional number in 8 bytes, not `Option<f64>`'s 16: a row store of
+/// millions of rows holds two of them per row. `None` is one NaN bit
+/// pattern no number read from JSON has (a parser makes no NaN, and
+/// arithmetic makes the canonical one), compared by bits, so every
+/// `Some` round-trips exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct MaybeF64(u64);
+
+const NONE_BITS: u64 = 0x7ff4_0000_dead_0001;
+
+impl MaybeF64 {
+    pub fn get(self) -> Option<f64> {
+        (self.0 != NONE_BITS).then(|| f64::from_bits(self.0))
+    }
+}
+
+impl From<Option<f64>> for MaybeF64 {
+    fn from(v: Option<f64>) -> MaybeF64 {
+        MaybeF64(v.map_or(NONE_BITS, f64::to_bits))
+    }
+}
+
 /// The numbers of a row (what the first pass read from it).
 #[derive(Debug, Clone, Copy)]
 pub struct RowFacts {
@@ -13,8 +35,8 @@ pub struct RowFacts {
     /// `input_length` (0 when missing, as AIPerf counts it).
     pub isl: f64,
     pub osl: f64,
-    pub timestamp: Option<f64>,
-    pub delay: Option<f64>,
+    pub timestamp: MaybeF64,
+    pub delay: MaybeF64,
     /// Index of the first id no earlier row used (AIPerf's hit rate).
     pub first_unseen: u32,
 }
@@ -24,8 +46,9 @@ pub struct RowFacts {
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRow {
     pub facts: RowFacts,
+    /// The row's ids; its runs are read until they add up to this many
+    /// (every run holds at least one), so their count is not stored.
     pub n_ids: u32,
-    n_runs: u32,
     /// Offset of the row's first run in `RowStore::runs`.
     runs: u64,
 }
@@ -76,7 +99,6 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
 impl RowStore {
     pub fn push(&mut self, facts: RowFacts, ids: &[u64]) -> usize {
         let start = self.runs.len() as u64;
-        let mut n_runs = 0u32;
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
         let mut k = 0;
@@ -91,13 +113,11 @@ impl RowStore {
             put_varint(&mut self.runs, ((delta << 1) ^ (delta >> 63)) as u64);
             put_varint(&mut self.runs, len as u64);
             end = first.wrapping_add(len as u64);
-            n_runs += 1;
             k += len;
         }
         self.rows.push(StoredRow {
             facts,
             n_ids: ids.len() as u32,
-            n_runs,
             runs: start,
         });
         self.rows.len() - 1
@@ -108,7 +128,8 @@ impl RowStore {
         out.clear();
         let mut at = row.runs as usize;
         let mut end = 0u64;
-        for _ in 0..row.n_runs {
+        let n = row.n_ids as usize;
+        while out.len() < n {
             let z = get_varint(&self.runs, &mut at);
             let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
             let first = end.wrapping_add(delta as u64);
@@ -128,8 +149,8 @@ mod tests {
             line,
             isl: 0.0,
             osl: 0.0,
-            timestamp: None,
-            delay: None,
+            timestamp: None.into(),
+            delay: Some(-0.0).into(),
             first_unseen: 0,
         }
     }
@@ -149,15 +170,28 @@ mod tests {
             s.push(facts(i as u64), ids);
         }
         // [0] [5,6,7] [9]; none; [3] [3,4] [2]; one run; the run wraps past
-        // u64::MAX like the ids it stands for.
-        let runs: Vec<u32> = s.rows.iter().map(|r| r.n_runs).collect();
-        assert_eq!(runs, [3, 0, 3, 1, 2, 2]);
-        // Small steps take a byte each: 0 (0, 1), 5 (+5, 3), 9 (+1, 1).
-        assert_eq!(s.rows[1].runs, 6);
+        // u64::MAX like the ids it stands for. Small steps take a byte
+        // each: 0 (+0, 1), 5 (+4 from 1, 3), 9 (+1 from 8, 1).
+        let starts: Vec<u64> = s.rows.iter().map(|r| r.runs).collect();
+        assert_eq!(starts[..4], [0, 6, 6, 12]);
         let mut out = Vec::new();
         for (row, ids) in s.rows.iter().zip(rows) {
             s.ids_into(row, &mut out);
             assert_eq!(out, ids);
         }
+    }
+
+    #[test]
+    fn optional_numbers_round_trip_in_8_bytes() {
+        assert_eq!(std::mem::size_of::<MaybeF64>(), 8);
+        for v in [0.0, -0.0, 1.5, f64::MAX, f64::INFINITY, f64::MIN_POSITIVE] {
+            let got = MaybeF64::from(Some(v)).get().map(f64::to_bits);
+            assert_eq!(got, Some(v.to_bits()));
+        }
+        // The canonical NaN is a number, not the missing one.
+        assert!(MaybeF64::from(Some(f64::NAN)).get().is_some());
+        assert_eq!(MaybeF64::from(None).get(), None);
+        // A row's facts and where its ids are: 56 bytes (80 before).
+        assert_eq!(std::mem::size_of::<StoredRow>(), 56);
     }
 }

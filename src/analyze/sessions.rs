@@ -63,7 +63,7 @@ impl SessionTracker {
 
     pub fn finish(self, rows: &RowStore, block_size: u64) -> Sessions {
         let mut turns: Vec<f64> = self.sessions.values().map(|&(t, _)| f64::from(t)).collect();
-        let mut delays: Vec<f64> = rows.rows.iter().filter_map(|r| r.delay).collect();
+        let mut delays: Vec<f64> = rows.rows.iter().filter_map(|r| r.delay.get()).collect();
         let (mut fractions, mut repeated, mut total) = (Vec::new(), 0.0, 0.0);
         for &(i, common) in &self.later {
             let len = rows.rows[i].isl;

@@ -45,7 +45,7 @@ pub fn compute(rows: &RowStore) -> TimingStats {
     let mut ts = Vec::new();
     let mut prev = f64::NEG_INFINITY;
     for r in &rows.rows {
-        if let Some(t) = r.timestamp {
+        if let Some(t) = r.timestamp.get() {
             if t < prev {
                 out_of_order.add(r.line);
             }
