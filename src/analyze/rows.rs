@@ -28,24 +28,27 @@ impl From<Option<f64>> for MaybeF64 {
     }
 }
 
-/// The numbers of a row (what the first pass read from it).
+/// The numbers of a row the second pass needs (what the first pass read
+/// from it). Its line is not here: lines are the row's index plus the
+/// lines skipped before it ([`RowStore::line`]). A `delay` feeds only a
+/// summary and goes straight to the session tracker.
 #[derive(Debug, Clone, Copy)]
 pub struct RowFacts {
-    pub line: u64,
     /// `input_length` (0 when missing, as AIPerf counts it).
     pub isl: f64,
     pub osl: f64,
     pub timestamp: MaybeF64,
-    pub delay: MaybeF64,
-    /// Index of the first id no earlier row used (AIPerf's hit rate).
-    pub first_unseen: u32,
 }
 
 /// One row of the trace, as the analysis remembers it: its facts (reachable
 /// as `row.isl` and so on) and where its ids are.
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRow {
+    /// Kept apart from `first_unseen` and `n_ids`: inside one struct with
+    /// them, its padding made a row 48 bytes.
     pub facts: RowFacts,
+    /// Index of the first id no earlier row used (AIPerf's hit rate).
+    pub first_unseen: u32,
     /// The row's ids; its runs are read until they add up to this many
     /// (every run holds at least one), so their count is not stored.
     pub n_ids: u32,
@@ -71,6 +74,10 @@ pub struct RowStore {
     pub rows: Vec<StoredRow>,
     /// Every row's runs of consecutive ids, encoded (see the module's doc).
     runs: Vec<u8>,
+    /// (row index, line) of the first row and of each row whose line is
+    /// not the one after its predecessor's (lines skipped between them):
+    /// a few entries, where a line per row took 8 bytes a row.
+    line_starts: Vec<(usize, u64)>,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -97,7 +104,13 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
 }
 
 impl RowStore {
-    pub fn push(&mut self, facts: RowFacts, ids: &[u64]) -> usize {
+    /// Stores the row read from `line` (above every line pushed before).
+    /// `first_unseen` is what the id table found for the row.
+    pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> usize {
+        let row = self.rows.len();
+        if self.rows.is_empty() || self.line(row - 1) + 1 != line {
+            self.line_starts.push((row, line));
+        }
         let start = self.runs.len() as u64;
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
@@ -117,10 +130,19 @@ impl RowStore {
         }
         self.rows.push(StoredRow {
             facts,
+            first_unseen,
             n_ids: ids.len() as u32,
             runs: start,
         });
         self.rows.len() - 1
+    }
+
+    /// The line row number `row` was read from.
+    pub fn line(&self, row: usize) -> u64 {
+        let at = self.line_starts.partition_point(|&(r, _)| r <= row);
+        // Row 0 always has an entry, so `at` is at least 1 for a stored row.
+        let (first, line) = self.line_starts[at.saturating_sub(1)];
+        line + (row - first) as u64
     }
 
     /// The ids of `row`, decoded into `out` (cleared first).
@@ -144,14 +166,11 @@ impl RowStore {
 mod tests {
     use super::*;
 
-    fn facts(line: u64) -> RowFacts {
+    fn facts() -> RowFacts {
         RowFacts {
-            line,
             isl: 0.0,
             osl: 0.0,
             timestamp: None.into(),
-            delay: Some(-0.0).into(),
-            first_unseen: 0,
         }
     }
 
@@ -167,7 +186,7 @@ mod tests {
             &[40_000_000, 40_000_001, 7],
         ];
         for (i, ids) in rows.iter().enumerate() {
-            s.push(facts(i as u64), ids);
+            s.push(i as u64 + 1, facts(), 0, ids);
         }
         // [0] [5,6,7] [9]; none; [3] [3,4] [2]; one run; the run wraps past
         // u64::MAX like the ids it stands for. Small steps take a byte
@@ -191,7 +210,20 @@ mod tests {
         // The canonical NaN is a number, not the missing one.
         assert!(MaybeF64::from(Some(f64::NAN)).get().is_some());
         assert_eq!(MaybeF64::from(None).get(), None);
-        // A row's facts and where its ids are: 56 bytes (80 before).
-        assert_eq!(std::mem::size_of::<StoredRow>(), 56);
+        // A row's facts and where its ids are: 40 bytes (80 before).
+        assert_eq!(std::mem::size_of::<StoredRow>(), 40);
+    }
+
+    #[test]
+    fn lines_are_found_across_skipped_ones() {
+        let mut s = RowStore::default();
+        let lines = [3, 4, 5, 9, 10, 12, 1 << 40, (1 << 40) + 1];
+        for line in lines {
+            s.push(line, facts(), 0, &[]);
+        }
+        // The first row and the three after gaps.
+        assert_eq!(s.line_starts.len(), 4);
+        let got: Vec<u64> = (0..lines.len()).map(|r| s.line(r)).collect();
+        assert_eq!(got, lines);
     }
 }
