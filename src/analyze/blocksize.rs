@@ -82,7 +82,7 @@ pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
     let mut conflicts = Finding::default();
     let mut repeated = Vec::with_capacity(rows.rows.len());
     let mut ids = Vec::new();
-    for r in &rows.rows {
+    for (i, r) in rows.rows.iter().enumerate() {
         rows.ids_into(r, &mut ids);
         let n = ids.len();
         let full = n.saturating_sub(1) as f64 * b as f64;
@@ -101,7 +101,7 @@ pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
             let (rep, conflict) = table.check_block(pos, id, size, b as u32);
             count += u32::from(rep);
             if conflict && sized {
-                conflicts.add(r.line);
+                conflicts.add(rows.line(i));
             }
         }
         repeated.push(count);
@@ -120,9 +120,9 @@ pub fn check(
     conflicts: Finding,
 ) -> BlockReport {
     let mut inconsistent = Finding::default();
-    for r in rows.rows.iter().filter(|r| r.has_ids()) {
+    for (i, r) in rows.rows.iter().enumerate().filter(|(_, r)| r.has_ids()) {
         if !consistent(r.n_ids, r.isl, block_size) {
-            inconsistent.add(r.line);
+            inconsistent.add(rows.line(i));
         }
     }
     BlockReport {

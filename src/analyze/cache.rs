@@ -150,7 +150,7 @@ fn replay_order(rows: &[StoredRow], order: Order) -> Vec<usize> {
         let keys: Vec<f64> = rows
             .iter()
             .map(|r| {
-                key = r.timestamp.unwrap_or(key);
+                key = r.timestamp.get().unwrap_or(key);
                 key
             })
             .collect();

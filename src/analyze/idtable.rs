@@ -16,6 +16,7 @@
 //! parent and position in a map. Before this, 16 bytes per id took 1.07 GB
 //! of the 1.63 GB peak on the 1 GB trace (ARCHITECTURE.md §5).
 
+mod heads;
 #[cfg(test)]
 pub(crate) mod reference;
 
@@ -24,9 +25,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::hash::splitmix64;
 use crate::idmap::IdMap;
+use heads::Heads;
 
-/// The heads map is read twice per row or so and grows to millions of
-/// entries; SipHash was a tenth of the time on the 1 GB trace (perf). Ids
+/// The maps keyed by id are read twice per row or so and grow to millions
+/// of entries; SipHash was a tenth of the time on the 1 GB trace (perf). Ids
 /// are not chosen by an attacker who gains by colliding them (a slow
 /// analysis is the worst they get), so one SplitMix64 step is the hash.
 #[derive(Default)]
@@ -133,7 +135,7 @@ pub struct IdTable {
     distinct: u64,
     /// Parent key and position of each id that does not follow the one
     /// below it (the heads of runs).
-    heads: HashMap<u64, (u64, u32), IdHash>,
+    heads: Heads,
     /// Which pass the scratch belongs to.
     pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
@@ -183,7 +185,7 @@ impl IdTable {
         let chain = (id - head) as u32;
         // Every seen id that does not follow is a head (set together in
         // `visit`); the fallback is never taken.
-        let (parent, pos) = self.heads.get(&head).copied().unwrap_or((ROOT, 0));
+        let (parent, pos) = self.heads.get(head).unwrap_or((ROOT, 0));
         Primary {
             parent: if chain == 0 { parent } else { id - 1 },
             pos: pos + chain,
@@ -253,7 +255,7 @@ impl IdTable {
                     }
                 } else {
                     *self.flags.slot(id) = SEEN;
-                    self.heads.insert(id, (parent, pos32));
+                    self.heads.insert(id, parent, pos32);
                     Primary {
                         parent,
                         pos: pos32,

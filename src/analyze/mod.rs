@@ -170,15 +170,13 @@ impl Analyzer {
             self.first_ids.add(first);
         }
         let facts = RowFacts {
-            line,
             isl: isl.unwrap_or(0.0),
             osl: osl.unwrap_or(0.0),
-            timestamp,
-            delay,
-            first_unseen,
+            timestamp: timestamp.into(),
         };
-        let row = self.rows.push(facts, &self.ids);
-        self.sessions.add(&self.rows, row, session, &self.ids);
+        let row = self.rows.push(line, facts, first_unseen, &self.ids);
+        self.sessions
+            .add(&self.rows, row, session, &self.ids, delay);
         Ok(())
     }
 

@@ -6,26 +6,52 @@
 //! before it ended, and its length; about 5 bytes a run on the 1 GB
 //! generated trace where a (u64, u32) pair took 16 (ARCHITECTURE.md §5).
 
-/// The numbers of a row (what the first pass read from it).
+/// An optional number in 8 bytes, not `Option<f64>`'s 16: a row store of
+/// millions of rows holds two of them per row. `None` is one NaN bit
+/// pattern no number read from JSON has (a parser makes no NaN, and
+/// arithmetic makes the canonical one), compared by bits, so every
+/// `Some` round-trips exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct MaybeF64(u64);
+
+const NONE_BITS: u64 = 0x7ff4_0000_dead_0001;
+
+impl MaybeF64 {
+    pub fn get(self) -> Option<f64> {
+        (self.0 != NONE_BITS).then(|| f64::from_bits(self.0))
+    }
+}
+
+impl From<Option<f64>> for MaybeF64 {
+    fn from(v: Option<f64>) -> MaybeF64 {
+        MaybeF64(v.map_or(NONE_BITS, f64::to_bits))
+    }
+}
+
+/// The numbers of a row the second pass needs (what the first pass read
+/// from it). Its line is not here: lines are the row's index plus the
+/// lines skipped before it ([`RowStore::line`]). A `delay` feeds only a
+/// summary and goes straight to the session tracker.
 #[derive(Debug, Clone, Copy)]
 pub struct RowFacts {
-    pub line: u64,
     /// `input_length` (0 when missing, as AIPerf counts it).
     pub isl: f64,
     pub osl: f64,
-    pub timestamp: Option<f64>,
-    pub delay: Option<f64>,
-    /// Index of the first id no earlier row used (AIPerf's hit rate).
-    pub first_unseen: u32,
+    pub timestamp: MaybeF64,
 }
 
 /// One row of the trace, as the analysis remembers it: its facts (reachable
 /// as `row.isl` and so on) and where its ids are.
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRow {
+    /// Kept apart from `first_unseen` and `n_ids`: inside one struct with
+    /// them, its padding made a row 48 bytes.
     pub facts: RowFacts,
+    /// Index of the first id no earlier row used (AIPerf's hit rate).
+    pub first_unseen: u32,
+    /// The row's ids; its runs are read until they add up to this many
+    /// (every run holds at least one), so their count is not stored.
     pub n_ids: u32,
-    n_runs: u32,
     /// Offset of the row's first run in `RowStore::runs`.
     runs: u64,
 }
@@ -48,6 +74,10 @@ pub struct RowStore {
     pub rows: Vec<StoredRow>,
     /// Every row's runs of consecutive ids, encoded (see the module's doc).
     runs: Vec<u8>,
+    /// (row index, line) of the first row and of each row whose line is
+    /// not the one after its predecessor's (lines skipped between them):
+    /// a few entries, where a line per row took 8 bytes a row.
+    line_starts: Vec<(usize, u64)>,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -74,9 +104,14 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
 }
 
 impl RowStore {
-    pub fn push(&mut self, facts: RowFacts, ids: &[u64]) -> usize {
+    /// Stores the row read from `line` (above every line pushed before).
+    /// `first_unseen` is what the id table found for the row.
+    pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> usize {
+        let row = self.rows.len();
+        if self.rows.is_empty() || self.line(row - 1) + 1 != line {
+            self.line_starts.push((row, line));
+        }
         let start = self.runs.len() as u64;
-        let mut n_runs = 0u32;
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
         let mut k = 0;
@@ -91,16 +126,23 @@ impl RowStore {
             put_varint(&mut self.runs, ((delta << 1) ^ (delta >> 63)) as u64);
             put_varint(&mut self.runs, len as u64);
             end = first.wrapping_add(len as u64);
-            n_runs += 1;
             k += len;
         }
         self.rows.push(StoredRow {
             facts,
+            first_unseen,
             n_ids: ids.len() as u32,
-            n_runs,
             runs: start,
         });
         self.rows.len() - 1
+    }
+
+    /// The line row number `row` was read from.
+    pub fn line(&self, row: usize) -> u64 {
+        let at = self.line_starts.partition_point(|&(r, _)| r <= row);
+        // Row 0 always has an entry, so `at` is at least 1 for a stored row.
+        let (first, line) = self.line_starts[at.saturating_sub(1)];
+        line + (row - first) as u64
     }
 
     /// The ids of `row`, decoded into `out` (cleared first).
@@ -108,7 +150,8 @@ impl RowStore {
         out.clear();
         let mut at = row.runs as usize;
         let mut end = 0u64;
-        for _ in 0..row.n_runs {
+        let n = row.n_ids as usize;
+        while out.len() < n {
             let z = get_varint(&self.runs, &mut at);
             let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
             let first = end.wrapping_add(delta as u64);
@@ -123,14 +166,11 @@ impl RowStore {
 mod tests {
     use super::*;
 
-    fn facts(line: u64) -> RowFacts {
+    fn facts() -> RowFacts {
         RowFacts {
-            line,
             isl: 0.0,
             osl: 0.0,
-            timestamp: None,
-            delay: None,
-            first_unseen: 0,
+            timestamp: None.into(),
         }
     }
 
@@ -146,18 +186,44 @@ mod tests {
             &[40_000_000, 40_000_001, 7],
         ];
         for (i, ids) in rows.iter().enumerate() {
-            s.push(facts(i as u64), ids);
+            s.push(i as u64 + 1, facts(), 0, ids);
         }
         // [0] [5,6,7] [9]; none; [3] [3,4] [2]; one run; the run wraps past
-        // u64::MAX like the ids it stands for.
-        let runs: Vec<u32> = s.rows.iter().map(|r| r.n_runs).collect();
-        assert_eq!(runs, [3, 0, 3, 1, 2, 2]);
-        // Small steps take a byte each: 0 (0, 1), 5 (+5, 3), 9 (+1, 1).
-        assert_eq!(s.rows[1].runs, 6);
+        // u64::MAX like the ids it stands for. Small steps take a byte
+        // each: 0 (+0, 1), 5 (+4 from 1, 3), 9 (+1 from 8, 1).
+        let starts: Vec<u64> = s.rows.iter().map(|r| r.runs).collect();
+        assert_eq!(starts[..4], [0, 6, 6, 12]);
         let mut out = Vec::new();
         for (row, ids) in s.rows.iter().zip(rows) {
             s.ids_into(row, &mut out);
             assert_eq!(out, ids);
         }
+    }
+
+    #[test]
+    fn optional_numbers_round_trip_in_8_bytes() {
+        assert_eq!(std::mem::size_of::<MaybeF64>(), 8);
+        for v in [0.0, -0.0, 1.5, f64::MAX, f64::INFINITY, f64::MIN_POSITIVE] {
+            let got = MaybeF64::from(Some(v)).get().map(f64::to_bits);
+            assert_eq!(got, Some(v.to_bits()));
+        }
+        // The canonical NaN is a number, not the missing one.
+        assert!(MaybeF64::from(Some(f64::NAN)).get().is_some());
+        assert_eq!(MaybeF64::from(None).get(), None);
+        // A row's facts and where its ids are: 40 bytes (80 before).
+        assert_eq!(std::mem::size_of::<StoredRow>(), 40);
+    }
+
+    #[test]
+    fn lines_are_found_across_skipped_ones() {
+        let mut s = RowStore::default();
+        let lines = [3, 4, 5, 9, 10, 12, 1 << 40, (1 << 40) + 1];
+        for line in lines {
+            s.push(line, facts(), 0, &[]);
+        }
+        // The first row and the three after gaps.
+        assert_eq!(s.line_starts.len(), 4);
+        let got: Vec<u64> = (0..lines.len()).map(|r| s.line(r)).collect();
+        assert_eq!(got, lines);
     }
 }

@@ -33,11 +33,21 @@ pub struct SessionTracker {
     /// (row index, blocks in common with the previous turn) per later turn.
     later: Vec<(usize, u32)>,
     prev_ids: Vec<u64>,
+    /// Every row's `delay`, in file order.
+    delays: Vec<f64>,
 }
 
 impl SessionTracker {
-    /// Row `row` (already stored, with `ids`) belongs to `session`.
-    pub fn add(&mut self, rows: &RowStore, row: usize, session: Option<&[u8]>, ids: &[u64]) {
+    /// Row `row` (already stored, with `ids` and `delay`) belongs to `session`.
+    pub fn add(
+        &mut self,
+        rows: &RowStore,
+        row: usize,
+        session: Option<&[u8]>,
+        ids: &[u64],
+        delay: Option<f64>,
+    ) {
+        self.delays.extend(delay);
         let Some(key) = session else {
             self.rows_without += 1;
             return;
@@ -61,9 +71,8 @@ impl SessionTracker {
         }
     }
 
-    pub fn finish(self, rows: &RowStore, block_size: u64) -> Sessions {
+    pub fn finish(mut self, rows: &RowStore, block_size: u64) -> Sessions {
         let mut turns: Vec<f64> = self.sessions.values().map(|&(t, _)| f64::from(t)).collect();
-        let mut delays: Vec<f64> = rows.rows.iter().filter_map(|r| r.delay).collect();
         let (mut fractions, mut repeated, mut total) = (Vec::new(), 0.0, 0.0);
         for &(i, common) in &self.later {
             let len = rows.rows[i].isl;
@@ -79,7 +88,7 @@ impl SessionTracker {
             rows_in_sessions: turns.iter().sum::<f64>() as u64,
             rows_without_session: self.rows_without,
             turns_per_session: Summary::of(&mut turns),
-            delay_ms: Summary::of(&mut delays),
+            delay_ms: Summary::of(&mut self.delays),
             later_turns: self.later.len() as u64,
             repeated_fraction: Summary::of(&mut fractions),
             repeated_tokens_fraction: (total > 0.0).then(|| repeated / total),

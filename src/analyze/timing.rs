@@ -44,10 +44,10 @@ pub fn compute(rows: &RowStore) -> TimingStats {
     let mut out_of_order = Finding::default();
     let mut ts = Vec::new();
     let mut prev = f64::NEG_INFINITY;
-    for r in &rows.rows {
-        if let Some(t) = r.timestamp {
+    for (i, r) in rows.rows.iter().enumerate() {
+        if let Some(t) = r.timestamp.get() {
             if t < prev {
-                out_of_order.add(r.line);
+                out_of_order.add(rows.line(i));
             }
             prev = t;
             ts.push(t);
