@@ -470,7 +470,7 @@ fn load_lengths(dir: &Path, kind: &str, max_line: usize) -> Result<Lengths> {
 }
 
 impl Importer for RagPulse {
-    fn file(&mut self, src: Box<dyn Read>, file_no: usize, sink: &mut Sink) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, file_no: usize, sink: &mut Sink) -> Result<()> {
         let folder = self.folder_for(file_no)?;
         if self.folder.as_ref() != Some(&folder) {
             // Another folder: its chunk ids are another id space.
