@@ -1,6 +1,7 @@
 //! Reading one input of the merge a batch ahead, on a thread of its own:
 //! the thread parses and rewrites rows (the merge's cost per row) into
-//! batches of about [`BATCH_BYTES`], while the merging thread takes rows
+//! batches of about the chunk size of `chunks` (2 MB; `MCTRACE_CHUNK_BYTES`
+//! makes it small in tests), while the merging thread takes rows
 //! from the batch before (ARCHITECTURE.md §5, "merge read-ahead"). Two
 //! batches are in flight per input and their buffers come back to be
 //! reused, so memory stays a few MB whatever the input.
@@ -13,12 +14,9 @@
 use crossbeam_channel::{Receiver, Sender};
 
 use super::input::Reading;
+use crate::chunks;
 use crate::error::{Error, Result};
 use crate::record::Number;
-
-/// Bytes of rewritten rows in one batch: enough that handing a batch over
-/// costs nothing per row, small enough for a few MB per input.
-pub const BATCH_BYTES: usize = 1 << 20;
 
 /// Rewritten rows, back to back.
 #[derive(Default)]
@@ -58,7 +56,8 @@ impl Ahead {
         let _ = free.send(Batch::default());
         // Detached: it ends at the end of the file, or when this end is
         // dropped (a send fails).
-        std::thread::spawn(move || read_ahead(reading, &full_tx, &free_rx));
+        let size = chunks::chunk_bytes();
+        std::thread::spawn(move || read_ahead(reading, size, &full_tx, &free_rx));
         Ahead {
             full,
             free,
@@ -95,7 +94,12 @@ impl Ahead {
 }
 
 /// The thread: batches of rows until the end of the file or an error.
-fn read_ahead(mut reading: Box<Reading>, full: &Sender<Batch>, free: &Receiver<Batch>) {
+fn read_ahead(
+    mut reading: Box<Reading>,
+    size: usize,
+    full: &Sender<Batch>,
+    free: &Receiver<Batch>,
+) {
     // One batch is being filled here, one waits in `full` and one is being
     // read: the third is made on the first turn.
     let mut spare = Some(Batch::default());
@@ -113,7 +117,7 @@ fn read_ahead(mut reading: Box<Reading>, full: &Sender<Batch>, free: &Receiver<B
         batch.bytes.clear();
         batch.rows.clear();
         let mut end = None;
-        while batch.bytes.len() < BATCH_BYTES {
+        while batch.bytes.len() < size {
             match reading.next(&mut batch.bytes) {
                 Ok(Some(timestamp)) => {
                     let row = (batch.bytes.len(), reading.key(), timestamp);
