@@ -13,7 +13,7 @@
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::input::Reading;
+use super::reading::Reading;
 use crate::chunks;
 use crate::error::{Error, Result};
 use crate::record::Number;

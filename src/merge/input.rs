@@ -14,6 +14,8 @@ use crate::progress::Progress;
 use crate::record::{Number, Record};
 
 use super::ahead::{Ahead, Ended};
+use super::reading::in_file;
+use super::reading::Reading;
 use super::rewrite::Rewriter;
 use super::sorted::{Sorted, Sorter};
 
@@ -125,14 +127,6 @@ impl Input {
     }
 }
 
-/// Puts the file's name in front of a message about its data.
-pub fn in_file(name: &str, e: Error) -> Error {
-    match e {
-        Error::Data { .. } | Error::Input(_) => Error::Input(format!("{name}: {e}")),
-        e => e,
-    }
-}
-
 /// The rows of one file, in file order or sorted.
 enum Rows {
     /// Read and rewritten on this thread.
@@ -143,79 +137,6 @@ enum Rows {
     Sorted(Sorted),
     /// The end of the rows.
     Done,
-}
-
-/// One file read in order: each row rewritten, the sort check, the
-/// `--on-error` policy and the counts. It runs on this thread, or on a
-/// read-ahead thread that hands it back at the end of the file.
-pub struct Reading {
-    name: String,
-    reader: LineReader<Box<dyn Read + Send>>,
-    rw: Rewriter,
-    policy: ErrorPolicy,
-    /// The key of the last row kept (see [`Source::key`]).
-    key: f64,
-    /// Refuse rows whose key goes back (interleave without `--sort`).
-    check_sorted: bool,
-    /// Line of the last row with a timestamp, for the unsorted message.
-    key_line: u64,
-    /// Records read, and those `--weights` dropped.
-    rows_read: u64,
-    dropped: u64,
-}
-
-impl Reading {
-    /// Appends the next row kept, rewritten, to `out`; returns its written
-    /// timestamp (and the key in `self.key`), or `None` at the end.
-    pub fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Option<Number>>> {
-        loop {
-            let line = match self.reader.next_line() {
-                Ok(Some(l)) => l,
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    self.policy.handle(e).map_err(|e| in_file(&self.name, e))?;
-                    continue;
-                }
-            };
-            let no = line.no;
-            let mark = out.len();
-            match self.rw.row(line.bytes, no, out) {
-                Ok(Some(kept)) => {
-                    self.rows_read += 1;
-                    let key = kept.timestamp.map_or(self.key, Number::as_f64);
-                    if self.check_sorted && key < self.key {
-                        return Err(Error::Input(format!(
-                            "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
-                             interleave reads each input in timestamp order; pass --sort to \
-                             sort the inputs first",
-                            self.name, self.key, self.key_line
-                        )));
-                    }
-                    if kept.timestamp.is_some() {
-                        self.key_line = no;
-                    }
-                    self.key = key;
-                    return Ok(Some(kept.timestamp));
-                }
-                Ok(None) => {
-                    out.truncate(mark);
-                    self.rows_read += 1;
-                    self.dropped += 1;
-                }
-                Err(e) => {
-                    out.truncate(mark);
-                    self.policy
-                        .record(no, e)
-                        .map_err(|e| in_file(&self.name, e))?
-                }
-            }
-        }
-    }
-
-    /// The key of the last row kept.
-    pub fn key(&self) -> f64 {
-        self.key
-    }
 }
 
 /// One input being merged: its next row, rewritten, waits in `pending`.

@@ -8,6 +8,7 @@
 
 pub mod ahead;
 pub mod input;
+pub mod reading;
 pub mod rewrite;
 pub mod sorted;
 
