@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Throughput and peak memory of mc-import and mc-merge on generated inputs,
-# next to `cat` on the same files, all measured in this one run:
+# next to `cat | cat` on the same files (the issue's reference for a
+# streaming filter), all measured in this one run:
 #   - mc-import --from azure on an Azure-2024-shaped CSV
 #     (`TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps like
 #     `2024-05-10 00:00:00.0095530+00:00`, some without a fraction);
@@ -14,6 +15,7 @@
 #   scripts/bench-import.sh
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
 #   AZURE_SIZE=1G RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
+#   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
 #
 # SIZE (default 1G) is the default of the three per-input sizes; the merge
 # reads two inputs of MERGE_SIZE each. Inputs are generated (awk and
@@ -28,9 +30,14 @@ dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
 # PROFILE=release for the everyday build; the figures in the docs use `dist` (fat LTO).
 profile="${PROFILE:-dist}"
-cargo build --profile "$profile" --quiet --bins --examples
-echo "profile: $profile (target/$profile)" >&2
-bin=target/$profile
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+  profile="$BIN"
+else
+  cargo build --profile "$profile" --quiet --bins --examples
+  bin=target/$profile
+fi
+echo "binaries: $bin" >&2
 
 bytes_of() { # 512M, 1G, 100K or a byte count
   awk -v s="$1" 'BEGIN { n = s + 0; u = substr(s, length(s));
@@ -138,12 +145,14 @@ if [ $rag_ok = 1 ] && [ ! -s "$rag/0_trace.jsonl" ]; then
 fi
 
 printf '\nprofile: %s\n\n' "$profile"
-printf '| command | input MB | best s | MB/s | x cat | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
+printf 'load average: %s\n\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| command | input MB | best s | MB/s | x cat or cat pipe | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
 
 # ---- azure
 bytes=$(stat -c %s "$azure")
 cat "$azure" > /dev/null
 measure "$azure" cat; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat (azure csv)" "$bytes" "$cat_mbps"
+measure "$azure" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (azure csv)" "$bytes" "$cat_mbps"
 measure "$azure" $bin/mc-import --from azure; row "mc-import --from azure" "$bytes" "$cat_mbps"
 measure "$azure" $bin/mc-import --from azure --float-timestamps
 row "mc-import --from azure --float-timestamps" "$bytes" "$cat_mbps"
@@ -154,6 +163,8 @@ if [ $rag_ok = 1 ]; then
   cat "$rag/0_trace.jsonl" > /dev/null
   measure "$rag/0_trace.jsonl" cat; cat_mbps=$(mbps "$bytes" "$best_s")
   row "cat (ragpulse trace)" "$bytes" "$cat_mbps"
+  measure "$rag/0_trace.jsonl" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s")
+  row "cat | cat (ragpulse trace)" "$bytes" "$cat_mbps"
   measure /dev/null $bin/mc-import --from ragpulse --components "$rag" "$rag/0_trace.jsonl"
   row "mc-import --from ragpulse" "$bytes" "$cat_mbps"
 else
@@ -165,6 +176,8 @@ bytes=$(( $(stat -c %s "$merge_a") + $(stat -c %s "$merge_b") ))
 cat "$merge_a" "$merge_b" > /dev/null
 measure /dev/null cat "$merge_a" "$merge_b"; cat_mbps=$(mbps "$bytes" "$best_s")
 row "cat A B" "$bytes" "$cat_mbps"
+measure /dev/null sh -c 'cat "$0" "$1" | cat' "$merge_a" "$merge_b"; cat_mbps=$(mbps "$bytes" "$best_s")
+row "cat A B | cat" "$bytes" "$cat_mbps"
 measure /dev/null $bin/mc-merge interleave "$merge_a" "$merge_b"
 row "mc-merge interleave A B" "$bytes" "$cat_mbps"
 interleave_kb=$best_kb
@@ -178,8 +191,10 @@ row "mc-merge interleave --sort A B" "$bytes" "$cat_mbps"
 sort_kb=$best_kb
 
 echo
-echo "(best of 3 runs; peak RSS is the largest of the 3; merge inputs: two gen_trace files"
-echo " of $merge_size with seeds 1 and 2, sorted by timestamp; MB/s counts input bytes)"
+echo "(best of 3 runs; peak RSS is the largest of the 3; the ratios of the tools are against"
+echo " the \`cat | cat\` row above them; merge inputs: two gen_trace files of $merge_size with"
+echo " seeds 1 and 2, sorted by timestamp; MB/s counts input bytes)"
+printf 'load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $((sort_kb / 1024)) -ge 256 ]; then
   echo "FAIL: mc-merge interleave --sort peaked at $((sort_kb / 1024)) MB, above 256 MB (4 runs of 64 MiB)" >&2
   exit 1

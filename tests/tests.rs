@@ -4,6 +4,7 @@ mod analyze;
 mod architecture;
 mod cap;
 mod chunked;
+mod chunked_import;
 mod docs;
 mod engine;
 mod faults;

@@ -110,7 +110,7 @@ impl Aibrix {
 }
 
 impl Importer for Aibrix {
-    fn file(&mut self, src: Box<dyn Read>, _file_no: usize, sink: &mut Sink) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, _file_no: usize, sink: &mut Sink) -> Result<()> {
         let (first, src) = peek_start(src)?;
         if first == Some(b'[') {
             let mut split = ArraySplitter::named(src, "AIBrix workload", "entry");

@@ -4,9 +4,9 @@
 
 use std::io::Read;
 
-use super::csv::{column_error, read_rows, show, CsvRow};
+use super::csv::{column_error, read_rows, show, CsvFormat, CsvRow};
 use super::row::SynthIds;
-use super::{time, ImportArgs, Importer, Sink};
+use super::{time, write_row, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
 pub struct Azure {
@@ -18,7 +18,8 @@ pub struct Azure {
     ts: Vec<u8>,
 }
 
-struct Cols {
+/// The columns of the header this format reads.
+pub struct Cols {
     ts: usize,
     input: usize,
     output: usize,
@@ -37,7 +38,8 @@ impl Azure {
         }
     }
 
-    fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
+    /// The row's token counts; its time since the zero goes to `self.ts`.
+    fn times(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_datetime(&raw).ok_or_else(|| {
@@ -73,8 +75,48 @@ impl Azure {
     }
 }
 
+impl CsvFormat for Azure {
+    type Cols = Cols;
+
+    fn row(
+        &mut self,
+        r: &CsvRow<'_, Cols>,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> std::result::Result<(), RecordError> {
+        let (input, output) = self.times(r)?;
+        let ids = self.synth.as_mut().map(|s| s.next_row(input));
+        let ts = &self.ts;
+        write_row(out, counts, |w| {
+            w.timestamp_text(ts);
+            w.input_length(input);
+            w.output_length(output);
+            if let Some(ids) = ids {
+                w.hash_ids(ids);
+            }
+        });
+        Ok(())
+    }
+
+    /// Rows are out-of-order work once the first row set the zero; made-up
+    /// ids number on from the rows before, so they stay in order.
+    fn ready(&self) -> bool {
+        self.zero.is_some() && self.synth.is_none()
+    }
+
+    fn fork(&self) -> Self {
+        Azure {
+            max_line: self.max_line,
+            float: self.float,
+            synth: self.synth.clone(),
+            zero: self.zero,
+            ts: Vec::new(),
+        }
+    }
+}
+
 impl Importer for Azure {
-    fn file(&mut self, src: Box<dyn Read>, _file_no: usize, sink: &mut Sink) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, _file_no: usize, sink: &mut Sink) -> Result<()> {
         let columns = |h: &super::csv::Header| {
             let col = |name| h.require(name, "Azure LLM inference trace");
             Ok(Cols {
@@ -83,22 +125,6 @@ impl Importer for Azure {
                 output: col("GeneratedTokens")?,
             })
         };
-        read_rows(src, self.max_line, sink, columns, |r, sink| {
-            let (input, output) = match self.row(r) {
-                Ok(v) => v,
-                Err(e) => return Ok(Err(e)),
-            };
-            let ids = self.synth.as_mut().map(|s| s.next_row(input));
-            let ts = &self.ts;
-            sink.row(|w| {
-                w.timestamp_text(ts);
-                w.input_length(input);
-                w.output_length(output);
-                if let Some(ids) = ids {
-                    w.hash_ids(ids);
-                }
-            })?;
-            Ok(Ok(()))
-        })
+        read_rows(src, self.max_line, sink, columns, self)
     }
 }

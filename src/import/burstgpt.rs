@@ -11,9 +11,9 @@
 
 use std::io::Read;
 
-use super::csv::{column_error, read_rows, show, CsvRow, Header};
+use super::csv::{column_error, read_rows, show, CsvFormat, CsvRow, Header};
 use super::row::SynthIds;
-use super::{time, ImportArgs, Importer, Sink};
+use super::{time, write_row, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
 const FORMAT: &str = "BurstGPT";
@@ -31,7 +31,8 @@ pub struct BurstGpt {
     ts: Vec<u8>,
 }
 
-struct Cols {
+/// The columns of the header this format reads.
+pub struct Cols {
     ts: usize,
     model: Option<usize>,
     input: usize,
@@ -95,7 +96,7 @@ impl Cols {
 }
 
 impl BurstGpt {
-    fn row(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
+    fn verdict(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<Verdict, RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
         let t = time::parse_seconds(&raw)
@@ -135,42 +136,70 @@ impl BurstGpt {
     }
 }
 
+impl CsvFormat for BurstGpt {
+    type Cols = Cols;
+
+    fn row(
+        &mut self,
+        r: &CsvRow<'_, Cols>,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> std::result::Result<(), RecordError> {
+        let (input, output, session) = match self.verdict(r)? {
+            Verdict::Keep {
+                input,
+                output,
+                session,
+            } => (input, output, session),
+            Verdict::Drop(reason) => {
+                counts.drop(reason);
+                return Ok(());
+            }
+        };
+        let ids = self.synth.as_mut().map(|s| s.next_row(input));
+        let ts = &self.ts;
+        write_row(out, counts, |w| {
+            w.timestamp_text(ts);
+            if let Some(s) = &session {
+                w.session_id(s);
+            }
+            w.input_length(input);
+            w.output_length(output);
+            if let Some(ids) = ids {
+                w.hash_ids(ids);
+            }
+        });
+        Ok(())
+    }
+
+    /// Every row is a function of itself; made-up ids number on from the
+    /// rows before, so they stay in order.
+    fn ready(&self) -> bool {
+        self.synth.is_none()
+    }
+
+    fn fork(&self) -> Self {
+        BurstGpt {
+            max_line: self.max_line,
+            float: self.float,
+            keep_failed: self.keep_failed,
+            models: self.models.clone(),
+            log_types: self.log_types.clone(),
+            synth: self.synth.clone(),
+            ts: Vec::new(),
+        }
+    }
+}
+
 impl Importer for BurstGpt {
-    fn file(&mut self, src: Box<dyn Read>, _file_no: usize, sink: &mut Sink) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, _file_no: usize, sink: &mut Sink) -> Result<()> {
         let (model, log_type) = (!self.models.is_empty(), !self.log_types.is_empty());
         read_rows(
             src,
             self.max_line,
             sink,
             |h| Cols::find(h, model, log_type),
-            |r, sink| {
-                let (input, output, session) = match self.row(r) {
-                    Ok(Verdict::Keep {
-                        input,
-                        output,
-                        session,
-                    }) => (input, output, session),
-                    Ok(Verdict::Drop(reason)) => {
-                        sink.counts.drop(reason);
-                        return Ok(Ok(()));
-                    }
-                    Err(e) => return Ok(Err(e)),
-                };
-                let ids = self.synth.as_mut().map(|s| s.next_row(input));
-                let ts = &self.ts;
-                sink.row(|w| {
-                    w.timestamp_text(ts);
-                    if let Some(s) = &session {
-                        w.session_id(s);
-                    }
-                    w.input_length(input);
-                    w.output_length(output);
-                    if let Some(ids) = ids {
-                        w.hash_ids(ids);
-                    }
-                })?;
-                Ok(Ok(()))
-            },
+            self,
         )
     }
 }

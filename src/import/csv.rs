@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 use std::io::Read;
 
-use super::Sink;
+use super::lines::{self, Convert};
+use super::{Counts, Sink};
 use crate::csv::Fields;
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
@@ -55,17 +56,43 @@ impl Header {
     }
 }
 
+/// One CSV format's rule for a data row, for the line loop (`lines`).
+pub trait CsvFormat: Send {
+    /// The columns the format found in the header.
+    type Cols: Sync;
+
+    /// Converts one row: rows into `out`, counted in `counts` (a bad row
+    /// is the error, named by its line by the loop).
+    fn row(
+        &mut self,
+        r: &CsvRow<'_, Self::Cols>,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> std::result::Result<(), RecordError>;
+
+    /// As [`Convert::ready`]: later rows are a function of the row and the
+    /// state held now.
+    fn ready(&self) -> bool {
+        true
+    }
+
+    /// A copy with the same state (for a worker, or to go on with).
+    fn fork(&self) -> Self
+    where
+        Self: Sized;
+}
+
 /// Reads one CSV file: the header (its first non-blank line, BOM stripped)
 /// is handed to `columns`, which finds the columns it needs; then each row
-/// is split and handed to `row`. A row's `RecordError` is a bad record
-/// (named by line, handled per `--on-error`); the outer `Result` of `row`
-/// is for failures that stop the import (output errors).
-pub fn read_rows<C>(
-    src: Box<dyn Read>,
+/// is split and handed to `format`, in order or in chunks (`lines`).
+/// `format` ends in the state the last row in order left it (Azure's zero
+/// carries over to the next file).
+pub fn read_rows<F: CsvFormat>(
+    src: Box<dyn Read + Send>,
     max_line: usize,
     sink: &mut Sink,
-    columns: impl FnOnce(&Header) -> std::result::Result<C, RecordError>,
-    mut row: impl FnMut(&CsvRow<'_, C>, &mut Sink) -> Result<std::result::Result<(), RecordError>>,
+    columns: impl FnOnce(&Header) -> std::result::Result<F::Cols, RecordError>,
+    format: &mut F,
 ) -> Result<()> {
     let mut rd = LineReader::new_text(src, max_line);
     let Some(first) = rd.next_line()? else {
@@ -74,22 +101,57 @@ pub fn read_rows<C>(
     let no = first.no;
     let header = Header::parse(first.bytes).map_err(|err| Error::Data { line: no, err })?;
     let cols = columns(&header).map_err(|err| Error::Data { line: no, err })?;
-    let mut fields = Fields::default();
-    sink.each_line(&mut rd, |sink, bytes| {
-        sink.counts.rows_in += 1;
-        match fields.split(bytes) {
-            Ok(()) => row(
-                &CsvRow {
-                    header: &header,
-                    cols: &cols,
-                    fields: &fields,
-                    line: bytes,
-                },
-                sink,
-            ),
-            Err(e) => Ok(Err(e)),
+    let mut rows = Rows {
+        header: &header,
+        cols: &cols,
+        fields: Fields::default(),
+        format: format.fork(),
+    };
+    let result = lines::convert(sink, rd, max_line, &mut rows);
+    *format = rows.format;
+    result
+}
+
+/// The CSV rows of one file as a line converter.
+struct Rows<'a, F: CsvFormat> {
+    header: &'a Header,
+    cols: &'a F::Cols,
+    fields: Fields,
+    format: F,
+}
+
+impl<F: CsvFormat> Convert for Rows<'_, F> {
+    fn line(
+        &mut self,
+        line: &[u8],
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> Result<std::result::Result<(), RecordError>> {
+        counts.rows_in += 1;
+        if let Err(e) = self.fields.split(line) {
+            return Ok(Err(e));
         }
-    })
+        let row = CsvRow {
+            header: self.header,
+            cols: self.cols,
+            fields: &self.fields,
+            line,
+        };
+        Ok(self.format.row(&row, out, counts))
+    }
+
+    fn ready(&self) -> bool {
+        self.format.ready()
+    }
+
+    fn fork(&self) -> Self {
+        Rows {
+            header: self.header,
+            cols: self.cols,
+            fields: Fields::default(),
+            format: self.format.fork(),
+        }
+    }
 }
 
 /// One data row of a CSV file, with its header and the columns found in it.

@@ -10,6 +10,7 @@ pub mod azure;
 pub mod burstgpt;
 pub mod csv;
 pub mod detect;
+pub mod lines;
 pub mod ragpulse;
 pub mod row;
 pub mod time;
@@ -20,7 +21,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, RecordError, Result};
 use crate::filter::IoArgs;
-use crate::jsonl::{self, ErrorPolicy, LineReader, Output};
+use crate::jsonl::{self, ErrorPolicy, LineReader, OnError, Output};
 use crate::nat;
 use row::ObjWriter;
 
@@ -190,6 +191,18 @@ impl Counts {
             .map_or(0, |(_, n)| *n)
     }
 
+    /// Adds `other`'s counts (a chunk's) into these.
+    pub fn add(&mut self, other: &Counts) {
+        self.rows_in += other.rows_in;
+        self.rows_out += other.rows_out;
+        for &(reason, n) in &other.dropped {
+            match self.dropped.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, m)) => *m += n,
+                None => self.dropped.push((reason, n)),
+            }
+        }
+    }
+
     pub fn summary(&self, format: &str) -> String {
         let mut s = format!(
             "{format}: {} rows in, {} rows out",
@@ -202,20 +215,43 @@ impl Counts {
     }
 }
 
+/// Writes one row built by `f` (and its `\n`) into `out`, counting it.
+pub fn write_row(out: &mut Vec<u8>, counts: &mut Counts, f: impl FnOnce(&mut ObjWriter<'_>)) {
+    let mut w = ObjWriter::new(out);
+    f(&mut w);
+    w.finish();
+    counts.rows_out += 1;
+}
+
 /// Where every importer writes: the output, the error policy and the counts.
 pub struct Sink {
     pub out: Output,
     pub policy: ErrorPolicy,
     pub counts: Counts,
+    /// `--on-error`: the chunked loop's workers go on past a bad record
+    /// only when it is `skip`.
+    pub on_error: OnError,
+    /// `--line-buffered`: rows go out one at a time, so lines are
+    /// converted in order (`lines`).
+    pub line_buffered: bool,
 }
 
 impl Sink {
+    /// A sink writing to `out` under `--on-error on_error`; `line_buffered`
+    /// converts lines in order (the output itself flushes as it was opened).
+    pub fn new(out: Output, on_error: OnError, line_buffered: bool) -> Sink {
+        Sink {
+            out,
+            policy: ErrorPolicy::new(on_error),
+            counts: Counts::default(),
+            on_error,
+            line_buffered,
+        }
+    }
+
     /// Writes one row built by `f`.
     pub fn row(&mut self, f: impl FnOnce(&mut ObjWriter<'_>)) -> Result<()> {
-        let mut w = ObjWriter::new(self.out.buffer());
-        f(&mut w);
-        w.finish();
-        self.counts.rows_out += 1;
+        write_row(self.out.buffer(), &mut self.counts, f);
         self.out.end_line()
     }
 
@@ -260,7 +296,7 @@ impl Sink {
 /// One format's converter. `file` is called for each input in turn,
 /// `finish` once at the end (for what must see the whole input).
 pub trait Importer {
-    fn file(&mut self, src: Box<dyn Read>, file_no: usize, sink: &mut Sink) -> Result<()>;
+    fn file(&mut self, src: Box<dyn Read + Send>, file_no: usize, sink: &mut Sink) -> Result<()>;
     fn finish(&mut self, _sink: &mut Sink) -> Result<()> {
         Ok(())
     }
@@ -296,7 +332,7 @@ impl SessionId {
 
 /// The first byte of `src` that is not whitespace (after a UTF-8 BOM), and
 /// the input again from there: JSON-array and JSON-lines files differ in it.
-pub fn peek_start(mut src: Box<dyn Read>) -> Result<(Option<u8>, Box<dyn Read>)> {
+pub fn peek_start(mut src: Box<dyn Read + Send>) -> Result<(Option<u8>, Box<dyn Read + Send>)> {
     let mut head = Vec::new();
     loop {
         let mut chunk = [0u8; 4096];
@@ -322,7 +358,7 @@ pub fn peek_start(mut src: Box<dyn Read>) -> Result<(Option<u8>, Box<dyn Read>)>
 const SNIFF: usize = 64 << 10;
 
 /// Reads up to [`SNIFF`] bytes and gives them back in front of the rest.
-fn sniff(mut src: Box<dyn Read>) -> Result<(Vec<u8>, Box<dyn Read>)> {
+fn sniff(mut src: Box<dyn Read + Send>) -> Result<(Vec<u8>, Box<dyn Read + Send>)> {
     let mut head = Vec::with_capacity(SNIFF);
     (&mut src).take(SNIFF as u64).read_to_end(&mut head)?;
     let again = std::io::Cursor::new(head.clone()).chain(src);
@@ -350,7 +386,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         .collect();
     // Before anything is read or created: an output that is an input is refused.
     jsonl::refuse_input_as_output(args.io.output.as_deref(), &read)?;
-    let mut first = Some(jsonl::open_input(inputs[0].as_deref())?);
+    let mut first = Some(jsonl::open_input_send(inputs[0].as_deref())?);
     let mut format = args.from;
     if format == Format::Auto {
         let (head, src) = sniff(first.take().unwrap_or_else(|| Box::new(std::io::empty())))?;
@@ -395,17 +431,17 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         let comps: Vec<&std::path::Path> = comps.iter().map(|p| p.as_path()).collect();
         jsonl::refuse_input_as_output(args.io.output.as_deref(), &comps)?;
     }
-    let mut sink = Sink {
-        out: Output::open(args.io.output.as_deref(), args.io.line_buffered)?,
-        policy: ErrorPolicy::new(args.io.on_error),
-        counts: Counts::default(),
-    };
+    let mut sink = Sink::new(
+        Output::open(args.io.output.as_deref(), args.io.line_buffered)?,
+        args.io.on_error,
+        args.io.line_buffered,
+    );
     let many = inputs.len() > 1;
     let mut result = Ok(());
     for (k, path) in inputs.iter().enumerate() {
         let src = match first.take() {
             Some(s) => s,
-            None => match jsonl::open_input(path.as_deref()) {
+            None => match jsonl::open_input_send(path.as_deref()) {
                 Ok(s) => s,
                 Err(e) => {
                     result = Err(e);

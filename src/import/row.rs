@@ -9,6 +9,7 @@ pub use crate::record::RowWriter as ObjWriter;
 /// Made-up block ids for formats without prefix information: every row gets
 /// fresh ids (`ceil(input_length / B)` of them), so nothing is shared — the
 /// only pattern that claims nothing the source does not say.
+#[derive(Clone)]
 pub struct SynthIds {
     block_size: u64,
     next: u64,

@@ -355,7 +355,12 @@ fn line_at(bytes: &[u8], offset: usize) -> u64 {
 }
 
 impl Importer for Weka {
-    fn file(&mut self, mut src: Box<dyn Read>, file_no: usize, sink: &mut Sink) -> Result<()> {
+    fn file(
+        &mut self,
+        mut src: Box<dyn Read + Send>,
+        file_no: usize,
+        sink: &mut Sink,
+    ) -> Result<()> {
         // A session is one JSON object (usually the whole file), so there
         // is nothing to stream; reading it whole lets messages name lines.
         let mut bytes = Vec::new();

@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -13,6 +13,9 @@ use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
 use crate::progress::Progress;
 use crate::record::{Number, Record};
 
+use super::ahead::{Ahead, Ended};
+use super::reading::in_file;
+use super::reading::Reading;
 use super::rewrite::Rewriter;
 use super::sorted::{Sorted, Sorter};
 
@@ -21,7 +24,7 @@ enum Bytes {
     File(PathBuf),
     Stdin,
     /// stdin read whole, for a tool that reads this input more than once.
-    Held(Rc<Vec<u8>>),
+    Held(Arc<Vec<u8>>),
 }
 
 /// One input file, by the name its messages use.
@@ -32,7 +35,7 @@ pub struct Input {
 }
 
 /// The held bytes as a reader's source.
-struct Shared(Rc<Vec<u8>>);
+struct Shared(Arc<Vec<u8>>);
 
 impl AsRef<[u8]> for Shared {
     fn as_ref(&self) -> &[u8] {
@@ -65,17 +68,17 @@ impl Input {
         if let Bytes::Stdin = self.bytes {
             let mut all = Vec::new();
             std::io::stdin().lock().read_to_end(&mut all)?;
-            self.bytes = Bytes::Held(Rc::new(all));
+            self.bytes = Bytes::Held(Arc::new(all));
         }
         Ok(())
     }
 
     /// A reader from the start of the input.
-    pub fn lines(&self) -> Result<LineReader<Box<dyn Read>>> {
-        let src: Box<dyn Read> = match &self.bytes {
-            Bytes::File(p) => jsonl::open_input(Some(p))?,
-            Bytes::Stdin => jsonl::open_input(None)?,
-            Bytes::Held(b) => Box::new(std::io::Cursor::new(Shared(Rc::clone(b)))),
+    pub fn lines(&self) -> Result<LineReader<Box<dyn Read + Send>>> {
+        let src: Box<dyn Read + Send> = match &self.bytes {
+            Bytes::File(p) => jsonl::open_input_send(Some(p))?,
+            Bytes::Stdin => jsonl::open_input_send(None)?,
+            Bytes::Held(b) => Box::new(std::io::Cursor::new(Shared(Arc::clone(b)))),
         };
         Ok(LineReader::new(src, self.max_line))
     }
@@ -124,27 +127,25 @@ impl Input {
     }
 }
 
-/// Puts the file's name in front of a message about its data.
-pub fn in_file(name: &str, e: Error) -> Error {
-    match e {
-        Error::Data { .. } | Error::Input(_) => Error::Input(format!("{name}: {e}")),
-        e => e,
-    }
-}
-
 /// The rows of one file, in file order or sorted.
 enum Rows {
-    Stream(LineReader<Box<dyn Read>>),
+    /// Read and rewritten on this thread.
+    Stream(Box<Reading>),
+    /// Read and rewritten on a thread of their own, a batch ahead.
+    Ahead(Ahead),
     /// `--sort`: every row rewritten, in timestamp order (`sorted`).
     Sorted(Sorted),
+    /// The end of the rows.
+    Done,
 }
 
 /// One input being merged: its next row, rewritten, waits in `pending`.
 pub struct Source {
     pub name: String,
     rows: Rows,
-    rw: Rewriter,
-    policy: ErrorPolicy,
+    /// The reading state while on this thread, and after the end of the
+    /// file (a read-ahead thread hands it back with its last batch).
+    reading: Option<Box<Reading>>,
     /// The next row as it will be written (without its `\n`).
     pub pending: Vec<u8>,
     /// Its written timestamp, if it has one.
@@ -153,29 +154,42 @@ pub struct Source {
     /// the row before it (so a turn that carries only a `delay` stays right
     /// behind its predecessor); before any timestamp, -inf.
     pub key: f64,
-    /// Refuse rows whose key goes back (interleave without `--sort`).
-    check_sorted: bool,
-    /// Line of the last row with a timestamp, for the unsorted message.
-    key_line: u64,
-    /// Records read, and those `--weights` dropped.
-    pub rows_read: u64,
-    pub dropped: u64,
 }
 
 impl Source {
-    pub fn new(input: &Input, rw: Rewriter, on_error: OnError, check_sorted: bool) -> Result<Self> {
-        Ok(Source {
+    /// The rows of `input` under `rw`. With `ahead`, a thread of its own
+    /// reads and rewrites them a batch ahead (`ahead`); otherwise this
+    /// thread does, row by row.
+    pub fn new(
+        input: &Input,
+        rw: Rewriter,
+        on_error: OnError,
+        check_sorted: bool,
+        ahead: bool,
+    ) -> Result<Self> {
+        let reading = Box::new(Reading {
             name: input.name.clone(),
-            rows: Rows::Stream(input.lines()?),
+            reader: input.lines()?,
             rw,
             policy: ErrorPolicy::new(on_error),
-            pending: Vec::new(),
-            timestamp: None,
             key: f64::NEG_INFINITY,
             check_sorted,
             key_line: 0,
             rows_read: 0,
             dropped: 0,
+        });
+        let (rows, reading) = if ahead {
+            (Rows::Ahead(Ahead::start(reading)), None)
+        } else {
+            (Rows::Stream(reading), None)
+        };
+        Ok(Source {
+            name: input.name.clone(),
+            rows,
+            reading,
+            pending: Vec::new(),
+            timestamp: None,
+            key: f64::NEG_INFINITY,
         })
     }
 
@@ -202,8 +216,9 @@ impl Source {
 
     /// Moves to the next row kept; false at the end of the file.
     pub fn advance(&mut self) -> Result<bool> {
-        let reader = match &mut self.rows {
-            Rows::Stream(r) => r,
+        self.pending.clear();
+        let next = match &mut self.rows {
+            Rows::Done => return Ok(false),
             Rows::Sorted(sorted) => {
                 let Some((key, timestamp)) = sorted.next(&mut self.pending)? else {
                     return Ok(false);
@@ -212,51 +227,46 @@ impl Source {
                 self.key = key;
                 return Ok(true);
             }
+            Rows::Stream(reading) => reading
+                .next(&mut self.pending)
+                .map(|t| t.map(|t| (reading.key(), t))),
+            Rows::Ahead(ahead) => match ahead.next(&mut self.pending) {
+                Ok(next) => next.map(Some),
+                Err(Ended { result, reading }) => {
+                    self.reading = Some(reading);
+                    self.rows = Rows::Done;
+                    result.map(|()| None)
+                }
+            },
         };
-        loop {
-            let line = match reader.next_line() {
-                Ok(Some(l)) => l,
-                Ok(None) => return Ok(false),
-                Err(e) => {
-                    self.policy.handle(e).map_err(|e| in_file(&self.name, e))?;
-                    continue;
-                }
-            };
-            let no = line.no;
-            self.pending.clear();
-            match self.rw.row(line.bytes, no, &mut self.pending) {
-                Ok(Some(kept)) => {
-                    self.rows_read += 1;
-                    let key = kept.timestamp.map_or(self.key, Number::as_f64);
-                    if self.check_sorted && key < self.key {
-                        return Err(Error::Input(format!(
-                            "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
-                             interleave reads each input in timestamp order; pass --sort to \
-                             sort the inputs first",
-                            self.name, self.key, self.key_line
-                        )));
+        match next? {
+            Some((key, timestamp)) => {
+                self.key = key;
+                self.timestamp = timestamp;
+                Ok(true)
+            }
+            None => {
+                if let Rows::Stream(_) = self.rows {
+                    if let Rows::Stream(r) = std::mem::replace(&mut self.rows, Rows::Done) {
+                        self.reading = Some(r);
                     }
-                    if kept.timestamp.is_some() {
-                        self.key_line = no;
-                    }
-                    self.key = key;
-                    self.timestamp = kept.timestamp;
-                    return Ok(true);
                 }
-                Ok(None) => {
-                    self.rows_read += 1;
-                    self.dropped += 1;
-                }
-                Err(e) => self
-                    .policy
-                    .record(no, e)
-                    .map_err(|e| in_file(&self.name, e))?,
+                Ok(false)
             }
         }
     }
 
+    /// Records read and those `--weights` dropped (after the end of the
+    /// file; 0 before).
+    pub fn counts(&self) -> (u64, u64) {
+        self.reading
+            .as_ref()
+            .map_or((0, 0), |r| (r.rows_read, r.dropped))
+    }
+
     /// The `--on-error skip` notice for this file, if it skipped anything.
     pub fn skipped(&self) -> Option<String> {
-        self.policy.summary().map(|s| format!("{}: {s}", self.name))
+        let policy = &self.reading.as_ref()?.policy;
+        policy.summary().map(|s| format!("{}: {s}", self.name))
     }
 }

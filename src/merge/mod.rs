@@ -6,7 +6,9 @@
 //! `input` the files and their row streams; this module the options and the
 //! two ways of putting the streams together.
 
+pub mod ahead;
 pub mod input;
+pub mod reading;
 pub mod rewrite;
 pub mod sorted;
 
@@ -257,8 +259,8 @@ impl Written {
     }
 
     fn file_done(&mut self, src: &Source, written: u64) {
-        self.files
-            .push((src.name.clone(), src.rows_read, src.dropped, written));
+        let (read, dropped) = src.counts();
+        self.files.push((src.name.clone(), read, dropped, written));
         self.skipped.extend(src.skipped());
     }
 
@@ -322,7 +324,7 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
                     rule.offset = end.as_f64() + a.gap_ms - min;
                 }
             }
-            let mut src = Source::new(input, Rewriter::new(rule), c.io.on_error, false)?;
+            let mut src = Source::new(input, Rewriter::new(rule), c.io.on_error, false, false)?;
             let before = w.rows;
             while src.advance()? {
                 w.row(out, &src)?;
@@ -356,12 +358,18 @@ impl PartialOrd for Key {
 fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
     let c = &a.common;
     let plan = Plan::new(c, |_| false)?;
+    // Each input read and rewritten a batch ahead on a thread of its own,
+    // this thread merging and writing: not with `--line-buffered` (a batch
+    // holds rows back) or on one CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ahead = !c.io.line_buffered && cpus >= 2;
     let mut sources = plan
         .inputs
         .iter()
         .zip(&plan.rules)
         .map(|(input, rule)| {
-            Source::new(input, Rewriter::new(rule.clone()), c.io.on_error, !a.sort)
+            let rw = Rewriter::new(rule.clone());
+            Source::new(input, rw, c.io.on_error, !a.sort, ahead)
         })
         .collect::<Result<Vec<_>>>()?;
     let written = with_output(c, |out, w| {
