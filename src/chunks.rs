@@ -8,6 +8,7 @@
 use std::io::{self, Read};
 
 use crate::error::{Error, Result};
+use crate::jsonl::{self, LineRules};
 
 /// The default size of a chunk: large enough that the per-chunk handing
 /// over costs nothing, small enough that the pool stays a few MB.
@@ -57,6 +58,97 @@ pub struct Chunk {
     /// The chunk is one line longer than the limit, not kept (`lines` is 1,
     /// no data).
     pub too_long: bool,
+}
+
+impl Chunk {
+    /// The chunk's lines, numbered and cleaned by the input's `rules`
+    /// (which carry the first-line state from chunk to chunk): the one
+    /// walk every chunked loop makes, so a line's number and its verdict
+    /// are the same in all of them.
+    pub fn lines<'a>(&'a self, rules: &'a mut LineRules, max_line: usize) -> ChunkLines<'a> {
+        ChunkLines {
+            data: self.bufs.data(),
+            at: 0,
+            no: self.line_base,
+            rules,
+            max_line,
+            too_long: self.too_long,
+        }
+    }
+}
+
+/// One line of a [`Chunk`], as [`Chunk::lines`] gives it.
+pub struct ChunkLine<'a> {
+    /// Its number in the input.
+    pub no: u64,
+    /// Where its text starts in the chunk's data.
+    pub at: usize,
+    /// The text without its line end (`None`: a blank line), or why the
+    /// line is bad: longer than `--max-line-bytes`, or a first line that
+    /// shows the input is not JSONL.
+    pub text: Result<Option<&'a [u8]>>,
+}
+
+/// The lines of a chunk; see [`Chunk::lines`].
+pub struct ChunkLines<'a> {
+    data: &'a [u8],
+    at: usize,
+    no: u64,
+    rules: &'a mut LineRules,
+    max_line: usize,
+    /// The chunk is one line over the limit, not yet reported.
+    too_long: bool,
+}
+
+impl<'a> Iterator for ChunkLines<'a> {
+    type Item = ChunkLine<'a>;
+
+    fn next(&mut self) -> Option<ChunkLine<'a>> {
+        if self.too_long {
+            self.too_long = false;
+            self.at = self.data.len();
+            let no = self.no + 1;
+            return Some(ChunkLine {
+                no,
+                at: 0,
+                text: Err(jsonl::too_long(no, self.max_line)),
+            });
+        }
+        if self.at >= self.data.len() {
+            return None;
+        }
+        let start = self.at;
+        let rest = &self.data[start..];
+        let end = memchr::memchr(b'\n', rest).map_or(self.data.len(), |i| start + i);
+        let raw = &self.data[start..end];
+        self.at = end + 1;
+        self.no += 1;
+        let no = self.no;
+        if raw.len() > self.max_line {
+            return Some(ChunkLine {
+                no,
+                at: start,
+                text: Err(jsonl::too_long(no, self.max_line)),
+            });
+        }
+        Some(match self.rules.clean(raw, no) {
+            Err(e) => ChunkLine {
+                no,
+                at: start,
+                text: Err(e),
+            },
+            Ok(None) => ChunkLine {
+                no,
+                at: start,
+                text: Ok(None),
+            },
+            Ok(Some(span)) => ChunkLine {
+                no,
+                at: start + span.start,
+                text: Ok(Some(&raw[span])),
+            },
+        })
+    }
 }
 
 /// Reads `src` into chunks of whole lines, each ending at the last `\n` of

@@ -5,7 +5,7 @@
 //! nothing of the command line beyond the options it owns.
 
 use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
-use crate::chunks::{self, Buffers, Chunk};
+use crate::chunks::{self, Buffers, Chunk, ChunkLine};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, LineRules, OnError, Output};
 use crate::progress::Progress;
@@ -333,82 +333,61 @@ fn make_chunk<S: Step>(
     out: &mut Vec<u8>,
 ) -> Made {
     let mut made = Made::default();
-    if chunk.too_long {
-        let bad = jsonl::too_long(chunk.line_base + 1, max_line);
-        made.events.push((out.len(), Event::Bad(bad)));
-        made.first_after = rules.first;
-        return made;
-    }
-    let input = chunk.bufs.data();
-    let mut no = chunk.line_base;
-    let mut at = 0;
-    while at < input.len() {
-        let end = memchr::memchr(b'\n', &input[at..]).map_or(input.len(), |i| at + i);
-        let raw = &input[at..end];
-        let line_start = at;
-        at = end + 1;
-        no += 1;
-        let bad = if raw.len() > max_line {
-            Some(jsonl::too_long(no, max_line))
-        } else {
-            match rules.clean(raw, no) {
-                Err(e) => Some(e),
-                Ok(None) => None,
-                Ok(Some(span)) => {
-                    let line = &raw[span.clone()];
-                    match Record::parse(line) {
-                        Err(err) => Some(Error::Data { line: no, err }),
-                        Ok(rec) => {
-                            let cx = Ctx {
-                                row: row_base + made.rows,
-                                used_row: Cell::new(false),
-                                in_order,
-                            };
-                            made.rows += 1;
-                            let mark = out.len();
-                            let emit = step.apply(&rec, &cx, out);
-                            made.used_row |= cx.used_row.get();
-                            match emit {
-                                Ok(Emit::Unchanged) => {
-                                    made.counts.rows += 1;
-                                    out.extend_from_slice(line);
-                                    out.push(b'\n');
-                                    None
-                                }
-                                Ok(Emit::Written) => {
-                                    made.counts.rows += 1;
-                                    made.counts.changed += 1;
-                                    out.push(b'\n');
-                                    None
-                                }
-                                Ok(Emit::Dropped) => {
-                                    made.counts.rows += 1;
-                                    made.counts.dropped += 1;
-                                    None
-                                }
-                                Ok(Emit::InOrder) if !in_order => {
-                                    out.truncate(mark);
-                                    let span = line_start + span.start..line_start + span.end;
-                                    let row = made.rows - 1;
-                                    made.events.push((mark, Event::InOrder { no, row, span }));
-                                    None
-                                }
-                                Ok(Emit::InOrder) => {
-                                    out.truncate(mark);
-                                    Some(Error::Data {
-                                        line: no,
-                                        err: RecordError::new(IN_ORDER_BUG),
-                                    })
-                                }
-                                Err(err) => {
-                                    out.truncate(mark);
-                                    Some(Error::Data { line: no, err })
-                                }
-                            }
+    for ChunkLine { no, at, text } in chunk.lines(&mut rules, max_line) {
+        let bad = match text {
+            Err(e) => Some(e),
+            Ok(None) => None,
+            Ok(Some(line)) => match Record::parse(line) {
+                Err(err) => Some(Error::Data { line: no, err }),
+                Ok(rec) => {
+                    let cx = Ctx {
+                        row: row_base + made.rows,
+                        used_row: Cell::new(false),
+                        in_order,
+                    };
+                    made.rows += 1;
+                    let mark = out.len();
+                    let emit = step.apply(&rec, &cx, out);
+                    made.used_row |= cx.used_row.get();
+                    match emit {
+                        Ok(Emit::Unchanged) => {
+                            made.counts.rows += 1;
+                            out.extend_from_slice(line);
+                            out.push(b'\n');
+                            None
+                        }
+                        Ok(Emit::Written) => {
+                            made.counts.rows += 1;
+                            made.counts.changed += 1;
+                            out.push(b'\n');
+                            None
+                        }
+                        Ok(Emit::Dropped) => {
+                            made.counts.rows += 1;
+                            made.counts.dropped += 1;
+                            None
+                        }
+                        Ok(Emit::InOrder) if !in_order => {
+                            out.truncate(mark);
+                            let span = at..at + line.len();
+                            let row = made.rows - 1;
+                            made.events.push((mark, Event::InOrder { no, row, span }));
+                            None
+                        }
+                        Ok(Emit::InOrder) => {
+                            out.truncate(mark);
+                            Some(Error::Data {
+                                line: no,
+                                err: RecordError::new(IN_ORDER_BUG),
+                            })
+                        }
+                        Err(err) => {
+                            out.truncate(mark);
+                            Some(Error::Data { line: no, err })
                         }
                     }
                 }
-            }
+            },
         };
         if let Some(e) = bad {
             let fatal = !skip || !matches!(e, Error::Data { .. });

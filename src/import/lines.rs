@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use super::{Counts, Sink};
-use crate::chunks::{self, Buffers, Chunk};
+use crate::chunks::{self, Buffers, Chunk, ChunkLine};
 use crate::error::{Error, RecordError, Result};
-use crate::jsonl::{self, LineReader, LineRules, OnError};
+use crate::jsonl::{LineReader, LineRules, OnError};
 
 /// What one line becomes: rows written into `out` (each ending in `\n`,
 /// counted in `counts.rows_out`) or dropped and counted; a bad record is
@@ -100,37 +100,21 @@ fn make_chunk<C: Convert>(
     out: &mut Vec<u8>,
 ) -> Made {
     let mut made = Made::default();
-    if chunk.too_long {
-        let bad = jsonl::too_long(chunk.line_base + 1, max_line);
-        made.events.push((out.len(), bad));
-        return made;
-    }
-    let input = chunk.bufs.data();
-    let mut no = chunk.line_base;
-    let mut at = 0;
-    while at < input.len() {
-        let end = memchr::memchr(b'\n', &input[at..]).map_or(input.len(), |i| at + i);
-        let raw = &input[at..end];
-        at = end + 1;
-        no += 1;
-        let bad = if raw.len() > max_line {
-            Some(jsonl::too_long(no, max_line))
-        } else {
-            match rules.clean(raw, no) {
-                Err(e) => Some(e),
-                Ok(None) => None,
-                Ok(Some(span)) => {
-                    let mark = out.len();
-                    match conv.line(&raw[span], out, &mut made.counts) {
-                        Ok(Ok(())) => None,
-                        Ok(Err(err)) => {
-                            out.truncate(mark);
-                            Some(Error::Data { line: no, err })
-                        }
-                        Err(e) => {
-                            out.truncate(mark);
-                            Some(e)
-                        }
+    for ChunkLine { no, text, .. } in chunk.lines(&mut rules, max_line) {
+        let bad = match text {
+            Err(e) => Some(e),
+            Ok(None) => None,
+            Ok(Some(line)) => {
+                let mark = out.len();
+                match conv.line(line, out, &mut made.counts) {
+                    Ok(Ok(())) => None,
+                    Ok(Err(err)) => {
+                        out.truncate(mark);
+                        Some(Error::Data { line: no, err })
+                    }
+                    Err(e) => {
+                        out.truncate(mark);
+                        Some(e)
                     }
                 }
             }
