@@ -26,7 +26,7 @@ pub struct Reading {
     pub reader: LineReader<Box<dyn Read + Send>>,
     pub rw: Rewriter,
     pub policy: ErrorPolicy,
-    /// The key of the last row kept (see [`Source::key`]).
+    /// The key of the last row kept (see [`Reading::key`]).
     pub key: f64,
     /// Refuse rows whose key goes back (interleave without `--sort`).
     pub check_sorted: bool,
