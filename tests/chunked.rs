@@ -11,13 +11,13 @@ use crate::util::tool;
 
 /// What one run left.
 #[derive(Debug, PartialEq, Eq)]
-struct Out {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
 }
 
-fn run(t: &str, args: &[&str], input: &[u8], chunk: Option<usize>) -> Out {
+pub fn run(t: &str, args: &[&str], input: &[u8], chunk: Option<usize>) -> Out {
     let mut cmd = tool(t);
     cmd.args(args).write_stdin(input.to_vec());
     match chunk {
@@ -33,14 +33,15 @@ fn run(t: &str, args: &[&str], input: &[u8], chunk: Option<usize>) -> Out {
 }
 
 /// The reference: one line at a time, in order.
-fn in_order(t: &str, args: &[&str], input: &[u8]) -> Out {
+pub fn in_order(t: &str, args: &[&str], input: &[u8]) -> Out {
     let mut args = args.to_vec();
     args.push("--line-buffered");
     run(t, &args, input, None)
 }
 
-/// Asserts the chunked loop, at each chunk size, matches the reference.
-fn same_as_in_order(t: &str, args: &[&str], input: &[u8], chunks: &[Option<usize>]) -> Out {
+/// Asserts the chunked loop, at each chunk size, matches the reference
+/// (also mc-import's and mc-merge's, `chunked_import`).
+pub fn same_as_in_order(t: &str, args: &[&str], input: &[u8], chunks: &[Option<usize>]) -> Out {
     let want = in_order(t, args, input);
     for &c in chunks {
         let got = run(t, args, input, c);

@@ -6,57 +6,7 @@
 //! `MCTRACE_CHUNK_BYTES` forces small chunks and batches, so a small input
 //! has many edges; bad lines sit on and around them.
 
-use crate::util::tool;
-
-/// What one run left.
-#[derive(Debug, PartialEq, Eq)]
-struct Out {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-fn run(t: &str, args: &[&str], input: &[u8], chunk: Option<usize>) -> Out {
-    let mut cmd = tool(t);
-    cmd.args(args).write_stdin(input.to_vec());
-    match chunk {
-        Some(n) => cmd.env("MCTRACE_CHUNK_BYTES", n.to_string()),
-        None => cmd.env_remove("MCTRACE_CHUNK_BYTES"),
-    };
-    let out = cmd.output().unwrap();
-    Out {
-        code: out.status.code(),
-        stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// The reference: one line at a time, in order.
-fn in_order(t: &str, args: &[&str], input: &[u8]) -> Out {
-    let mut args = args.to_vec();
-    args.push("--line-buffered");
-    run(t, &args, input, None)
-}
-
-/// Asserts the chunked path, at each chunk size, matches the reference.
-fn same_as_in_order(t: &str, args: &[&str], input: &[u8], chunks: &[Option<usize>]) -> Out {
-    let want = in_order(t, args, input);
-    for &c in chunks {
-        let got = run(t, args, input, c);
-        assert!(
-            got == want,
-            "{t} {args:?} with chunks of {c:?} bytes: code {:?} vs {:?}, stderr {:?} vs {:?}, \
-             stdout {} vs {} bytes",
-            got.code,
-            want.code,
-            got.stderr,
-            want.stderr,
-            got.stdout.len(),
-            want.stdout.len()
-        );
-    }
-    want
-}
+use crate::chunked::{in_order, run, same_as_in_order, Out};
 
 /// `input` with `bad` put in as line `at` (1-based) of the result.
 fn with_line_at(input: &str, at: usize, bad: &str) -> String {

@@ -442,26 +442,19 @@ mod tests {
 
     #[test]
     fn names_the_element_that_is_not_an_id() {
-        assert_eq!(
-            ids("[1, -2]").unwrap_err(),
-            "expected non-negative integer ids, found -2"
-        );
-        assert_eq!(
-            ids("[1, 2.5, 3]").unwrap_err(),
-            "expected non-negative integer ids, found 2.5"
-        );
-        assert_eq!(
-            ids(r#"["1"]"#).unwrap_err(),
-            r#"expected non-negative integer ids, found "1""#
-        );
-        assert_eq!(
-            ids("[[1, 2]]").unwrap_err(),
-            "expected non-negative integer ids, found [1"
-        );
-        assert_eq!(
-            ids(r#"{"0": 1}"#).unwrap_err(),
-            r#"expected an array, found {"0": 1}"#
-        );
+        let not_an_id = "expected non-negative integer ids, found";
+        for (raw, said) in [
+            ("[1, -2]", format!("{not_an_id} -2")),
+            ("[1, 2.5, 3]", format!("{not_an_id} 2.5")),
+            (r#"["1"]"#, format!(r#"{not_an_id} "1""#)),
+            ("[[1, 2]]", format!("{not_an_id} [1")),
+            (
+                r#"{"0": 1}"#,
+                r#"expected an array, found {"0": 1}"#.to_string(),
+            ),
+        ] {
+            assert_eq!(ids(raw).unwrap_err(), said, "{raw}");
+        }
         assert!(ids("[01]").is_err());
     }
 
