@@ -6,7 +6,7 @@ use std::io::Read;
 
 use super::csv::{column_error, read_rows, show, CsvFormat, CsvRow};
 use super::row::SynthIds;
-use super::{time, write_row, Counts, ImportArgs, Importer, Sink};
+use super::{time, write_request, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
 pub struct Azure {
@@ -86,15 +86,7 @@ impl CsvFormat for Azure {
     ) -> std::result::Result<(), RecordError> {
         let (input, output) = self.times(r)?;
         let ids = self.synth.as_mut().map(|s| s.next_row(input));
-        let ts = &self.ts;
-        write_row(out, counts, |w| {
-            w.timestamp_text(ts);
-            w.input_length(input);
-            w.output_length(output);
-            if let Some(ids) = ids {
-                w.hash_ids(ids);
-            }
-        });
+        write_request(out, counts, &self.ts, None, (input, output), ids);
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use std::io::Read;
 
 use super::csv::{column_error, read_rows, show, CsvFormat, CsvRow, Header};
 use super::row::SynthIds;
-use super::{time, write_row, Counts, ImportArgs, Importer, Sink};
+use super::{time, write_request, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
 const FORMAT: &str = "BurstGPT";
@@ -157,18 +157,14 @@ impl CsvFormat for BurstGpt {
             }
         };
         let ids = self.synth.as_mut().map(|s| s.next_row(input));
-        let ts = &self.ts;
-        write_row(out, counts, |w| {
-            w.timestamp_text(ts);
-            if let Some(s) = &session {
-                w.session_id(s);
-            }
-            w.input_length(input);
-            w.output_length(output);
-            if let Some(ids) = ids {
-                w.hash_ids(ids);
-            }
-        });
+        write_request(
+            out,
+            counts,
+            &self.ts,
+            session.as_deref(),
+            (input, output),
+            ids,
+        );
         Ok(())
     }
 

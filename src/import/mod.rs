@@ -223,6 +223,30 @@ pub fn write_row(out: &mut Vec<u8>, counts: &mut Counts, f: impl FnOnce(&mut Obj
     counts.rows_out += 1;
 }
 
+/// One request of a CSV trace (Azure, BurstGPT): its time as JSON text,
+/// its session when the trace has one, its lengths, and the made-up ids
+/// of `--synth-hash-ids`.
+pub fn write_request(
+    out: &mut Vec<u8>,
+    counts: &mut Counts,
+    ts: &[u8],
+    session: Option<&str>,
+    (input, output): (u64, u64),
+    ids: Option<&[u64]>,
+) {
+    write_row(out, counts, |w| {
+        w.timestamp_text(ts);
+        if let Some(s) = session {
+            w.session_id(s);
+        }
+        w.input_length(input);
+        w.output_length(output);
+        if let Some(ids) = ids {
+            w.hash_ids(ids);
+        }
+    });
+}
+
 /// Where every importer writes: the output, the error policy and the counts.
 pub struct Sink {
     pub out: Output,
