@@ -45,19 +45,27 @@ pub fn same_as_in_order(t: &str, args: &[&str], input: &[u8], chunks: &[Option<u
     let want = in_order(t, args, input);
     for &c in chunks {
         let got = run(t, args, input, c);
-        assert!(
-            got == want,
-            "{t} {args:?} with chunks of {c:?} bytes: code {:?} vs {:?}, stderr {:?} vs {:?}, \
-             stdout {} vs {} bytes",
-            got.code,
-            want.code,
-            got.stderr,
-            want.stderr,
-            got.stdout.len(),
-            want.stdout.len()
+        assert_same(
+            &got,
+            &want,
+            &format!("{t} {args:?} with chunks of {c:?} bytes"),
         );
     }
     want
+}
+
+/// Asserts a run left what the reference left, saying what differs.
+pub fn assert_same(got: &Out, want: &Out, what: &str) {
+    assert!(
+        got == want,
+        "{what}: code {:?} vs {:?}, stderr {:?} vs {:?}, stdout {} vs {} bytes",
+        got.code,
+        want.code,
+        got.stderr,
+        want.stderr,
+        got.stdout.len(),
+        want.stdout.len()
+    );
 }
 
 /// A trace of `n` rows, Mooncake-shaped: block size 16, ids shared between

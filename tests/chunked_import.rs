@@ -6,7 +6,7 @@
 //! `MCTRACE_CHUNK_BYTES` forces small chunks and batches, so a small input
 //! has many edges; bad lines sit on and around them.
 
-use crate::chunked::{in_order, run, same_as_in_order, Out};
+use crate::chunked::{assert_same, in_order, run, same_as_in_order, Out};
 
 /// `input` with `bad` put in as line `at` (1-based) of the result.
 fn with_line_at(input: &str, at: usize, bad: &str) -> String {
@@ -234,16 +234,10 @@ fn merge_same(args: &[&str], a: &str, b: &str, sizes: &[Option<usize>]) -> Out {
     let want = merge(&reference, a, b, None);
     for &c in sizes {
         let got = merge(args, a, b, c);
-        assert!(
-            got == want,
-            "mc-merge {args:?} with batches of {c:?} bytes: code {:?} vs {:?}, stderr {:?} vs {:?}, \
-             stdout {} vs {} bytes",
-            got.code,
-            want.code,
-            got.stderr,
-            want.stderr,
-            got.stdout.len(),
-            want.stdout.len()
+        assert_same(
+            &got,
+            &want,
+            &format!("mc-merge {args:?} with batches of {c:?} bytes"),
         );
     }
     want
