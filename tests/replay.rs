@@ -457,10 +457,11 @@ fn measured_ttft_and_itl_match_the_mock() {
     let ttft = r.ttft_ms.unwrap();
     assert!((60.0..100.0).contains(&ttft), "ttft {ttft}");
     let itl = r.itl_ms.as_ref().unwrap();
-    // The gaps add up to the span from the first to the last token, exactly.
+    // The gaps add up to the span from the first to the last token, exactly
+    // (the mean is written to the µs: 20 times half a µs of rounding).
     let span = r.t_last_ms.unwrap() - r.t_first_ms.unwrap();
     assert!(
-        (itl.mean * 20.0 - span).abs() < 0.01,
+        (itl.mean * 20.0 - span).abs() <= 0.0101,
         "itl {itl:?}, span {span}"
     );
     // Near 8 ms; a client that reads the first token late (a loaded
@@ -483,6 +484,40 @@ fn measured_ttft_and_itl_match_the_mock() {
     // 20 gaps of 8 ms after the first token.
     let e2e = r.e2e_ms.unwrap();
     assert!(e2e >= 60.0 + 20.0 * 8.0 - 1.0, "e2e {e2e}");
+}
+
+/// With a hundred streams in flight the evented client polls its sockets
+/// only every --read-coalesce-us (here 40 ms, far longer than its default,
+/// to make a late read visible; shorter than the 50 ms between two tokens,
+/// so that no read returns two): the times must still be the arrival
+/// times (the kernel's stamps on Linux), not the reads'. The requests
+/// leave over 40 ms, so their tokens fall anywhere in a pause: read times
+/// would put TTFT at 100 ms plus half the pause (~120 ms).
+#[test]
+fn coalesced_reads_keep_the_arrival_times() {
+    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "50"]);
+    let rows: Vec<Value> = (0..120)
+        .map(|i| json!({"timestamp": i / 3, "input_length": 10, "output_length": 4}))
+        .collect();
+    let run = replay(
+        &mock.url,
+        &["--model", "mock-model", "--read-coalesce-us", "40000"],
+        &lines(&rows),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 120);
+    let p50 = |f: &dyn Fn(&RequestResult) -> f64| {
+        let mut v: Vec<f64> = run.results.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[60]
+    };
+    if cfg!(target_os = "linux") {
+        let ttft = p50(&|r| r.ttft_ms.unwrap());
+        assert!((99.0..113.0).contains(&ttft), "TTFT p50 {ttft} ms");
+        // The end is the last token's arrival: 100 + 3 x 50 ms.
+        let e2e = p50(&|r| r.e2e_ms.unwrap());
+        assert!((249.0..263.0).contains(&e2e), "e2e p50 {e2e} ms");
+    }
 }
 
 #[test]

@@ -131,6 +131,7 @@ impl Server {
                 n => n as usize,
             },
             max_event_bytes,
+            coalesce: Duration::from_micros(args.read_coalesce_us),
         };
         let target = EventedTarget::new(trace.clone(), self.builder, cfg, clock, stop)
             .map_err(|e| ReplayError::Client(e.into()))?;

@@ -1,9 +1,15 @@
 //! The event-driven real-server target: a few event-loop threads, each
 //! owning its connections (non-blocking sockets under `mio`), HTTP/1.1
-//! keep-alive reuse, and one buffer per stream. Every read is timestamped
-//! the moment it returns, on the run's [`Clock`], so a thousand streams in
-//! flight cost a thousand sockets, not a thousand threads, and no answer
-//! waits for a thread to be scheduled before its time is taken.
+//! keep-alive reuse, and one buffer per stream. Every read carries the
+//! time its bytes arrived ([`super::rxtime`]: the kernel's stamp on Linux,
+//! else the read's own time) on the run's [`Clock`], so a thousand streams
+//! in flight cost a thousand sockets, not a thousand threads, and no
+//! answer's time waits for a thread to be scheduled.
+//!
+//! With many answers in flight a loop coalesces its reads (`Config::coalesce`):
+//! it waits a few hundred µs between two polls, for new jobs only, so one
+//! wake-up serves dozens of tokens instead of a few. The kernel's stamps
+//! keep the times exact; a new request is still sent at once.
 //!
 //! What the bytes mean is decided elsewhere, once: the framing in
 //! [`super::wire`], a stream's verdict in [`super::stream`], a status or a
@@ -29,6 +35,7 @@ use super::answer;
 use super::client::Clock;
 use super::inflight::{Entry, Registry};
 use super::request::RequestBuilder;
+use super::rxtime::{self, RxReader};
 use super::stream::{BodyEnd, StreamReader};
 use super::wire::{self, Body, Endpoint};
 use super::{cancel_registered, wait_for_ends};
@@ -45,6 +52,11 @@ const READ_BUF: usize = 64 * 1024;
 /// Ready sockets handled between two looks at the new jobs.
 const JOBS_EVERY: usize = 32;
 
+/// Answers in flight on a loop from which it coalesces its reads: below
+/// it, CPU per token does not matter and a stream's end is noticed at
+/// once (a session's next turn waits for it).
+pub const COALESCE_FROM: usize = 100;
+
 /// How the evented client is set up.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -58,6 +70,9 @@ pub struct Config {
     pub loops: usize,
     /// `--max-event-bytes`.
     pub max_event_bytes: usize,
+    /// `--read-coalesce-us`: with `COALESCE_FROM` answers in flight, at
+    /// most one poll per this long (zero: poll on every event).
+    pub coalesce: Duration,
 }
 
 /// What every loop reads.
@@ -152,6 +167,8 @@ impl EventedTarget {
                 serial: 0,
                 preferred: 0,
                 buf: vec![0; READ_BUF].into_boxed_slice(),
+                rx_reader: RxReader::default(),
+                fresh: Vec::new(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("mc-replay-loop-{i}"))
@@ -252,6 +269,12 @@ struct Exchange {
     retried: bool,
     /// Some byte of the answer arrived (a retry is no longer safe).
     got_bytes: bool,
+    /// When the last bytes arrived (the send before any): reads' times
+    /// never go back.
+    last_at: u64,
+    /// The answer's bytes ended it, at this time (else it ends when it is
+    /// concluded: an EOF, an error, a timeout).
+    ended_at: Option<u64>,
     phase: Phase,
 }
 
@@ -298,6 +321,17 @@ enum Step {
     Retry,
 }
 
+impl Conn {
+    /// Still connecting, or holding request bytes not yet written.
+    fn unsent(&self) -> bool {
+        !self.connected
+            || self
+                .ex
+                .as_ref()
+                .is_some_and(|ex| ex.written < ex.request.len())
+    }
+}
+
 struct Conn {
     sock: TcpStream,
     connected: bool,
@@ -334,6 +368,11 @@ struct Loop {
     /// The address that connected last, tried first.
     preferred: usize,
     buf: Box<[u8]>,
+    rx_reader: RxReader,
+    /// Slots opened or given a request since: a loop that is connecting or
+    /// has a request to write does not coalesce (a connect's readiness
+    /// would wait out the pause, and the send with it).
+    fresh: Vec<usize>,
 }
 
 impl Loop {
@@ -354,6 +393,7 @@ impl Loop {
                     return;
                 }
             }
+            let polled_at = self.shared.clock.now_us();
             ready.clear();
             ready.extend(
                 events
@@ -378,6 +418,46 @@ impl Loop {
             }
             self.take_jobs();
             self.expire();
+            let full = ready.len() >= events.capacity();
+            self.coalesce(polled_at, full);
+        }
+    }
+
+    /// Waits, for new jobs only, until `coalesce` after the last poll
+    /// returned: meanwhile tokens gather in the sockets (with their
+    /// arrival stamps), and the next poll reads them all after one
+    /// wake-up. Not after a full batch (more is waiting), not with few
+    /// answers in flight, not while a connection is being opened or a
+    /// request written, and never past a timer.
+    fn coalesce(&mut self, polled_at: u64, full: bool) {
+        let pause = self.shared.cfg.coalesce.as_micros() as u64;
+        if pause == 0 || full || self.open - self.idle.len() < COALESCE_FROM {
+            return;
+        }
+        let conns = &self.conns;
+        self.fresh.retain(|&s| {
+            conns
+                .get(s)
+                .and_then(Option::as_ref)
+                .is_some_and(Conn::unsent)
+        });
+        if !self.fresh.is_empty() {
+            return;
+        }
+        let mut until = polled_at.saturating_add(pause);
+        if let Some(Reverse((deadline, _, _))) = self.timers.peek() {
+            until = until.min(*deadline);
+        }
+        let now = self.shared.clock.now_us();
+        if until <= now {
+            return;
+        }
+        // A job ends the pause: it is sent now, and the poll follows.
+        if let Ok(msg) = self.rx.recv_timeout(Duration::from_micros(until - now)) {
+            if let Msg::Job(job) = msg {
+                self.start(job);
+            }
+            self.take_jobs();
         }
     }
 
@@ -466,6 +546,8 @@ impl Loop {
             deadline_us: now.saturating_add(sh.cfg.timeout.as_micros() as u64),
             retried: false,
             got_bytes: false,
+            last_at: now,
+            ended_at: None,
             phase: Phase::Head {
                 buf: Vec::new(),
                 out: Outcome {
@@ -478,6 +560,7 @@ impl Loop {
     }
 
     fn attach(&mut self, slot: usize, ex: Exchange) {
+        self.fresh.push(slot);
         self.serial += 1;
         self.timers
             .push(Reverse((ex.deadline_us, slot, self.serial)));
@@ -537,6 +620,7 @@ impl Loop {
             ex: None,
         });
         self.open += 1;
+        self.fresh.push(slot);
         Ok(slot)
     }
 
@@ -569,7 +653,7 @@ impl Loop {
                 }
                 return;
             }
-            progress(conn, &mut self.buf, &self.shared)
+            progress(conn, &mut self.buf, &mut self.rx_reader, &self.shared)
         };
         match step {
             Step::More => {}
@@ -601,6 +685,7 @@ impl Loop {
         c.addr = next;
         c.connected = false;
         c.closing = false;
+        self.fresh.push(slot);
         reg.is_ok()
     }
 
@@ -691,7 +776,7 @@ impl Loop {
             let addr = conn.addr;
             self.preferred = addr;
         }
-        let now = self.shared.clock.now_us();
+        let now = ex.ended_at.unwrap_or_else(|| self.shared.clock.now_us());
         self.report(ex, end, now);
         self.prune_timers();
         if reuse {
@@ -768,7 +853,7 @@ fn idle_closed(sock: &mut TcpStream, buf: &mut [u8]) -> bool {
 }
 
 /// Moves the exchange on `conn` as far as the socket allows.
-fn progress(conn: &mut Conn, buf: &mut [u8], shared: &Shared) -> Step {
+fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Shared) -> Step {
     if !conn.connected {
         match conn.sock.take_error() {
             Ok(Some(e)) | Err(e) => return connect_error(e),
@@ -780,6 +865,7 @@ fn progress(conn: &mut Conn, buf: &mut [u8], shared: &Shared) -> Step {
                 // Small requests leave at once; the answer's latency is
                 // what is measured, not Nagle's.
                 let _ = conn.sock.set_nodelay(true);
+                rxtime::enable(&conn.sock);
             }
             Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::More,
             Err(e) => return connect_error(e),
@@ -799,12 +885,14 @@ fn progress(conn: &mut Conn, buf: &mut [u8], shared: &Shared) -> Step {
         }
     }
     loop {
-        match conn.sock.read(buf) {
-            Ok(0) => return at_eof(ex, reused),
-            Ok(n) => {
-                let now = shared.clock.now_us();
+        match reader.read(&conn.sock, buf, &shared.clock) {
+            Ok((0, _)) => return at_eof(ex, reused),
+            Ok((n, at)) => {
+                let at = at.max(ex.last_at);
+                ex.last_at = at;
                 ex.got_bytes = true;
-                if let Some(end) = on_bytes(ex, &buf[..n], now, shared) {
+                if let Some(end) = on_bytes(ex, &buf[..n], at, shared) {
+                    ex.ended_at = Some(at);
                     return Step::End(end);
                 }
                 // Edge-triggered: a short read emptied the socket, and new
