@@ -30,6 +30,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod results;
+pub mod rxtime;
 pub mod spill;
 pub mod stats;
 pub mod tokenizer;

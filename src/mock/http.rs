@@ -23,6 +23,8 @@ use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
 pub use http::{HeaderMap, Method};
 use http::{HeaderName, HeaderValue};
 
+use crate::rxtime::{self, RxReader};
+
 /// Longest accepted request head (request line and headers).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Most header lines accepted in one request (hyper's default).
@@ -99,6 +101,9 @@ pub trait Handler: Send + Sync + 'static {
 
 /// Accepts connections forever, one thread each.
 pub fn serve<H: Handler>(listener: TcpListener, handler: H) -> io::Result<()> {
+    // Accepted sockets inherit it: a first request that arrives before its
+    // connection's thread runs is stamped too.
+    rxtime::enable(&listener);
     let handler = Arc::new(handler);
     for incoming in listener.incoming() {
         match incoming {
@@ -154,16 +159,24 @@ pub struct Conn {
     /// HTTP/1.0 clients cannot read chunked bodies.
     http10: bool,
     aborted: bool,
+    rx: RxReader,
+    /// When the bytes of the last read arrived (the kernel's stamp where
+    /// there is one): a request's arrival is when its last byte came, not
+    /// when this connection's thread got round to reading it.
+    last_rx: Option<(Instant, SystemTime)>,
 }
 
 impl Conn {
     pub fn new(stream: TcpStream) -> Self {
+        rxtime::enable(&stream);
         Conn {
             stream,
             buf: Vec::new(),
             keep_alive: true,
             http10: false,
             aborted: false,
+            rx: RxReader::default(),
+            last_rx: None,
         }
     }
 
@@ -198,14 +211,18 @@ impl Conn {
             // curl waits for this before sending a large body.
             self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
-        let body = self.read_body(len)?;
+        let (body, read_more) = self.read_body(len)?;
+        let (arrival, arrival_wall) = match self.last_rx {
+            Some(at) if !read_more => at,
+            _ => (Instant::now(), SystemTime::now()),
+        };
         Ok(HttpRequest {
             method: head.method,
             target: head.target,
             headers: head.headers,
             body,
-            arrival: Instant::now(),
-            arrival_wall: SystemTime::now(),
+            arrival,
+            arrival_wall,
         })
     }
 
@@ -239,8 +256,13 @@ impl Conn {
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 8192];
         loop {
-            match self.stream.read(&mut chunk) {
-                Ok(n) => {
+            match self.rx.read(&mut self.stream, &mut chunk) {
+                Ok((n, age)) => {
+                    let (now, wall) = (Instant::now(), SystemTime::now());
+                    self.last_rx = Some(
+                        age.and_then(|a| Some((now.checked_sub(a)?, wall.checked_sub(a)?)))
+                            .unwrap_or((now, wall)),
+                    );
                     self.buf.extend_from_slice(&chunk[..n]);
                     return Ok(n);
                 }
@@ -250,7 +272,9 @@ impl Conn {
         }
     }
 
-    fn read_body(&mut self, len: u64) -> io::Result<Vec<u8>> {
+    /// The body, and whether any of it had to be read from the socket
+    /// (then it arrived now, unstamped).
+    fn read_body(&mut self, len: u64) -> io::Result<(Vec<u8>, bool)> {
         let buffered = self
             .buf
             .len()
@@ -263,7 +287,7 @@ impl Conn {
         if (got as u64) < rest {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        Ok(body)
+        Ok((body, rest > 0))
     }
 
     /// Ends the connection after the current response.
@@ -580,6 +604,35 @@ pub fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request's arrival is when its bytes came, not when its
+    /// connection's thread read them (the kernel's stamp, on Linux).
+    #[test]
+    fn a_request_arrives_when_its_bytes_do() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        rxtime::enable(&listener);
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        // The kernel turns stamping on lazily: give it a moment.
+        thread::sleep(Duration::from_millis(50));
+        let before = Instant::now();
+        client
+            .write_all(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            .unwrap();
+        let after = Instant::now();
+        thread::sleep(Duration::from_millis(60));
+        let (stream, _) = listener.accept().unwrap();
+        let req = Conn::new(stream).read_request().unwrap();
+        assert_eq!(req.body, b"{}");
+        if cfg!(target_os = "linux") {
+            let slack = Duration::from_millis(1);
+            assert!(
+                req.arrival + slack >= before && req.arrival <= after + slack,
+                "arrived {:?} after the write began, read {:?} after",
+                req.arrival.saturating_duration_since(before),
+                Instant::now().saturating_duration_since(before)
+            );
+        }
+    }
 
     fn head(s: &str) -> Result<Head, ReadError> {
         match parse_head(s.as_bytes())? {

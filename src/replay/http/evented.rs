@@ -1,7 +1,7 @@
 //! The event-driven real-server target: a few event-loop threads, each
 //! owning its connections (non-blocking sockets under `mio`), HTTP/1.1
 //! keep-alive reuse, and one buffer per stream. Every read carries the
-//! time its bytes arrived ([`super::rxtime`]: the kernel's stamp on Linux,
+//! time its bytes arrived ([`crate::rxtime`]: the kernel's stamp on Linux,
 //! else the read's own time) on the run's [`Clock`], so a thousand streams
 //! in flight cost a thousand sockets, not a thousand threads, and no
 //! answer's time waits for a thread to be scheduled.
@@ -35,13 +35,13 @@ use super::answer;
 use super::client::Clock;
 use super::inflight::{Entry, Registry};
 use super::request::RequestBuilder;
-use super::rxtime::{self, RxReader};
 use super::stream::{BodyEnd, StreamReader};
 use super::wire::{self, Body, Endpoint};
 use super::{cancel_registered, wait_for_ends};
 use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 use crate::replay::target::{Done, Job, Target};
 use crate::replay::trace::Trace;
+use crate::rxtime::{self, RxReader};
 
 /// The waker's token; connections use their slot index.
 const WAKER: Token = Token(usize::MAX);
@@ -885,9 +885,11 @@ fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Sha
         }
     }
     loop {
-        match reader.read(&conn.sock, buf, &shared.clock) {
+        match reader.read(&mut conn.sock, buf) {
             Ok((0, _)) => return at_eof(ex, reused),
-            Ok((n, at)) => {
+            Ok((n, age)) => {
+                let now = shared.clock.now_us();
+                let at = age.map_or(now, |a| now.saturating_sub(a.as_micros() as u64));
                 let at = at.max(ex.last_at);
                 ex.last_at = at;
                 ex.got_bytes = true;

@@ -20,7 +20,6 @@ pub mod evented;
 pub mod inflight;
 pub mod prompt;
 pub mod request;
-pub mod rxtime;
 pub mod sse;
 pub mod stream;
 pub mod wire;

@@ -16,18 +16,27 @@
 //! earlier one by less than `P`.
 //!
 //! The stamp is on the wall clock (`CLOCK_REALTIME`); the run's times are
-//! on a monotonic [`Clock`]. Only the stamp's age is carried across (wall
+//! on a monotonic clock. Only the stamp's age is carried across (wall
 //! now minus stamp, both read within a microsecond of each other), so a
 //! wall clock stepped by NTP during a run moves nothing but the one read
 //! that straddles the step, and that one is clamped to the read's own time.
 
 use std::io;
+use std::time::Duration;
 #[cfg(target_os = "linux")]
 use std::time::SystemTime;
 
-use mio::net::TcpStream;
-
-use super::client::Clock;
+/// A socket, listening or connected (on Linux: anything with a file
+/// descriptor; elsewhere anything, as nothing is stamped).
+#[cfg(target_os = "linux")]
+pub trait Stampable: std::os::fd::AsFd {}
+#[cfg(target_os = "linux")]
+impl<T: std::os::fd::AsFd> Stampable for T {}
+/// A socket, listening or connected (here: anything; nothing is stamped).
+#[cfg(not(target_os = "linux"))]
+pub trait Stampable {}
+#[cfg(not(target_os = "linux"))]
+impl<T> Stampable for T {}
 
 /// A socket reader that keeps the buffer the kernel's stamps arrive in.
 pub struct RxReader {
@@ -44,9 +53,9 @@ impl Default for RxReader {
     }
 }
 
-/// Asks the kernel to stamp what `sock` receives. A socket that refuses
-/// is read with the read's own time.
-pub fn enable(sock: &TcpStream) {
+/// Asks the kernel to stamp what `sock` receives (a listening socket's
+/// accepted sockets inherit it). A socket that refuses is read unstamped.
+pub fn enable<S: Stampable>(sock: &S) {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::socket::{setsockopt, sockopt::ReceiveTimestampns};
@@ -57,83 +66,72 @@ pub fn enable(sock: &TcpStream) {
 }
 
 impl RxReader {
-    /// Reads into `buf`: the bytes read, and when they arrived on the
-    /// run's clock (never later than now). `Ok((0, _))` is the peer's EOF.
+    /// Reads into `buf`: the bytes read, and how long ago the last of them
+    /// arrived (None: no stamp; the read's own time is all there is).
+    /// `Ok((0, _))` is the peer's EOF.
     #[cfg(target_os = "linux")]
-    pub fn read(
+    pub fn read<S: Stampable + io::Read>(
         &mut self,
-        sock: &TcpStream,
+        sock: &mut S,
         buf: &mut [u8],
-        clock: &Clock,
-    ) -> io::Result<(usize, u64)> {
+    ) -> io::Result<(usize, Option<Duration>)> {
         use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
         use std::io::IoSliceMut;
-        use std::os::fd::AsRawFd;
+        use std::os::fd::{AsFd, AsRawFd};
 
         let mut iov = [IoSliceMut::new(buf)];
         let msg = recvmsg::<()>(
-            sock.as_raw_fd(),
+            sock.as_fd().as_raw_fd(),
             &mut iov,
             Some(&mut self.cmsg),
             MsgFlags::empty(),
         )
         .map_err(io::Error::from)?;
-        let wall_now = SystemTime::now();
-        let now = clock.now_us();
         let stamp = msg.cmsgs().ok().and_then(|mut c| {
             c.find_map(|m| match m {
                 ControlMessageOwned::ScmTimestampns(ts) => Some(ts),
                 _ => None,
             })
         });
-        let at = match stamp {
-            Some(ts) => {
-                let stamp_us = (ts.tv_sec() as i128) * 1_000_000 + (ts.tv_nsec() as i128) / 1_000;
-                let now_wall_us = wall_now
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as i128);
-                age_to_time(now, now_wall_us - stamp_us)
-            }
-            None => now,
-        };
-        Ok((msg.bytes, at))
+        let age = stamp.map(|ts| {
+            let stamp_ns = (ts.tv_sec() as i128) * 1_000_000_000 + ts.tv_nsec() as i128;
+            let now_ns = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i128);
+            age_of(now_ns - stamp_ns)
+        });
+        Ok((msg.bytes, age))
     }
 
-    /// Reads into `buf`, timed as the read returns.
+    /// Reads into `buf`, unstamped.
     #[cfg(not(target_os = "linux"))]
-    pub fn read(
+    pub fn read<S: Stampable + io::Read>(
         &mut self,
-        sock: &TcpStream,
+        sock: &mut S,
         buf: &mut [u8],
-        clock: &Clock,
-    ) -> io::Result<(usize, u64)> {
-        use std::io::Read;
-        let n = (&*sock).read(buf)?;
-        Ok((n, clock.now_us()))
+    ) -> io::Result<(usize, Option<Duration>)> {
+        Ok((sock.read(buf)?, None))
     }
 }
 
-/// The run-clock time of a stamp `age_us` old at run-clock time `now`:
-/// a negative age (the wall clock stepped back since the stamp) counts as
-/// none, and an age over the run's whole length as the run's start.
-fn age_to_time(now: u64, age_us: i128) -> u64 {
-    let age = u64::try_from(age_us.max(0)).unwrap_or(u64::MAX);
-    now.saturating_sub(age)
+/// A stamp's age from wall now minus stamp: a negative one (the wall
+/// clock stepped back since the stamp) counts as none.
+fn age_of(age_ns: i128) -> Duration {
+    Duration::from_nanos(u64::try_from(age_ns.max(0)).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::time::{Duration, Instant};
+    use std::net::TcpStream;
+    use std::time::Instant;
 
     #[test]
-    fn ages_map_back_from_now() {
-        assert_eq!(age_to_time(10_000, 250), 9_750);
-        // The wall clock stepped back: the read's own time.
-        assert_eq!(age_to_time(10_000, -5_000), 10_000);
-        // Older than the run: its start.
-        assert_eq!(age_to_time(10_000, 1 << 40), 0);
+    fn ages_are_never_negative() {
+        assert_eq!(age_of(250_000), Duration::from_micros(250));
+        // The wall clock stepped back: no age, the read's own time.
+        assert_eq!(age_of(-5_000), Duration::ZERO);
     }
 
     /// Bytes that wait in the socket keep the time they arrived, not the
@@ -142,12 +140,17 @@ mod tests {
     fn a_late_read_keeps_the_arrival_time() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let clock = Clock {
-            start: Instant::now(),
+        let start = Instant::now();
+        let us = |t: Instant| t.duration_since(start).as_micros() as u64;
+        // Where `read` puts its bytes on the test's clock.
+        let read = |r: &mut RxReader, s: &mut TcpStream, b: &mut [u8]| {
+            let (n, age) = r.read(s, b).unwrap();
+            let now = Instant::now();
+            (n, us(now - age.unwrap_or_default()), us(now))
         };
         let client = std::net::TcpStream::connect(addr).unwrap();
         let (mut server, _) = listener.accept().unwrap();
-        let sock = TcpStream::from_std(client);
+        let mut sock = client;
         enable(&sock);
         let mut reader = RxReader::default();
         let mut buf = [0u8; 64];
@@ -158,19 +161,18 @@ mod tests {
             let stamped = (0..100).any(|_| {
                 server.write_all(b"w").unwrap();
                 std::thread::sleep(Duration::from_millis(20));
-                let (n, at) = reader.read(&sock, &mut buf, &clock).unwrap();
+                let (n, at, now) = read(&mut reader, &mut sock, &mut buf);
                 assert_eq!(n, 1);
-                clock.now_us() - at >= 15_000
+                now - at >= 15_000
             });
             assert!(stamped, "no read came back with the kernel's stamp in 2 s");
         }
-        let before = clock.now_us();
+        let before = us(Instant::now());
         server.write_all(b"token").unwrap();
-        let after = clock.now_us();
+        let after = us(Instant::now());
         std::thread::sleep(Duration::from_millis(50));
-        // Non-blocking: the bytes are there (they were written 50 ms ago).
-        let (n, at) = reader.read(&sock, &mut buf, &clock).unwrap();
-        let read_at = clock.now_us();
+        // The bytes are there (they were written 50 ms ago).
+        let (n, at, read_at) = read(&mut reader, &mut sock, &mut buf);
         assert_eq!(&buf[..n], b"token");
         assert!(at <= read_at);
         if cfg!(target_os = "linux") {
