@@ -69,6 +69,10 @@
 #   RATES="500 1000 2000 5000 10000"  BIN=dir (prebuilt binaries; default: build
 #   target/release)  BASE_BIN=dir (older binaries: every mc-replay row is also
 #   run with them, against the same mock, labelled `base`)
+#   MOCK_BIN=dir (the mc-mock to serve every row; default: BIN's. Since
+#   2026-11-25 mc-mock times a request's arrival by the kernel's stamp of
+#   its last byte: MOCK_BIN=<older build> gives the server lag as measured
+#   before, which included the mock's connection thread waking up)
 #   STREAMS="1000 2000" (STREAMS=none skips the streaming runs; an item
 #   N:ITL sets that row's ITL in ms, e.g. STREAMS="2000:20 1000:10")  ITL_MS=10
 #   NICE=-10 (runs the mock and every client at that nice level: on a
@@ -154,7 +158,7 @@ start_mock() {
     # The shell truncates the log in the child, some time after the fork: the
     # wait below must not find the last mock's log there and read its port.
     rm -f "$mock_log"
-    "${prio[@]}" "$bin/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
+    "${prio[@]}" "${MOCK_BIN:-$bin}/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
     mock_pid=$!
     # A loaded machine can take seconds to start it: wait up to 30 s.
     for _ in $(seq 600); do
