@@ -324,7 +324,8 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
                     rule.offset = end.as_f64() + a.gap_ms - min;
                 }
             }
-            let mut src = Source::new(input, Rewriter::new(rule), c.io.on_error, false, false)?;
+            let rw = Rewriter::new(rule);
+            let mut src = Source::new(input, rw, c.io.on_error, false, read_ahead(c))?;
             let before = w.rows;
             while src.advance()? {
                 w.row(out, &src)?;
@@ -335,6 +336,15 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
     })?;
     written.report(tool, "concat");
     Ok(())
+}
+
+/// Whether each input is read and rewritten a batch ahead on a thread of
+/// its own (`ahead`), this thread merging and writing: in both modes, with
+/// or without `--weights`, but not with `--line-buffered` (a batch holds
+/// rows back) or on one CPU.
+fn read_ahead(c: &CommonArgs) -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    !c.io.line_buffered && cpus >= 2
 }
 
 /// A merge key: the timestamp (total order on floats), then the file index.
@@ -358,11 +368,7 @@ impl PartialOrd for Key {
 fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
     let c = &a.common;
     let plan = Plan::new(c, |_| false)?;
-    // Each input read and rewritten a batch ahead on a thread of its own,
-    // this thread merging and writing: not with `--line-buffered` (a batch
-    // holds rows back) or on one CPU.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let ahead = !c.io.line_buffered && cpus >= 2;
+    let ahead = read_ahead(c);
     let mut sources = plan
         .inputs
         .iter()
