@@ -139,15 +139,17 @@ enum Rows {
     Done,
 }
 
-/// One input being merged: its next row, rewritten, waits in `pending`.
+/// One input being merged: its next row, rewritten, waits in `pending`
+/// (or, read ahead, in its batch): [`Source::row`].
 pub struct Source {
     pub name: String,
     rows: Rows,
     /// The reading state while on this thread, and after the end of the
     /// file (a read-ahead thread hands it back with its last batch).
     reading: Option<Box<Reading>>,
-    /// The next row as it will be written (without its `\n`).
-    pub pending: Vec<u8>,
+    /// The next row as it will be written (without its `\n`), unless it
+    /// waits in a read-ahead batch.
+    pending: Vec<u8>,
     /// Its written timestamp, if it has one.
     pub timestamp: Option<Number>,
     /// Its merge key: its timestamp, or for a row without one, the key of
@@ -202,7 +204,7 @@ impl Source {
         let mut progress = Progress::for_stderr(tool, Duration::from_secs(5));
         let mut n = 0u64;
         while self.advance()? {
-            sorter.push(self.key, self.timestamp, &self.pending)?;
+            sorter.push(self.key, self.timestamp, self.row())?;
             n += 1;
             if n.is_multiple_of(4096) {
                 let runs = sorter.runs();
@@ -230,7 +232,7 @@ impl Source {
             Rows::Stream(reading) => reading
                 .next(&mut self.pending)
                 .map(|t| t.map(|t| (reading.key(), t))),
-            Rows::Ahead(ahead) => match ahead.next(&mut self.pending) {
+            Rows::Ahead(ahead) => match ahead.next() {
                 Ok(next) => next.map(Some),
                 Err(Ended { result, reading }) => {
                     self.reading = Some(reading);
@@ -253,6 +255,15 @@ impl Source {
                 }
                 Ok(false)
             }
+        }
+    }
+
+    /// The row [`Source::advance`] moved to, as it will be written
+    /// (without its `\n`).
+    pub fn row(&self) -> &[u8] {
+        match &self.rows {
+            Rows::Ahead(ahead) => ahead.row(),
+            _ => &self.pending,
         }
     }
 

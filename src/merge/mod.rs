@@ -244,7 +244,7 @@ struct Written {
 
 impl Written {
     fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
-        out.write_line(&src.pending)?;
+        out.write_line(src.row())?;
         self.rows += 1;
         if let Some(t) = src.timestamp {
             let f = t.as_f64();
