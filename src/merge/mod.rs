@@ -320,7 +320,13 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
         for (input, rule) in plan.inputs.iter().zip(&plan.rules) {
             let mut rule = rule.clone();
             if let Some(end) = w.last {
-                if let Some(min) = input.earliest(&Rewriter::new(rule.clone()))? {
+                let rw = Rewriter::new(rule.clone());
+                let min = if read_ahead(c) {
+                    input.earliest_chunked(&rw, cpus())?
+                } else {
+                    input.earliest(&rw)?
+                };
+                if let Some(min) = min {
                     rule.offset = end.as_f64() + a.gap_ms - min;
                 }
             }
@@ -342,9 +348,14 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
 /// its own (`ahead`), this thread merging and writing: in both modes, with
 /// or without `--weights`, but not with `--line-buffered` (a batch holds
 /// rows back) or on one CPU.
+/// The same holds for concat's look-ahead pass for a file's earliest
+/// arrival, which then runs on chunks (`Input::earliest_chunked`).
 fn read_ahead(c: &CommonArgs) -> bool {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    !c.io.line_buffered && cpus >= 2
+    !c.io.line_buffered && cpus() >= 2
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A merge key: the timestamp (total order on floats), then the file index.
