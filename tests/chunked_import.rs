@@ -362,6 +362,7 @@ fn a_bad_aibrix_entry_on_any_chunk_edge_stops_or_is_skipped_at_the_same_line() {
     for bad in [
         "{\"timestamp\": -5, \"requests\": []}",
         "{\"timestamp\": 5, \"requests\": [{\"output_length\": 1}]}",
+        "{\"timestamp\": 5, \"requests\": [{\"prompt_length\": 1}, {\"prompt_length\": 20000000}]}",
         "{\"timestamp\": ",
     ] {
         for at in [1, 2, 17, 30, 61] {
@@ -386,6 +387,29 @@ fn a_bad_aibrix_entry_on_any_chunk_edge_stops_or_is_skipped_at_the_same_line() {
             );
         }
     }
+}
+
+#[test]
+fn an_aibrix_length_over_the_limit_is_named_by_its_request() {
+    let input = with_line_at(
+        &aibrix(40),
+        23,
+        "{\"timestamp\": 5, \"requests\": [{\"prompt_length\": 1}, {\"prompt_length\": 20000000}]}",
+    );
+    let out = run(
+        "mc-import",
+        &["--from", "aibrix"],
+        input.as_bytes(),
+        Some(100),
+    );
+    assert_eq!(out.code, Some(65));
+    assert!(
+        out.stderr.contains(
+            "line 23: field `requests[1].prompt_length`: 20000000 tokens is above the limit of 10000000 tokens per row"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -130,10 +130,10 @@ impl Entries {
                 ("prompt_length", r.prompt_length),
                 ("output_length", r.output_length),
             ] {
-                if let Some(Err(err)) =
-                    v.map(|n| crate::limits::tokens(&format!("requests[{k}].{name}"), n))
-                {
-                    return Err(err);
+                // The field's name is made only for a value over the limit:
+                // a `format!` per request was 3-5% of the import (perf).
+                if let Some(n) = v.filter(|&n| n > crate::limits::MAX_ROW_TOKENS) {
+                    crate::limits::tokens(&format!("requests[{k}].{name}"), n)?;
                 }
             }
             let text = r.prompt.as_deref().filter(|_| self.text);
