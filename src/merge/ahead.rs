@@ -73,7 +73,7 @@ impl Ahead {
     /// Moves to the next row ([`Ahead::row`]) and returns its key and
     /// written timestamp; the end of the rows is `Err(Ended)`. The row is
     /// not copied out of its batch: the merge writes it from there.
-    pub fn next(&mut self) -> std::result::Result<Result<Row>, Ended> {
+    pub fn advance(&mut self) -> std::result::Result<Result<Row>, Ended> {
         loop {
             if let Some(&(end, key, timestamp)) = self.batch.rows.get(self.at) {
                 self.at += 1;
@@ -96,7 +96,7 @@ impl Ahead {
         }
     }
 
-    /// The row [`Ahead::next`] moved to (without its `\n`).
+    /// The row [`Ahead::advance`] moved to (without its `\n`).
     pub fn row(&self) -> &[u8] {
         &self.batch.bytes[self.row.clone()]
     }

@@ -319,7 +319,7 @@ impl Source {
             Rows::Stream(reading) => reading
                 .next(&mut self.pending)
                 .map(|t| t.map(|t| (reading.key(), t))),
-            Rows::Ahead(ahead) => match ahead.next() {
+            Rows::Ahead(ahead) => match ahead.advance() {
                 Ok(next) => next.map(Some),
                 Err(Ended { result, reading }) => {
                     self.reading = Some(reading);
