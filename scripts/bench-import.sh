@@ -5,6 +5,8 @@
 #   - mc-import --from azure on an Azure-2024-shaped CSV
 #     (`TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps like
 #     `2024-05-10 00:00:00.0095530+00:00`, some without a fraction);
+#   - mc-import --from aibrix on an AIBrix-shaped JSONL workload (one
+#     entry a line, one to three requests each, every other with a prompt);
 #   - mc-import --from ragpulse on a RAGPulse-shaped trace with its
 #     component files (skipped, with a message, while that importer is not
 #     implemented); memory O(distinct blocks);
@@ -14,10 +16,10 @@
 #
 #   scripts/bench-import.sh
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
-#   AZURE_SIZE=1G RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
+#   AZURE_SIZE=1G AIBRIX_SIZE=256M RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
 #   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
 #
-# SIZE (default 1G) is the default of the three per-input sizes; the merge
+# SIZE (default 1G) is the default of the four per-input sizes; the merge
 # reads two inputs of MERGE_SIZE each. Inputs are generated (awk and
 # examples/gen_trace), cached in $TMPDIR/mctrace-bench, never committed.
 set -euo pipefail
@@ -25,6 +27,7 @@ cd "$(dirname "$0")/.."
 size="${SIZE:-1G}"
 azure_size="${AZURE_SIZE:-$size}"
 rag_size="${RAG_SIZE:-$size}"
+aibrix_size="${AIBRIX_SIZE:-$size}"
 merge_size="${MERGE_SIZE:-$size}"
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
@@ -62,6 +65,23 @@ gen_azure() { # BYTES
       if (frac == 0) stamp = sprintf("2024-%02d-%02d %02d:%02d:%02d+00:00", mon, day, hh, mm, ss)
       else stamp = sprintf("2024-%02d-%02d %02d:%02d:%02d.%07d+00:00", mon, day, hh, mm, ss, frac)
       line = sprintf("%s,%d,%d", stamp, 100 + int(rand() * rand() * 8000), 1 + int(rand() * 700))
+      print line; bytes += length(line) + 1
+    }
+  }'
+}
+
+# AIBrix's JSONL shape (vllm-project/aibrix benchmarks/generator): one
+# entry per dispatch time, 1-3 requests each, half with a prompt text.
+gen_aibrix() { # BYTES
+  awk -v limit="$1" 'BEGIN { srand(2); bytes = 0; t = 0; n = 0
+    while (bytes < limit) {
+      t += int(rand() * 50); k = 1 + int(rand() * 3); r = ""
+      for (i = 0; i < k; i++) {
+        n++; len = 20 + int(rand() * 4000)
+        p = (rand() < 0.5) ? sprintf("\"prompt\": \"request %d: summarize the attached document\", ", n) : ""
+        r = r (i ? ", " : "") sprintf("{%s\"prompt_length\": %d, \"output_length\": %d, \"session_id\": %d}", p, len, 1 + int(rand() * 700), int(n / 5))
+      }
+      line = sprintf("{\"timestamp\": %d, \"requests\": [%s]}", t, r)
       print line; bytes += length(line) + 1
     }
   }'
@@ -122,6 +142,8 @@ row() { # LABEL BYTES CAT_MBPS -- after measure
 # ---- inputs
 azure="$dir/azure-2024-$azure_size.csv"
 [ -s "$azure" ] || gen_azure "$(bytes_of "$azure_size")" > "$azure"
+aibrix="$dir/aibrix-$aibrix_size.jsonl"
+[ -s "$aibrix" ] || gen_aibrix "$(bytes_of "$aibrix_size")" > "$aibrix"
 merge_a="$dir/trace-$merge_size.jsonl"
 merge_b="$dir/trace-$merge_size-seed2.jsonl"
 [ -s "$merge_a" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 1 > "$merge_a"
@@ -156,6 +178,13 @@ measure "$azure" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "ca
 measure "$azure" $bin/mc-import --from azure; row "mc-import --from azure" "$bytes" "$cat_mbps"
 measure "$azure" $bin/mc-import --from azure --float-timestamps
 row "mc-import --from azure --float-timestamps" "$bytes" "$cat_mbps"
+
+# ---- aibrix
+bytes=$(stat -c %s "$aibrix")
+cat "$aibrix" > /dev/null
+measure "$aibrix" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (aibrix jsonl)" "$bytes" "$cat_mbps"
+measure "$aibrix" $bin/mc-import --from aibrix; row "mc-import --from aibrix" "$bytes" "$cat_mbps"
+measure "$aibrix" $bin/mc-import --from aibrix --no-text; row "mc-import --from aibrix --no-text" "$bytes" "$cat_mbps"
 
 # ---- ragpulse
 if [ $rag_ok = 1 ]; then

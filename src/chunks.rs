@@ -5,6 +5,7 @@
 //! them, and its buffers come from a fixed pool the consumer hands back,
 //! so memory stays bounded however fast the input arrives.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 
 use crate::error::{Error, Result};
@@ -241,6 +242,100 @@ pub fn read_chunks(
     }
 }
 
+/// The chunked loop every chunked tool runs (the filters' and the line
+/// importers'): a reader thread cuts `src` into chunks of whole lines
+/// ([`read_chunks`] of `size` bytes, line numbers counted on from
+/// `line_base`), one worker
+/// thread per fork in `forks` makes each chunk with `make` into the
+/// chunk's output buffer, and this thread hands the made chunks to
+/// `write` in input order. `tag` runs on the reader thread, in input
+/// order, and gives each chunk what its maker must know of the chunks
+/// before it (a guessed row number, the first-line state); `write` gets
+/// the tag back, so it can check the guess.
+///
+/// Memory is bounded by a pool of `2 * workers + 2` buffer pairs: every
+/// chunk in flight (being read, queued, being made, waiting its turn)
+/// holds one, and `write`'s chunk goes back to the pool after it. The
+/// first error of `write` stops the loop (the reader and workers stop at
+/// their next hand-over); a read error is returned after what was read
+/// before it was written. Returns the forks, for their counts.
+#[allow(clippy::too_many_arguments)]
+pub fn in_order_chunks<W, T, M>(
+    src: impl Read + Send,
+    size: usize,
+    line_base: u64,
+    max_line: usize,
+    forks: Vec<W>,
+    mut tag: impl FnMut(&Chunk) -> T + Send,
+    make: impl Fn(&mut W, &Chunk, &T, &mut Vec<u8>) -> M + Sync,
+    mut write: impl FnMut(&mut Chunk, T, M) -> Result<()>,
+) -> (Result<()>, Vec<W>)
+where
+    W: Send,
+    T: Send,
+    M: Send,
+{
+    let workers = forks.len().max(1);
+    let (job_tx, job_rx) = crossbeam_channel::bounded::<(Chunk, T)>(workers);
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<(Chunk, T, M)>();
+    let (free_tx, free_rx) = crossbeam_channel::unbounded::<Buffers>();
+    for _ in 0..2 * workers + 2 {
+        let _ = free_tx.send(Buffers::default());
+    }
+    let make = &make;
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            read_chunks(src, size, max_line, &free_rx, |mut c| {
+                c.line_base += line_base;
+                let t = tag(&c);
+                job_tx.send((c, t)).is_ok()
+            })
+        });
+        let threads: Vec<_> = forks
+            .into_iter()
+            .map(|mut fork| {
+                let (jobs, done) = (job_rx.clone(), done_tx.clone());
+                scope.spawn(move || {
+                    for (mut chunk, t) in jobs {
+                        let mut output = std::mem::take(&mut chunk.bufs.output);
+                        output.clear();
+                        let made = make(&mut fork, &chunk, &t, &mut output);
+                        chunk.bufs.output = output;
+                        if done.send((chunk, t, made)).is_err() {
+                            break; // the writer stopped
+                        }
+                    }
+                    fork
+                })
+            })
+            .collect();
+        drop((job_rx, done_tx));
+        // In input order: a chunk that comes back early waits for those
+        // before it.
+        let mut waiting: BTreeMap<u64, (Chunk, T, M)> = BTreeMap::new();
+        let mut next = 0;
+        let mut written = Ok(());
+        'done: for d in done_rx {
+            waiting.insert(d.0.seq, d);
+            while let Some((mut chunk, t, made)) = waiting.remove(&next) {
+                next += 1;
+                written = write(&mut chunk, t, made);
+                let _ = free_tx.send(chunk.bufs);
+                if written.is_err() {
+                    break 'done; // dropping the receiver stops the workers
+                }
+            }
+        }
+        drop(waiting);
+        drop(free_tx); // a reader waiting for a buffer stops
+        let forks = threads.into_iter().filter_map(|t| t.join().ok()).collect();
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err(Error::Io(io::Error::other("the reader thread failed"))));
+        (written.and(read), forks)
+    })
+}
+
 /// Reads into `buf` after its first `len` bytes until `want` bytes are
 /// there or the input ends; returns the bytes there and whether the input
 /// ended. `buf` only grows (zeroed once, when it does).
@@ -344,5 +439,77 @@ mod tests {
     #[test]
     fn empty_input_gives_no_chunk() {
         assert!(chunks(b"", 4, 10).is_empty());
+    }
+
+    /// Runs the scaffold over `input` in chunks of `size` with two forks
+    /// that upper-case each chunk: what `write` saw, in order, as
+    /// (seq, line_base, tag, output), and the result.
+    #[allow(clippy::type_complexity)]
+    fn scaffold(
+        input: &[u8],
+        size: usize,
+        stop_at: Option<u64>,
+    ) -> (Vec<(u64, u64, u64, Vec<u8>)>, Result<()>, usize) {
+        let mut seen = Vec::new();
+        let mut tags = 0u64;
+        let (result, forks) = in_order_chunks(
+            input,
+            size,
+            10,
+            100,
+            vec![0u64, 0u64],
+            |c: &Chunk| {
+                tags += c.lines;
+                tags
+            },
+            |made: &mut u64, c: &Chunk, _t: &u64, out: &mut Vec<u8>| {
+                *made += 1;
+                out.extend(c.bufs.data().iter().map(u8::to_ascii_uppercase));
+                c.seq
+            },
+            |c, t, seq| {
+                assert_eq!(seq, c.seq);
+                if stop_at == Some(c.seq) {
+                    return Err(Error::Input(format!("stop at chunk {seq}")));
+                }
+                seen.push((c.seq, c.line_base, t, c.bufs.output.clone()));
+                Ok(())
+            },
+        );
+        let made: u64 = forks.iter().sum();
+        (seen, result, made as usize)
+    }
+
+    #[test]
+    fn the_scaffold_writes_made_chunks_in_input_order() {
+        let input: Vec<u8> = (0..500)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        for size in [1, 7, 64, 1000, 1 << 20] {
+            let (seen, result, made) = scaffold(&input, size, None);
+            result.unwrap();
+            let joined: Vec<u8> = seen.iter().flat_map(|c| c.3.clone()).collect();
+            assert_eq!(joined, input.to_ascii_uppercase(), "size {size}");
+            assert_eq!(made, seen.len(), "size {size}: both forks handed back");
+            let mut lines = 0;
+            for (k, (seq, base, tag, out)) in seen.iter().enumerate() {
+                // In order, line numbers on from the given base, the tags
+                // made in order on the reader thread.
+                assert_eq!(*seq, k as u64);
+                assert_eq!(*base, 10 + lines);
+                lines += memchr::memchr_iter(b'\n', out).count() as u64;
+                assert_eq!(*tag, lines);
+            }
+        }
+    }
+
+    #[test]
+    fn a_write_error_stops_the_scaffold_with_it() {
+        let input: Vec<u8> = (0..500)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let (seen, result, _) = scaffold(&input, 16, Some(3));
+        assert_eq!(seen.len(), 3);
+        assert!(result.unwrap_err().to_string().contains("stop at chunk 3"));
     }
 }

@@ -5,13 +5,12 @@
 //! nothing of the command line beyond the options it owns.
 
 use crate::blocks::{BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
-use crate::chunks::{self, Buffers, Chunk, ChunkLine};
+use crate::chunks::{self, Chunk, ChunkLine};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{self, ErrorPolicy, LineReader, LineRules, OnError, Output};
 use crate::progress::Progress;
 use crate::record::{Field, Record};
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -403,21 +402,19 @@ fn make_chunk<S: Step>(
 
 const IN_ORDER_BUG: &str = "internal error: a step asked to be run in order while in order";
 
-/// A chunk a worker made, on its way back to the loop's thread.
-struct Done {
-    chunk: Chunk,
-    made: Made,
-    /// The row base the worker guessed.
+/// What the reader thread guessed for a chunk, before any chunk ahead of
+/// it was made: the rows before it and the rules' `first` at its start.
+struct Guess {
     row_base: u64,
-    /// The rules' `first` the worker started from.
     first: bool,
 }
 
-/// The loop on chunks: one thread reads chunks ahead, `workers` threads
-/// transform them each on a fork of `step`, and this thread writes them in
-/// order, handling bad lines, records that need the order, and chunks
-/// whose guessed row numbers or first-line state turn out wrong (it makes
-/// those again, in order, before writing anything of them).
+/// The loop on chunks (`chunks::in_order_chunks`): one thread reads chunks
+/// ahead, `workers` threads transform them each on a fork of `step`, and
+/// this thread writes them in order, handling bad lines, records that need
+/// the order, and chunks whose guessed row numbers or first-line state
+/// turn out wrong (it makes those again, in order, before writing
+/// anything of them).
 #[allow(clippy::too_many_arguments)]
 fn chunked<S: Step>(
     io: &IoArgs,
@@ -429,163 +426,101 @@ fn chunked<S: Step>(
     step: &mut S,
     tally: &mut Tally,
 ) -> Result<()> {
-    let size = chunks::chunk_bytes();
     let max_line = io.max_line_bytes.max(1);
     let skip = io.on_error == OnError::Skip;
-    let (job_tx, job_rx) = crossbeam_channel::bounded::<(Chunk, u64, bool)>(workers);
-    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
-    let (free_tx, free_rx) = crossbeam_channel::unbounded::<Buffers>();
-    // The pool: every chunk in flight (reading, queued, transforming,
-    // waiting its turn) holds one, so memory is bounded by it.
-    for _ in 0..2 * workers + 2 {
-        let _ = free_tx.send(Buffers::default());
-    }
     let Start {
         carry,
         line_base,
         mut rules,
     } = start;
     let first_rules = rules;
-    let row_start = tally.rows;
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            let src = std::io::Cursor::new(carry).chain(src);
-            let mut guess = row_start; // rows so far if every line is a record
-            chunks::read_chunks(src, size, max_line, &free_rx, |mut c| {
-                c.line_base += line_base;
-                let first = c.seq == 0 && first_rules.first;
-                let row_base = guess;
-                guess += c.lines;
-                job_tx.send((c, row_base, first)).is_ok()
-            })
-        });
-        let forks: Vec<_> = (0..workers)
-            .map(|_| {
-                let (jobs, done) = (job_rx.clone(), done_tx.clone());
-                let mut fork = step.fork();
-                scope.spawn(move || {
-                    for (mut chunk, row_base, first) in jobs {
-                        let mut output = std::mem::take(&mut chunk.bufs.output);
-                        output.clear();
-                        let rules = LineRules {
-                            first,
-                            ..first_rules
-                        };
-                        let made = make_chunk(
-                            &mut fork,
-                            false,
-                            &chunk,
-                            row_base,
-                            rules,
-                            max_line,
-                            skip,
-                            &mut output,
-                        );
-                        chunk.bufs.output = output;
-                        let made = Done {
-                            chunk,
-                            made,
-                            row_base,
-                            first,
-                        };
-                        if done.send(made).is_err() {
-                            break; // the writer stopped
-                        }
-                    }
-                    fork
-                })
-            })
-            .collect();
-        drop((job_rx, done_tx));
-        let written = write_in_order(
-            done_rx, &free_tx, out, policy, step, &mut rules, max_line, skip, tally,
-        );
-        drop(free_tx); // a reader waiting for a buffer stops
-        for fork in forks {
-            if let Ok(fork) = fork.join() {
-                step.join(fork);
-            }
-        }
-        let read = reader
-            .join()
-            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("the reader thread failed"))));
-        written.and(read)
-    })
-}
-/// The writing end of [`chunked`]: takes the chunks as workers finish them,
-/// and handles each in input order.
-#[allow(clippy::too_many_arguments)]
-fn write_in_order<S: Step>(
-    done: crossbeam_channel::Receiver<Done>,
-    free: &crossbeam_channel::Sender<Buffers>,
-    out: &mut Output,
-    policy: &mut ErrorPolicy,
-    step: &mut S,
-    rules: &mut LineRules,
-    max_line: usize,
-    skip: bool,
-    tally: &mut Tally,
-) -> Result<()> {
-    let mut waiting: BTreeMap<u64, Done> = BTreeMap::new();
-    let mut next = 0;
-    for d in done {
-        waiting.insert(d.chunk.seq, d);
-        while let Some(mut d) = waiting.remove(&next) {
-            next += 1;
+    let mut guess = tally.rows; // rows so far if every line is a record
+    let tag = move |c: &Chunk| {
+        let g = Guess {
+            row_base: guess,
+            first: c.seq == 0 && first_rules.first,
+        };
+        guess += c.lines;
+        g
+    };
+    let make = |fork: &mut S, chunk: &Chunk, g: &Guess, output: &mut Vec<u8>| {
+        let rules = LineRules {
+            first: g.first,
+            ..first_rules
+        };
+        make_chunk(
+            fork, false, chunk, g.row_base, rules, max_line, skip, output,
+        )
+    };
+    let forks = (0..workers).map(|_| step.fork()).collect();
+    let src = std::io::Cursor::new(carry).chain(src);
+    let (result, forks) = chunks::in_order_chunks(
+        src,
+        chunks::chunk_bytes(),
+        line_base,
+        max_line,
+        forks,
+        tag,
+        make,
+        |chunk, g, mut made| {
             // The worker guessed the rows before its chunk and whether a
             // line was seen before it; a wrong guess that mattered means
             // the chunk is made again here, in order, before any of it is
             // written.
-            let wrong_row = d.made.used_row && d.row_base != tally.rows;
-            if wrong_row || d.first != rules.first {
-                let mut output = std::mem::take(&mut d.chunk.bufs.output);
+            let wrong_row = made.used_row && g.row_base != tally.rows;
+            if wrong_row || g.first != rules.first {
+                let mut output = std::mem::take(&mut chunk.bufs.output);
                 output.clear();
-                d.made = make_chunk(
+                made = make_chunk(
                     step,
                     true,
-                    &d.chunk,
+                    chunk,
                     tally.rows,
-                    *rules,
+                    rules,
                     max_line,
                     skip,
                     &mut output,
                 );
-                d.chunk.bufs.output = output;
+                chunk.bufs.output = output;
             }
-            let written = write_chunk(&mut d, out, policy, step, tally);
-            rules.first = d.made.first_after;
-            tally.rows += d.made.rows;
-            tally.lines = d.chunk.line_base + d.chunk.lines;
-            tally.bytes += d.chunk.bufs.len as u64;
-            let _ = free.send(d.chunk.bufs);
+            let written = write_chunk(chunk, &mut made, out, policy, step, tally);
+            rules.first = made.first_after;
+            tally.rows += made.rows;
+            tally.lines = chunk.line_base + chunk.lines;
+            tally.bytes += chunk.bufs.len as u64;
             written?;
             tally.tick();
-        }
+            Ok(())
+        },
+    );
+    for fork in forks {
+        step.join(fork);
     }
-    Ok(())
+    result
 }
 
 /// Writes a made chunk: its output bytes, with its events handled at
 /// their places.
 fn write_chunk<S: Step>(
-    d: &mut Done,
+    chunk: &Chunk,
+    made: &mut Made,
     out: &mut Output,
     policy: &mut ErrorPolicy,
     step: &mut S,
     tally: &mut Tally,
 ) -> Result<()> {
-    let output = &d.chunk.bufs.output;
+    let output = &chunk.bufs.output;
     let mut at = 0;
-    tally.counts.rows += d.made.counts.rows;
-    tally.counts.changed += d.made.counts.changed;
-    tally.counts.dropped += d.made.counts.dropped;
-    for (pos, event) in std::mem::take(&mut d.made.events) {
+    tally.counts.rows += made.counts.rows;
+    tally.counts.changed += made.counts.changed;
+    tally.counts.dropped += made.counts.dropped;
+    for (pos, event) in std::mem::take(&mut made.events) {
         out.write_records(&output[at..pos])?;
         at = pos;
         match event {
             Event::Bad(e) => policy.handle(e)?,
             Event::InOrder { no, row, span } => {
-                let bytes = &d.chunk.bufs.data()[span];
+                let bytes = &chunk.bufs.data()[span];
                 let row = tally.rows + row;
                 let mut run = |rec: &Record<'_>, buf: &mut Vec<u8>| {
                     step.apply(rec, &Ctx::in_order_at(row), buf)

@@ -298,3 +298,156 @@ fn interleave_bad_lines_stop_or_are_counted_on_any_batch_edge() {
         out.stderr
     );
 }
+
+/// An AIBrix JSONL workload of `n` entries: entry i at i * 40 ms with one
+/// to three requests, every other one with a prompt (so with text), some
+/// with a numeric session.
+fn aibrix(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        let reqs: Vec<String> = (0..1 + i % 3)
+            .map(|k| {
+                let prompt = if (i + k) % 2 == 0 {
+                    format!("\"prompt\": \"say {i}.{k}\", ")
+                } else {
+                    String::new()
+                };
+                let session = if i % 5 == 0 {
+                    format!(", \"session_id\": {}", i / 5)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{{{prompt}\"prompt_length\": {}, \"output_length\": {}{session}}}",
+                    10 + i,
+                    1 + k
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "{{\"timestamp\": {}, \"requests\": [{}]}}\n",
+            i * 40,
+            reqs.join(", ")
+        ));
+    }
+    s
+}
+
+#[test]
+fn aibrix_entries_are_the_same_chunked_and_in_order() {
+    let input = aibrix(5000);
+    for args in [
+        &["--from", "aibrix"][..],
+        &["--from", "aibrix", "--no-text"],
+    ] {
+        let out = same_as_in_order(
+            "mc-import",
+            args,
+            input.as_bytes(),
+            &[None, Some(1), Some(4096), Some(65_537)],
+        );
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+        let rows = String::from_utf8(out.stdout).unwrap();
+        // 5000 entries of 1, 2, 3 requests in turn.
+        let n = 1667 + 1667 * 2 + 1666 * 3;
+        assert_eq!(rows.lines().count(), n);
+        let summary = format!("aibrix: {n} rows in, {n} rows out");
+        assert!(out.stderr.contains(&summary), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn a_bad_aibrix_entry_on_any_chunk_edge_stops_or_is_skipped_at_the_same_line() {
+    let good = aibrix(60);
+    for bad in [
+        "{\"timestamp\": -5, \"requests\": []}",
+        "{\"timestamp\": 5, \"requests\": [{\"output_length\": 1}]}",
+        "{\"timestamp\": 5, \"requests\": [{\"prompt_length\": 1}, {\"prompt_length\": 20000000}]}",
+        "{\"timestamp\": ",
+    ] {
+        for at in [1, 2, 17, 30, 61] {
+            let input = with_line_at(&good, at, bad);
+            let sizes: Vec<Option<usize>> = (1..400).step_by(37).map(Some).collect();
+            let out =
+                same_as_in_order("mc-import", &["--from", "aibrix"], input.as_bytes(), &sizes);
+            assert_eq!(out.code, Some(65), "{bad} at {at}: {}", out.stderr);
+            assert!(
+                out.stderr.contains(&format!("mc-import: line {at}: ")),
+                "{bad} at {at}: {}",
+                out.stderr
+            );
+            let args = ["--from", "aibrix", "--on-error", "skip"];
+            let out = same_as_in_order("mc-import", &args, input.as_bytes(), &sizes);
+            assert_eq!(out.code, Some(0), "{bad} at {at}: {}", out.stderr);
+            assert!(
+                out.stderr
+                    .contains(&format!("skipped 1 bad line (line {at})")),
+                "{bad} at {at}: {}",
+                out.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn an_aibrix_length_over_the_limit_is_named_by_its_request() {
+    let input = with_line_at(
+        &aibrix(40),
+        23,
+        "{\"timestamp\": 5, \"requests\": [{\"prompt_length\": 1}, {\"prompt_length\": 20000000}]}",
+    );
+    let out = run(
+        "mc-import",
+        &["--from", "aibrix"],
+        input.as_bytes(),
+        Some(100),
+    );
+    assert_eq!(out.code, Some(65));
+    assert!(
+        out.stderr.contains(
+            "line 23: field `requests[1].prompt_length`: 20000000 tokens is above the limit of 10000000 tokens per row"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn concat_read_ahead_gives_the_same_bytes_as_in_order() {
+    let (a, b) = (trace(3000, 0, 10), trace(2000, 5, 15));
+    for args in [
+        &["concat"][..],
+        &["concat", "--gap-ms", "100", "--shared-ids"],
+        &["concat", "--weights", "1,2", "--seed", "3"],
+        &["interleave", "--weights", "2,1", "--seed", "5"],
+        &["concat", "--scale-rate", "2,1"],
+    ] {
+        let out = merge_same(args, &a, &b, &[None, Some(1), Some(999)]);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+    }
+    // Bad lines on any batch edge, in either file: stop at, or skip, the
+    // same line.
+    let b = trace(200, 5, 15);
+    for at in [1, 17, 60, 121] {
+        let a = with_line_at(&trace(120, 0, 10), at, "{\"timestamp\": ");
+        let sizes: Vec<Option<usize>> = (1..600).step_by(97).map(Some).collect();
+        for (x, y, file) in [(&a, &b, "a"), (&b, &a, "b")] {
+            let out = merge_same(&["concat"], x, y, &sizes);
+            assert_eq!(out.code, Some(65));
+            assert!(
+                out.stderr
+                    .contains(&format!("DIR/{file}.jsonl: line {at}: ")),
+                "{}",
+                out.stderr
+            );
+            let out = merge_same(&["concat", "--on-error", "skip"], x, y, &sizes);
+            assert_eq!(out.code, Some(0));
+            assert!(
+                out.stderr
+                    .contains(&format!("DIR/{file}.jsonl: skipped 1 bad line (line {at})")),
+                "{}",
+                out.stderr
+            );
+        }
+    }
+}

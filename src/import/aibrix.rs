@@ -13,7 +13,8 @@ use std::io::Read;
 
 use serde::Deserialize;
 
-use super::{json_error, peek_start, ImportArgs, Importer, SessionId, Sink};
+use super::lines::{self, Convert};
+use super::{json_error, peek_start, write_row, Counts, ImportArgs, Importer, SessionId, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
 use crate::nat::reader::ArraySplitter;
@@ -48,65 +49,6 @@ impl Aibrix {
             text: !args.no_text,
         }
     }
-
-    /// Writes the rows of one entry; `Err` for a bad entry (nothing of it
-    /// is written then).
-    fn entry(&self, e: &Entry, sink: &mut Sink) -> Result<std::result::Result<(), RecordError>> {
-        sink.counts.rows_in += e.requests.len() as u64;
-        if e.timestamp.as_f64().is_none_or(|t| t < 0.0) {
-            return Ok(Err(RecordError::field(
-                "timestamp",
-                "expected milliseconds (a number at least 0)",
-            )));
-        }
-        if let Some(Err(err)) = e
-            .timestamp
-            .as_f64()
-            .map(|t| crate::limits::time_ms("timestamp", t))
-        {
-            return Ok(Err(err));
-        }
-        for (k, r) in e.requests.iter().enumerate() {
-            for (name, v) in [
-                ("prompt_length", r.prompt_length),
-                ("output_length", r.output_length),
-            ] {
-                if let Some(Err(err)) =
-                    v.map(|n| crate::limits::tokens(&format!("requests[{k}].{name}"), n))
-                {
-                    return Ok(Err(err));
-                }
-            }
-            let text = r.prompt.as_deref().filter(|_| self.text);
-            if text.is_none() && r.prompt_length.is_none() {
-                let why = if r.prompt.is_some() {
-                    "has no `prompt_length` (and --no-text leaves the prompt out)"
-                } else {
-                    "has neither `prompt` nor `prompt_length`"
-                };
-                return Ok(Err(RecordError::new(format!("requests[{k}] {why}"))));
-            }
-        }
-        let ts = e.timestamp.to_string();
-        for r in &e.requests {
-            let text = r.prompt.as_deref().filter(|_| self.text);
-            sink.row(|w| {
-                w.timestamp_text(ts.as_bytes());
-                if let Some(s) = &r.session_id {
-                    w.session_id(&s.text());
-                }
-                match (text, r.prompt_length) {
-                    (Some(t), _) => w.text_input(t),
-                    (None, Some(n)) => w.input_length(n),
-                    (None, None) => {}
-                }
-                if let Some(n) = r.output_length {
-                    w.output_length(n);
-                }
-            })?;
-        }
-        Ok(Ok(()))
-    }
 }
 
 impl Importer for Aibrix {
@@ -121,7 +63,13 @@ impl Importer for Aibrix {
                     )
                 })?;
                 let parsed = match serde_json::from_slice::<Entry>(&el.bytes) {
-                    Ok(e) => self.entry(&e, sink)?,
+                    Ok(e) => {
+                        let mut rows = Vec::new();
+                        let entries = Entries { text: self.text };
+                        let made = entries.entry(&e, &mut rows, &mut sink.counts);
+                        sink.out.write_records(&rows)?;
+                        made
+                    }
                     Err(e) => {
                         let at = el.start.of_error_within(&e);
                         sink.bad(
@@ -141,12 +89,99 @@ impl Importer for Aibrix {
             }
             return Ok(());
         }
-        let mut rd = LineReader::new(src, self.max_line);
-        sink.each_line(&mut rd, |sink, bytes| {
-            Ok(match serde_json::from_slice::<Entry>(bytes) {
-                Ok(e) => self.entry(&e, sink)?,
-                Err(e) => Err(json_error(&e)),
-            })
+        // JSONL: one entry a line, converted in chunks (`lines`).
+        let rd = LineReader::new(src, self.max_line);
+        let mut conv = Entries { text: self.text };
+        lines::convert(sink, rd, self.max_line, &mut conv)
+    }
+}
+
+/// The JSONL entries of a workload as a line converter: each line is a
+/// function of itself and `--no-text`, so any worker can take it.
+struct Entries {
+    text: bool,
+}
+
+impl Entries {
+    /// Writes the rows of one entry into `out`; `Err` for a bad entry
+    /// (nothing of it is written then).
+    fn entry(
+        &self,
+        e: &Entry,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> std::result::Result<(), RecordError> {
+        counts.rows_in += e.requests.len() as u64;
+        if e.timestamp.as_f64().is_none_or(|t| t < 0.0) {
+            return Err(RecordError::field(
+                "timestamp",
+                "expected milliseconds (a number at least 0)",
+            ));
+        }
+        if let Some(Err(err)) = e
+            .timestamp
+            .as_f64()
+            .map(|t| crate::limits::time_ms("timestamp", t))
+        {
+            return Err(err);
+        }
+        for (k, r) in e.requests.iter().enumerate() {
+            for (name, v) in [
+                ("prompt_length", r.prompt_length),
+                ("output_length", r.output_length),
+            ] {
+                // The field's name is made only for a value over the limit:
+                // a `format!` per request was 3-5% of the import (perf).
+                if let Some(n) = v.filter(|&n| n > crate::limits::MAX_ROW_TOKENS) {
+                    crate::limits::tokens(&format!("requests[{k}].{name}"), n)?;
+                }
+            }
+            let text = r.prompt.as_deref().filter(|_| self.text);
+            if text.is_none() && r.prompt_length.is_none() {
+                let why = if r.prompt.is_some() {
+                    "has no `prompt_length` (and --no-text leaves the prompt out)"
+                } else {
+                    "has neither `prompt` nor `prompt_length`"
+                };
+                return Err(RecordError::new(format!("requests[{k}] {why}")));
+            }
+        }
+        let ts = e.timestamp.to_string();
+        for r in &e.requests {
+            let text = r.prompt.as_deref().filter(|_| self.text);
+            write_row(out, counts, |w| {
+                w.timestamp_text(ts.as_bytes());
+                if let Some(s) = &r.session_id {
+                    w.session_id(&s.text());
+                }
+                match (text, r.prompt_length) {
+                    (Some(t), _) => w.text_input(t),
+                    (None, Some(n)) => w.input_length(n),
+                    (None, None) => {}
+                }
+                if let Some(n) = r.output_length {
+                    w.output_length(n);
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Convert for Entries {
+    fn line(
+        &mut self,
+        line: &[u8],
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> Result<std::result::Result<(), RecordError>> {
+        Ok(match serde_json::from_slice::<Entry>(line) {
+            Ok(e) => self.entry(&e, out, counts),
+            Err(e) => Err(json_error(&e)),
         })
+    }
+
+    fn fork(&self) -> Self {
+        Entries { text: self.text }
     }
 }

@@ -12,11 +12,10 @@
 //! goes line by line, the reference the chunked path is tested against
 //! (`tests/chunked_import.rs`).
 
-use std::collections::BTreeMap;
 use std::io::Read;
 
 use super::{Counts, Sink};
-use crate::chunks::{self, Buffers, Chunk, ChunkLine};
+use crate::chunks::{self, Chunk, ChunkLine};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{LineReader, LineRules, OnError};
 
@@ -130,15 +129,10 @@ fn make_chunk<C: Convert>(
     made
 }
 
-/// A chunk a worker made, on its way back to this thread.
-struct Done {
-    chunk: Chunk,
-    made: Made,
-}
-
-/// The chunked loop: a reader thread cuts `src` into chunks, `workers`
-/// threads convert them each on a fork of `conv`, and this thread writes
-/// them in input order.
+/// The chunked loop (`chunks::in_order_chunks`): a reader thread cuts
+/// `src` into chunks, `workers` threads convert them each on a fork of
+/// `conv`, and this thread writes them in input order, each one's bad
+/// lines handed to the policy where they are.
 fn in_chunks<C: Convert>(
     sink: &mut Sink,
     src: impl Read + Send,
@@ -148,71 +142,32 @@ fn in_chunks<C: Convert>(
     workers: usize,
     conv: &mut C,
 ) -> Result<()> {
-    let size = chunks::chunk_bytes();
     let skip = sink.on_error == OnError::Skip;
-    let (job_tx, job_rx) = crossbeam_channel::bounded::<Chunk>(workers);
-    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
-    let (free_tx, free_rx) = crossbeam_channel::unbounded::<Buffers>();
-    // The pool: every chunk in flight holds one, so memory is bounded by it.
-    for _ in 0..2 * workers + 2 {
-        let _ = free_tx.send(Buffers::default());
-    }
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            chunks::read_chunks(src, size, max_line, &free_rx, |mut c| {
-                c.line_base += line_base;
-                job_tx.send(c).is_ok()
-            })
-        });
-        for _ in 0..workers {
-            let (jobs, done) = (job_rx.clone(), done_tx.clone());
-            let mut fork = conv.fork();
-            scope.spawn(move || {
-                for mut chunk in jobs {
-                    let mut output = std::mem::take(&mut chunk.bufs.output);
-                    output.clear();
-                    let made = make_chunk(&mut fork, &chunk, rules, max_line, skip, &mut output);
-                    chunk.bufs.output = output;
-                    if done.send(Done { chunk, made }).is_err() {
-                        break; // the writer stopped
-                    }
-                }
-            });
+    let forks = (0..workers).map(|_| conv.fork()).collect();
+    let make = |fork: &mut C, chunk: &Chunk, (): &(), out: &mut Vec<u8>| {
+        make_chunk(fork, chunk, rules, max_line, skip, out)
+    };
+    let write = |chunk: &mut Chunk, (), made: Made| {
+        let out = &chunk.bufs.output;
+        let mut from = 0;
+        for (at, e) in made.events {
+            sink.out.write_records(&out[from..at])?;
+            from = at;
+            sink.policy.handle(e)?;
         }
-        drop((job_rx, done_tx));
-        let written = write_in_order(done_rx, &free_tx, sink);
-        drop(free_tx); // a reader waiting for a buffer stops
-        let read = reader
-            .join()
-            .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("the reader thread failed"))));
-        written.and(read)
-    })
-}
-
-/// The writing end of [`in_chunks`]: the chunks in input order, each
-/// one's bad lines handed to the policy where they are.
-fn write_in_order(
-    done: crossbeam_channel::Receiver<Done>,
-    free: &crossbeam_channel::Sender<Buffers>,
-    sink: &mut Sink,
-) -> Result<()> {
-    let mut waiting: BTreeMap<u64, Done> = BTreeMap::new();
-    let mut next = 0;
-    for d in done {
-        waiting.insert(d.chunk.seq, d);
-        while let Some(Done { chunk, made }) = waiting.remove(&next) {
-            next += 1;
-            let out = &chunk.bufs.output;
-            let mut from = 0;
-            for (at, e) in made.events {
-                sink.out.write_records(&out[from..at])?;
-                from = at;
-                sink.policy.handle(e)?;
-            }
-            sink.out.write_records(&out[from..])?;
-            sink.counts.add(&made.counts);
-            let _ = free.send(chunk.bufs);
-        }
-    }
-    Ok(())
+        sink.out.write_records(&out[from..])?;
+        sink.counts.add(&made.counts);
+        Ok(())
+    };
+    let (result, _forks) = chunks::in_order_chunks(
+        src,
+        chunks::chunk_bytes(),
+        line_base,
+        max_line,
+        forks,
+        |_| (),
+        make,
+        write,
+    );
+    result
 }

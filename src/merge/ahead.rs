@@ -46,6 +46,8 @@ pub struct Ahead {
     /// The next row of `batch`, and where it starts.
     at: usize,
     from: usize,
+    /// The current row's bytes in `batch`.
+    row: std::ops::Range<usize>,
 }
 
 impl Ahead {
@@ -64,16 +66,18 @@ impl Ahead {
             batch: Batch::default(),
             at: 0,
             from: 0,
+            row: 0..0,
         }
     }
 
-    /// Appends the next row to `out` and returns its key and written
-    /// timestamp; the end of the rows is `Err(Ended)`.
-    pub fn next(&mut self, out: &mut Vec<u8>) -> std::result::Result<Result<Row>, Ended> {
+    /// Moves to the next row ([`Ahead::row`]) and returns its key and
+    /// written timestamp; the end of the rows is `Err(Ended)`. The row is
+    /// not copied out of its batch: the merge writes it from there.
+    pub fn advance(&mut self) -> std::result::Result<Result<Row>, Ended> {
         loop {
             if let Some(&(end, key, timestamp)) = self.batch.rows.get(self.at) {
-                out.extend_from_slice(&self.batch.bytes[self.from..end]);
                 self.at += 1;
+                self.row = self.from..end;
                 self.from = end;
                 return Ok(Ok((key, timestamp)));
             }
@@ -88,8 +92,13 @@ impl Ahead {
             };
             let done = std::mem::replace(&mut self.batch, next);
             let _ = self.free.send(done);
-            (self.at, self.from) = (0, 0);
+            (self.at, self.from, self.row) = (0, 0, 0..0);
         }
+    }
+
+    /// The row [`Ahead::advance`] moved to (without its `\n`).
+    pub fn row(&self) -> &[u8] {
+        &self.batch.bytes[self.row.clone()]
     }
 }
 

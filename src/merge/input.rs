@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::chunks::{self, Chunk, ChunkLine};
 use crate::error::{Error, Result};
-use crate::jsonl::{self, ErrorPolicy, LineReader, OnError};
+use crate::jsonl::{self, ErrorPolicy, LineReader, LineRules, OnError};
 use crate::progress::Progress;
 use crate::record::{Number, Record};
 
@@ -73,14 +74,18 @@ impl Input {
         Ok(())
     }
 
-    /// A reader from the start of the input.
-    pub fn lines(&self) -> Result<LineReader<Box<dyn Read + Send>>> {
-        let src: Box<dyn Read + Send> = match &self.bytes {
+    /// The input's bytes from the start.
+    fn bytes(&self) -> Result<Box<dyn Read + Send>> {
+        Ok(match &self.bytes {
             Bytes::File(p) => jsonl::open_input_send(Some(p))?,
             Bytes::Stdin => jsonl::open_input_send(None)?,
             Bytes::Held(b) => Box::new(std::io::Cursor::new(Shared(Arc::clone(b)))),
-        };
-        Ok(LineReader::new(src, self.max_line))
+        })
+    }
+
+    /// A reader from the start of the input.
+    pub fn lines(&self) -> Result<LineReader<Box<dyn Read + Send>>> {
+        Ok(LineReader::new(self.bytes()?, self.max_line))
     }
 
     /// Names this file in a message about one of its lines.
@@ -101,6 +106,45 @@ impl Input {
                 Err(e) => return Err(self.err(e)),
             }
         }
+    }
+
+    /// [`Input::earliest`] on `workers` threads: the input cut into chunks
+    /// (`chunks::in_order_chunks`), each chunk's earliest found by a
+    /// worker, the chunks' taken in input order here (so the error that
+    /// stops the pass is the first in the file, as in order).
+    pub fn earliest_chunked(&self, rw: &Rewriter, workers: usize) -> Result<Option<f64>> {
+        let max_line = self.max_line.max(1);
+        let mut min: Option<f64> = None;
+        // No non-blank line seen yet before the next chunk: a worker
+        // guesses it from the chunk's place (only the first chunk starts
+        // the file), this thread makes a chunk again when it guessed wrong.
+        let mut first = true;
+        let (result, _) = chunks::in_order_chunks(
+            self.bytes()?,
+            chunks::chunk_bytes(),
+            0,
+            max_line,
+            vec![(); workers.max(1)],
+            |c: &Chunk| c.seq == 0,
+            |(): &mut (), chunk: &Chunk, &first: &bool, _: &mut Vec<u8>| {
+                earliest_in(chunk, first, max_line, rw)
+            },
+            |chunk, guessed, mut found| {
+                if guessed != first {
+                    found = earliest_in(chunk, first, max_line, rw);
+                }
+                first = found.first_after;
+                if let Some(e) = found.stop {
+                    return Err(e);
+                }
+                if let Some(t) = found.min {
+                    min = Some(min.map_or(t, |m: f64| m.min(t)));
+                }
+                Ok(())
+            },
+        );
+        result.map_err(|e| self.err(e))?;
+        Ok(min)
     }
 
     /// The earliest timestamp of the rows `rw` keeps, after its
@@ -127,6 +171,49 @@ impl Input {
     }
 }
 
+/// What one chunk says of the earliest arrival ([`Input::earliest_chunked`]).
+struct ChunkEarliest {
+    min: Option<f64>,
+    /// The line rules' `first` after the chunk.
+    first_after: bool,
+    /// A line that stops the pass (one that is not a bad record: the input
+    /// is not JSONL).
+    stop: Option<Error>,
+}
+
+/// [`Input::earliest`]'s rule over the lines of one chunk, `first` saying
+/// whether a non-blank line came before it.
+fn earliest_in(chunk: &Chunk, first: bool, max_line: usize, rw: &Rewriter) -> ChunkEarliest {
+    let mut rules = LineRules {
+        first,
+        ..LineRules::jsonl()
+    };
+    let mut min: Option<f64> = None;
+    let mut stop = None;
+    for ChunkLine { no, text, .. } in chunk.lines(&mut rules, max_line) {
+        let line = match text {
+            Ok(Some(l)) => l,
+            Ok(None) | Err(Error::Data { .. }) => continue,
+            Err(e) => {
+                stop = Some(e);
+                break;
+            }
+        };
+        let Ok(rec) = Record::parse(line) else {
+            continue;
+        };
+        if let (Ok(true), Ok(Some(t))) = (rw.keeps(&rec, no), rw.scaled_time(&rec)) {
+            let t = t.as_f64();
+            min = Some(min.map_or(t, |m| m.min(t)));
+        }
+    }
+    ChunkEarliest {
+        min,
+        first_after: rules.first,
+        stop,
+    }
+}
+
 /// The rows of one file, in file order or sorted.
 enum Rows {
     /// Read and rewritten on this thread.
@@ -139,15 +226,17 @@ enum Rows {
     Done,
 }
 
-/// One input being merged: its next row, rewritten, waits in `pending`.
+/// One input being merged: its next row, rewritten, waits in `pending`
+/// (or, read ahead, in its batch): [`Source::row`].
 pub struct Source {
     pub name: String,
     rows: Rows,
     /// The reading state while on this thread, and after the end of the
     /// file (a read-ahead thread hands it back with its last batch).
     reading: Option<Box<Reading>>,
-    /// The next row as it will be written (without its `\n`).
-    pub pending: Vec<u8>,
+    /// The next row as it will be written (without its `\n`), unless it
+    /// waits in a read-ahead batch.
+    pending: Vec<u8>,
     /// Its written timestamp, if it has one.
     pub timestamp: Option<Number>,
     /// Its merge key: its timestamp, or for a row without one, the key of
@@ -202,7 +291,7 @@ impl Source {
         let mut progress = Progress::for_stderr(tool, Duration::from_secs(5));
         let mut n = 0u64;
         while self.advance()? {
-            sorter.push(self.key, self.timestamp, &self.pending)?;
+            sorter.push(self.key, self.timestamp, self.row())?;
             n += 1;
             if n.is_multiple_of(4096) {
                 let runs = sorter.runs();
@@ -230,7 +319,7 @@ impl Source {
             Rows::Stream(reading) => reading
                 .next(&mut self.pending)
                 .map(|t| t.map(|t| (reading.key(), t))),
-            Rows::Ahead(ahead) => match ahead.next(&mut self.pending) {
+            Rows::Ahead(ahead) => match ahead.advance() {
                 Ok(next) => next.map(Some),
                 Err(Ended { result, reading }) => {
                     self.reading = Some(reading);
@@ -253,6 +342,15 @@ impl Source {
                 }
                 Ok(false)
             }
+        }
+    }
+
+    /// The row [`Source::advance`] moved to, as it will be written
+    /// (without its `\n`).
+    pub fn row(&self) -> &[u8] {
+        match &self.rows {
+            Rows::Ahead(ahead) => ahead.row(),
+            _ => &self.pending,
         }
     }
 

@@ -244,7 +244,7 @@ struct Written {
 
 impl Written {
     fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
-        out.write_line(&src.pending)?;
+        out.write_line(src.row())?;
         self.rows += 1;
         if let Some(t) = src.timestamp {
             let f = t.as_f64();
@@ -320,11 +320,18 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
         for (input, rule) in plan.inputs.iter().zip(&plan.rules) {
             let mut rule = rule.clone();
             if let Some(end) = w.last {
-                if let Some(min) = input.earliest(&Rewriter::new(rule.clone()))? {
+                let rw = Rewriter::new(rule.clone());
+                let min = if read_ahead(c) {
+                    input.earliest_chunked(&rw, cpus())?
+                } else {
+                    input.earliest(&rw)?
+                };
+                if let Some(min) = min {
                     rule.offset = end.as_f64() + a.gap_ms - min;
                 }
             }
-            let mut src = Source::new(input, Rewriter::new(rule), c.io.on_error, false, false)?;
+            let rw = Rewriter::new(rule);
+            let mut src = Source::new(input, rw, c.io.on_error, false, read_ahead(c))?;
             let before = w.rows;
             while src.advance()? {
                 w.row(out, &src)?;
@@ -335,6 +342,20 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
     })?;
     written.report(tool, "concat");
     Ok(())
+}
+
+/// Whether each input is read and rewritten a batch ahead on a thread of
+/// its own (`ahead`), this thread merging and writing: in both modes, with
+/// or without `--weights`, but not with `--line-buffered` (a batch holds
+/// rows back) or on one CPU.
+/// The same holds for concat's look-ahead pass for a file's earliest
+/// arrival, which then runs on chunks (`Input::earliest_chunked`).
+fn read_ahead(c: &CommonArgs) -> bool {
+    !c.io.line_buffered && cpus() >= 2
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A merge key: the timestamp (total order on floats), then the file index.
@@ -358,11 +379,7 @@ impl PartialOrd for Key {
 fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
     let c = &a.common;
     let plan = Plan::new(c, |_| false)?;
-    // Each input read and rewritten a batch ahead on a thread of its own,
-    // this thread merging and writing: not with `--line-buffered` (a batch
-    // holds rows back) or on one CPU.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let ahead = !c.io.line_buffered && cpus >= 2;
+    let ahead = read_ahead(c);
     let mut sources = plan
         .inputs
         .iter()
