@@ -119,6 +119,7 @@ impl Scanner<'_> {
         ))
     }
 
+    #[inline]
     fn expect(&mut self, c: u8, wanted: &str) -> Result<(), RecordError> {
         if self.peek() == Some(c) {
             self.i += 1;
@@ -129,6 +130,7 @@ impl Scanner<'_> {
     }
 
     /// An object key; escaped keys are decoded so `"\u0074imestamp"` is still found.
+    #[inline]
     fn key(&mut self) -> Result<Option<Field>, RecordError> {
         if self.peek() != Some(b'"') {
             return Err(self.unexpected("an object key"));
