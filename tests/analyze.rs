@@ -759,7 +759,10 @@ fn parallel_trace(n: usize) -> String {
         if i % 11 != 0 {
             s.push_str(&format!("\"timestamp\": {}, ", i * 37 - (i % 4) * 5));
         }
-        s.push_str(&format!("\"input_length\": {len}, \"output_length\": {}", 1 + i % 300));
+        s.push_str(&format!(
+            "\"input_length\": {len}, \"output_length\": {}",
+            1 + i % 300
+        ));
         if i % 17 != 0 {
             s.push_str(&format!(", \"hash_ids\": [{}]", ids.join(", ")));
         }
@@ -805,10 +808,18 @@ fn the_parallel_reader_skips_and_stops_at_the_lines_the_one_thread_reader_does()
     for at in [1, 3, 50, 51, 200] {
         input = line_at(&input, at, "not json");
     }
-    input = line_at(&input, 120, "{\"input_length\": 5, \"hash_ids\": [9223372036854775808]}");
+    input = line_at(
+        &input,
+        120,
+        "{\"input_length\": 5, \"hash_ids\": [9223372036854775808]}",
+    );
     input = line_at(&input, 100, "");
     input = line_at(&input, 101, "   ");
-    input = line_at(&input, 250, &format!("{{\"pad\": \"{}\"}}", "x".repeat(3000)));
+    input = line_at(
+        &input,
+        250,
+        &format!("{{\"pad\": \"{}\"}}", "x".repeat(3000)),
+    );
     let sizes: Vec<Option<usize>> = [None, Some(1), Some(700)]
         .into_iter()
         .chain((1..400).step_by(61).map(Some))
@@ -840,5 +851,9 @@ fn the_parallel_reader_keeps_the_first_line_rules_across_chunk_edges() {
     let array = "\n\n\n[{\"timestamp\": 1}]\n";
     let out = crate::chunked::same_as_in_order("mc-analyze", &[], array.as_bytes(), &sizes);
     assert_ne!(out.code, Some(0));
-    assert!(out.stderr.contains("line 4: this is a JSON array"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("line 4: this is a JSON array"),
+        "{}",
+        out.stderr
+    );
 }

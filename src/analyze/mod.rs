@@ -242,8 +242,7 @@ impl Analyzer {
             timestamp: timestamp.into(),
         };
         let row = self.rows.push(line, facts, first_unseen, ids);
-        self.sessions
-            .add(&self.rows, row, session, ids, delay);
+        self.sessions.add(&self.rows, row, session, ids, delay);
         Ok(())
     }
 
@@ -257,6 +256,8 @@ impl Analyzer {
         };
         let walk = blocksize::walk(&self.rows, &mut self.table, b);
         let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, &walk.repeated, b);
+        // 4 bytes a row, needed by nothing after AIPerf's statistics.
+        drop(walk.repeated);
         let blocks = blocksize::check(&self.rows, b, detected, feasible, walk.conflicts);
         let cache = cache::model(
             &self.rows,
