@@ -43,7 +43,11 @@ fn peak_in_window(ts: &[f64], w: f64) -> usize {
 pub fn compute(rows: &RowStore) -> TimingStats {
     let mut out_of_order = Finding::default();
     // Sized first, as the hit rates in `aiperf` (no doubling moves).
-    let with_ts = rows.rows.iter().filter(|r| r.timestamp.get().is_some()).count();
+    let with_ts = rows
+        .rows
+        .iter()
+        .filter(|r| r.timestamp.get().is_some())
+        .count();
     let mut ts = Vec::with_capacity(with_ts);
     let mut prev = f64::NEG_INFINITY;
     for (i, r) in rows.rows.iter().enumerate() {
