@@ -740,3 +740,120 @@ fn statistics_match_the_plain_algorithm_across_seeds() {
         );
     }
 }
+
+/// A trace of `n` rows for the parallel reader: shared prefixes and fresh
+/// runs of ids (the id table's order matters), sessions whose turns land in
+/// different chunks, delays, and a row without ids or timestamp now and then.
+fn parallel_trace(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        let blocks = 1 + (i * 7) % 30;
+        let ids: Vec<String> = (0..blocks)
+            .map(|b| match b {
+                0..=2 => (i % 13 * 3 + b).to_string(),
+                _ => (1000 + i * 40 + b).to_string(),
+            })
+            .collect();
+        let len = blocks * 16 - (i % 16);
+        s.push('{');
+        if i % 11 != 0 {
+            s.push_str(&format!("\"timestamp\": {}, ", i * 37 - (i % 4) * 5));
+        }
+        s.push_str(&format!(
+            "\"input_length\": {len}, \"output_length\": {}",
+            1 + i % 300
+        ));
+        if i % 17 != 0 {
+            s.push_str(&format!(", \"hash_ids\": [{}]", ids.join(", ")));
+        }
+        if i % 3 == 0 {
+            s.push_str(&format!(", \"session_id\": \"s{}\"", i % 97));
+        }
+        if i % 5 == 0 {
+            s.push_str(&format!(", \"delay\": {}.5", i % 700));
+        }
+        s.push_str("}\n");
+    }
+    s
+}
+
+/// `input` with `line` put in as line `at` (1-based) of the result.
+fn line_at(input: &str, at: usize, line: &str) -> String {
+    let mut lines: Vec<&str> = input.lines().collect();
+    lines.insert(at - 1, line);
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn the_parallel_reader_gives_the_one_thread_report_whatever_the_chunk_edges() {
+    // `--line-buffered` takes the one-thread reader: the reference.
+    let input = parallel_trace(6000);
+    assert!(input.len() > 1 << 20, "{} bytes", input.len());
+    let sizes = [None, Some(1), Some(4096), Some(65_537)];
+    let out = crate::chunked::same_as_in_order("mc-analyze", &["--json"], input.as_bytes(), &sizes);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["input"]["rows"], 6000);
+    assert!(report["sessions"]["later_turns"].as_u64().unwrap() > 0);
+    let text = crate::chunked::same_as_in_order("mc-analyze", &[], input.as_bytes(), &sizes);
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+}
+
+#[test]
+fn the_parallel_reader_skips_and_stops_at_the_lines_the_one_thread_reader_does() {
+    let good = parallel_trace(300);
+    // Bad lines, an id too large, a too-long line and blank lines, some on
+    // a chunk edge for each of the chunk sizes.
+    let mut input = good.clone();
+    for at in [1, 3, 50, 51, 200] {
+        input = line_at(&input, at, "not json");
+    }
+    input = line_at(
+        &input,
+        120,
+        "{\"input_length\": 5, \"hash_ids\": [9223372036854775808]}",
+    );
+    input = line_at(&input, 100, "");
+    input = line_at(&input, 101, "   ");
+    input = line_at(
+        &input,
+        250,
+        &format!("{{\"pad\": \"{}\"}}", "x".repeat(3000)),
+    );
+    let sizes: Vec<Option<usize>> = [None, Some(1), Some(700)]
+        .into_iter()
+        .chain((1..400).step_by(61).map(Some))
+        .collect();
+    let args = ["--json", "--on-error", "skip", "--max-line-bytes", "2000"];
+    let out = crate::chunked::same_as_in_order("mc-analyze", &args, input.as_bytes(), &sizes);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["input"]["skipped_lines"], 7, "{}", out.stderr);
+    assert_eq!(report["input"]["rows"], 300);
+    // Without skip: the first bad line stops the run, named the same.
+    let out = crate::chunked::same_as_in_order("mc-analyze", &["--json"], input.as_bytes(), &sizes);
+    assert_eq!(out.code, Some(65));
+    assert!(out.stderr.contains("line 1: "), "{}", out.stderr);
+    let late = line_at(&good, 250, "{\"timestamp\": ");
+    let out = crate::chunked::same_as_in_order("mc-analyze", &[], late.as_bytes(), &sizes);
+    assert_eq!(out.code, Some(65));
+    assert!(out.stderr.contains("line 250: "), "{}", out.stderr);
+}
+
+#[test]
+fn the_parallel_reader_keeps_the_first_line_rules_across_chunk_edges() {
+    // Leading blank lines over several chunks, then a BOM: stripped on the
+    // first non-blank line only; a JSON array after blank lines is named.
+    let input = format!("\n  \n\n\u{feff}{}", parallel_trace(40));
+    let sizes = [Some(1), Some(3), None];
+    let out = crate::chunked::same_as_in_order("mc-analyze", &["--json"], input.as_bytes(), &sizes);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let array = "\n\n\n[{\"timestamp\": 1}]\n";
+    let out = crate::chunked::same_as_in_order("mc-analyze", &[], array.as_bytes(), &sizes);
+    assert_ne!(out.code, Some(0));
+    assert!(
+        out.stderr.contains("line 4: this is a JSON array"),
+        "{}",
+        out.stderr
+    );
+}

@@ -93,12 +93,16 @@ pub fn compute(
             .map(|(r, rep)| r.isl - context_of(r, rep))
             .collect::<Vec<_>>(),
     );
-    let mut hit_rates: Vec<f64> = rows
-        .rows
-        .iter()
-        .filter(|r| r.has_ids())
-        .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids))
-        .collect();
+    // Sized before it is filled: a filtered collect grows by doubling, and
+    // each move of a column of millions of rows was a transient second copy
+    // at the report's peak.
+    let mut hit_rates = Vec::with_capacity(rows.rows.iter().filter(|r| r.has_ids()).count());
+    hit_rates.extend(
+        rows.rows
+            .iter()
+            .filter(|r| r.has_ids())
+            .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids)),
+    );
     // statistics.mean: exact, rounded once.
     let cache_hit_rate = if hit_rates.is_empty() {
         0.0

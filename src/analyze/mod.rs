@@ -7,6 +7,7 @@ pub mod blocksize;
 pub mod cache;
 pub mod idtable;
 pub mod lint;
+pub mod parallel;
 pub mod report;
 pub mod rows;
 pub mod sessions;
@@ -120,22 +121,88 @@ pub struct Analyzer {
     ids: Vec<u64>,
 }
 
-impl Analyzer {
-    /// Reads one record. Nothing is recorded for a record that is rejected.
-    pub fn add(&mut self, line: u64, rec: &Record<'_>) -> std::result::Result<(), RecordError> {
+/// What the analysis reads from one record, before anything is recorded:
+/// made on any thread (the parallel reader's workers), applied in input
+/// order by [`Analyzer::apply`]. The ids are kept apart, in the caller's
+/// buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRow<S> {
+    pub isl: Option<f64>,
+    pub osl: Option<f64>,
+    pub timestamp: Option<f64>,
+    pub delay: Option<f64>,
+    /// The raw `session_id` (a slice of the line, or where it is).
+    pub session: Option<S>,
+    pub has_ids: bool,
+}
+
+impl<'a> ReadRow<&'a [u8]> {
+    /// Reads `rec`'s fields into a row and its ids into `ids`: every check a
+    /// record can fail on by itself, in the order the report names the first.
+    pub fn read(rec: &Record<'a>, ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
         let length = |f: Field| rec.number(f).map(|n| n.map(|n| n.as_f64()));
         let isl = length(Field::InputLength)?;
         let osl = length(Field::OutputLength)?;
         let timestamp = length(Field::Timestamp)?;
         let delay = length(Field::Delay)?;
         let session = rec.session_id()?;
-        let has_ids = rec.hash_ids_into(&mut self.ids)?;
-        if let Some(&big) = self.ids.iter().find(|&&h| h > idtable::MAX_ID) {
+        let has_ids = rec.hash_ids_into(ids)?;
+        if let Some(&big) = ids.iter().find(|&&h| h > idtable::MAX_ID) {
             return Err(RecordError::field(
                 "hash_ids",
                 format!("id {big} is above 2^63 - 1, the largest id mc-analyze handles"),
             ));
         }
+        Ok(ReadRow {
+            isl,
+            osl,
+            timestamp,
+            delay,
+            session,
+            has_ids,
+        })
+    }
+}
+
+impl<S> ReadRow<S> {
+    /// The same row with its session found again through `f`.
+    pub fn map_session<T>(self, f: impl FnOnce(S) -> T) -> ReadRow<T> {
+        ReadRow {
+            isl: self.isl,
+            osl: self.osl,
+            timestamp: self.timestamp,
+            delay: self.delay,
+            session: self.session.map(f),
+            has_ids: self.has_ids,
+        }
+    }
+}
+
+impl Analyzer {
+    /// Reads one record. Nothing is recorded for a record that is rejected.
+    pub fn add(&mut self, line: u64, rec: &Record<'_>) -> std::result::Result<(), RecordError> {
+        let mut ids = std::mem::take(&mut self.ids);
+        let read = ReadRow::read(rec, &mut ids).and_then(|row| self.apply(line, row, &ids));
+        self.ids = ids;
+        read
+    }
+
+    /// Records a row [`ReadRow::read`] made of line `line`, with its `ids`;
+    /// rows must come in input order. Nothing is recorded when it fails.
+    pub fn apply(
+        &mut self,
+        line: u64,
+        row: ReadRow<&[u8]>,
+        ids: &[u64],
+    ) -> std::result::Result<(), RecordError> {
+        let ReadRow {
+            isl,
+            osl,
+            timestamp,
+            delay,
+            session,
+            has_ids,
+        } = row;
         let stamp = u32::try_from(self.rows.rows.len() + 1)
             .map_err(|_| RecordError::new("more than 4 billion rows"))?;
 
@@ -158,8 +225,8 @@ impl Analyzer {
             lint.delay(line, d);
         }
         let mut first_unseen = 0;
-        if let Some(&first) = self.ids.first() {
-            let visit = self.table.visit(stamp, &self.ids);
+        if let Some(&first) = ids.first() {
+            let visit = self.table.visit(stamp, ids);
             if visit.duplicate {
                 lint.duplicate_ids.add(line);
             }
@@ -174,9 +241,8 @@ impl Analyzer {
             osl: osl.unwrap_or(0.0),
             timestamp: timestamp.into(),
         };
-        let row = self.rows.push(line, facts, first_unseen, &self.ids);
-        self.sessions
-            .add(&self.rows, row, session, &self.ids, delay);
+        let row = self.rows.push(line, facts, first_unseen, ids);
+        self.sessions.add(&self.rows, row, session, ids, delay);
         Ok(())
     }
 
@@ -190,6 +256,8 @@ impl Analyzer {
         };
         let walk = blocksize::walk(&self.rows, &mut self.table, b);
         let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, &walk.repeated, b);
+        // 4 bytes a row, needed by nothing after AIPerf's statistics.
+        drop(walk.repeated);
         let blocks = blocksize::check(&self.rows, b, detected, feasible, walk.conflicts);
         let cache = cache::model(
             &self.rows,
@@ -245,7 +313,16 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     // AIPerf's JSON must not land on the trace it describes.
     let input = io.input().unwrap_or(std::path::Path::new("-"));
     crate::jsonl::refuse_input_as_output(args.output_file.as_deref(), &[input])?;
-    let mut reader = io.reader()?;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The records' copy (--pass) and --line-buffered keep the one-thread
+    // reader: each line goes out as it is read.
+    let one_thread = args.pass || io.line_buffered || workers < 2;
+    // The input is opened first, as before: its error is the one named.
+    let mut source = if one_thread {
+        Err(io.reader()?)
+    } else {
+        Ok(crate::jsonl::open_input_send(io.input())?)
+    };
     let mut policy = ErrorPolicy::new(io.on_error);
     let mut analyzer = Analyzer::default();
     let mut records = if args.pass { Some(io.writer()?) } else { None };
@@ -253,20 +330,33 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let mut progress = Progress::for_stderr(tool, PROGRESS_EVERY);
     let started = Instant::now();
     let mut read_bytes = 0u64;
-    let read = filter::for_each_line(&mut reader, &mut policy, |no, bytes, policy| {
-        last_line = no;
-        read_bytes += bytes.len() as u64 + 1;
-        if no % PROGRESS_ROWS == 0 {
-            progress.tick(|| reading(no, read_bytes, started));
-        }
-        match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
-            Ok(()) => match records.as_mut() {
-                Some(out) => out.write_line(bytes),
-                None => Ok(()),
+    let read = match source {
+        Err(ref mut reader) => filter::for_each_line(reader, &mut policy, |no, bytes, policy| {
+            last_line = no;
+            read_bytes += bytes.len() as u64 + 1;
+            if no % PROGRESS_ROWS == 0 {
+                progress.tick(|| reading(no, read_bytes, started));
+            }
+            match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+                Ok(()) => match records.as_mut() {
+                    Some(out) => out.write_line(bytes),
+                    None => Ok(()),
+                },
+                Err(e) => policy.record(no, e),
+            }
+        }),
+        Ok(src) => parallel::read_into(
+            src,
+            io.max_line_bytes,
+            workers,
+            &mut policy,
+            &mut analyzer,
+            &mut |line, bytes| {
+                (last_line, read_bytes) = (line, bytes);
+                progress.tick(|| reading(line, bytes, started));
             },
-            Err(e) => policy.record(no, e),
-        }
-    });
+        ),
+    };
     let flushed = records.as_mut().map_or(Ok(()), Output::flush);
     if let Err(e) = read.and(flushed) {
         filter::report_skipped(tool, &policy);

@@ -42,7 +42,13 @@ fn peak_in_window(ts: &[f64], w: f64) -> usize {
 
 pub fn compute(rows: &RowStore) -> TimingStats {
     let mut out_of_order = Finding::default();
-    let mut ts = Vec::new();
+    // Sized first, as the hit rates in `aiperf` (no doubling moves).
+    let with_ts = rows
+        .rows
+        .iter()
+        .filter(|r| r.timestamp.get().is_some())
+        .count();
+    let mut ts = Vec::with_capacity(with_ts);
     let mut prev = f64::NEG_INFINITY;
     for (i, r) in rows.rows.iter().enumerate() {
         if let Some(t) = r.timestamp.get() {
@@ -54,23 +60,33 @@ pub fn compute(rows: &RowStore) -> TimingStats {
         }
     }
     ts.sort_unstable_by(f64::total_cmp);
-    let gaps: Vec<f64> = {
-        let mut g: Vec<f64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+    let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
+    let rate = |w: f64| (!ts.is_empty()).then(|| peak_in_window(&ts, w) as f64 / (w / 1000.0));
+    let rows_with_timestamp = ts.len() as u64;
+    let mean_rate_per_s = span
+        .filter(|&s| s > 0.0)
+        .map(|s| ts.len() as f64 / (s / 1000.0));
+    let (peak_rate_1s, peak_rate_10s) = (rate(1000.0), rate(10_000.0));
+    // The gaps in place of the times (gap i is `ts[i + 1] - ts[i]`, both
+    // read before slot i is written): a second column of 8 bytes a row
+    // added to the report's peak memory on a large trace.
+    let gaps = {
+        let mut g = ts;
+        for i in 1..g.len() {
+            g[i - 1] = g[i] - g[i - 1];
+        }
+        g.pop();
         g.sort_unstable_by(f64::total_cmp);
         g
     };
-    let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
-    let rate = |w: f64| (!ts.is_empty()).then(|| peak_in_window(&ts, w) as f64 / (w / 1000.0));
     TimingStats {
-        rows_with_timestamp: ts.len() as u64,
+        rows_with_timestamp,
         sorted: out_of_order.count == 0,
         out_of_order,
         span_ms: span,
-        mean_rate_per_s: span
-            .filter(|&s| s > 0.0)
-            .map(|s| ts.len() as f64 / (s / 1000.0)),
-        peak_rate_1s: rate(1000.0),
-        peak_rate_10s: rate(10_000.0),
+        mean_rate_per_s,
+        peak_rate_1s,
+        peak_rate_10s,
         inter_arrival_p50_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.5)),
         inter_arrival_p99_ms: (!gaps.is_empty()).then(|| percentile_linear(&gaps, 0.99)),
     }
