@@ -28,8 +28,19 @@ pub fn run(t: &str, args: &[&str], input: &[u8], chunk: Option<usize>) -> Out {
     Out {
         code: out.status.code(),
         stdout: out.stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: without_progress(&String::from_utf8_lossy(&out.stderr)),
     }
+}
+
+/// Stderr without the progress lines a run prints every few seconds when
+/// stderr is not a terminal (`TOOL: line N, X MB (Y MB/s)`): whether one
+/// comes depends on how long the run took (chunks of one byte on a loaded
+/// machine take seconds), not on what it did.
+fn without_progress(stderr: &str) -> String {
+    stderr
+        .split_inclusive('\n')
+        .filter(|l| !(l.trim_end().ends_with(" MB/s)") && l.contains(" MB ")))
+        .collect()
 }
 
 /// The reference: one line at a time, in order.

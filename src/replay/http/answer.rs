@@ -4,6 +4,7 @@
 //! JSON answer becomes an [`Outcome`], and an I/O error before the answer
 //! gets its kind. One place, so both clients give the same result lines.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use super::inflight::Live;
@@ -79,10 +80,10 @@ pub fn whole_answer(bytes: &[u8], now: u64, live: &Live, out: &mut Outcome) {
             out.t_last_us = Some(now);
             out.chunks = 1;
             live.first_us_plus1.store(now + 1, Ordering::Relaxed);
-            out.text = text;
-            out.finish_reason = finish_reason;
+            out.text = text.into_owned();
+            out.finish_reason = finish_reason.map(Cow::into_owned);
         }
-        Event::Empty { finish_reason } => out.finish_reason = finish_reason,
+        Event::Empty { finish_reason } => out.finish_reason = finish_reason.map(Cow::into_owned),
         Event::Error(msg) => out.error = Some(Failure::new(ErrorKind::StreamError, msg)),
         Event::Malformed(msg) => {
             out.error = Some(Failure::new(

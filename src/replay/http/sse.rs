@@ -133,26 +133,51 @@ impl EventSplitter {
     }
 }
 
-/// What one event of a completion stream says.
+/// What one event of a completion stream says; its strings are borrowed
+/// from the event's bytes where they can be (no allocation per token).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub enum Event<'a> {
     /// `[DONE]`: the stream is complete.
     Done,
     /// An event carrying generated output (content, reasoning or tool-call
     /// delta, or completion text); `text` is the content, if any.
     Token {
-        text: String,
-        finish_reason: Option<String>,
+        text: Cow<'a, str>,
+        finish_reason: Option<Cow<'a, str>>,
     },
     /// An event with usage numbers (usually the last, with `choices: []`).
     StreamUsage(StreamUsage),
     /// An event with nothing generated: the role-only first chunk, an empty
     /// delta, a bare finish reason.
-    Empty { finish_reason: Option<String> },
+    Empty { finish_reason: Option<Cow<'a, str>> },
     /// `{"error": ...}` sent after the headers.
     Error(String),
     /// Not JSON, or not an object.
     Malformed(String),
+}
+
+impl Event<'_> {
+    /// The event with its strings owned (for one read from a parse tree
+    /// that is about to go).
+    pub fn into_owned(self) -> Event<'static> {
+        let own = |s: Option<Cow<'_, str>>| s.map(|s| Cow::Owned(s.into_owned()));
+        match self {
+            Event::Token {
+                text,
+                finish_reason,
+            } => Event::Token {
+                text: Cow::Owned(text.into_owned()),
+                finish_reason: own(finish_reason),
+            },
+            Event::Empty { finish_reason } => Event::Empty {
+                finish_reason: own(finish_reason),
+            },
+            Event::Done => Event::Done,
+            Event::StreamUsage(u) => Event::StreamUsage(u),
+            Event::Error(e) => Event::Error(e),
+            Event::Malformed(m) => Event::Malformed(m),
+        }
+    }
 }
 
 pub use crate::replay::outcome::StreamUsage;
@@ -164,7 +189,7 @@ pub use crate::replay::outcome::StreamUsage;
 /// JSON tree (the per-token cost of a client holding thousands of streams);
 /// anything that reader leaves (errors, usage, chunks that are not JSON)
 /// gets [`classify_full`]. Both give the same event for every input.
-pub fn classify(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
+pub fn classify<'a>(data: &'a [u8], usage: &mut Option<StreamUsage>) -> Event<'a> {
     if data == b"[DONE]" {
         return Event::Done;
     }
@@ -178,7 +203,7 @@ pub fn classify(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
 }
 
 /// [`classify`] through a whole `serde_json::Value`: the reference.
-pub fn classify_full(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
+pub fn classify_full(data: &[u8], usage: &mut Option<StreamUsage>) -> Event<'static> {
     if data == b"[DONE]" {
         return Event::Done;
     }
@@ -225,26 +250,30 @@ pub fn classify_full(data: &[u8], usage: &mut Option<StreamUsage>) -> Event {
         text: str_of(choice.get("text")),
     }
     .event()
+    .into_owned()
 }
 
-impl Choice<'_> {
+impl<'a> Choice<'a> {
     /// The rule: a choice carries a token when any of its content,
     /// reasoning, tool calls or text is non-empty.
-    pub fn event(self) -> Event {
+    pub fn event(self) -> Event<'a> {
         let non_empty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
         let generated = non_empty(&self.content)
             || non_empty(&self.reasoning_content)
             || non_empty(&self.reasoning)
             || self.tool_calls
             || non_empty(&self.text);
-        let finish_reason = self.finish_reason.map(Cow::into_owned);
+        let finish_reason = self.finish_reason;
         if !generated {
             return Event::Empty { finish_reason };
         }
-        let mut text = String::new();
-        for part in [&self.content, &self.text].into_iter().flatten() {
-            text.push_str(part);
-        }
+        // The content, or the completion's text, or both in that order.
+        let text = match (self.content, self.text) {
+            (Some(c), None) => c,
+            (None, Some(t)) => t,
+            (None, None) => Cow::Borrowed(""),
+            (Some(c), Some(t)) => Cow::Owned(c.into_owned() + &t),
+        };
         Event::Token {
             text,
             finish_reason,

@@ -8,6 +8,7 @@
 //! `incomplete` unless a timeout or a protocol problem came first, and the
 //! outcome keeps the tokens and timings received up to the cut.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use super::inflight::Live;
@@ -150,13 +151,13 @@ fn on_event(
             }
             if finish_reason.is_some() && !*done {
                 *finished = true;
-                out.finish_reason = finish_reason;
+                out.finish_reason = finish_reason.map(Cow::into_owned);
             }
         }
         Event::Empty { finish_reason } => {
             if finish_reason.is_some() && !*done {
                 *finished = true;
-                out.finish_reason = finish_reason;
+                out.finish_reason = finish_reason.map(Cow::into_owned);
             }
         }
         Event::StreamUsage(_) => {}
