@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-pub use super::chunk::Choice;
+pub use super::chunk::{Choice, Memo};
 
 /// `--max-event-bytes`' default: far above any completion chunk, far
 /// below what would hurt a client streaming thousands of answers.
@@ -190,10 +190,20 @@ pub use crate::replay::outcome::StreamUsage;
 /// anything that reader leaves (errors, usage, chunks that are not JSON)
 /// gets [`classify_full`]. Both give the same event for every input.
 pub fn classify<'a>(data: &'a [u8], usage: &mut Option<StreamUsage>) -> Event<'a> {
+    classify_with(data, usage, &mut Memo::default())
+}
+
+/// [`classify`] for the next event of a stream (`memo`: what its chunks
+/// have in common, [`Memo`]).
+pub fn classify_with<'a>(
+    data: &'a [u8],
+    usage: &mut Option<StreamUsage>,
+    memo: &mut Memo,
+) -> Event<'a> {
     if data == b"[DONE]" {
         return Event::Done;
     }
-    match super::chunk::read(data) {
+    match super::chunk::read_with(data, memo) {
         Some(Some(choice)) => choice.event(),
         Some(None) => Event::Empty {
             finish_reason: None,

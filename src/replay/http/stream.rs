@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use super::inflight::Live;
-use super::sse::{self, Event, EventSplitter};
+use super::sse::{self, Event, EventSplitter, Memo};
 use crate::replay::outcome::{ErrorKind, Failure, Outcome, StreamUsage};
 use crate::results::line::CUT_AT_DONE;
 
@@ -38,6 +38,8 @@ pub struct StreamReader {
     finished: bool,
     first_problem: Option<Failure>,
     keep_text: bool,
+    /// What this stream's chunks have in common (read once).
+    memo: Memo,
     out: Outcome,
 }
 
@@ -53,6 +55,7 @@ impl StreamReader {
             finished: false,
             first_problem: None,
             keep_text,
+            memo: Memo::default(),
             out,
         }
     }
@@ -75,6 +78,7 @@ impl StreamReader {
             finished,
             first_problem,
             keep_text,
+            memo,
             out,
         } = self;
         let fed = splitter.feed(bytes, &mut |data| {
@@ -83,6 +87,7 @@ impl StreamReader {
                 now_us,
                 live,
                 *keep_text,
+                memo,
                 usage,
                 done,
                 finished,
@@ -124,13 +129,14 @@ fn on_event(
     now: u64,
     live: &Live,
     keep_text: bool,
+    memo: &mut Memo,
     usage: &mut Option<StreamUsage>,
     done: &mut bool,
     finished: &mut bool,
     first_problem: &mut Option<Failure>,
     out: &mut Outcome,
 ) {
-    match sse::classify(data, usage) {
+    match sse::classify_with(data, usage, memo) {
         Event::Done => *done = true,
         Event::Token {
             text,

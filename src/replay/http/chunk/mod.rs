@@ -40,12 +40,20 @@ mod scan;
 /// usual chunk (a tenth of serde's instructions, most of the client's own
 /// CPU per token); what it does not decide goes to [`read_serde`].
 pub fn read(data: &[u8]) -> Option<Option<Choice<'_>>> {
-    match scan::scan(data) {
+    read_with(data, &mut Memo::default())
+}
+
+/// [`read`] for the next chunk of a stream, whose `memo` remembers what
+/// its chunks have in common.
+pub fn read_with<'a>(data: &'a [u8], memo: &mut Memo) -> Option<Option<Choice<'a>>> {
+    match scan::scan_with(data, memo) {
         scan::Scan::Read(choice) => Some(choice),
         scan::Scan::Full => None,
         scan::Scan::Unsure => read_serde(data),
     }
 }
+
+pub use scan::Memo;
 
 /// [`read`] through serde's parser: the reference [`scan`] is checked
 /// against, and its fallback.
