@@ -79,6 +79,7 @@
 #   machine shared with builds, to measure the tools rather than the queue
 #   for a core; negative levels need root)
 #   CLIENT_ARGS="--http-client blocking" (extra mc-replay options, new only)
+#   MOCK_ARGS="--pacer-threads 2" (extra mc-mock options, every run)
 #   AIPERF=/path/to/aiperf  (default: aiperf on PATH, else
 #   /work/peers/aiperf/bin/aiperf or /work/aiperf-venv/bin/aiperf; AIPERF=none
 #   skips it)  GUIDELLM=/path/to/guidellm (default: guidellm on PATH, else
@@ -97,6 +98,7 @@ itl=${ITL_MS:-10}
 [[ "$streams" == none ]] && streams=""
 base_bin=${BASE_BIN:-}
 read -r -a client_args <<< "${CLIENT_ARGS:-}"
+read -r -a mock_args <<< "${MOCK_ARGS:-}"
 # Every process under test runs through $prio (empty: as is).
 prio=()
 [[ -n "${NICE:-}" ]] && prio=(nice -n "$NICE")
@@ -158,7 +160,7 @@ start_mock() {
     # The shell truncates the log in the child, some time after the fork: the
     # wait below must not find the last mock's log there and read its port.
     rm -f "$mock_log"
-    "${prio[@]}" "${MOCK_BIN:-$bin}/mc-mock" --port 0 "$@" > "$mock_log" 2>/dev/null &
+    "${prio[@]}" "${MOCK_BIN:-$bin}/mc-mock" --port 0 "$@" "${mock_args[@]}" > "$mock_log" 2>/dev/null &
     mock_pid=$!
     # A loaded machine can take seconds to start it: wait up to 30 s.
     for _ in $(seq 600); do
