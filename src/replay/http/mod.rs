@@ -22,6 +22,7 @@ pub mod prompt;
 pub mod request;
 pub mod sse;
 pub mod stream;
+pub mod tls;
 pub mod wire;
 
 use client::Clock;
