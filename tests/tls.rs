@@ -388,11 +388,12 @@ fn a_reused_tls_connection_found_closed_is_retried_once() {
     assert_eq!(server.connections_used(), 2);
 }
 
-/// Sends with a 40 ms pause between polls once 100 answers are in flight:
-/// each token's time must be its read's arrival stamp, not the time it
-/// was read or decrypted (which would put TTFT p50 at 100 ms plus half
-/// the pause). The first 120 requests (warm-up) open the connections, so
-/// the measured ones carry no handshake.
+/// Sends with a 100 ms pause between polls once 100 answers are in
+/// flight: each token's time must be its read's arrival stamp, not the
+/// time it was read or decrypted (which would put TTFT p50 at 100 ms plus
+/// half the pause, ~150 ms). The first 120 requests (warm-up) open the
+/// connections, so the measured ones carry no handshake. The bounds leave
+/// room for a test server whose threads wait for a core.
 #[test]
 fn coalesced_tls_reads_keep_the_arrival_times() {
     let server = TlsServer::start(
@@ -413,7 +414,7 @@ fn coalesced_tls_reads_keep_the_arrival_times() {
             "--event-loops",
             "1",
             "--read-coalesce-us",
-            "40000",
+            "100000",
             "--max-connections",
             "120",
             "--warmup",
@@ -440,9 +441,9 @@ fn coalesced_tls_reads_keep_the_arrival_times() {
     };
     if cfg!(target_os = "linux") {
         let ttft = p50(&|r| r.ttft_ms.unwrap());
-        assert!((99.0..115.0).contains(&ttft), "TTFT p50 {ttft} ms");
+        assert!((99.0..125.0).contains(&ttft), "TTFT p50 {ttft} ms");
         let e2e = p50(&|r| r.e2e_ms.unwrap());
-        assert!((249.0..265.0).contains(&e2e), "e2e p50 {e2e} ms");
+        assert!((249.0..275.0).contains(&e2e), "e2e p50 {e2e} ms");
     }
 }
 
@@ -653,4 +654,22 @@ fn a_bad_cacert_is_a_usage_error_before_anything_is_sent() {
     assert_eq!(server.accepts(), 0, "something was sent");
     // The CA file itself is fine.
     assert!(pki().ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    // Without a server there is nothing to trust.
+    let ca = pki().ca_file.to_str().unwrap();
+    let r = crate::util::run("mc-replay", &["--cacert", ca], &rows(&[0]));
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r
+        .stderr
+        .contains("--cacert trusts an https:// server's CA: give --url"));
+}
+
+#[test]
+fn help_shows_cacert_and_no_longer_says_the_evented_client_lacks_tls() {
+    let help = crate::util::run_ok("mc-replay", &["--help"], "");
+    assert!(help.contains("--cacert <FILE>"), "{help}");
+    assert!(
+        help.contains("--url https://gpu:8443 --cacert ca.pem"),
+        "{help}"
+    );
+    assert!(!help.contains("no TLS"), "{help}");
 }
