@@ -1030,9 +1030,9 @@ fn after_tls(
         // decided by the answer itself: a stream needs [DONE] and a
         // finish_reason (`stream`), a whole answer must parse, and a
         // length or chunked body must be whole (`wire`), so a cut answer
-        // is `incomplete` either way; and many servers end a TLS
-        // connection without close_notify, whose complete answers would
-        // otherwise all be `incomplete`.
+        // fails either way; and many servers end a TLS connection without
+        // close_notify, whose complete answers would otherwise all be
+        // `incomplete`. The blocking client (ureq) judges it the same way.
         Ok(Received::Closed | Received::Truncated) => Some(at_eof(ex, reused)),
         Err(e) => {
             // The alert rustls queued tells the server why (best effort).
