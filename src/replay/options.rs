@@ -320,9 +320,10 @@ pub struct ReplayArgs {
 
     /// Trust the CA certificate(s) in FILE (PEM, one or more) for an
     /// https:// server, instead of the built-in Mozilla roots, as curl's
-    /// --cacert does: for a server whose certificate a private CA (or the
-    /// server itself) signed. Both clients, the model listing and the
-    /// metrics scrape use it. Read and checked before anything is sent.
+    /// --cacert does: for a server whose certificate a private CA signed
+    /// (or a self-signed one, not marked as a CA). Both clients, the model
+    /// listing and the metrics scrape use it. Read and checked before
+    /// anything is sent.
     /// Example: `--url https://gpu:8443 --cacert ca.pem`.
     #[arg(long, value_name = "FILE", help_heading = "HTTP client")]
     pub cacert: Option<PathBuf>,

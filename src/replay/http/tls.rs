@@ -219,6 +219,13 @@ pub fn describe(e: &rustls::Error, handshake: bool) -> String {
                 "the certificate is outside its validity dates: renew it, or check the \
                  server's and this machine's clocks",
             ),
+            // webpki's error reaches rustls' API only as an opaque one;
+            // its name is the one sign (no hint if it changes).
+            C::Other(o) if o.0.to_string().contains("CaUsedAsEndEntity") => Some(
+                "the server's certificate is marked as a CA, as `openssl req -x509` makes \
+                 one by default: serve a certificate a CA signed, or make the self-signed \
+                 one with `-addext basicConstraints=critical,CA:FALSE`",
+            ),
             _ => None,
         },
         // What a plaintext server's answer to a ClientHello looks like.
@@ -610,6 +617,46 @@ mod tests {
                 && msg.contains("does not name the host"),
             "{msg}"
         );
+    }
+
+    /// A self-signed server certificate given as --cacert works unless it
+    /// is marked as a CA (what `openssl req -x509` makes by default).
+    #[test]
+    fn a_self_signed_ca_certificate_as_the_servers_own_is_named() {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        for is_ca in [false, true] {
+            let mut p = CertificateParams::new(vec!["server.test".to_string()]).unwrap();
+            if is_ca {
+                p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            }
+            let key = KeyPair::generate().unwrap();
+            let cert = p.self_signed(&key).unwrap();
+            let ca = CaCerts::from_pem(Path::new("self.pem"), cert.pem().as_bytes()).unwrap();
+            let tls = Tls::new("server.test", Some(&ca)).unwrap();
+            let server = ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+            let mut s = ServerConnection::new(Arc::new(server)).unwrap();
+            let mut c = Session::new(&tls).unwrap();
+            to_server(&mut c, &mut s, b"request");
+            let got = c.receive(&server_flight(&mut s), &mut |_| None::<()>);
+            match (is_ca, got) {
+                (false, Ok(Received::Open)) => {}
+                (true, Err(e)) => {
+                    let msg = describe(&e, true);
+                    assert!(msg.contains("basicConstraints=critical,CA:FALSE"), "{msg}");
+                }
+                (_, got) => panic!("CA {is_ca}: {got:?}"),
+            }
+        }
     }
 
     #[test]
