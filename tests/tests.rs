@@ -25,4 +25,5 @@ mod roots;
 mod scale;
 mod shard;
 mod sweep;
+mod tls;
 mod util;

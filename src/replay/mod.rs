@@ -143,13 +143,19 @@ pub fn execute(
             }
             Ok(summary)
         }
-        TargetKind::Http { url } => {
-            let mut server =
-                http::connect::connect(args, &plan.trace, plan.block_size, run.prompt_seed, url)?;
+        TargetKind::Http { url, cacert } => {
+            let mut server = http::connect::connect(
+                args,
+                &plan.trace,
+                plan.block_size,
+                run.prompt_seed,
+                url,
+                cacert.as_ref(),
+            )?;
             server.run_id = shard_run_id(args, plan, server.run_id);
             // Before the run's clock starts: the first scrape costs the
             // schedule nothing.
-            let watch = Watch::start(args, &server.base, &server.headers)?;
+            let watch = Watch::start(args, &server.base, &server.headers, cacert.as_ref())?;
             let (model, run_id) = (server.model.clone(), server.run_id);
             // The target's clock starts when it is made: at --start-at.
             wait_for_start(args, plan, &stop)?;

@@ -70,6 +70,7 @@ pub use crate::options::MAX_SECONDS;
     after_help = "Examples:
   mc-replay < trace.jsonl > results.jsonl      # no server: the engine model, in virtual time
   mc-replay --url http://127.0.0.1:8000 < trace.jsonl > results.jsonl
+  mc-replay --url https://gpu:8443 --cacert ca.pem < trace.jsonl > results.jsonl   # a private CA
   mc-scale --speedup 2 < trace.jsonl | mc-replay --url http://gpu:8000 --summary s.json > r.jsonl
   mc-replay --url http://127.0.0.1:8000 --concurrency 16 --max-requests 500 -i untimed.jsonl
   mc-replay --url http://127.0.0.1:8000 --rate 1,2,4,8 --max-requests 200 --out-dir sweep -i t.jsonl
@@ -308,15 +309,24 @@ pub struct ReplayArgs {
           value_parser = percentage_points, help_heading = "Server metrics")]
     pub fidelity_threshold: f64,
 
-    /// Which HTTP client sends the requests. `evented` (the default for
-    /// http://): a few event-loop threads (--event-loops) over non-blocking
-    /// sockets, every read timestamped as it happens, so thousands of
-    /// long streams cost little CPU and do not queue behind each other.
-    /// `blocking`: one thread per request in flight (ureq); https:// URLs
-    /// always use it (the evented client has no TLS yet). `auto` picks
-    /// by the URL's scheme.
+    /// Which HTTP client sends the requests. `evented` (the default, for
+    /// http:// and https://): a few event-loop threads (--event-loops)
+    /// over non-blocking sockets, TLS included, every read timestamped
+    /// as it arrives, so thousands of long streams cost little CPU and do
+    /// not queue behind each other. `blocking`: one thread per request in
+    /// flight (ureq). `auto` is `evented`.
     #[arg(long, value_enum, default_value_t = HttpClient::Auto, help_heading = "HTTP client")]
     pub http_client: HttpClient,
+
+    /// Trust the CA certificate(s) in FILE (PEM, one or more) for an
+    /// https:// server, instead of the built-in Mozilla roots, as curl's
+    /// --cacert does: for a server whose certificate a private CA signed
+    /// (or a self-signed one, not marked as a CA). Both clients, the model
+    /// listing and the metrics scrape use it. Read and checked before
+    /// anything is sent.
+    /// Example: `--url https://gpu:8443 --cacert ca.pem`.
+    #[arg(long, value_name = "FILE", help_heading = "HTTP client")]
+    pub cacert: Option<PathBuf>,
 
     /// At most N connections to the server (evented client). Connections
     /// are HTTP/1.1 keep-alive: one finished answer frees its connection
@@ -467,7 +477,7 @@ pub enum Turns {
 /// Which HTTP client a run on a server uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum HttpClient {
-    /// `evented` for http://, `blocking` for https://.
+    /// `evented` (kept so scripts that name it go on working).
     Auto,
     Evented,
     Blocking,

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::http::body::{self, Endpoint};
+use super::http::tls::CaCerts;
 use super::options::{ArrivalKind, Turns};
 use super::schedule::{self, Arrivals, Limits};
 use super::shard;
@@ -30,8 +31,11 @@ use crate::results::sweep::{run_name, under, Param};
 pub enum TargetKind {
     /// The engine model, in virtual time (no `--url`, or `--engine`).
     Engine(EngineParams),
-    /// A real server at `--url`.
-    Http { url: String },
+    /// A real server at `--url`; `cacert`: `--cacert`'s roots, read.
+    Http {
+        url: String,
+        cacert: Option<CaCerts>,
+    },
 }
 
 /// Everything a replay runs, checked.
@@ -101,9 +105,17 @@ impl Run {
 pub fn plan(args: &ReplayArgs) -> Result<Plan> {
     let sweep = sweep_plan::sweep(args)?;
     let target = match (&args.url, args.engine) {
-        (Some(url), false) => TargetKind::Http { url: url.clone() },
+        (Some(url), false) => TargetKind::Http {
+            url: url.clone(),
+            cacert: cacert(args, url)?,
+        },
         _ => TargetKind::Engine(engine_params(args)?),
     };
+    if args.cacert.is_some() && !matches!(target, TargetKind::Http { .. }) {
+        return Err(Error::usage(
+            "--cacert trusts an https:// server's CA: give --url (the engine model has no TLS)",
+        ));
+    }
     if args.reset_prefix_cache && !matches!(target, TargetKind::Http { .. }) {
         return Err(Error::usage(
             "--reset-prefix-cache asks a server to empty its cache: give --url \
@@ -178,6 +190,26 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         shard,
         delay_cap,
     })
+}
+
+/// `--cacert`, read and checked (a usage error names the file and the
+/// fix); a note when nothing the run reaches is https://.
+fn cacert(args: &ReplayArgs, url: &str) -> Result<Option<CaCerts>> {
+    let Some(path) = &args.cacert else {
+        return Ok(None);
+    };
+    let ca = CaCerts::load(path).map_err(|e| Error::usage(e.to_string()))?;
+    let https = |u: &str| {
+        u.get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    };
+    if !https(url) && !args.metrics_url.as_deref().is_some_and(https) {
+        eprintln!(
+            "mc-replay: note: --cacert {} is not used: --url is not https://",
+            path.display()
+        );
+    }
+    Ok(Some(ca))
 }
 
 /// `--shard`'s usage rules, then this process's shard.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::answer;
 use super::inflight::Live;
 use super::stream::{BodyEnd, StreamReader};
+use super::tls;
 pub use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 
 /// One prepared request.
@@ -167,5 +168,16 @@ fn transport_failure(e: ureq::Error) -> Failure {
         ureq::Error::Io(io) => answer::io_kind(io),
         _ => ErrorKind::Transport,
     };
-    Failure::new(kind, e.to_string())
+    // A TLS failure (ureq passes rustls' inside an I/O error) in the
+    // evented client's words, so both clients' result lines say the same.
+    let tls = match &e {
+        ureq::Error::Io(io) => tls::rustls_error(io),
+        ureq::Error::Rustls(t) => Some(t),
+        _ => None,
+    };
+    match tls {
+        // Before any answer: the handshake (where a certificate fails).
+        Some(t) => Failure::new(kind, tls::describe(t, true)),
+        None => Failure::new(kind, e.to_string()),
+    }
 }

@@ -13,6 +13,7 @@ use super::client::Clock;
 use super::evented::{Config, EventedTarget};
 use super::prompt::{Synth, Vocab};
 use super::request::RequestBuilder;
+use super::tls::{self, CaCerts, Tls};
 use super::wire::Endpoint;
 use super::{HttpTarget, ServerTarget};
 use crate::error::Result;
@@ -33,18 +34,21 @@ pub struct Server {
     pub headers: Vec<(String, String)>,
     builder: RequestBuilder,
     agent: ureq::Agent,
+    cacert: Option<CaCerts>,
 }
 
-/// Resolves the model and prepares the run's requests for `url`.
+/// Resolves the model and prepares the run's requests for `url`;
+/// `cacert`: `--cacert`'s roots, for every https:// connection.
 pub fn connect(
     args: &ReplayArgs,
     trace: &Trace,
     block_size: u64,
     seed: u64,
     url: &str,
+    cacert: Option<&CaCerts>,
 ) -> Result<Server> {
     let synth = synthesizer(trace, args, block_size, seed)?;
-    let agent = agent(Duration::from_secs_f64(args.timeout));
+    let agent = agent(Duration::from_secs_f64(args.timeout), cacert);
     let base = base_url(url);
     let mut headers = args.headers.clone();
     if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
@@ -57,10 +61,10 @@ pub fn connect(
             check_reachable(url)?;
             m.clone()
         }
-        None => discover_model(&models_agent(), &base, &headers)?,
+        None => discover_model(&models_agent(cacert), &base, &headers)?,
     };
     if args.reset_prefix_cache {
-        reset_prefix_cache(&models_agent(), &base, &headers)?;
+        reset_prefix_cache(&models_agent(cacert), &base, &headers)?;
     }
     let run_id = RunId::from_clock();
     let builder = RequestBuilder {
@@ -81,13 +85,13 @@ pub fn connect(
         headers,
         builder,
         agent,
+        cacert: cacert.cloned(),
     })
 }
 
 impl Server {
     /// The target; its clock (the run's zero) starts now. The evented
-    /// client for http:// (unless `--http-client blocking`), the blocking
-    /// one for https:// (the evented client has no TLS).
+    /// client (http:// and https://) unless `--http-client blocking`.
     pub fn target(
         self,
         args: &ReplayArgs,
@@ -96,21 +100,18 @@ impl Server {
     ) -> Result<ServerTarget> {
         let url = format!("{}{}", self.base, args.endpoint.path());
         let max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
-        let endpoint = Endpoint::parse(&url).filter(|e| !e.tls);
-        let evented = match (args.http_client, endpoint) {
-            (HttpClient::Blocking, _) => None,
-            (HttpClient::Evented, None) => {
-                eprintln!(
-                    "mc-replay: --http-client evented has no TLS; {url} goes through the blocking client"
-                );
-                None
-            }
-            (_, e) => e,
+        // `--url` was checked to be http(s) with a host, so this parses.
+        let evented = match args.http_client {
+            HttpClient::Blocking => None,
+            HttpClient::Auto | HttpClient::Evented => Endpoint::parse(&url),
         };
         let clock = Clock {
             start: Instant::now(),
         };
         let Some(endpoint) = evented else {
+            if args.http_client != HttpClient::Blocking {
+                eprintln!("mc-replay: {url} is not an http(s) URL the evented client can use; using the blocking client");
+            }
             return Ok(ServerTarget::Blocking(HttpTarget::new(
                 trace.clone(),
                 self.builder,
@@ -121,7 +122,17 @@ impl Server {
                 max_event_bytes,
             )));
         };
+        // Made once for the run: every connection's session shares it (and
+        // its cache of sessions to resume).
+        let tls = if endpoint.tls {
+            let t = Tls::new(&endpoint.host, self.cacert.as_ref())
+                .map_err(|e| ReplayError::Client(e.into()))?;
+            Some(t)
+        } else {
+            None
+        };
         let cfg = Config {
+            tls,
             endpoint,
             user_agent: USER_AGENT.into(),
             timeout: Duration::from_secs_f64(args.timeout),
@@ -242,17 +253,16 @@ fn prompt_check(trace: &Trace, synth: &Synth, tok: &tokenizers::Tokenizer) -> Re
     Ok(c)
 }
 
-fn agent(timeout: Duration) -> ureq::Agent {
-    ureq::Agent::config_builder()
+fn agent(timeout: Duration, cacert: Option<&CaCerts>) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
         .timeout_connect(Some(CONNECT_TIMEOUT))
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
-        .user_agent(USER_AGENT)
-        .build()
-        .new_agent()
+        .user_agent(USER_AGENT);
+    tls::with_roots(config, cacert).build().new_agent()
 }
 
 /// How long connecting to the server, and the whole model listing, may
@@ -261,14 +271,13 @@ fn agent(timeout: Duration) -> ureq::Agent {
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MODELS_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn models_agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+fn models_agent(cacert: Option<&CaCerts>) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(Some(MODELS_TIMEOUT))
-        .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .new_agent()
+        .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")));
+    tls::with_roots(config, cacert).build().new_agent()
 }
 
 /// One TCP connection to `url`'s host and port (within

@@ -6,6 +6,12 @@
 //! in flight cost a thousand sockets, not a thousand threads, and no
 //! answer's time waits for a thread to be scheduled.
 //!
+//! https:// goes the same way: a connection to a TLS endpoint carries a
+//! [`Session`] (rustls) that takes the ciphertext the loop read, with its
+//! arrival stamp, and hands back the plaintext, which then goes where a
+//! plaintext connection's bytes go. The handshake is driven by the same
+//! readiness events, within the request's `--timeout`.
+//!
 //! With many answers in flight a loop coalesces its reads (`Config::coalesce`):
 //! it waits a few hundred µs between two polls, for new jobs only, so one
 //! wake-up serves dozens of tokens instead of a few. The kernel's stamps
@@ -36,6 +42,7 @@ use super::client::Clock;
 use super::inflight::{Entry, Registry};
 use super::request::RequestBuilder;
 use super::stream::{BodyEnd, StreamReader};
+use super::tls::{self, Received, Session, Tls};
 use super::wire::{self, Body, Endpoint};
 use super::{cancel_registered, wait_for_ends};
 use crate::replay::outcome::{ErrorKind, Failure, Outcome};
@@ -73,6 +80,8 @@ pub struct Config {
     /// `--read-coalesce-us`: with `COALESCE_FROM` answers in flight, at
     /// most one poll per this long (zero: poll on every event).
     pub coalesce: Duration,
+    /// Set for an https:// endpoint: every connection is a TLS session.
+    pub tls: Option<Tls>,
 }
 
 /// What every loop reads.
@@ -322,9 +331,11 @@ enum Step {
 }
 
 impl Conn {
-    /// Still connecting, or holding request bytes not yet written.
+    /// Still connecting (a TLS handshake counts), or holding request bytes
+    /// not yet written.
     fn unsent(&self) -> bool {
         !self.connected
+            || self.tls.as_ref().is_some_and(Session::busy)
             || self
                 .ex
                 .as_ref()
@@ -344,6 +355,8 @@ struct Conn {
     /// The server's end was seen closing: read to the EOF (no edge will
     /// announce it again).
     closing: bool,
+    /// An https:// connection's TLS: what is read goes through it.
+    tls: Option<Session>,
     ex: Option<Exchange>,
 }
 
@@ -596,6 +609,7 @@ impl Loop {
     fn open_conn(&mut self, addr: usize) -> Result<usize, Failure> {
         let addrs = self.addrs()?;
         let addr = if addr < addrs.len() { addr } else { 0 };
+        let tls = self.session()?;
         let sock = self.connect_to(addrs[addr])?;
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
@@ -617,11 +631,22 @@ impl Loop {
             reused: false,
             serial: 0,
             closing: false,
+            tls,
             ex: None,
         });
         self.open += 1;
         self.fresh.push(slot);
         Ok(slot)
+    }
+
+    /// A new connection's TLS session (none for http://).
+    fn session(&self) -> Result<Option<Session>, Failure> {
+        let Some(t) = &self.shared.cfg.tls else {
+            return Ok(None);
+        };
+        Session::new(t)
+            .map(Some)
+            .map_err(|e| Failure::new(ErrorKind::Transport, tls::describe(&e, true)))
     }
 
     fn connect_to(&self, addr: SocketAddr) -> Result<TcpStream, Failure> {
@@ -647,7 +672,7 @@ impl Loop {
             };
             if conn.ex.is_none() {
                 // Idle: the only news can be the server closing it.
-                let closed = idle_closed(&mut conn.sock, &mut self.buf);
+                let closed = idle_closed(conn, &mut self.buf);
                 if closed {
                     self.close(slot);
                 }
@@ -669,6 +694,10 @@ impl Loop {
         let Some(addrs) = self.addrs().ok().filter(|a| next < a.len()) else {
             return false;
         };
+        // A new socket starts a new handshake.
+        let Ok(tls) = self.session() else {
+            return false;
+        };
         let Ok(mut sock) = self.connect_to(addrs[next]) else {
             return false;
         };
@@ -682,6 +711,7 @@ impl Loop {
             Interest::READABLE | Interest::WRITABLE,
         );
         c.sock = sock;
+        c.tls = tls;
         c.addr = next;
         c.connected = false;
         c.closing = false;
@@ -840,11 +870,22 @@ impl Loop {
 }
 
 /// An idle connection was woken: true when the server closed it (or sent
-/// bytes nobody asked for, which makes it unusable too).
-fn idle_closed(sock: &mut TcpStream, buf: &mut [u8]) -> bool {
+/// bytes nobody asked for, which makes it unusable too). A TLS server may
+/// send session tickets or a key update to an idle connection: those are
+/// taken in and keep it usable.
+fn idle_closed(conn: &mut Conn, buf: &mut [u8]) -> bool {
     loop {
-        match sock.read(buf) {
-            Ok(_) => return true,
+        match conn.sock.read(buf) {
+            Ok(0) => return true,
+            Ok(n) => {
+                let Some(s) = conn.tls.as_mut() else {
+                    return true;
+                };
+                match s.receive(&buf[..n], &mut |_| Some(())) {
+                    Ok(Received::Open) if s.send(&[], &mut conn.sock).is_ok() => {}
+                    _ => return true,
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return true,
@@ -872,50 +913,152 @@ fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Sha
         }
     }
     let reused = conn.reused;
-    let Some(ex) = conn.ex.as_mut() else {
+    let Conn {
+        sock,
+        tls,
+        ex,
+        closing,
+        ..
+    } = conn;
+    let Some(ex) = ex.as_mut() else {
         return Step::More;
     };
-    while ex.written < ex.request.len() {
-        match conn.sock.write(&ex.request[ex.written..]) {
-            Ok(0) => break,
-            Ok(n) => ex.written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return before_answer(ex, reused, e),
-        }
+    if let Err(e) = send(sock, tls.as_mut(), ex) {
+        return before_answer(ex, reused, e);
     }
     loop {
-        match reader.read(&mut conn.sock, buf) {
-            Ok((0, _)) => return at_eof(ex, reused),
+        match reader.read(sock, buf) {
+            Ok((0, _)) => {
+                let Some(s) = tls.as_mut() else {
+                    return at_eof(ex, reused);
+                };
+                // Plaintext still held (none, in practice) keeps the time
+                // of the read that brought it.
+                let at = ex.last_at;
+                let got = s.eof(&mut |p| deliver(ex, p, at, shared));
+                return after_tls(ex, reused, s, sock, got).unwrap_or_else(|| at_eof(ex, reused));
+            }
             Ok((n, age)) => {
                 let now = shared.clock.now_us();
                 let at = age.map_or(now, |a| now.saturating_sub(a.as_micros() as u64));
-                let at = at.max(ex.last_at);
-                ex.last_at = at;
-                ex.got_bytes = true;
-                if let Some(end) = on_bytes(ex, &buf[..n], at, shared) {
-                    ex.ended_at = Some(at);
-                    return Step::End(end);
+                let step = match tls.as_mut() {
+                    None => deliver(ex, &buf[..n], at, shared),
+                    // The plaintext of every record this read completed
+                    // carries this read's arrival time.
+                    Some(s) => {
+                        let got = s.receive(&buf[..n], &mut |p| deliver(ex, p, at, shared));
+                        after_tls(ex, reused, s, sock, got).or_else(|| {
+                            // The handshake's next flight, or the request
+                            // the handshake held back.
+                            send(sock, Some(s), ex)
+                                .err()
+                                .map(|e| io_failure(ex, reused, e))
+                        })
+                    }
+                };
+                if let Some(step) = step {
+                    return step;
                 }
                 // Edge-triggered: a short read emptied the socket, and new
                 // bytes will raise a new event (saves a read per token).
                 // A close seen with the bytes raises none: read on to it.
-                if n < buf.len() && !conn.closing {
+                if n < buf.len() && !*closing {
                     return Step::More;
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::More,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => match ex.phase {
-                Phase::Head { .. } => return before_answer(ex, reused, e),
-                Phase::Body { .. } => {
-                    return Step::End(End::Body {
-                        end: BodyEnd::Broken(e.to_string()),
-                        reuse: false,
-                    })
-                }
-            },
+            Err(e) => return io_failure(ex, reused, e),
         }
+    }
+}
+
+/// Writes what the exchange has not yet written: straight to the socket,
+/// or through the TLS session (which holds it until its handshake ends).
+fn send(sock: &mut TcpStream, tls: Option<&mut Session>, ex: &mut Exchange) -> io::Result<()> {
+    // Emptied once the answer began.
+    let rest = ex.request.get(ex.written..).unwrap_or_default();
+    if let Some(s) = tls {
+        ex.written += s.send(rest, sock)?;
+        return Ok(());
+    }
+    while ex.written < ex.request.len() {
+        match sock.write(&ex.request[ex.written..]) {
+            Ok(0) => break,
+            Ok(n) => ex.written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of the answer that arrived at `at` (plaintext, whichever way they
+/// came); `Some` when the exchange ended with them.
+fn deliver(ex: &mut Exchange, bytes: &[u8], at: u64, shared: &Shared) -> Option<Step> {
+    // Reads' times never go back.
+    let at = at.max(ex.last_at);
+    ex.last_at = at;
+    ex.got_bytes = true;
+    let end = on_bytes(ex, bytes, at, shared)?;
+    ex.ended_at = Some(at);
+    Some(Step::End(end))
+}
+
+/// What the TLS session's news means for the exchange; `None`: go on.
+fn after_tls(
+    ex: &mut Exchange,
+    reused: bool,
+    s: &mut Session,
+    sock: &mut TcpStream,
+    got: Result<Received<Step>, rustls::Error>,
+) -> Option<Step> {
+    match got {
+        Ok(Received::Open) => None,
+        // Bytes after the answer (or a close) spoil a kept-alive
+        // connection, as plaintext bytes after the body do.
+        Ok(Received::Stopped(Step::End(End::Body { end, reuse }))) => Some(Step::End(End::Body {
+            end,
+            reuse: reuse && s.reusable(),
+        })),
+        Ok(Received::Stopped(step)) => Some(step),
+        // The server's side ended: with a close_notify, or with a TCP EOF
+        // without one, which is read exactly as a plaintext EOF. RFC 9112
+        // §9.8 would call a close-delimited body cut that way incomplete
+        // (a truncation attack can only cut), but here what is complete is
+        // decided by the answer itself: a stream needs [DONE] and a
+        // finish_reason (`stream`), a whole answer must parse, and a
+        // length or chunked body must be whole (`wire`), so a cut answer
+        // fails either way; and many servers end a TLS connection without
+        // close_notify, whose complete answers would otherwise all be
+        // `incomplete`. The blocking client (ureq) judges it the same way.
+        Ok(Received::Closed | Received::Truncated) => Some(at_eof(ex, reused)),
+        Err(e) => {
+            // The alert rustls queued tells the server why (best effort).
+            let _ = s.send(&[], sock);
+            let msg = tls::describe(&e, s.is_handshaking());
+            Some(Step::End(match ex.phase {
+                // As the blocking client classes it (a transport failure).
+                Phase::Head { .. } => End::Failed(Failure::new(ErrorKind::Transport, msg)),
+                Phase::Body { .. } => End::Body {
+                    end: BodyEnd::Broken(msg),
+                    reuse: false,
+                },
+            }))
+        }
+    }
+}
+
+/// An I/O error on the connection: before the answer, as
+/// [`before_answer`] says; in the body, the body broke.
+fn io_failure(ex: &Exchange, reused: bool, e: io::Error) -> Step {
+    match ex.phase {
+        Phase::Head { .. } => before_answer(ex, reused, e),
+        Phase::Body { .. } => Step::End(End::Body {
+            end: BodyEnd::Broken(e.to_string()),
+            reuse: false,
+        }),
     }
 }
 

@@ -1,6 +1,7 @@
-//! The real-server targets. [`evented::EventedTarget`] (the default for
-//! http://): a few event-loop threads over non-blocking sockets.
-//! [`HttpTarget`] (here; https://, or `--http-client blocking`): a pool of
+//! The real-server targets. [`evented::EventedTarget`] (the default, for
+//! http:// and https:// alike): a few event-loop threads over non-blocking
+//! sockets, TLS through [`tls`]. [`HttpTarget`] (here; `--http-client
+//! blocking`): a pool of
 //! worker threads, each sending one request at a time with blocking I/O
 //! (ureq); the pool grows to the peak number of requests in flight; jobs
 //! and ends travel on crossbeam channels. [`ServerTarget`] is either.
@@ -22,6 +23,7 @@ pub mod prompt;
 pub mod request;
 pub mod sse;
 pub mod stream;
+pub mod tls;
 pub mod wire;
 
 use client::Clock;

@@ -8,6 +8,7 @@ pub mod scrape;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::replay::http::tls::CaCerts;
 use crate::replay::ReplayArgs;
 use crate::results::fidelity::Fidelity;
 
@@ -25,7 +26,12 @@ impl Watch {
     /// Starts scraping `base`'s metrics unless the options turn it off.
     /// Called before the run's clock starts: the first scrape costs the
     /// schedule nothing.
-    pub fn start(args: &ReplayArgs, base: &str, headers: &[(String, String)]) -> Result<Watch> {
+    pub fn start(
+        args: &ReplayArgs,
+        base: &str,
+        headers: &[(String, String)],
+        cacert: Option<&CaCerts>,
+    ) -> Result<Watch> {
         if args.no_server_metrics {
             return Ok(Watch::Off);
         }
@@ -38,6 +44,7 @@ impl Watch {
             headers.to_vec(),
             args.metrics_out.clone(),
             crate::replay::redactor(args),
+            cacert,
         )?;
         Ok(Watch::Scrape(scrape::Observer::start(
             scraper,

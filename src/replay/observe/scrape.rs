@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::prom::{self, ServerStats};
+use crate::replay::http::tls::{self, CaCerts};
 use crate::replay::redact::Redactor;
 
 /// When a scrape was taken.
@@ -80,6 +81,7 @@ impl Scraper {
         headers: Vec<(String, String)>,
         out: Option<PathBuf>,
         redactor: Redactor,
+        cacert: Option<&CaCerts>,
     ) -> Result<Self> {
         let out = match out {
             Some(path) => {
@@ -91,12 +93,11 @@ impl Scraper {
             }
             None => None,
         };
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(SCRAPE_TIMEOUT))
-            .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+            .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")));
+        let agent = tls::with_roots(config, cacert).build().new_agent();
         Ok(Scraper {
             agent,
             shown: redactor.redact(&url),
