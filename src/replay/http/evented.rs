@@ -322,8 +322,9 @@ enum Phase {
 
 /// Where a body's bytes go.
 enum Sink {
-    /// An SSE answer: judged by the one stream rule.
-    Stream(StreamReader),
+    /// An SSE answer: judged by the one stream rule (boxed: its reader is
+    /// the largest of the three by far, and an answer makes one).
+    Stream(Box<StreamReader>),
     /// A whole JSON answer (a server that ignored `stream: true`).
     Whole { bytes: Vec<u8>, out: Outcome },
     /// A non-2xx answer: its body is read for the message.
@@ -422,10 +423,11 @@ struct DoneTx {
 }
 
 impl DoneTx {
-    fn send(&self, d: Done) -> Result<(), crossbeam_channel::SendError<Done>> {
-        let sent = self.tx.send(d);
+    /// Sends `d` (the target outlives its loops, so the receiver is
+    /// there) and wakes the target.
+    fn send(&self, d: Done) {
+        let _ = self.tx.send(d);
         self.bell.unpark();
-        sent
     }
 }
 
@@ -574,7 +576,7 @@ impl Loop {
 
     /// A job the run will not send (it is stopping).
     fn unsent(&self, job: Job) {
-        let _ = self.done.send(Done {
+        self.done.send(Done {
             t_end_us: self.shared.clock.now_us(),
             job,
             outcome: None,
@@ -605,7 +607,7 @@ impl Loop {
         let now = self.shared.clock.now_us();
         // A failed turn does not continue its conversation.
         job.history = None;
-        let _ = self.done.send(Done {
+        self.done.send(Done {
             job,
             t_end_us: now,
             outcome: Some(Outcome {
@@ -945,7 +947,7 @@ impl Loop {
         }
         let mut job = entry.job.clone();
         job.history = history;
-        let _ = self.done.send(Done {
+        self.done.send(Done {
             job,
             t_end_us: outcome.t_end_us,
             outcome: Some(outcome),
@@ -1225,11 +1227,11 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
                 out,
             }
         } else if head.is_sse() {
-            Sink::Stream(StreamReader::new(
+            Sink::Stream(Box::new(StreamReader::new(
                 out,
                 keep_text,
                 shared.cfg.max_event_bytes,
-            ))
+            )))
         } else {
             Sink::Whole {
                 bytes: Vec::new(),

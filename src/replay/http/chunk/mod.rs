@@ -375,3 +375,41 @@ impl<'de> Deserialize<'de> for Fields<'de> {
         d.deserialize_any(V)
     }
 }
+
+/// Chunks made of the keys the readers look for, at every level, with
+/// values of every kind: the property tests' input (`scan`'s and `sse`'s).
+#[cfg(test)]
+pub(crate) fn arb_chunk() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let key = prop::sample::select(vec![
+        "choices",
+        "delta",
+        "message",
+        "content",
+        "text",
+        "finish_reason",
+        "tool_calls",
+        "reasoning",
+        "reasoning_content",
+        "index",
+        "usage",
+        "id",
+        "error",
+        "x",
+    ]);
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i32>().prop_map(serde_json::Value::from),
+        (-1e3f64..1e3).prop_map(serde_json::Value::from),
+        "[ -~\n\"\\\\é]{0,6}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(5, 40, 4, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::from),
+            prop::collection::vec((key.clone(), inner), 0..4).prop_map(|kv| {
+                serde_json::Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}

@@ -508,7 +508,7 @@ fn unescape(c: u8) -> R<char> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::read_serde;
+    use super::super::{arb_chunk, read_serde};
     use super::*;
     use proptest::prelude::*;
 
@@ -702,7 +702,7 @@ mod tests {
         }
 
         #[test]
-        fn agrees_with_serde_on_generated_chunks(v in chunk()) {
+        fn agrees_with_serde_on_generated_chunks(v in arb_chunk()) {
             let data = serde_json::to_vec(&v).unwrap();
             agree(&data);
             // An object without floats (the strings have no character
@@ -724,41 +724,5 @@ mod tests {
             serde_json::Value::Object(o) => o.values().any(has_float),
             _ => false,
         }
-    }
-
-    /// Chunks made of the keys the readers look for, at every level, with
-    /// values of every kind.
-    fn chunk() -> impl Strategy<Value = serde_json::Value> {
-        let key = prop::sample::select(vec![
-            "choices",
-            "delta",
-            "message",
-            "content",
-            "text",
-            "finish_reason",
-            "tool_calls",
-            "reasoning",
-            "reasoning_content",
-            "index",
-            "usage",
-            "id",
-        ]);
-        let leaf = prop_oneof![
-            Just(serde_json::Value::Null),
-            any::<bool>().prop_map(serde_json::Value::from),
-            any::<i32>().prop_map(serde_json::Value::from),
-            (-1e3f64..1e3).prop_map(serde_json::Value::from),
-            "[ -~\n\"\\\\é]{0,6}".prop_map(serde_json::Value::from),
-        ];
-        leaf.prop_recursive(5, 40, 4, move |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..3).prop_map(serde_json::Value::from),
-                prop::collection::vec((key.clone(), inner), 0..4).prop_map(|kv| {
-                    serde_json::Value::Object(
-                        kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-                    )
-                }),
-            ]
-        })
     }
 }
