@@ -33,7 +33,7 @@ pub struct Choice<'a> {
     pub text: Option<Cow<'a, str>>,
 }
 
-mod scan;
+pub mod scan;
 
 /// The first choice of a chunk (`Some(None)`: it has none); `None` when
 /// the chunk is for the full parse. The hand-written [`scan`] reads the

@@ -4,7 +4,7 @@
 //! It decides only what it can decide exactly as serde's parser does
 //! ([`super::read_serde`]): well-formed JSON made of objects, arrays,
 //! strings with the short escapes, integers of up to 18 digits, `true`,
-//! `false` and `null`, nested at most [`MAX_DEPTH`] deep. Anything else (a
+//! `false` and `null`, nested at most `MAX_DEPTH` (64) deep. Anything else (a
 //! fraction or an exponent, whose range serde checks; a `\u` escape, whose
 //! surrogates serde checks; any syntax error; bytes that are not UTF-8) is
 //! [`Scan::Unsure`] and goes to the serde reader, which accepts or refuses
@@ -53,8 +53,9 @@ pub fn scan(data: &[u8]) -> Scan<'_> {
     scan_with(data, &mut Memo::default())
 }
 
-/// [`scan`], starting after the prefix this stream's last chunk shared
-/// when this one has it too, and noting this chunk's prefix.
+/// Reads a chunk (the data of one SSE event), starting after the prefix
+/// this stream's last chunk shared when this one has it too, and notes
+/// this chunk's prefix.
 pub fn scan_with<'a>(data: &'a [u8], memo: &mut Memo) -> Scan<'a> {
     let from = if !memo.prefix.is_empty() && data.starts_with(&memo.prefix) {
         memo.prefix.len()
