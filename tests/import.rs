@@ -1,6 +1,6 @@
 //! mc-import: expected values are checked by hand against the source rows.
 
-use crate::util::{data_dir, run_code, run_ok, run_ok_both, tool};
+use crate::util::{data_dir, run, run_code, run_ok, run_ok_both, tool};
 
 #[test]
 fn azure_2023_shape_crlf_no_final_newline() {
@@ -512,6 +512,269 @@ fn ragpulse_bad_rows_name_line_and_column() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// RAGPulse request lines at the edges of what the importer reads, each
+/// alone in `ragpulse_dir`'s folder (so ids start at 0). The rows and
+/// messages are what the serde-only importer (main at e45cb4b, before the
+/// hand-written scan of the files' shape) wrote, checked by hand: a value
+/// serde decodes (escapes, a number as a timestamp or session, `-0`,
+/// `1e2`) converts as its text reads; a field serde refuses, repeats,
+/// misses or types wrongly is refused at serde's column with serde's
+/// words; a field it does not know is skipped; a struct given as an array
+/// (serde's sequence form) converts. The fast scan must not change one.
+#[test]
+fn ragpulse_odd_lines_convert_and_fail_as_before() {
+    const H: &str = r#""hash_ids": {"sys_prompt": [100, 101], "passages_ids": [0, 1], "history": [200], "web_search": [], "user_input": [300]}"#;
+    let row = |ts: &str, input: &str, out: &str, hash: &str, session: &str| {
+        format!(
+            r#"{{"timestamp": {ts}, "input_length": {input}, "output_length": {out}, {hash}, "session_id": {session}}}"#
+        )
+    };
+    let plain = || row(r#""82""#, "1064", "9", H, r#""a""#);
+    let ts = |t: &str| row(t, "1064", "9", H, r#""a""#);
+    let input = |n: &str| row(r#""82""#, n, "9", H, r#""a""#);
+    let session = |s: &str| row(r#""82""#, "1064", "9", H, s);
+    let hash = |h: &str, n: &str| row(r#""82""#, n, "9", h, r#""a""#);
+    let with_end = |tail: &str| format!("{}{tail}", &plain()[..plain().len() - 1]);
+    // 1064 tokens = sys 100 (512) + 101 (100) + passages 400 + 30 + history
+    // 11 + user 5 (1058) + 6 template tokens: three blocks.
+    let out = |ts: &str, session: Option<&str>, input: u64, ids: &str| match session {
+        Some(s) => format!(
+            r#"{{"timestamp": {ts}, "session_id": {s}, "input_length": {input}, "output_length": 9, "hash_ids": [{ids}]}}"#
+        ),
+        None => format!(
+            r#"{{"timestamp": {ts}, "input_length": {input}, "output_length": 9, "hash_ids": [{ids}]}}"#
+        ),
+    } + "\n";
+    let a = Some(r#""a""#);
+    let usual = out("82000", a, 1064, "0, 1, 2");
+    // 630 tokens: sys 100 + 101 and user 300 (617) + 13 template tokens.
+    let short = out("82000", a, 630, "0, 1");
+    let converted: Vec<(String, String)> = vec![
+        (plain(), usual.clone()),
+        (plain().replace(": ", ":").replace(", ", ","), usual.clone()),
+        (
+            r#"{ "session_id" :"a" , "hash_ids":{ "sys_prompt":[100,101], "passages_ids": [0,1],"history":[200] , "web_search":[ ], "user_input" : [ 300 ] } ,"output_length": 9, "timestamp": "82", "input_length": 1064 }  "#.into(),
+            usual.clone(),
+        ),
+        (plain().replace(", ", ",\t"), usual.clone()),
+        (plain().replace("\"timestamp\"", r#""time\u0073tamp""#), usual.clone()),
+        (
+            plain().replace("{\"timestamp\"", r#"{"model": "x", "extra": {"a": [1, {"b": null}], "c": 1.5e3}, "timestamp""#),
+            usual.clone(),
+        ),
+        (with_end(&format!(", \"deep\": {}{}}}", "[".repeat(200), "]".repeat(200))), usual.clone()),
+        (ts(r#""\u0038\u0032""#), usual.clone()),
+        (ts(r#""  82 ""#), usual.clone()),
+        (ts(r#""\t82""#), usual.clone()),
+        (ts("\"\u{a0}82\""), usual.clone()),
+        (ts(r#""082""#), usual.clone()),
+        (ts("82"), usual.clone()),
+        (ts("0"), out("0", a, 1064, "0, 1, 2")),
+        (ts("-0"), out("0", a, 1064, "0, 1, 2")),
+        (ts("82.5"), out("82500", a, 1064, "0, 1, 2")),
+        (ts("1e2"), out("100000", a, 1064, "0, 1, 2")),
+        // Nanoseconds are kept to the ninth decimal; ms are floored.
+        (ts(r#""82.1234567891""#), out("82123", a, 1064, "0, 1, 2")),
+        (session(r#""a\"b\\c\u00e9\n\/""#), out("82000", Some(r#""a\"b\\cé\n/""#), 1064, "0, 1, 2")),
+        (session("\"caf\u{e9}-\u{4e2d}\""), out("82000", Some("\"caf\u{e9}-\u{4e2d}\""), 1064, "0, 1, 2")),
+        (session(r#""x\u0001y""#), out("82000", Some(r#""x\u0001y""#), 1064, "0, 1, 2")),
+        (session("\"x\u{7f}y\""), out("82000", Some("\"x\u{7f}y\""), 1064, "0, 1, 2")),
+        (session("12"), out("82000", Some(r#""12""#), 1064, "0, 1, 2")),
+        (session("1.50"), out("82000", Some(r#""1.5""#), 1064, "0, 1, 2")),
+        (session("null"), out("82000", None, 1064, "0, 1, 2")),
+        (with_end(r#", "zzz": [true, false, null]}"#), usual.clone()),
+        // A list name may repeat (both lists are prompt pieces) or be escaped.
+        (hash(r#""hash_ids": {"sys_prompt": [100, 101], "user_input": [300], "user_input": [301]}"#, "630"), short.clone()),
+        (hash(r#""hash_ids": {"sys\u005fprompt": [100, 101], "user_input": [300]}"#, "630"), short.clone()),
+        (hash(r#""hash_ids": {"foo": [], "sys_prompt": [100, 101], "user_input": [300]}"#, "630"), short.clone()),
+        (hash(r#""hash_ids": {"user_input": [300], "sys_prompt": [101, 100]}"#, "630"), short.clone()),
+        (hash(r#""hash_ids": {}"#, "7"), out("82000", a, 7, "0")),
+        (hash(r#""hash_ids": {}"#, "0"), out("82000", a, 0, "")),
+        (input("2000"), out("82000", a, 2000, "0, 1, 2, 3")),
+    ];
+    for (line, want) in &converted {
+        let dir = ragpulse_dir(&format!("{line}\n"));
+        let p = dir.path().join("0_trace.jsonl");
+        let (got, err) = import(&["--from", "ragpulse", p.to_str().unwrap()], "");
+        assert_eq!(&got, want, "{line}");
+        assert!(err.contains("1 rows in, 1 rows out"), "{line}: {err}");
+    }
+    // --float-timestamps keeps the parts of a ms.
+    let dir = ragpulse_dir(&format!("{}\n{}\n", ts("82.5"), ts(r#""82.1234567891""#)));
+    let p = dir.path().join("0_trace.jsonl");
+    let (got, _) = import(
+        &[
+            "--from",
+            "ragpulse",
+            "--float-timestamps",
+            p.to_str().unwrap(),
+        ],
+        "",
+    );
+    let stamps: Vec<&str> = got.lines().map(|l| &l[14..l.find(',').unwrap()]).collect();
+    assert_eq!(stamps, ["82500.0", "82123.456789"]);
+
+    let refused: Vec<(Vec<u8>, &str)> = vec![
+        (with_end(r#", "timestamp": "90"}"#).into(), "column 213: duplicate field `timestamp`"),
+        (with_end(r#", "session_id": "b"}"#).into(), "column 214: duplicate field `session_id`"),
+        (with_end(r#", "session_id": null}"#).into(), "column 214: duplicate field `session_id`"),
+        (with_end(r#", "hash_ids": {}}"#).into(), "column 212: duplicate field `hash_ids`"),
+        (plain().replace("\"timestamp\"", "\"Timestamp\"").into(), "column 201: missing field `timestamp`"),
+        (r#"{"input_length": 1064, "output_length": 9}"#.into(), "column 42: missing field `timestamp`"),
+        (format!(r#"{{"timestamp": "82", "output_length": 9, {H}}}"#).into(), "column 160: missing field `input_length`"),
+        (format!(r#"{{"timestamp": "82", "input_length": 1064, {H}}}"#).into(), "column 162: missing field `output_length`"),
+        (r#"{"timestamp": "82", "input_length": 1064, "output_length": 9}"#.into(), "column 61: missing field `hash_ids`"),
+        ("{}".into(), "column 2: missing field `timestamp`"),
+        ("\"x\"".into(), "column 3: invalid type: string \"x\", expected struct RagRequest"),
+        (ts("true").into(), "column 18: data did not match any variant of untagged enum Seconds"),
+        (ts("null").into(), "column 18: data did not match any variant of untagged enum Seconds"),
+        (ts("082").into(), "column 16: invalid number"),
+        (ts(r#""""#).into(), "field `timestamp`: expected seconds (like \"82\" or 82.5)"),
+        (ts("18446744073709551616").into(), "field `timestamp`: expected seconds (like \"82\" or 82.5)"),
+        (ts("-1").into(), "field `timestamp`: -1 s is before the trace's start: times are seconds from 0"),
+        (ts(r#""-3""#).into(), "field `timestamp`: -3 s is before the trace's start"),
+        (input("1064.0").into(), "column 42: invalid type: floating point `1064.0`, expected u64"),
+        (input("1e3").into(), "column 39: invalid type: floating point `1000.0`, expected u64"),
+        (input("-1").into(), "column 38: invalid value: integer `-1`, expected u64"),
+        (input("01064").into(), "column 38: invalid number"),
+        (input("\"1064\"").into(), "column 42: invalid type: string \"1064\", expected u64"),
+        (input("null").into(), "column 40: invalid type: null, expected u64"),
+        (input("18446744073709551616").into(), "column 56: invalid type: floating point `1.8446744073709552e+19`, expected u64"),
+        (input("18446744073709551615").into(), "field `input_length`: 18446744073709551615 tokens is above the limit of 10000000 tokens per row"),
+        (input("10000001").into(), "field `input_length`: 10000001 tokens is above the limit"),
+        (input("10").into(), "field `input_length`: 10 is less than the 1058 tokens of its components"),
+        (row(r#""82""#, "1064", "9.0", H, r#""a""#).into(), "column 62: invalid type: floating point `9.0`, expected u64"),
+        (row(r#""82""#, "1064", "10000001", H, r#""a""#).into(), "field `output_length`: 10000001 tokens is above the limit"),
+        (session("true").into(), "column 202: data did not match any variant of untagged enum SessionId"),
+        (session("\"x\ty\"").into(), "column 200: control character (\\u0000-\\u001F) found while parsing a string"),
+        (hash(r#""hash_ids": [1, 2]"#, "1064").into(), "column 74: invalid type: sequence, expected an object of component id lists"),
+        (hash(r#""hash_ids": null"#, "1064").into(), "column 78: invalid type: null, expected an object of component id lists"),
+        (hash(r#""hash_ids": {"sys_prompt": null}"#, "630").into(), "column 92: invalid type: null, expected a sequence"),
+        (hash(r#""hash_ids": {"sys_prompt": [100.0, 101]}"#, "630").into(), "column 94: invalid type: floating point `100.0`, expected u64"),
+        (hash(r#""hash_ids": {"sys_prompt": [99999999999999999999]}"#, "630").into(), "column 109: invalid type: floating point `1e+20`, expected u64"),
+        (hash(r#""hash_ids": {"sys_prompt": [0100]}"#, "630").into(), "column 91: invalid number"),
+        (hash(r#""hash_ids": {"sys_prompt": [-100]}"#, "630").into(), "column 93: invalid value: integer `-100`, expected u64"),
+        (hash(r#""hash_ids": {"sys_prompt": ["100"]}"#, "630").into(), "column 94: invalid type: string \"100\", expected u64"),
+        (hash(r#""hash_ids": {"sys_prompt": [100, ]}"#, "630").into(), "column 95: trailing comma"),
+        (hash(r#""hash_ids": {"sys_prompt": [100, 9]}"#, "630").into(), "field `hash_ids.sys_prompt`: chunk 9 is not in "),
+        (hash(r#""hash_ids": {"sys_prompt": [18446744073709551615]}"#, "630").into(), "field `hash_ids.sys_prompt`: chunk 18446744073709551615 is not in "),
+        (with_end(",}").into(), "column 202: trailing comma"),
+        (format!("{} x", plain()).into(), "column 203: trailing characters"),
+        (format!("{}{}", plain(), plain()).into(), "column 202: trailing characters"),
+        (plain()[..plain().len() - 1].into(), "column 200: EOF while parsing an object"),
+        (
+            [&plain().as_bytes()[..plain().len() - 2], b"\xff\"}"].concat(),
+            "column 200: invalid unicode code point",
+        ),
+        (
+            [&b"{\"timestamp\": \"8"[..], b"\xff", &plain().as_bytes()[16..]].concat(),
+            "column 17: invalid unicode code point",
+        ),
+    ];
+    for (line, want) in &refused {
+        let dir = ragpulse_dir("");
+        let p = dir.path().join("0_trace.jsonl");
+        std::fs::write(&p, [&line[..], b"\n"].concat()).unwrap();
+        let r = run(
+            "mc-import",
+            &["--from", "ragpulse", p.to_str().unwrap()],
+            "",
+        );
+        let shown = String::from_utf8_lossy(line);
+        assert_eq!(r.code, Some(65), "{shown}: {}", r.stderr);
+        assert_eq!(r.stdout, "", "{shown}");
+        assert!(
+            r.stderr.contains(&format!("line 1: {want}")),
+            "{shown}: {}",
+            r.stderr
+        );
+    }
+    // A struct as an array (serde's sequence form) after a first line (a
+    // first line that is an array is taken for a JSON array file): sys 100
+    // and 101, user 300 and 447 template tokens share block 0 only.
+    let arrays = format!(
+        "{}\n{}\n{}\n",
+        plain(),
+        r#"["82", 1064, 9, {"sys_prompt": [100, 101], "user_input": [300]}, "a"]"#,
+        "[1, 2]"
+    );
+    let dir = ragpulse_dir(&arrays);
+    let p = dir.path().join("0_trace.jsonl");
+    let (got, err) = import(
+        &[
+            "--from",
+            "ragpulse",
+            "--on-error",
+            "skip",
+            p.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(got, format!("{usual}{}", out("82000", a, 1064, "0, 3, 4")));
+    assert!(err.contains("skipped 1 bad line (line 3)"), "{err}");
+    let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+    assert!(
+        err.contains(
+            "line 3: column 6: invalid length 2, expected struct RagRequest with 5 elements"
+        ),
+        "{err}"
+    );
+    // A list of a kind with no file stops the import (not a bad line).
+    let dir = ragpulse_dir(&format!(
+        "{}\n",
+        hash(
+            r#""hash_ids": {"sys_prompt": [100, 101], "foo": [1]}"#,
+            "630"
+        )
+    ));
+    let p = dir.path().join("0_trace.jsonl");
+    let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
+    assert!(
+        err.contains("RAGPulse component `foo`: no `*foo.jsonl` in "),
+        "{err}"
+    );
+    assert!(!err.contains("line 1"), "{err}");
+    // All of them in one file with --on-error skip: the converted rows in
+    // order and every refused line counted.
+    let mut all = Vec::new();
+    for (line, _) in &converted {
+        all.extend_from_slice(line.as_bytes());
+        all.push(b'\n');
+    }
+    for (line, _) in &refused {
+        all.extend_from_slice(line);
+        all.push(b'\n');
+    }
+    let dir = ragpulse_dir("");
+    let p = dir.path().join("0_trace.jsonl");
+    std::fs::write(&p, &all).unwrap();
+    let (got, err) = import(
+        &[
+            "--from",
+            "ragpulse",
+            "--on-error",
+            "skip",
+            p.to_str().unwrap(),
+        ],
+        "",
+    );
+    let n = converted.len();
+    let bad = refused.len();
+    assert_eq!(got.lines().count(), n);
+    assert!(
+        err.contains(&format!(
+            "skipped {bad} bad lines (line {}, {}, ",
+            n + 1,
+            n + 2
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("ragpulse: {} rows in, {n} rows out", n + bad)),
+        "{err}"
+    );
 }
 
 #[test]

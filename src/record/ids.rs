@@ -114,6 +114,27 @@ pub(crate) fn walk(
     }
 }
 
+/// Reads the id array that starts at `b[i]` (its `[`), appending its ids
+/// to `out`: arrays [`walk`] takes whose ids have at most 19 digits (so
+/// none can overflow; serde reads exactly these as `Vec<u64>`, to the same
+/// values). Returns the index just after the `]`, or `None` when no such
+/// array is there (what is, is the caller's to judge; `out` may then hold
+/// a part of it). For an array inside a line that is not a record's
+/// `hash_ids` (mc-import's RAGPulse component lists).
+pub fn read_id_array(b: &[u8], i: usize, out: &mut Vec<u64>) -> Option<usize> {
+    if b.get(i) != Some(&b'[') {
+        return None;
+    }
+    // Wrapping: a longer id is refused below, whatever its value.
+    let value = |digits: &[u8]| {
+        digits.iter().fold(0u64, |v, &d| {
+            v.wrapping_mul(10).wrapping_add(u64::from(d - b'0'))
+        })
+    };
+    let (end, shape) = walk(b, i + 1, |digits| out.push(value(digits))).ok()?;
+    (shape.longest_digits <= 19).then_some(end)
+}
+
 /// The element of the array `raw` around byte `at`, for messages.
 fn element_at(raw: &[u8], at: usize) -> &[u8] {
     let at = at.min(raw.len());
@@ -329,6 +350,38 @@ mod tests {
         assert_eq!(shape("[]").unwrap().count, 0);
         // The end index is just after `]`, so the scanner can go on from it.
         assert_eq!(walk(b"[1, 2], 3", 1, |_| {}).unwrap().0, 6);
+    }
+
+    #[test]
+    fn an_array_inside_a_line_is_read_to_its_end() {
+        let read = |s: &str, i: usize| {
+            let mut out = vec![9];
+            read_id_array(s.as_bytes(), i, &mut out).map(|end| (end, out))
+        };
+        assert_eq!(
+            read("{\"a\": [1, 22, 0]}", 6),
+            Some((16, vec![9, 1, 22, 0]))
+        );
+        assert_eq!(read("[]", 0), Some((2, vec![9])));
+        assert_eq!(read("[ 1 ]x", 0), Some((5, vec![9, 1])));
+        let max19 = "[9999999999999999999]";
+        assert_eq!(
+            read(max19, 0),
+            Some((21, vec![9, 9_999_999_999_999_999_999]))
+        );
+        // Not such an array: no `[`, a 20-digit id (serde reads a float or
+        // a u64 there: the caller's to judge), a float, a leading zero.
+        for bad in [
+            "1",
+            "[18446744073709551615]",
+            "[1.0]",
+            "[01]",
+            "[1,]",
+            "[-1]",
+            "[1",
+        ] {
+            assert_eq!(read(bad, 0), None, "{bad}");
+        }
     }
 
     proptest::proptest! {

@@ -16,7 +16,7 @@ mod ids;
 mod scan;
 mod write;
 
-pub use ids::{id_array_shape, IdArrayShape};
+pub use ids::{id_array_shape, read_id_array, IdArrayShape};
 pub use write::{write_id_array, write_id_array_like, write_number, write_str, Edit, RowWriter};
 
 use crate::error::RecordError;
