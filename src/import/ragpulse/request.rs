@@ -74,7 +74,7 @@ impl Lists {
             from = end;
             let name = match name {
                 Name::Line(a, b) => &line[a..b],
-                Name::Decoded(a, b) => self.decoded[a..b].as_bytes(),
+                Name::Decoded(a, b) => &self.decoded.as_bytes()[a..b],
             };
             (name, ids)
         })
