@@ -136,6 +136,9 @@ impl<'a> Parser<'a> {
             let had_member = !first;
             let key = if at_key {
                 at_key = false;
+                // The prefix may end before spaces this chunk has and the
+                // noted one had not (`, "choices"`).
+                self.ws();
                 self.key_here()?
             } else {
                 match self.key(&mut first)? {
@@ -651,6 +654,9 @@ mod tests {
             .unwrap()
             .replace(" the", " of");
         assert_eq!(scan_with(next.as_bytes(), &mut memo), content(" of"));
+        // A space the noted chunk did not have before the key.
+        let spaced = [&VLLM[..at], b" ", &VLLM[at..]].concat();
+        assert_eq!(scan_with(&spaced, &mut memo), content(" the"));
         // After the prefix, what a chunk may not have there is refused as
         // it is without the memo: a trailing comma, a missing key.
         for rest in [
@@ -699,7 +705,12 @@ mod tests {
             // Read after vLLM's own chunk (its prefix noted), the same.
             let mut memo = Memo::default();
             scan_with(VLLM, &mut memo);
-            prop_assert_eq!(scan_with(&data, &mut memo), scan(&data));
+            prop_assert_eq!(
+                scan_with(&data, &mut memo),
+                scan(&data),
+                "{}",
+                String::from_utf8_lossy(&data)
+            );
         }
 
         #[test]
