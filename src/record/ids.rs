@@ -115,7 +115,7 @@ pub(crate) fn walk(
 }
 
 /// Reads the id array that starts at `b[i]` (its `[`), appending its ids
-/// to `out`: arrays [`walk`] takes whose ids have at most 19 digits (so
+/// to `out`: arrays `walk` takes whose ids have at most 19 digits (so
 /// none can overflow; serde reads exactly these as `Vec<u64>`, to the same
 /// values). Returns the index just after the `]`, or `None` when no such
 /// array is there (what is, is the caller's to judge; `out` may then hold

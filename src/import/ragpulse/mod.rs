@@ -8,12 +8,12 @@
 //! The conversion is exact: the prompt is the components in the object's
 //! order, a stream of pieces (component, chunk, token range); it is cut into
 //! blocks of B tokens, and a block's id names what it holds and its parent
-//! block ([`table::BlockIds`]). Two rows share a block id exactly when they
+//! block (`table::BlockIds`). Two rows share a block id exactly when they
 //! share the prompt up to the end of that block.
 //!
-//! A line is read by [`request`] (a hand-written scan of the files' shape,
+//! A line is read by `request` (a hand-written scan of the files' shape,
 //! serde for anything else); the chunk lengths and block ids live in
-//! [`table`].
+//! `table`.
 //!
 //! `input_length` is 6 to 12 tokens more than the components in the real
 //! file (chat-template tokens). Those are taken as one last chunk named by
