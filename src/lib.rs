@@ -23,6 +23,7 @@ pub mod merge;
 pub mod mock;
 pub mod nat;
 pub mod options;
+pub mod oslimit;
 pub mod plot;
 pub mod progress;
 pub mod prom;

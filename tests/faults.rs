@@ -536,3 +536,56 @@ fn connections_are_kept_alive_and_capped() {
     );
     assert!(conns.load(Ordering::SeqCst) <= 2);
 }
+
+/// With the client's open-file limit below the requests in flight, the
+/// requests past it wait for a connection to free and are all answered:
+/// the limit is the client's, not a failure of the server. `sh`'s `ulimit
+/// -n` lowers the hard limit too, so mc-replay cannot raise it away.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_clients_open_file_limit_makes_requests_wait_not_fail() {
+    use crate::util::MockServer;
+    // Long enough that all 80 are due while the first ones are answered.
+    let mock = MockServer::start(&["--ttft-ms", "300", "--itl-ms", "1"]);
+    let rows: String = (0..80)
+        .map(|_| {
+            format!(
+                "{}\n",
+                json!({"timestamp": 0, "input_length": 4, "output_length": 2})
+            )
+        })
+        .collect();
+    let exe = assert_cmd::cargo::cargo_bin("mc-replay");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 48 && exec "$0" "$@""#)
+        .arg(&exe)
+        .args(["--url", &mock.url(), "--model", "m", "--no-server-metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(rows.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let results: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 80, "{stderr}");
+    let failed: Vec<_> = results.iter().filter(|r| !r["error"].is_null()).collect();
+    assert!(failed.is_empty(), "{failed:?}\n{stderr}");
+    assert!(
+        stderr.contains("out of file descriptors (ulimit -n 48)")
+            && stderr.contains("wait for a free connection"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

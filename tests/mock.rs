@@ -989,3 +989,41 @@ fn paced_streams_send_the_same_events_as_a_connection_thread() {
         assert!(took >= due, "{path}: {took:?} < {due:?}");
     }
 }
+
+#[test]
+fn connections_past_max_connections_wait_for_one_to_close() {
+    let mock = Mock::start(&["--max-connections", "2"]);
+    let first = TcpStream::connect(&mock.0.addr).unwrap();
+    let second = TcpStream::connect(&mock.0.addr).unwrap();
+    // Both served: each answers a request (and stays open).
+    for mut c in [&first, &second] {
+        c.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 12];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+    }
+    // The third connects (the kernel's listen queue) but is not served...
+    let mut third = TcpStream::connect(&mock.0.addr).unwrap();
+    third
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    let waited = third.read(&mut head);
+    assert!(
+        matches!(&waited, Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)),
+        "answered past the cap: {waited:?}"
+    );
+    // ...until one of the two closes.
+    drop(first);
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    third.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    drop(second);
+}

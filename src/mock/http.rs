@@ -14,7 +14,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -99,19 +99,89 @@ pub trait Handler: Send + Sync + 'static {
     fn reject(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()>;
 }
 
-/// Accepts connections forever, one thread each.
-pub fn serve<H: Handler>(listener: TcpListener, handler: H) -> io::Result<()> {
+/// The most connections served at once, and why that many (for the note
+/// printed when the server first reaches it).
+#[derive(Debug, Clone, Copy)]
+pub struct Cap {
+    pub max: usize,
+    pub why: &'static str,
+}
+
+/// Counts the connection threads alive; `accept` waits for room below the
+/// cap, so connections past it wait in the listen queue (and, when that is
+/// full, their SYNs are retried by the client's kernel): the latency a
+/// client measures then says the server was full, where a thread that
+/// could not start would abort the process.
+struct Gate {
+    open: Mutex<usize>,
+    freed: Condvar,
+    cap: Cap,
+}
+
+impl Gate {
+    /// Waits until a connection may be accepted, and counts it.
+    fn enter(&self, noted: &mut bool) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if *open >= self.cap.max && !*noted {
+            *noted = true;
+            let why = if self.cap.why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.cap.why)
+            };
+            eprintln!(
+                "mc-mock: {} connections open, the most it serves at once{why}: \
+                 new ones wait in the listen queue until one closes",
+                self.cap.max
+            );
+        }
+        while *open >= self.cap.max {
+            open = self.freed.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+        *open += 1;
+    }
+
+    fn leave(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        *open -= 1;
+        self.freed.notify_one();
+    }
+}
+
+/// A connection's place under the cap, given back when its thread ends
+/// (or never starts).
+struct Ticket(Arc<Gate>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+/// Accepts connections forever, one thread each, at most `cap` at once.
+pub fn serve<H: Handler>(listener: TcpListener, handler: H, cap: Cap) -> io::Result<()> {
     // Accepted sockets inherit it: a first request that arrives before its
     // connection's thread runs is stamped too.
     rxtime::enable(&listener);
     let handler = Arc::new(handler);
-    for incoming in listener.incoming() {
-        match incoming {
-            Ok(stream) => {
+    let gate = Arc::new(Gate {
+        open: Mutex::new(0),
+        freed: Condvar::new(),
+        cap,
+    });
+    let mut noted = false;
+    loop {
+        gate.enter(&mut noted);
+        let ticket = Ticket(Arc::clone(&gate));
+        match listener.accept() {
+            Ok((stream, _)) => {
                 let handler = Arc::clone(&handler);
                 let spawned = thread::Builder::new()
                     .name("mc-mock-conn".into())
-                    .spawn(move || connection(stream, &*handler));
+                    .spawn(move || {
+                        let _ticket = ticket;
+                        connection(stream, &*handler)
+                    });
                 if let Err(e) = spawned {
                     eprintln!("mc-mock: cannot start a connection thread: {e}");
                 }
@@ -119,12 +189,12 @@ pub fn serve<H: Handler>(listener: TcpListener, handler: H) -> io::Result<()> {
             Err(e) => {
                 // Out of file descriptors and the like: the condition may
                 // pass, so keep serving, but do not spin on it.
+                drop(ticket);
                 eprintln!("mc-mock: accept: {e}");
                 thread::sleep(Duration::from_millis(50));
             }
         }
     }
-    Ok(())
 }
 
 fn connection<H: Handler>(stream: TcpStream, handler: &H) {

@@ -132,6 +132,14 @@ pub struct MockArgs {
     #[arg(long, default_value_t = pacer::DEFAULT_THREADS, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub pacer_threads: u16,
+
+    /// Connections served at once (a thread each); more wait in the listen
+    /// queue until one closes, as at a real server's connection limit.
+    /// 0: as many as this system allows threads and file descriptors for
+    /// (a fifth of vm.max_map_count, half of the open-file limit): past
+    /// that a new thread cannot start and the process would abort.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub max_connections: usize,
 }
 
 impl MockArgs {
@@ -176,6 +184,7 @@ pub fn run(args: &MockArgs) -> Result<()> {
     // The server owns its options for as long as it serves.
     let opts = args.clone();
     let opts_pacer_threads = opts.pacer_threads;
+    let opts_max_connections = opts.max_connections;
     opts.faults.validate().map_err(Error::usage)?;
     let listener = listen(&opts.host, opts.port)
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
@@ -196,8 +205,36 @@ pub fn run(args: &MockArgs) -> Result<()> {
     let pacers = pacer::Pacer::start(usize::from(opts_pacer_threads))
         .context("cannot start the pacer threads")?;
     server.pacer = Some(pacers);
-    http::serve(listener, server)?;
+    let cap = connection_cap(opts_max_connections);
+    http::serve(listener, server, cap)?;
     Ok(())
+}
+
+/// `--max-connections`, or (0) the most connection threads this system
+/// allows: four memory maps a thread, with a fifth to spare for the heap
+/// and the rest; two descriptors a streaming connection (its socket and
+/// the pacer's duplicate), less a few for the process itself. Raises the
+/// open-file soft limit to the hard one first.
+fn connection_cap(asked: usize) -> http::Cap {
+    let files = crate::oslimit::raise_open_files();
+    if asked > 0 {
+        return http::Cap {
+            max: asked,
+            why: "--max-connections",
+        };
+    }
+    let by_maps = crate::oslimit::max_map_count().map(|n| n / 5);
+    let by_files = files.map(|n| n.saturating_sub(64) / 2);
+    let (max, why) = match (by_maps, by_files) {
+        (Some(m), Some(f)) if f < m => (f, "half the open-file limit (ulimit -n)"),
+        (Some(m), _) => (m, "a fifth of vm.max_map_count"),
+        (None, Some(f)) => (f, "half the open-file limit (ulimit -n)"),
+        (None, None) => (usize::MAX as u64, ""),
+    };
+    http::Cap {
+        max: usize::try_from(max).unwrap_or(usize::MAX).max(16),
+        why,
+    }
 }
 
 /// The request log on stdout: JSON lines, each flushed as written.

@@ -336,7 +336,9 @@ pub struct ReplayArgs {
     /// the answer is sent once more on a new one. A request that finds
     /// every connection busy waits for one, and the wait counts as
     /// schedule lag. 0 (the default): one connection per request in
-    /// flight.
+    /// flight, up to the open-file limit (raised to its hard limit at
+    /// start): past it requests wait for a connection as under a cap, and
+    /// stderr says so once.
     #[arg(
         long,
         default_value_t = 0,

@@ -98,6 +98,9 @@ impl Server {
         trace: &Arc<Trace>,
         stop: Arc<AtomicBool>,
     ) -> Result<ServerTarget> {
+        // Thousands of requests in flight are thousands of sockets: the
+        // hard limit, not a shell's default soft 1,024, is what caps them.
+        crate::oslimit::raise_open_files();
         let url = format!("{}{}", self.base, args.endpoint.path());
         let max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
         // `--url` was checked to be http(s) with a host, so this parses.

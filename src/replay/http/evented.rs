@@ -27,7 +27,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -46,6 +46,7 @@ use super::request::RequestBuilder;
 use super::stream::{BodyEnd, StreamReader};
 use super::tls::{self, Received, Session, Tls};
 use super::wire::{self, Body, Endpoint};
+use crate::oslimit;
 use crate::replay::outcome::{ErrorKind, Failure, Outcome};
 use crate::replay::target::{Done, Job, Target};
 use crate::replay::trace::Trace;
@@ -59,6 +60,9 @@ const READ_BUF: usize = 64 * 1024;
 
 /// Ready sockets handled between two looks at the new jobs.
 const JOBS_EVERY: usize = 32;
+/// How long a loop that ran out of file descriptors waits before it tries
+/// to open a connection again, when none of its own has freed one.
+const PROBE_FILES_US: u64 = 10_000;
 
 /// Answers in flight on a loop from which it coalesces its reads: below
 /// it, CPU per token does not matter and a stream's end is noticed at
@@ -97,6 +101,26 @@ struct Shared {
     /// them); a failed lookup is not kept, so each request tries again and
     /// fails as `dns` on its own.
     addrs: Mutex<Option<Arc<[SocketAddr]>>>,
+    /// Set when a loop first ran out of file descriptors (noted once).
+    out_of_files: AtomicBool,
+    /// Connections open in all loops.
+    open_total: AtomicUsize,
+}
+
+impl Shared {
+    /// Says once, on stderr, that the client's open-file limit now caps
+    /// its connections (`open`: the loop's when it hit it).
+    fn note_out_of_files(&self, open: usize) {
+        if self.out_of_files.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let limit = oslimit::open_files().map_or(String::new(), |n| format!(" (ulimit -n {n})"));
+        eprintln!(
+            "mc-replay: out of file descriptors{limit} with {open} connections open in one \
+             event loop: from now on requests wait for a free connection, and their \
+             schedule lag shows it; raise the limit to send them on time"
+        );
+    }
 }
 
 enum Msg {
@@ -157,6 +181,8 @@ impl EventedTarget {
             registry: Registry::default(),
             stop,
             addrs: Mutex::new(None),
+            out_of_files: AtomicBool::new(false),
+            open_total: AtomicUsize::new(0),
         });
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done_parker = Parker::new();
@@ -183,6 +209,8 @@ impl EventedTarget {
                 idle: Vec::new(),
                 open: 0,
                 cap,
+                max_cap: cap,
+                probe_at: None,
                 pending: VecDeque::new(),
                 timers: BinaryHeap::new(),
                 serial: 0,
@@ -396,7 +424,12 @@ struct Loop {
     /// Kept-alive connections waiting for a request (last freed first).
     idle: Vec<usize>,
     open: usize,
+    /// Connections this loop may open: `max_cap` (its share of
+    /// `--max-connections`), or fewer since the process ran out of file
+    /// descriptors (until `probe_at`).
     cap: usize,
+    max_cap: usize,
+    probe_at: Option<u64>,
     /// Jobs waiting for a connection (`--max-connections`).
     pending: VecDeque<Job>,
     /// (deadline µs, slot, serial), earliest first.
@@ -412,6 +445,23 @@ struct Loop {
     fresh: Vec<usize>,
     /// Parked in the read-coalescing pause; a new job unparks it.
     parker: Parker,
+}
+
+/// Why no connection could be opened.
+enum Open {
+    /// This process is out of file descriptors: a limit of the client.
+    OutOfFiles(Failure),
+    Failed(Failure),
+}
+
+impl From<Failure> for Open {
+    fn from(f: Failure) -> Self {
+        Open::Failed(f)
+    }
+}
+
+fn connect_failure(addr: SocketAddr, e: &io::Error) -> Failure {
+    Failure::new(answer::io_kind(e), format!("{addr}: {e}"))
 }
 
 /// The loops' side of the `Done` channel: every send also wakes the
@@ -468,9 +518,13 @@ impl Loop {
             if self.quit.load(Ordering::Acquire) {
                 return;
             }
-            let timeout = self.timers.peek().map(|Reverse((d, _, _))| {
-                Duration::from_micros(d.saturating_sub(self.shared.clock.now_us()))
-            });
+            let next = self.timers.peek().map(|Reverse((d, _, _))| *d);
+            let next = match (next, self.probe_at) {
+                (Some(d), Some(p)) => Some(d.min(p)),
+                (d, p) => d.or(p),
+            };
+            let timeout =
+                next.map(|d| Duration::from_micros(d.saturating_sub(self.shared.clock.now_us())));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     eprintln!("mc-replay: the HTTP client's event loop failed: {e}");
@@ -503,6 +557,12 @@ impl Loop {
             }
             self.take_jobs();
             self.expire();
+            if self
+                .probe_at
+                .is_some_and(|t| self.shared.clock.now_us() >= t)
+            {
+                self.probe_files();
+            }
             let full = ready.len() >= events.capacity();
             self.coalesce(polled_at, full);
         }
@@ -585,20 +645,57 @@ impl Loop {
 
     /// Starts `job` on an idle connection, a new one, or queues it.
     fn start(&mut self, job: Job) {
+        if let Some(job) = self.try_start(job) {
+            self.pending.push_back(job);
+        }
+    }
+
+    /// Starts `job`, or hands it back when it must wait for a connection.
+    fn try_start(&mut self, job: Job) -> Option<Job> {
         if self.shared.stop.load(Ordering::Relaxed) {
-            return self.unsent(job);
+            self.unsent(job);
+            return None;
         }
         let slot = match self.idle.pop() {
             Some(slot) => slot,
             None if self.open < self.cap => match self.open_conn(self.preferred) {
                 Ok(slot) => slot,
-                Err(f) => return self.fail_unsent(job, f),
+                // The client's own limit, not the server's answer: while
+                // any connection is open, one will free, so the request
+                // waits (its lag shows the wait), as under
+                // `--max-connections`, rather than fail unsent.
+                Err(Open::OutOfFiles(_)) if self.shared.open_total.load(Ordering::Relaxed) > 0 => {
+                    self.cap = self.open;
+                    self.probe_at = Some(self.shared.clock.now_us() + PROBE_FILES_US);
+                    self.shared.note_out_of_files(self.open);
+                    return Some(job);
+                }
+                Err(Open::OutOfFiles(f) | Open::Failed(f)) => {
+                    self.fail_unsent(job, f);
+                    return None;
+                }
             },
-            None => return self.pending.push_back(job),
+            None => return Some(job),
         };
         let ex = self.exchange(job);
         self.attach(slot, ex);
         self.on_ready(slot);
+        None
+    }
+
+    /// After the open-file limit lowered `cap`: the configured cap again,
+    /// and the waiting jobs started while connections open (the next
+    /// `EMFILE` lowers it again). Descriptors other loops freed are found
+    /// this way; a loop with no connection of its own has no other way.
+    fn probe_files(&mut self) {
+        self.probe_at = None;
+        self.cap = self.max_cap;
+        while let Some(job) = self.pending.pop_front() {
+            if let Some(job) = self.try_start(job) {
+                self.pending.push_front(job);
+                break;
+            }
+        }
     }
 
     /// A job that failed before anything was sent (no address, no
@@ -692,11 +789,17 @@ impl Loop {
     }
 
     /// Opens a connection to the server's `addr`-th address (or the first).
-    fn open_conn(&mut self, addr: usize) -> Result<usize, Failure> {
+    fn open_conn(&mut self, addr: usize) -> Result<usize, Open> {
         let addrs = self.addrs()?;
         let addr = if addr < addrs.len() { addr } else { 0 };
         let tls = self.session()?;
-        let sock = self.connect_to(addrs[addr])?;
+        let sock = match TcpStream::connect(addrs[addr]) {
+            Ok(sock) => sock,
+            Err(e) if oslimit::is_out_of_files(&e) => {
+                return Err(Open::OutOfFiles(connect_failure(addrs[addr], &e)))
+            }
+            Err(e) => return Err(Open::Failed(connect_failure(addrs[addr], &e))),
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.conns.len() - 1
@@ -708,7 +811,10 @@ impl Loop {
             Interest::READABLE | Interest::WRITABLE,
         ) {
             self.free.push(slot);
-            return Err(Failure::new(ErrorKind::Transport, e.to_string()));
+            return Err(Open::Failed(Failure::new(
+                ErrorKind::Transport,
+                e.to_string(),
+            )));
         }
         self.conns[slot] = Some(Conn {
             sock,
@@ -721,6 +827,7 @@ impl Loop {
             ex: None,
         });
         self.open += 1;
+        self.shared.open_total.fetch_add(1, Ordering::Relaxed);
         self.fresh.push(slot);
         Ok(slot)
     }
@@ -736,14 +843,14 @@ impl Loop {
     }
 
     fn connect_to(&self, addr: SocketAddr) -> Result<TcpStream, Failure> {
-        TcpStream::connect(addr)
-            .map_err(|e| Failure::new(answer::io_kind(&e), format!("{addr}: {e}")))
+        TcpStream::connect(addr).map_err(|e| connect_failure(addr, &e))
     }
 
     fn close(&mut self, slot: usize) {
         if let Some(mut c) = self.conns[slot].take() {
             let _ = self.poll.registry().deregister(&mut c.sock);
             self.open -= 1;
+            self.shared.open_total.fetch_sub(1, Ordering::Relaxed);
             self.free.push(slot);
         }
         self.idle.retain(|&s| s != slot);
@@ -822,7 +929,7 @@ impl Loop {
                 self.attach(new, ex);
                 self.on_ready(new);
             }
-            Err(f) => {
+            Err(Open::OutOfFiles(f) | Open::Failed(f)) => {
                 let now = self.shared.clock.now_us();
                 self.report(ex, End::Failed(f), now);
                 self.next_pending();
@@ -925,7 +1032,9 @@ impl Loop {
 
     fn next_pending(&mut self) {
         if let Some(job) = self.pending.pop_front() {
-            self.start(job);
+            if let Some(job) = self.try_start(job) {
+                self.pending.push_front(job);
+            }
         }
     }
 
