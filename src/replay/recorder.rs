@@ -194,7 +194,7 @@ impl Recorder {
 pub struct ResultSink<'a> {
     tx: Sender<Done>,
     sent: &'a AtomicU64,
-    /// Wakes the recorder for each result and when the sink is gone.
+    /// Wakes the recorder when results pile up and when the sink is gone.
     bell: Unparker,
 }
 
@@ -204,11 +204,15 @@ impl ResultSink<'_> {
         self.sent.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A job ended: its result is written on the recorder thread.
+    /// A job ended: its result is written on the recorder thread, which
+    /// is woken once `WAKE_AT` results wait (else by its `TICK`): a wake
+    /// for every result is a thread switch per request.
     pub fn record(&self, done: Done) {
         // The receiver lives until the scheduler is done.
         let _ = self.tx.send(done);
-        self.bell.unpark();
+        if self.tx.len() >= WAKE_AT {
+            self.bell.unpark();
+        }
     }
 }
 
@@ -221,8 +225,12 @@ impl Drop for ResultSink<'_> {
     }
 }
 
-/// How often the recorder thread wakes without results (progress, flush).
-const TICK: Duration = Duration::from_millis(100);
+/// How often the recorder thread wakes on its own (results, progress,
+/// flush): a result waits at most this long to be written, a gone server
+/// or a closed output is noticed within it.
+const TICK: Duration = Duration::from_millis(20);
+/// Results waiting that wake the recorder before its tick.
+const WAKE_AT: usize = 64;
 
 /// Runs `schedule` on this thread with a [`ResultSink`] whose results
 /// `rec` records on a thread of its own; returns what `schedule` returned

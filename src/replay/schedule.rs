@@ -240,7 +240,17 @@ impl<'a> Scheduler<'a> {
     /// Runs the whole schedule on `target`, recording every end, then waits
     /// for the requests in flight.
     pub fn run<T: Target>(mut self, target: &mut T, sink: &ResultSink) -> RunEnd {
+        // An end releases a request only through a concurrency slot, a
+        // closed loop's next request or a session's next turn; otherwise
+        // ends are taken at the next due time (or POLL_US), and the run's
+        // last ones, in the drain, as they come.
+        target.wake_on_end(
+            self.limits.concurrency.is_some()
+                || matches!(self.arrivals, Arrivals::Closed)
+                || !self.trace.sessions.is_empty(),
+        );
         self.dispatch_loop(target, sink);
+        target.wake_on_end(true);
         self.drain(target, sink);
         self.end.workers = target.workers();
         self.end
@@ -451,12 +461,17 @@ mod tests {
     use crate::replay::progress::{Mode, Progress};
     use crate::replay::recorder::{record_on_thread, Recorder, RecorderOptions};
 
-    /// Every request takes `service_us`; time moves only in `wait`.
+    /// Every request takes `service_us`; time moves only in `wait`, which
+    /// (as a wall-clock target does) sleeps past ends to its deadline when
+    /// told ends need not wake it.
     struct Virtual {
         now: u64,
         service_us: u64,
         running: Vec<(u64, Job)>,
         sent: Vec<(u64, usize)>,
+        ring: bool,
+        /// Every `wake_on_end` the scheduler made.
+        rings: Vec<bool>,
     }
 
     impl Target for Virtual {
@@ -470,8 +485,17 @@ mod tests {
             self.sent.push((self.now, job.row));
             self.running.push((self.now + self.service_us, job));
         }
+        fn wake_on_end(&mut self, on: bool) {
+            self.ring = on;
+            self.rings.push(on);
+        }
         fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
-            let first_end = self.running.iter().map(|(end, _)| *end).min();
+            let first_end = self
+                .running
+                .iter()
+                .map(|(end, _)| *end)
+                .min()
+                .filter(|_| self.ring || deadline_us.is_none());
             let until = match (deadline_us, first_end) {
                 (Some(d), Some(e)) => d.min(e),
                 (Some(d), None) => d,
@@ -516,6 +540,17 @@ mod tests {
         limits: Limits,
         service_us: u64,
     ) -> (Vec<(u64, usize)>, RunEnd) {
+        let (sent, end, _) = run_ringing(t, arrivals, limits, service_us);
+        (sent, end)
+    }
+
+    /// `run`, and every `wake_on_end` the scheduler made.
+    fn run_ringing(
+        t: &Trace,
+        arrivals: Arrivals,
+        limits: Limits,
+        service_us: u64,
+    ) -> (Vec<(u64, usize)>, RunEnd, Vec<bool>) {
         let dir = tempfile::tempdir().unwrap();
         let out = SendOutput::open_send(Some(&dir.path().join("r.jsonl")), false).unwrap();
         let rec = Recorder::new(
@@ -536,6 +571,8 @@ mod tests {
             service_us,
             running: Vec::new(),
             sent: Vec::new(),
+            ring: true,
+            rings: Vec::new(),
         };
         let stop = AtomicBool::new(false);
         let progress = Progress::new(Mode::Off, std::time::Duration::from_secs(10));
@@ -543,7 +580,7 @@ mod tests {
             Scheduler::new(t, arrivals, limits, false, &stop).run(&mut target, sink)
         });
         assert_eq!(rec.tally.sent, end.dispatched);
-        (target.sent, end)
+        (target.sent, end, target.rings)
     }
 
     const TIMED: Arrivals = Arrivals::Timed { speedup: 2.0 };
@@ -596,5 +633,33 @@ mod tests {
         };
         let (sent, _) = run(&t, Arrivals::Closed, limits, 100);
         assert_eq!(sent, [(0, 0), (0, 1), (100, 2), (100, 3), (200, 4)]);
+    }
+
+    #[test]
+    fn ends_wake_the_scheduler_only_where_they_release_a_request() {
+        let plain = trace(&"{\"timestamp\":0,\"input_length\":1}\n".repeat(3));
+        let sessions = trace(
+            "{\"session_id\":\"a\",\"timestamp\":0,\"input_length\":1}\n\
+             {\"session_id\":\"a\",\"delay\":0,\"input_length\":1}\n",
+        );
+        let capped = Limits {
+            concurrency: Some(1),
+            ..Limits::default()
+        };
+        // Not for a timed trace without sessions: its ends are taken at the
+        // next due time; then the drain wants them as they come.
+        let (_, _, rings) = run_ringing(&plain, TIMED, Limits::default(), 100);
+        assert_eq!(rings, [false, true]);
+        for (t, arrivals, limits) in [
+            (&sessions, TIMED, Limits::default()),
+            (&plain, TIMED, capped),
+            (&plain, Arrivals::Closed, capped),
+        ] {
+            let (sent, _, rings) = run_ringing(t, arrivals, limits, 100);
+            assert_eq!(rings, [true, true]);
+            // Each next request leaves as the one before ends, not at the
+            // scheduler's next 50 ms poll.
+            assert_eq!(sent[..2], [(0, 0), (100, 1)]);
+        }
     }
 }

@@ -143,8 +143,9 @@ pub struct EventedTarget {
     loops: Vec<LoopHandle>,
     next: usize,
     done_rx: Receiver<Done>,
-    /// Woken by every `Done` the loops send ([`DoneTx`]).
+    /// Woken by every `Done` the loops send ([`DoneTx`]) while `done_ring`.
     done_parker: Parker,
+    done_ring: Arc<AtomicBool>,
     /// The loops were told the run is stopping.
     stop_told: bool,
 }
@@ -186,9 +187,11 @@ impl EventedTarget {
         });
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done_parker = Parker::new();
+        let done_ring = Arc::new(AtomicBool::new(true));
         let done_tx = DoneTx {
             tx: done_tx,
             bell: done_parker.unparker().clone(),
+            ring: done_ring.clone(),
         };
         let mut loops = Vec::with_capacity(n_loops);
         for (i, &cap) in caps.iter().enumerate() {
@@ -238,6 +241,7 @@ impl EventedTarget {
             next: 0,
             done_rx,
             done_parker,
+            done_ring,
             stop_told: false,
         })
     }
@@ -288,6 +292,10 @@ impl Target for EventedTarget {
         let _ = l.tx.send(Msg::Job(job));
         let _ = l.waker.wake();
         l.unparker.unpark();
+    }
+
+    fn wake_on_end(&mut self, on: bool) {
+        self.done_ring.store(on, Ordering::Relaxed);
     }
 
     fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
@@ -470,14 +478,19 @@ fn connect_failure(addr: SocketAddr, e: &io::Error) -> Failure {
 struct DoneTx {
     tx: Sender<Done>,
     bell: Unparker,
+    /// `Target::wake_on_end`: else the target finds the ends when it
+    /// wakes for its deadline.
+    ring: Arc<AtomicBool>,
 }
 
 impl DoneTx {
     /// Sends `d` (the target outlives its loops, so the receiver is
-    /// there) and wakes the target.
+    /// there) and wakes the target if it wants every end at once.
     fn send(&self, d: Done) {
         let _ = self.tx.send(d);
-        self.bell.unpark();
+        if self.ring.load(Ordering::Relaxed) {
+            self.bell.unpark();
+        }
     }
 }
 
