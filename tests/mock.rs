@@ -1027,3 +1027,37 @@ fn connections_past_max_connections_wait_for_one_to_close() {
     assert_eq!(&head, b"HTTP/1.1 200");
     drop(second);
 }
+
+#[test]
+fn an_idle_connection_is_closed_after_the_keep_alive_timeout_and_frees_its_place() {
+    // One place, held by a client that keeps its connection idle: the
+    // second is served once the first times out (a client's idle pool
+    // cannot hold a full server forever).
+    let mock = Mock::start(&["--max-connections", "1", "--keep-alive-timeout-s", "0.3"]);
+    let mut idle = TcpStream::connect(&mock.0.addr).unwrap();
+    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    idle.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let mut waiting = TcpStream::connect(&mock.0.addr).unwrap();
+    waiting
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+    let t0 = Instant::now();
+    // The idle one ends with the server's FIN (after the rest of its answer).
+    let mut rest = Vec::new();
+    idle.read_to_end(&mut rest).unwrap();
+    let closed_after = t0.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(200),
+        "closed before the timeout: {closed_after:?}"
+    );
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    waiting.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+}

@@ -158,8 +158,15 @@ impl Drop for Ticket {
     }
 }
 
-/// Accepts connections forever, one thread each, at most `cap` at once.
-pub fn serve<H: Handler>(listener: TcpListener, handler: H, cap: Cap) -> io::Result<()> {
+/// Accepts connections forever, one thread each, at most `cap` at once;
+/// a connection that waits longer than `idle` for its next request is
+/// closed (`None`: never).
+pub fn serve<H: Handler>(
+    listener: TcpListener,
+    handler: H,
+    cap: Cap,
+    idle: Option<Duration>,
+) -> io::Result<()> {
     // Accepted sockets inherit it: a first request that arrives before its
     // connection's thread runs is stamped too.
     rxtime::enable(&listener);
@@ -180,7 +187,7 @@ pub fn serve<H: Handler>(listener: TcpListener, handler: H, cap: Cap) -> io::Res
                     .name("mc-mock-conn".into())
                     .spawn(move || {
                         let _ticket = ticket;
-                        connection(stream, &*handler)
+                        connection(stream, &*handler, idle)
                     });
                 if let Err(e) = spawned {
                     eprintln!("mc-mock: cannot start a connection thread: {e}");
@@ -197,9 +204,14 @@ pub fn serve<H: Handler>(listener: TcpListener, handler: H, cap: Cap) -> io::Res
     }
 }
 
-fn connection<H: Handler>(stream: TcpStream, handler: &H) {
+fn connection<H: Handler>(stream: TcpStream, handler: &H, idle: Option<Duration>) {
     // Every SSE event is its own small write and must leave at once.
     let _ = stream.set_nodelay(true);
+    // Reads wait at most `idle`: in practice only the wait for the next
+    // request is long (a request's own bytes come together; hangs and
+    // the linger set their own). Its end is a closed connection, as a
+    // server's keep-alive timeout is.
+    let _ = stream.set_read_timeout(idle);
     let mut conn = Conn::new(stream);
     loop {
         match conn.read_request() {

@@ -140,6 +140,13 @@ pub struct MockArgs {
     /// that a new thread cannot start and the process would abort.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub max_connections: usize,
+
+    /// Close a kept-alive connection that has waited this long for its
+    /// next request, as vLLM's server does after 5 s
+    /// (VLLM_HTTP_TIMEOUT_KEEP_ALIVE); 0 never closes one.
+    #[arg(long, default_value_t = 5.0, value_name = "S",
+          value_parser = crate::options::non_negative_seconds)]
+    pub keep_alive_timeout_s: f64,
 }
 
 impl MockArgs {
@@ -185,6 +192,7 @@ pub fn run(args: &MockArgs) -> Result<()> {
     let opts = args.clone();
     let opts_pacer_threads = opts.pacer_threads;
     let opts_max_connections = opts.max_connections;
+    let opts_keep_alive = opts.keep_alive_timeout_s;
     opts.faults.validate().map_err(Error::usage)?;
     let listener = listen(&opts.host, opts.port)
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
@@ -206,7 +214,8 @@ pub fn run(args: &MockArgs) -> Result<()> {
         .context("cannot start the pacer threads")?;
     server.pacer = Some(pacers);
     let cap = connection_cap(opts_max_connections);
-    http::serve(listener, server, cap)?;
+    let idle = (opts_keep_alive > 0.0).then(|| std::time::Duration::from_secs_f64(opts_keep_alive));
+    http::serve(listener, server, cap, idle)?;
     Ok(())
 }
 
