@@ -114,6 +114,11 @@ fn one_row() -> String {
     )
 }
 
+/// `n` rows all due at once, each asking for exactly 2 tokens.
+fn due_at_once(n: usize) -> String {
+    one_row().repeat(n)
+}
+
 fn run(url: &str, extra: &[&str]) -> Run {
     let mut args = vec!["--model", "m", "--no-server-metrics", "--timeout", "2"];
     args.extend_from_slice(extra);
@@ -509,14 +514,7 @@ fn connections_are_kept_alive_and_capped() {
     // Eight due at once under --max-connections 2: two connections, the
     // rest wait their turn.
     let (url, conns) = keep_alive_server();
-    let rows: String = (0..8)
-        .map(|_| {
-            format!(
-                "{}\n",
-                json!({"timestamp": 0, "input_length": 4, "output_length": 2})
-            )
-        })
-        .collect();
+    let rows = due_at_once(8);
     let r = replay(
         &url,
         &[
@@ -547,14 +545,7 @@ fn the_clients_open_file_limit_makes_requests_wait_not_fail() {
     use crate::util::MockServer;
     // Long enough that all 80 are due while the first ones are answered.
     let mock = MockServer::start(&["--ttft-ms", "300", "--itl-ms", "1"]);
-    let rows: String = (0..80)
-        .map(|_| {
-            format!(
-                "{}\n",
-                json!({"timestamp": 0, "input_length": 4, "output_length": 2})
-            )
-        })
-        .collect();
+    let rows = due_at_once(80);
     let exe = assert_cmd::cargo::cargo_bin("mc-replay");
     let out = std::process::Command::new("sh")
         .arg("-c")

@@ -318,6 +318,20 @@ fn burstgpt_bad_rows_name_line_and_column() {
     assert!(err.contains("no `Log Type` column"), "{err}");
 }
 
+/// `mc-import --from ragpulse --on-error skip PATH`: (stdout, stderr).
+fn import_ragpulse_skipping(path: &std::path::Path) -> (String, String) {
+    import(
+        &[
+            "--from",
+            "ragpulse",
+            "--on-error",
+            "skip",
+            path.to_str().unwrap(),
+        ],
+        "",
+    )
+}
+
 /// A RAGPulse folder: the trace and its five component files.
 fn ragpulse_dir(trace: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -702,16 +716,7 @@ fn ragpulse_odd_lines_convert_and_fail_as_before() {
     );
     let dir = ragpulse_dir(&arrays);
     let p = dir.path().join("0_trace.jsonl");
-    let (got, err) = import(
-        &[
-            "--from",
-            "ragpulse",
-            "--on-error",
-            "skip",
-            p.to_str().unwrap(),
-        ],
-        "",
-    );
+    let (got, err) = import_ragpulse_skipping(&p);
     assert_eq!(got, format!("{usual}{}", out("82000", a, 1064, "0, 3, 4")));
     assert!(err.contains("skipped 1 bad line (line 3)"), "{err}");
     let err = import_bad(&["--from", "ragpulse", p.to_str().unwrap()], "");
@@ -750,16 +755,7 @@ fn ragpulse_odd_lines_convert_and_fail_as_before() {
     let dir = ragpulse_dir("");
     let p = dir.path().join("0_trace.jsonl");
     std::fs::write(&p, &all).unwrap();
-    let (got, err) = import(
-        &[
-            "--from",
-            "ragpulse",
-            "--on-error",
-            "skip",
-            p.to_str().unwrap(),
-        ],
-        "",
-    );
+    let (got, err) = import_ragpulse_skipping(&p);
     let n = converted.len();
     let bad = refused.len();
     assert_eq!(got.lines().count(), n);

@@ -990,25 +990,34 @@ fn paced_streams_send_the_same_events_as_a_connection_thread() {
     }
 }
 
+/// Sends `GET /health` on `c`.
+fn ask_health(mut c: &TcpStream) {
+    c.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .unwrap();
+}
+
+/// The first 12 bytes of the answer on `c` (its status line's start),
+/// waiting up to 10 s.
+fn status_of(mut c: &TcpStream) -> [u8; 12] {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).unwrap();
+    head
+}
+
 #[test]
 fn connections_past_max_connections_wait_for_one_to_close() {
     let mock = Mock::start(&["--max-connections", "2"]);
     let first = TcpStream::connect(&mock.0.addr).unwrap();
     let second = TcpStream::connect(&mock.0.addr).unwrap();
     // Both served: each answers a request (and stays open).
-    for mut c in [&first, &second] {
-        c.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
-            .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = [0u8; 12];
-        c.read_exact(&mut head).unwrap();
-        assert_eq!(&head, b"HTTP/1.1 200");
+    for c in [&first, &second] {
+        ask_health(c);
+        assert_eq!(&status_of(c), b"HTTP/1.1 200");
     }
     // The third connects (the kernel's listen queue) but is not served...
     let mut third = TcpStream::connect(&mock.0.addr).unwrap();
-    third
-        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
-        .unwrap();
+    ask_health(&third);
     third
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
@@ -1020,11 +1029,7 @@ fn connections_past_max_connections_wait_for_one_to_close() {
     );
     // ...until one of the two closes.
     drop(first);
-    third
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    third.read_exact(&mut head).unwrap();
-    assert_eq!(&head, b"HTTP/1.1 200");
+    assert_eq!(&status_of(&third), b"HTTP/1.1 200");
     drop(second);
 }
 
@@ -1035,17 +1040,10 @@ fn an_idle_connection_is_closed_after_the_keep_alive_timeout_and_frees_its_place
     // cannot hold a full server forever).
     let mock = Mock::start(&["--max-connections", "1", "--keep-alive-timeout-s", "0.3"]);
     let mut idle = TcpStream::connect(&mock.0.addr).unwrap();
-    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
-        .unwrap();
-    idle.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut head = [0u8; 12];
-    idle.read_exact(&mut head).unwrap();
-    assert_eq!(&head, b"HTTP/1.1 200");
-    let mut waiting = TcpStream::connect(&mock.0.addr).unwrap();
-    waiting
-        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
-        .unwrap();
+    ask_health(&idle);
+    assert_eq!(&status_of(&idle), b"HTTP/1.1 200");
+    let waiting = TcpStream::connect(&mock.0.addr).unwrap();
+    ask_health(&waiting);
     let t0 = Instant::now();
     // The idle one ends with the server's FIN (after the rest of its answer).
     let mut rest = Vec::new();
@@ -1055,9 +1053,5 @@ fn an_idle_connection_is_closed_after_the_keep_alive_timeout_and_frees_its_place
         closed_after >= Duration::from_millis(200),
         "closed before the timeout: {closed_after:?}"
     );
-    waiting
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    waiting.read_exact(&mut head).unwrap();
-    assert_eq!(&head, b"HTTP/1.1 200");
+    assert_eq!(&status_of(&waiting), b"HTTP/1.1 200");
 }
