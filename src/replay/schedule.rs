@@ -181,6 +181,8 @@ pub struct Scheduler<'a> {
     closed: bool,
     t0_ms: f64,
     ended: Vec<Done>,
+    /// What the target was last told by `wake_on_end`.
+    ringing: Option<bool>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -218,6 +220,7 @@ impl<'a> Scheduler<'a> {
             closed: false,
             t0_ms: first_timestamp(trace).unwrap_or(0.0),
             ended: Vec::new(),
+            ringing: None,
         }
     }
 
@@ -240,23 +243,29 @@ impl<'a> Scheduler<'a> {
     /// Runs the whole schedule on `target`, recording every end, then waits
     /// for the requests in flight.
     pub fn run<T: Target>(mut self, target: &mut T, sink: &ResultSink) -> RunEnd {
-        // An end releases a request only through a concurrency slot, a
-        // closed loop's next request or a session's next turn; otherwise
-        // ends are taken at the next due time (or POLL_US), and the run's
-        // last ones, in the drain, as they come.
-        target.wake_on_end(
-            self.limits.concurrency.is_some()
-                || matches!(self.arrivals, Arrivals::Closed)
-                || !self.trace.sessions.is_empty(),
-        );
         self.dispatch_loop(target, sink);
-        target.wake_on_end(true);
+        self.ring(target, true);
         self.drain(target, sink);
         self.end.workers = target.workers();
         self.end
     }
 
+    /// Tells the target whether an end must wake the scheduler at once
+    /// (only when that changes): when an end can release a request (a
+    /// concurrency slot, a closed loop's next request, a session's next
+    /// turn), and once nothing is left to send but the ends themselves;
+    /// otherwise ends are taken at the next due time (or POLL_US).
+    fn ring<T: Target>(&mut self, target: &mut T, on: bool) {
+        if self.ringing != Some(on) {
+            self.ringing = Some(on);
+            target.wake_on_end(on);
+        }
+    }
+
     fn dispatch_loop<T: Target>(&mut self, target: &mut T, sink: &ResultSink) {
+        let ends_release = self.limits.concurrency.is_some()
+            || matches!(self.arrivals, Arrivals::Closed)
+            || !self.trace.sessions.is_empty();
         loop {
             if self.stopped() {
                 self.end.interrupted = true;
@@ -311,6 +320,8 @@ impl<'a> Scheduler<'a> {
             if let Some(d) = self.limits.duration_us.filter(|_| !self.closed) {
                 wake = wake.min(d);
             }
+            let tail = self.due.is_empty() && self.waiting.is_empty();
+            self.ring(target, ends_release || tail);
             target.wait(Some(wake), &mut self.ended);
             let mut ended = std::mem::take(&mut self.ended);
             for d in ended.drain(..) {
@@ -646,9 +657,14 @@ mod tests {
             concurrency: Some(1),
             ..Limits::default()
         };
-        // Not for a timed trace without sessions: its ends are taken at the
-        // next due time; then the drain wants them as they come.
-        let (_, _, rings) = run_ringing(&plain, TIMED, Limits::default(), 100);
+        // Not for a timed trace without sessions while rows are due: its
+        // ends are taken at the next due time; once all are sent, the
+        // run's last ends are what it waits for.
+        let spaced = trace(
+            "{\"timestamp\":0,\"input_length\":1}\n\
+             {\"timestamp\":1000,\"input_length\":1}\n",
+        );
+        let (_, _, rings) = run_ringing(&spaced, TIMED, Limits::default(), 100);
         assert_eq!(rings, [false, true]);
         for (t, arrivals, limits) in [
             (&sessions, TIMED, Limits::default()),
@@ -656,7 +672,7 @@ mod tests {
             (&plain, Arrivals::Closed, capped),
         ] {
             let (sent, _, rings) = run_ringing(t, arrivals, limits, 100);
-            assert_eq!(rings, [true, true]);
+            assert_eq!(rings, [true]);
             // Each next request leaves as the one before ends, not at the
             // scheduler's next 50 ms poll.
             assert_eq!(sent[..2], [(0, 0), (100, 1)]);

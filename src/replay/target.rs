@@ -58,9 +58,10 @@ pub trait Target {
     /// Whether `wait` must return as soon as a request ends (`true`, and
     /// what a target that ignores this does), or may sleep to its deadline
     /// and hand over every end then. The scheduler needs an end at once
-    /// only when it can release a request (see `Scheduler::run`); waking
-    /// for every end otherwise costs a thread switch per request, which at
-    /// thousands of tiny requests a second is a fifth of the client's CPU.
+    /// only when it can release a request, or when nothing is left to
+    /// send (the rule is `Scheduler::ring`); waking for every end
+    /// otherwise costs a thread switch per request, which at thousands of
+    /// tiny requests a second is a fifth of the client's CPU.
     fn wake_on_end(&mut self, _on: bool) {}
 
     /// The drain time ran out: ends what is in flight, appending a `Done`
