@@ -214,6 +214,9 @@ pub fn run(args: &MockArgs) -> Result<()> {
         .context("cannot start the pacer threads")?;
     server.pacer = Some(pacers);
     let cap = connection_cap(opts_max_connections);
+    // Two descriptors a streaming connection (see `connection_cap`),
+    // made room for now rather than by the accept thread mid-run.
+    crate::oslimit::reserve_descriptors((cap.max as u64).saturating_mul(2).saturating_add(64));
     let idle = (opts_keep_alive > 0.0).then(|| std::time::Duration::from_secs_f64(opts_keep_alive));
     http::serve(listener, server, cap, idle)?;
     Ok(())

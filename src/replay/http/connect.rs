@@ -101,6 +101,14 @@ impl Server {
         // Thousands of requests in flight are thousands of sockets: the
         // hard limit, not a shell's default soft 1,024, is what caps them.
         crate::oslimit::raise_open_files();
+        // A connection per request in flight at most: no more than the
+        // trace's rows, or --max-connections. Grown now, before the clock
+        // starts, not by a stalled event loop mid-run (`oslimit`).
+        let most = match args.max_connections {
+            0 => trace.turns.len(),
+            n => n.min(trace.turns.len()),
+        };
+        crate::oslimit::reserve_descriptors(most as u64 + 64);
         let url = format!("{}{}", self.base, args.endpoint.path());
         let max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
         // `--url` was checked to be http(s) with a host, so this parses.
