@@ -50,7 +50,7 @@ pub const MAX_RESERVED: u64 = 1 << 16;
 /// each growth waits for an RCU grace period (`synchronize_rcu` in
 /// `expand_fdtable`): the thread that opens that socket stops for
 /// milliseconds. A client opening its 1,024th connection stalled its
-/// event loop 5-11 ms, with every request due meanwhile behind it. The
+/// event loop about 11 ms, with every request due meanwhile behind it. The
 /// table never shrinks, so one duplicate at `n - 1`, closed at once,
 /// pays for all of it up front. At most [`MAX_RESERVED`] (a table that
 /// size is 512 KB of pointers); past it the table grows as it would have.

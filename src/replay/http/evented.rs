@@ -887,8 +887,6 @@ impl Loop {
         self.idle.retain(|&s| s != slot);
     }
 
-    /// Something happened on `slot`'s socket (or a request was attached):
-    /// connect, write, read, as far as the socket allows.
     /// A readiness event for `slot` (`closing`: the server's end closed).
     fn on_event(&mut self, slot: usize, closing: bool) {
         if closing {
@@ -901,8 +899,8 @@ impl Loop {
 
     /// Handles the sockets that are ready now (at most
     /// [`RECLAIM_AT_MOST`], and not within [`RECLAIM_EVERY_US`] of the last
-    /// look), so that connections whose answers have
-    /// already arrived are idle again. Called by a request that finds no
+    /// look), so that connections whose answers have already arrived are
+    /// idle again. Called by a request that finds no
     /// idle connection, before it opens one: after the loop was held up
     /// (a page fault, a core taken by another process), the requests due
     /// meanwhile all come at once, and each used to open a connection
@@ -928,6 +926,8 @@ impl Loop {
         self.reclaiming = false;
     }
 
+    /// Something happened on `slot`'s socket (or a request was attached):
+    /// connect, write, read, as far as the socket allows.
     fn on_ready(&mut self, slot: usize) {
         let step = {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
