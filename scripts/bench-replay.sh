@@ -10,7 +10,8 @@
 # due time; the peers' below) and as the server saw it
 # (mc-mock's arrival log: arrival - (first arrival + timestamp), which needs
 # no cooperation from the client, so it is measured the same way for every
-# tool), and client CPU (user+sys of the whole process tree) per request.
+# tool), client CPU (user+sys of the whole process tree) per request, and
+# the TCP connections the client opened.
 # Then an accuracy check: mock at 20 ms TTFT / 2 ms ITL, measured TTFT and ITL.
 # Then long streams: mock at 20 ms TTFT / 10 ms ITL, 100-token answers, at the
 # rates that keep STREAMS answers in flight (rate = streams / (TTFT + 100 ITL));
@@ -263,8 +264,16 @@ ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3g", a / b; else printf "-" }'
 }
 
-printf '\n%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' tool rate sent achieved "lag p50" "lag p99" "srv p50" "srv p99" "cpu/req"
-printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "" "req/s" "" "req/s" "ms" "ms" "ms" "ms" "ms"
+# TCP connections this network namespace opened (Linux: `ActiveOpens` in
+# /proc/net/snmp; mc-mock's side is passive, so over one run it is the
+# client's connects, its look at the server before the run included). A client that falls behind
+# opens one per late request while the answers that would free one sit
+# unread (docs/ARCHITECTURE.md §5, `Loop::reclaim`).
+active_opens() {
+    awk '/^Tcp:/ { if (seen) print $6; seen = 1 }' /proc/net/snmp 2>/dev/null || echo 0
+}
+printf '\n%-9s %-7s %9s %9s %9s %10s %10s %10s %8s %7s\n' tool rate sent achieved "lag p50" "lag p99" "srv p50" "srv p99" "cpu/req" conns
+printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s %7s\n' "" "req/s" "" "req/s" "ms" "ms" "ms" "ms" "ms" ""
 for rate in $rates; do
     n=$(( rate * secs ))
     trace="$work/fixed-$rate.jsonl"
@@ -276,8 +285,10 @@ for rate in $rates; do
         mapfile -t extra < <(replay_args "$label")
         start_mock
         rm -f "$work/summary.json"
+        opens=$(active_opens)
         cpu=$( { cpu_of "$exe" --url "http://127.0.0.1:$port" --model mock-model "${extra[@]}" \
             --summary "$work/summary.json" -i "$trace" -o "$work/results.jsonl" || true; } 3>&1 )
+        opens=$(( $(active_opens) - opens ))
         if [[ ! -s "$work/summary.json" ]]; then
             echo "$label $rate: no summary, the run failed (see $work/stderr.log)"
             continue
@@ -285,7 +296,7 @@ for rate in $rates; do
         read -r sent achieved p50 p99 < <(jq -r '"\(.requests.sent) \(.send_rate | floor) \(.metrics.lag.p50) \(.metrics.lag.p99)"' "$work/summary.json")
         read -r s50 s99 < <(server_lag "$trace" "$mock_log")
         per_req=$(echo "$cpu ${base_cpu[$label]} $sent" | awk '{ printf "%.3f", ($1 - $2) * 1000 / ($3 - 20) }')
-        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "$label" "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" "$per_req"
+        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s %7s\n' "$label" "$rate" "$sent" "$achieved" "$p50" "$p99" "$s50" "$s99" "$per_req" "$opens"
         # mc-replay's figures, for the peers' ratios.
         [[ "$label" == mc-replay ]] && { ours_cpu=$per_req; ours_s99=$s99; }
         failed=$(jq -r '.requests.failed' "$work/summary.json")
@@ -297,13 +308,15 @@ for rate in $rates; do
         start_mock
         out="$work/$p-$rate"
         peer_cmd "$p" "$trace" "$rate" "$n" 4 "$out"
+        opens=$(active_opens)
         measure "$work/m.txt" "${cmd[@]}"
+        opens=$(( $(active_opens) - opens ))
         read -r cpu _ _ rc < "$work/m.txt"
         read -r got achieved < <(mock_counts)
         read -r l50 l99 _ _ _ failed < <(peer_figures "$p" "$out")
         read -r s50 s99 < <(server_lag "$trace" "$mock_log")
         per_req=$(echo "$cpu ${peer_base[$p]} $got" | awk '{ if ($3 > 20) printf "%.3f", ($1 - $2) * 1000 / ($3 - 20); else printf "-" }')
-        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s\n' "$p" "$rate" "$got" "$achieved" "$l50" "$l99" "$s50" "$s99" "$per_req"
+        printf '%-9s %-7s %9s %9s %9s %10s %10s %10s %8s %7s\n' "$p" "$rate" "$got" "$achieved" "$l50" "$l99" "$s50" "$s99" "$per_req" "$opens"
         echo "  mc-replay / $p: cpu/req $(ratio "$ours_cpu" "$per_req"), srv lag p99 $(ratio "$ours_s99" "$s99")"
         peer_notes
     done

@@ -580,26 +580,3 @@ fn the_clients_open_file_limit_makes_requests_wait_not_fail() {
     );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
-
-/// Requests that come due together while the loop is busy reuse the
-/// connections whose answers have already arrived (the loop reads them
-/// before it opens a new one), rather than each opening its own. A burst
-/// of 300 against a server that answers at once: 279-300 connections
-/// before, 11-110 since (five and six runs), and once 203 while a build
-/// ran beside it: how many it needs depends on how fast the server's
-/// threads answer, so the bound leaves room for a loaded machine.
-#[test]
-fn a_burst_reuses_answered_connections_before_opening_new_ones() {
-    use std::sync::atomic::Ordering;
-    let (url, conns) = keep_alive_server();
-    let rows = due_at_once(300);
-    let r = replay(&url, &["--model", "m", "--no-server-metrics"], &rows);
-    assert_eq!(r.results.len(), 300, "{}", r.stderr);
-    assert!(
-        r.results.iter().all(|x| x.error.is_none()),
-        "{:?}",
-        r.results
-    );
-    let opened = conns.load(Ordering::SeqCst);
-    assert!(opened < 250, "{opened} connections for 300 requests");
-}

@@ -204,37 +204,12 @@ impl EventedTarget {
         };
         let mut loops = Vec::with_capacity(n_loops);
         for (i, &cap) in caps.iter().enumerate() {
-            let poll = Poll::new().map_err(StartError)?;
-            let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError)?);
             let (tx, rx) = crossbeam_channel::unbounded();
             let quit = Arc::new(AtomicBool::new(false));
-            let parker = Parker::new();
-            let unparker = parker.unparker().clone();
-            let mut lp = Loop {
-                shared: shared.clone(),
-                poll,
-                rx,
-                done: done_tx.clone(),
-                quit: quit.clone(),
-                conns: Vec::new(),
-                free: Vec::new(),
-                idle: Vec::new(),
-                open: 0,
-                cap,
-                max_cap: cap,
-                probe_at: None,
-                pending: VecDeque::new(),
-                timers: BinaryHeap::new(),
-                serial: 0,
-                preferred: 0,
-                buf: vec![0; READ_BUF].into_boxed_slice(),
-                rx_reader: RxReader::default(),
-                fresh: Vec::new(),
-                parker,
-                reclaim_events: Events::with_capacity(RECLAIM_AT_MOST),
-                reclaiming: false,
-                polled_us: 0,
-            };
+            let mut lp = Loop::new(shared.clone(), rx, done_tx.clone(), quit.clone(), cap)
+                .map_err(StartError)?;
+            let waker = Arc::new(Waker::new(lp.poll.registry(), WAKER).map_err(StartError)?);
+            let unparker = lp.parker.unparker().clone();
             let thread = std::thread::Builder::new()
                 .name(format!("mc-replay-loop-{i}"))
                 .spawn(move || lp.run())
@@ -543,6 +518,41 @@ fn wait_parked(
 }
 
 impl Loop {
+    /// A loop with no connection yet, allowed `cap` of them.
+    fn new(
+        shared: Arc<Shared>,
+        rx: Receiver<Msg>,
+        done: DoneTx,
+        quit: Arc<AtomicBool>,
+        cap: usize,
+    ) -> io::Result<Loop> {
+        Ok(Loop {
+            shared,
+            poll: Poll::new()?,
+            rx,
+            done,
+            quit,
+            conns: Vec::new(),
+            free: Vec::new(),
+            idle: Vec::new(),
+            open: 0,
+            cap,
+            max_cap: cap,
+            probe_at: None,
+            pending: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            serial: 0,
+            preferred: 0,
+            buf: vec![0; READ_BUF].into_boxed_slice(),
+            rx_reader: RxReader::default(),
+            fresh: Vec::new(),
+            parker: Parker::new(),
+            reclaim_events: Events::with_capacity(RECLAIM_AT_MOST),
+            reclaiming: false,
+            polled_us: 0,
+        })
+    }
+
     fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<(usize, bool)> = Vec::with_capacity(1024);
@@ -1545,5 +1555,218 @@ fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::jsonl::{ErrorPolicy, LineReader, OnError};
+    use crate::replay::http::body::{BodyOptions, Endpoint as Api};
+    use crate::replay::http::prompt::{Synth, Vocab};
+    use crate::replay::outcome::RunId;
+    use crate::replay::trace;
+
+    /// A keep-alive server that answers each request with a two-token
+    /// stream, counts the connections it accepted, and holds its first
+    /// answer until `go` (saying on `got` that the request is in).
+    fn server(
+        go: mpsc::Receiver<()>,
+        got: mpsc::Sender<()>,
+        answered: mpsc::Sender<()>,
+    ) -> (String, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        std::thread::spawn(move || {
+            let mut go = Some(go);
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                counted.fetch_add(1, Ordering::SeqCst);
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut w = conn;
+                let (got, answered, mut go) = (got.clone(), answered.clone(), go.take());
+                std::thread::spawn(move || loop {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    r.read_exact(&mut body).unwrap();
+                    let _ = got.send(());
+                    if let Some(go) = go.take() {
+                        let _ = go.recv();
+                    }
+                    let events = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\
+                        data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n\
+                        data: [DONE]\n\n";
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                         transfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n0\r\n\r\n",
+                        events.len()
+                    );
+                    if w.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                    let _ = answered.send(());
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn job(seq: u64) -> Job {
+        Job {
+            seq,
+            row: seq as usize,
+            t_sched_us: 0,
+            warmup: false,
+            history: None,
+        }
+    }
+
+    /// Polls `lp`'s sockets once (up to 10 ms) and handles what is ready.
+    fn turn(lp: &mut Loop, events: &mut Events) {
+        lp.poll
+            .poll(events, Some(Duration::from_millis(10)))
+            .unwrap();
+        let ready: Vec<_> = events
+            .iter()
+            .map(|e| (e.token().0, e.is_read_closed() || e.is_error()))
+            .collect();
+        for (slot, closing) in ready {
+            lp.on_event(slot, closing);
+        }
+    }
+
+    /// The case `reclaim` is for, made exact: an answer has arrived on
+    /// the loop's only connection but the loop has not read it yet, and
+    /// a request comes due. It must read the answer and send on that
+    /// connection, not open a second one (the loop's run does that with
+    /// hundreds of requests due at once after it was held up; how many
+    /// answers arrive meanwhile is up to the machine, so that is left to
+    /// `scripts/bench-replay.sh`).
+    #[test]
+    fn a_request_due_reads_an_answer_already_there_and_reuses_its_connection() {
+        let (go_tx, go_rx) = mpsc::channel();
+        let (got_tx, got_rx) = mpsc::channel();
+        let (answered_tx, answered_rx) = mpsc::channel();
+        let (url, accepted) = server(go_rx, got_tx, answered_tx);
+        let rows = "{\"input_length\":4,\"output_length\":2}\n".repeat(2);
+        let mut reader = LineReader::new(rows.as_bytes(), 1 << 20);
+        let trace = trace::load(&mut reader, &mut ErrorPolicy::new(OnError::Fail)).unwrap();
+        let builder = RequestBuilder {
+            synth: Synth::new(Vocab::builtin(), 0, 4),
+            body: BodyOptions {
+                endpoint: Api::Chat,
+                model: "m".into(),
+                exact_output: false,
+                extra_body: None,
+            },
+            headers: Vec::new(),
+            run_id: RunId(1),
+        };
+        let shared = Arc::new(Shared {
+            trace: Arc::new(trace),
+            builder,
+            cfg: Config {
+                endpoint: Endpoint::parse(&url).unwrap(),
+                user_agent: "test".into(),
+                timeout: Duration::from_secs(10),
+                max_connections: 0,
+                loops: 1,
+                max_event_bytes: 1 << 20,
+                coalesce: Duration::ZERO,
+                tls: None,
+            },
+            // Past the reclaim's spacing from the first look on.
+            clock: Clock {
+                start: Instant::now() - Duration::from_secs(1),
+            },
+            registry: Registry::default(),
+            stop: Arc::new(AtomicBool::new(false)),
+            addrs: Mutex::new(None),
+            out_of_files: AtomicBool::new(false),
+            open_total: AtomicUsize::new(0),
+        });
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let done = DoneTx {
+            tx: done_tx,
+            bell: Parker::new().unparker().clone(),
+            ring: Arc::new(AtomicBool::new(false)),
+        };
+        let (_tx, rx) = crossbeam_channel::unbounded();
+        let mut lp = Loop::new(
+            shared,
+            rx,
+            done,
+            Arc::new(AtomicBool::new(false)),
+            usize::MAX,
+        )
+        .unwrap();
+        let mut events = Events::with_capacity(16);
+
+        // The first request: connect and send, until the server has it.
+        assert!(lp.try_start(job(0)).is_none());
+        let t = Instant::now();
+        while got_rx.try_recv().is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the request never arrived"
+            );
+            turn(&mut lp, &mut events);
+        }
+        // Its answer, written while the loop does not look (on loopback
+        // the bytes are in the client's socket when the write returns).
+        go_tx.send(()).unwrap();
+        answered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (lp.open, lp.idle.len()),
+            (1, 0),
+            "the answer was not read yet"
+        );
+
+        // The second request comes due.
+        lp.polled_us = 0;
+        assert!(lp.try_start(job(1)).is_none());
+        assert_eq!(lp.open, 1, "a second connection was opened");
+        let first = done_rx.try_recv().expect("the first answer was read");
+        assert!(first
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.error.is_none() && o.chunks == 1));
+
+        let t = Instant::now();
+        let second = loop {
+            if let Ok(d) = done_rx.try_recv() {
+                break d;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "no second answer");
+            turn(&mut lp, &mut events);
+        };
+        assert_eq!(second.job.seq, 1);
+        assert!(second
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.error.is_none() && o.chunks == 1));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 }
