@@ -23,6 +23,14 @@
 # CPU (µs per streamed token, and cores: its CPU seconds over the time from
 # the first arrival to the last plus one answer's 20 ms + 100 ITL): two
 # processes share the machine, so a mock that is the bottleneck shows here.
+# After mc-replay's row, a "floor" row: examples/read_floor.rs keeps the
+# same number of streams in flight (started 1/rate apart, each connection's
+# next request sent when its answer ends, as many requests) and reads them
+# as mc-replay's client does (readiness, one stamped recvmsg per ready
+# socket, the same poll pause), doing nothing else with the bytes: its CPU
+# per token is what reading each token as it comes costs on this machine
+# (on loopback that includes the mock's side of the ACK each read sends),
+# and "mc-replay over the floor" is mc-replay's own work per token.
 #
 # Peers. Each peer that runs gets a row after mc-replay's, against a fresh
 # mock with the same options, the same number of requests at the same rate,
@@ -109,7 +117,9 @@ mkdir -p "$work"
 
 # BIN=dir runs binaries built elsewhere (e.g. another commit, to compare).
 bin=${BIN:-target/release}
-[[ -z "${BIN:-}" ]] && cargo build --release --quiet --bin mc-replay --bin mc-mock
+[[ -z "${BIN:-}" ]] && cargo build --release --quiet --bin mc-replay --bin mc-mock --example read_floor
+# The streams' floor (examples/read_floor.rs): FLOOR=path, else BIN's.
+floor=${FLOOR:-$bin/examples/read_floor}
 
 # The peers (see the header): which of them run.
 # shellcheck source=scripts/bench-replay/peers.sh
@@ -397,6 +407,21 @@ for item in $streams; do
         stream_row "$label" "$sent" "$achieved" "$c99" "$s99" "$t50" "$t99" "$cpu" "${base_cpu[$label]}" "$tokens" "$rss" "$tree" "$failed"
         [[ "$label" == mc-replay ]] && { ours_tok=$per_tok; ours_s99=$s99; }
     done
+    # The floor: the same streams read as mc-replay reads them and nothing
+    # more done with them (examples/read_floor.rs), against a fresh mock.
+    if [[ -x "$floor" ]]; then
+        start_mock --ttft-ms 20 --itl-ms "$itl"
+        mock_cpu_start
+        measure "$work/m.txt" "$floor" "http://127.0.0.1:$port" "$n_streams" "$rate" "$n" 100
+        mock_cpu_end
+        read -r cpu rss tree rc < "$work/m.txt"
+        read -r got tokens < <(grep '^{"requests"' "$work/measure.log" | tail -1 | jq -r '"\(.requests) \(.tokens)"')
+        stream_row floor "$got" - - - - - "$cpu" 0 "$tokens" "$rss" "$tree" "$(( n - got ))"
+        [[ "$rc" != 0 ]] && echo "  WARNING: the floor run failed (exit $rc; see $work/measure.log)"
+        echo "  mc-replay over the floor: $(echo "$ours_tok $per_tok" | awk '{ if ($1 + 0 > 0 && $2 + 0 > 0) printf "%.2f µs a token", $1 - $2; else printf "-" }')"
+    else
+        echo "  note: no floor row ($floor not built: cargo build --release --example read_floor)"
+    fi
     for p in "${peers[@]}"; do
         start_mock --ttft-ms 20 --itl-ms "$itl"
         out="$work/$p-streams-$n_streams-$itl"

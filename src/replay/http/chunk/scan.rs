@@ -42,9 +42,118 @@ pub enum Scan<'a> {
 /// chunk that starts with the same bytes is in the same state there (the
 /// same bytes read the same way), so its scan starts at that key: about
 /// two thirds of a vLLM chunk are not read again.
+///
+/// And, when the last chunk's first choice had one plain string and
+/// nothing else (a token: `content`, `text` or a reasoning field, with no
+/// escape), the bytes before and after that string's value: a chunk that
+/// is those same bytes around a value with no quote, backslash or control
+/// character reads as the last one did with this value in place (the
+/// parse is in the same state where the value starts, the value ends at
+/// the first quote, and the rest is the same bytes again). That is the
+/// next token of most streams, read by two comparisons and a look at the
+/// token's bytes instead of a parse of the choice (callgrind: 2,000 of
+/// mc-replay's 5,000 instructions a token were this scan).
 #[derive(Debug, Default)]
 pub struct Memo {
     prefix: Vec<u8>,
+    template: Template,
+}
+
+/// The last chunk around its one string value (see [`Memo`]); its buffers
+/// are kept from chunk to chunk.
+#[derive(Debug, Default)]
+struct Template {
+    /// Up to the value's opening quote, included.
+    head: Vec<u8>,
+    /// From the value's closing quote to the end.
+    tail: Vec<u8>,
+    /// None: the last chunk made no template.
+    field: Option<Field>,
+}
+
+/// Which of a [`Choice`]'s strings a [`Template`]'s value is.
+#[derive(Debug, Clone, Copy)]
+enum Field {
+    Content,
+    Text,
+    ReasoningContent,
+    Reasoning,
+}
+
+impl Template {
+    /// `data`'s value when `data` is this template around a plain value.
+    fn value<'a>(&self, data: &'a [u8]) -> Option<&'a str> {
+        self.field?;
+        let end = data.len().checked_sub(self.tail.len())?;
+        if end < self.head.len() || !data.starts_with(&self.head) || !data.ends_with(&self.tail) {
+            return None;
+        }
+        let value = &data[self.head.len()..end];
+        if value.iter().any(|&c| c == b'"' || c == b'\\' || c < 0x20) {
+            return None;
+        }
+        std::str::from_utf8(value).ok()
+    }
+
+    /// Notes the template `choice` (read from `data`) makes, or none.
+    fn note(&mut self, data: &[u8], choice: Option<&Choice<'_>>) {
+        self.field = choice.and_then(|c| self.around(data, c));
+    }
+
+    /// Notes the bytes around `choice`'s one field when it is a string
+    /// borrowed from `data` with quotes around it; which field it is.
+    fn around(&mut self, data: &[u8], choice: &Choice<'_>) -> Option<Field> {
+        let Choice {
+            finish_reason: None,
+            content,
+            reasoning_content,
+            reasoning,
+            tool_calls: false,
+            text,
+        } = choice
+        else {
+            return None;
+        };
+        let mut set = [
+            (content, Field::Content),
+            (text, Field::Text),
+            (reasoning_content, Field::ReasoningContent),
+            (reasoning, Field::Reasoning),
+        ]
+        .into_iter()
+        .filter(|(v, _)| v.is_some());
+        let (Some(Cow::Borrowed(value)), field) = set.next()? else {
+            return None;
+        };
+        if set.next().is_some() {
+            return None;
+        }
+        // Where the value lies in `data` (it was cut from it).
+        let start = (value.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+        let end = start + value.len();
+        if start == 0 || end >= data.len() || data[start - 1] != b'"' || data[end] != b'"' {
+            return None;
+        }
+        self.head.clear();
+        self.head.extend_from_slice(&data[..start]);
+        self.tail.clear();
+        self.tail.extend_from_slice(&data[end..]);
+        Some(field)
+    }
+
+    /// The choice of a chunk whose value [`Template::value`] found.
+    fn choice<'a>(&self, value: &'a str) -> Choice<'a> {
+        let value = Some(Cow::Borrowed(value));
+        let mut c = Choice::default();
+        match self.field {
+            Some(Field::Content) => c.content = value,
+            Some(Field::Text) => c.text = value,
+            Some(Field::ReasoningContent) => c.reasoning_content = value,
+            Some(Field::Reasoning) => c.reasoning = value,
+            None => {}
+        }
+        c
+    }
 }
 
 /// Reads a chunk (the data of one SSE event) on its own.
@@ -53,10 +162,26 @@ pub fn scan(data: &[u8]) -> Scan<'_> {
     scan_with(data, &mut Memo::default())
 }
 
-/// Reads a chunk (the data of one SSE event), starting after the prefix
-/// this stream's last chunk shared when this one has it too, and notes
-/// this chunk's prefix.
+/// Reads a chunk (the data of one SSE event) by the memo's template when
+/// it fits, else starting after the prefix this stream's last chunk
+/// shared when this one has it too, and notes this chunk's prefix and
+/// template.
 pub fn scan_with<'a>(data: &'a [u8], memo: &mut Memo) -> Scan<'a> {
+    if let Some(value) = memo.template.value(data) {
+        return Scan::Read(Some(memo.template.choice(value)));
+    }
+    let read = scan_from_prefix(data, memo);
+    let choice = match &read {
+        Scan::Read(Some(choice)) => Some(choice),
+        _ => None,
+    };
+    memo.template.note(data, choice);
+    read
+}
+
+/// [`scan_with`] without the template: from the memo's prefix when
+/// `data` starts with it.
+fn scan_from_prefix<'a>(data: &'a [u8], memo: &mut Memo) -> Scan<'a> {
     let from = if !memo.prefix.is_empty() && data.starts_with(&memo.prefix) {
         memo.prefix.len()
     } else {
@@ -680,6 +805,88 @@ mod tests {
         assert!(memo.prefix.is_empty());
     }
 
+    /// A stream's next token: the memo's template (the bytes around the
+    /// last chunk's one string) reads it, and what does not fit the
+    /// template is read as it is without the memo.
+    #[test]
+    fn the_template_reads_the_next_token_and_nothing_else() {
+        let at = VLLM.windows(4).position(|w| w == b" the").unwrap();
+        let (head, tail) = (&VLLM[..at], &VLLM[at + 4..]);
+        let mut memo = Memo::default();
+        assert_eq!(scan_with(VLLM, &mut memo), content(" the"));
+        assert_eq!(
+            (&memo.template.head[..], &memo.template.tail[..]),
+            (head, tail)
+        );
+        let next = [head, "é of".as_bytes(), tail].concat();
+        assert_eq!(memo.template.value(&next), Some("é of"));
+        assert_eq!(scan_with(&next, &mut memo), content("é of"));
+        // An empty token fits too.
+        assert_eq!(scan_with(&[head, tail].concat(), &mut memo), content(""));
+        // Values that are not one plain string in place: a quote (a second
+        // key follows), an escape, a control character, bytes that are not
+        // UTF-8, a value cut short.
+        for value in [
+            &br#"x","content":"y"#[..],
+            br#"a\"b"#,
+            br#"a\u0041"#,
+            b"tab\there",
+            b"\xff",
+        ] {
+            let data = [head, value, tail].concat();
+            assert_eq!(memo.template.value(&data), None);
+            let mut fresh = Memo::default();
+            scan_with(VLLM, &mut fresh);
+            assert_eq!(
+                scan_with(&data, &mut fresh),
+                scan(&data),
+                "{}",
+                String::from_utf8_lossy(&data)
+            );
+            agree(&data);
+        }
+        assert_eq!(memo.template.value(&VLLM[..VLLM.len() - 1]), None);
+        // The last chunk (a finish reason) is not the template's: read in
+        // full, and it makes none.
+        let tail_end = String::from_utf8(tail.to_vec())
+            .unwrap()
+            .replace("null}]}", "\"length\"}]}");
+        let last = [head, b".", tail_end.as_bytes()].concat();
+        let Scan::Read(Some(c)) = scan_with(&last, &mut memo) else {
+            panic!("not read")
+        };
+        assert_eq!(
+            (c.content.as_deref(), c.finish_reason.as_deref()),
+            (Some("."), Some("length"))
+        );
+        assert!(memo.template.field.is_none());
+        // Completions' text makes one as chat's content does.
+        let text = br#"{"id":"c","choices":[{"index":0,"text":" a","finish_reason":null}]}"#;
+        let mut memo = Memo::default();
+        scan_with(text, &mut memo);
+        let next = String::from_utf8(text.to_vec())
+            .unwrap()
+            .replace(" a", " b");
+        assert_eq!(memo.template.value(next.as_bytes()), Some(" b"));
+        let Scan::Read(Some(c)) = scan_with(next.as_bytes(), &mut memo) else {
+            panic!("not read")
+        };
+        assert_eq!((c.text.as_deref(), c.content), (Some(" b"), None));
+        // Two strings, or an escaped one: no template.
+        for data in [
+            &br#"{"choices":[{"delta":{"content":"a","reasoning":"b"}}]}"#[..],
+            br#"{"choices":[{"delta":{"content":"a\nb"}}]}"#,
+        ] {
+            let mut memo = Memo::default();
+            scan_with(data, &mut memo);
+            assert!(
+                memo.template.field.is_none(),
+                "{}",
+                String::from_utf8_lossy(data)
+            );
+        }
+    }
+
     /// Bytes a mutation puts in: JSON's punctuation, digits, letters of
     /// the literals, escapes, a control character and a non-ASCII byte.
     const ALPHABET: &[u8] = b"{}[]:,\"\\ 0129-.eE+tfnulrsu/\n\t\x01\xc3\xa9";
@@ -711,6 +918,31 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(&data)
             );
+        }
+
+        /// Whatever chunk made the template, a chunk made of its bytes
+        /// around any value reads as it does without the memo.
+        #[test]
+        fn the_template_agrees_on_any_value(
+            v in arb_chunk(),
+            value in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        ) {
+            let data = serde_json::to_vec(&v).unwrap();
+            let mut memo = Memo::default();
+            scan_with(&data, &mut memo);
+            let value: Vec<u8> = value.iter().map(|i| ALPHABET[i.index(ALPHABET.len())]).collect();
+            let next = if memo.template.field.is_some() {
+                [&memo.template.head[..], &value, &memo.template.tail[..]].concat()
+            } else {
+                data.clone()
+            };
+            prop_assert_eq!(
+                scan_with(&next, &mut memo),
+                scan(&next),
+                "{}",
+                String::from_utf8_lossy(&next)
+            );
+            agree(&next);
         }
 
         #[test]
