@@ -21,8 +21,10 @@
 # (sampled every 0.5 s; Pss splits a page shared by forked workers among
 # them, so the tree's sum is what it takes), failed requests, and the mock's
 # CPU (µs per streamed token, and cores: its CPU seconds over the time from
-# the first arrival to the last plus one answer's 20 ms + 100 ITL): two
-# processes share the machine, so a mock that is the bottleneck shows here.
+# the first arrival to the last plus one answer's 20 ms + 100 ITL) and the
+# share of its token events it wrote more than 1 ms late (its /metrics):
+# two processes share the machine, so a mock that is the bottleneck shows
+# here.
 # After mc-replay's row, a "floor" row: examples/read_floor.rs keeps the
 # same number of streams in flight (started 1/rate apart, each connection's
 # next request sent when its answer ends, as many requests) and reads them
@@ -347,11 +349,11 @@ jq -r '"  TTFT p50 \(.metrics.ttft.p50) ms, p99 \(.metrics.ttft.p99) ms; ITL mea
 [[ -z "$streams" ]] && exit 0
 echo
 echo "long streams (mock: TTFT 20 ms, 100-token answers; ${secs} s of arrivals per row):"
-fmt='%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %9s %8s %9s %9s\n'
+fmt='%-9s %7s %4s %7s %9s %9s %9s %10s %10s %10s %9s %9s %9s %8s %9s %9s %9s\n'
 # shellcheck disable=SC2059
-printf "$fmt" tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" "tree Pss" failed "mock cpu" "mock/tok"
+printf "$fmt" tool streams ITL rate sent achieved "clnt p99" "srv p99" "TTFT p50" "TTFT p99" "cpu/tok" "peak RSS" "tree Pss" failed "mock cpu" "mock/tok" "mock late"
 # shellcheck disable=SC2059
-printf "$fmt" "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB MB "" cores "µs"
+printf "$fmt" "" "" ms "req/s" "" "req/s" ms ms ms ms "µs" MB MB "" cores "µs" ">1 ms"
 # The mock's CPU over a run (clock ticks of /proc/PID/stat): is the server
 # the bottleneck? mock_cpu_start before the client, mock_cpu_end after it
 # sets mock_secs (CPU seconds) and mock_cores: mock_secs over the time it
@@ -363,10 +365,20 @@ mock_cpu_start() {
 }
 mock_cpu_end() {
     local m1 span
+    mock_late=$(mock_late_share)
     m1=$(awk '{ print $14 + $15 }' "/proc/$mock_pid/stat")
     mock_secs=$(echo "$m0 $m1 $(getconf CLK_TCK)" | awk '{ print ($2 - $1) / $3 }')
     span=$(arrivals_json | jq -r 'if length > 0 then (.[-1] - .[0]) / 1e6 else 0 end')
     mock_cores=$(echo "$mock_secs $span $itl" | awk '{ printf "%.2f", $1 / ($2 + (20 + 100 * $3) / 1000) }')
+}
+# mock_late_share: the share of token events mc-mock wrote more than 1 ms
+# after their deadline (its /metrics histogram since it started), in %:
+# a TTFT or ITL tail with none is the client's, with many the mock's.
+mock_late_share() {
+    curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null | awk '
+        $1 == "mc_mock:token_send_delay_seconds_bucket{le=\"0.001\"}" { on_time = $2 }
+        $1 == "mc_mock:token_send_delay_seconds_count" { n = $2 }
+        END { if (n > 0) printf "%.2f%%", (n - on_time) * 100 / n; else printf "-" }'
 }
 # stream_row LABEL SENT ACHIEVED CLIENT_P99 SERVER_P99 TTFT_P50 TTFT_P99
 #   CPU BASE_CPU TOKENS RSS TREE FAILED: prints one row; sets per_tok.
@@ -375,7 +387,8 @@ stream_row() {
     # shellcheck disable=SC2059
     printf "$fmt" "$1" "$n_streams" "$itl" "$rate" "$2" "$3" "$4" "$5" "$6" "$7" "$per_tok" \
         "$(printf %.0f "${11}")" "$(printf %.0f "${12}")" "${13}" "$mock_cores" \
-        "$(echo "$mock_secs ${10}" | awk '{ if ($2 > 0) printf "%.2f", $1 * 1e6 / $2; else printf "-" }')"
+        "$(echo "$mock_secs ${10}" | awk '{ if ($2 > 0) printf "%.2f", $1 * 1e6 / $2; else printf "-" }')" \
+        "$mock_late"
 }
 for item in $streams; do
     n_streams=${item%%:*}

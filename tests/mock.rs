@@ -990,6 +990,59 @@ fn paced_streams_send_the_same_events_as_a_connection_thread() {
     }
 }
 
+/// `/metrics` says how late the mock wrote its token events, whichever
+/// thread wrote them: every token event of a stream counted once, in
+/// cumulative buckets that end at `+Inf` with the count.
+#[test]
+fn metrics_count_every_token_events_send_delay() {
+    let direct = Mock::start(&[]);
+    let paced = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let looped = Mock::start(&[
+        "--ttft-ms",
+        "2",
+        "--itl-ms",
+        "1",
+        "--malformed-after",
+        "1000",
+    ]);
+    let body = chat_body(11, json!({"stream": true, "ignore_eos": true}));
+    for mock in [&direct, &paced, &looped] {
+        for _ in 0..2 {
+            stream_events(mock, "/v1/chat/completions", &body);
+        }
+        let text = agent()
+            .get(mock.url("/metrics"))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        assert!(
+            text.contains("# TYPE mc_mock:token_send_delay_seconds histogram\n"),
+            "{text}"
+        );
+        let scrape = mctrace::prom::parse(&text).unwrap();
+        let named = |n: &'static str| scrape.samples.iter().filter(move |s| s.name == n);
+        let count = named("mc_mock:token_send_delay_seconds_count")
+            .next()
+            .unwrap()
+            .value;
+        assert_eq!(count, 22.0, "{text}");
+        let buckets: Vec<(String, f64)> = named("mc_mock:token_send_delay_seconds_bucket")
+            .map(|s| (s.labels["le"].clone(), s.value))
+            .collect();
+        assert_eq!(buckets.len(), 10, "{text}");
+        assert_eq!(buckets[0].0, "0.0001");
+        assert_eq!(buckets.last().unwrap(), &("+Inf".to_string(), 22.0));
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{text}");
+        let sum = named("mc_mock:token_send_delay_seconds_sum")
+            .next()
+            .unwrap()
+            .value;
+        assert!(sum >= 0.0, "{text}");
+    }
+}
+
 /// Sends `GET /health` on `c`.
 fn ask_health(mut c: &TcpStream) {
     c.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")

@@ -51,6 +51,74 @@ impl Counters {
     }
 }
 
+/// Upper bounds of the send-delay buckets, µs (`le`; one more bucket
+/// takes the rest).
+pub const DELAY_BOUNDS_US: [u64; 9] = [
+    100, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000,
+];
+
+/// How late the mock wrote its token events after the latency model's
+/// deadlines: a histogram, so a benchmark can tell a slow mock (its
+/// pacer waiting for a core) from a slow client. Each writer has its own
+/// (a pacer thread, or the connection threads together), so the counts
+/// are not a cache line that every token moves between cores.
+#[derive(Debug, Default)]
+pub struct SendDelay {
+    buckets: [AtomicU64; DELAY_BOUNDS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl SendDelay {
+    /// An event written `late_us` after its deadline (0: on time or early).
+    pub fn record(&self, late_us: u64) {
+        let i = DELAY_BOUNDS_US.partition_point(|&b| b < late_us);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(late_us, Ordering::Relaxed);
+    }
+}
+
+/// Appends `mc_mock:token_send_delay_seconds`, the sum of `delays`, as a
+/// Prometheus histogram (cumulative `le` buckets, `_count`, `_sum`).
+pub fn render_send_delay<'a>(out: &mut String, delays: impl IntoIterator<Item = &'a SendDelay>) {
+    use std::fmt::Write as _;
+    let mut counts = [0u64; DELAY_BOUNDS_US.len() + 1];
+    let mut sum_us = 0;
+    for d in delays {
+        for (c, b) in counts.iter_mut().zip(&d.buckets) {
+            *c += b.load(Ordering::Relaxed);
+        }
+        sum_us += d.sum_us.load(Ordering::Relaxed);
+    }
+    let name = "mc_mock:token_send_delay_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} How long after the latency model's deadline mc-mock wrote each token event."
+    );
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut total = 0;
+    for (i, c) in counts.iter().enumerate() {
+        total += c;
+        let le = DELAY_BOUNDS_US.get(i).map_or("+Inf".to_string(), |&b| {
+            crate::prom::format_value(b as f64 / 1e6)
+        });
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{le=\"{le}\"}} {}",
+            crate::prom::format_value(total as f64)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{name}_count {}",
+        crate::prom::format_value(total as f64)
+    );
+    let _ = writeln!(
+        out,
+        "{name}_sum {}",
+        crate::prom::format_value(sum_us as f64 / 1e6)
+    );
+}
+
 /// Counts one request as running until dropped.
 pub struct Running(Arc<AtomicU64>);
 
@@ -167,6 +235,36 @@ pub fn render(model: &str, cache: CacheConfig, load: Load, created_unix_s: f64) 
 mod tests {
     use super::*;
     use crate::prom::{parse, ServerStats};
+
+    #[test]
+    fn send_delays_fall_in_their_buckets_and_render_cumulatively() {
+        let (a, b) = (SendDelay::default(), SendDelay::default());
+        // Bounds are inclusive (`le`): 100 µs is in the first bucket,
+        // 101 in the second; past 100 ms is the +Inf bucket's only.
+        for us in [0, 100, 101, 1_000] {
+            a.record(us);
+        }
+        b.record(150_000);
+        let mut out = String::new();
+        render_send_delay(&mut out, [&a, &b]);
+        assert_eq!(
+            out,
+            "# HELP mc_mock:token_send_delay_seconds How long after the latency model's deadline mc-mock wrote each token event.\n\
+             # TYPE mc_mock:token_send_delay_seconds histogram\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.0001\"} 2.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.0005\"} 3.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.001\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.002\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.005\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.01\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.02\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.05\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"0.1\"} 4.0\n\
+             mc_mock:token_send_delay_seconds_bucket{le=\"+Inf\"} 5.0\n\
+             mc_mock:token_send_delay_seconds_count 5.0\n\
+             mc_mock:token_send_delay_seconds_sum 0.151201\n"
+        );
+    }
 
     #[test]
     fn renders_what_the_parser_reads() {

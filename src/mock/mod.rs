@@ -402,6 +402,8 @@ struct Server {
     /// Sends the tokens of plain streams (see `pacer`); without it every
     /// stream is sent by its connection thread.
     pacer: Option<pacer::Pacer>,
+    /// How late the connection threads wrote the token events they sent.
+    send_delay: metrics::SendDelay,
 }
 
 impl Server {
@@ -422,6 +424,7 @@ impl Server {
             engine: None,
             engine_block: 0,
             pacer: None,
+            send_delay: metrics::SendDelay::default(),
         }
     }
 
@@ -468,7 +471,10 @@ impl Server {
                 (cache, self.counters.load())
             }
         };
-        metrics::render(&self.opts.model, cache, load, created)
+        let mut out = metrics::render(&self.opts.model, cache, load, created);
+        let pacers = self.pacer.iter().flat_map(pacer::Pacer::delays);
+        metrics::render_send_delay(&mut out, pacers.chain([&self.send_delay]));
+        out
     }
 
     fn error(&self, conn: &mut Conn, status: u16, message: &str) -> io::Result<()> {
@@ -554,6 +560,7 @@ impl Server {
             ticket,
             running,
             pacer: self.pacer.as_ref(),
+            send_delay: &self.send_delay,
         };
         if ask.stream {
             job.stream(conn)
@@ -624,6 +631,8 @@ struct Job<'a> {
     /// a client that scrapes `/metrics` after its answer sees it gone.
     running: std::cell::RefCell<Option<metrics::Running>>,
     pacer: Option<&'a pacer::Pacer>,
+    /// Where a connection thread notes how late it wrote a token event.
+    send_delay: &'a metrics::SendDelay,
 }
 
 /// What a stream does after its faults had their say.
@@ -693,7 +702,12 @@ impl Job<'_> {
             if last.is_some() {
                 self.finished();
             }
-            out.send(&wire::sse(&self.reply.token_chunk(text, last)?))?;
+            let chunk = wire::sse(&self.reply.token_chunk(text, last)?);
+            if self.ticket.is_none() {
+                let late = Instant::now().saturating_duration_since(self.deadline(i));
+                self.send_delay.record(late.as_micros() as u64);
+            }
+            out.send(&chunk)?;
         }
         if n > 0 {
             match self.inject(&mut out, n)? {
@@ -744,6 +758,11 @@ impl Job<'_> {
             // and at 10,000 requests a second the waiting connection
             // threads piled up by thousands.
             self.finished();
+            let now = Instant::now();
+            for i in 0..events {
+                let late = now.saturating_duration_since(self.deadline(i));
+                self.send_delay.record(late.as_micros() as u64);
+            }
             let mut all = Vec::new();
             for i in 0..events - 1 {
                 all.extend_from_slice(&cycle[(i % wire::TOKEN_CYCLE) as usize]);

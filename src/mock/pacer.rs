@@ -28,7 +28,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crossbeam_channel::Sender;
 
 use super::latency::Latency;
-use super::metrics::Running;
+use super::metrics::{Running, SendDelay};
 
 /// How soon bytes a client did not take are offered again.
 const RETRY: Duration = Duration::from_millis(1);
@@ -88,6 +88,8 @@ impl Paced {
 pub struct Pacer {
     inboxes: Vec<Arc<Inbox>>,
     next: AtomicUsize,
+    /// Each thread's send delays.
+    delays: Vec<Arc<SendDelay>>,
 }
 
 /// Streams waiting for a pacer thread. A mutex and a condition variable,
@@ -128,18 +130,31 @@ impl Pacer {
     /// Starts `threads` pacer threads (at least 1).
     pub fn start(threads: usize) -> io::Result<Pacer> {
         let mut inboxes = Vec::new();
+        let mut delays = Vec::new();
         for i in 0..threads.max(1) {
             let inbox = Arc::new(Inbox::default());
             let theirs = Arc::clone(&inbox);
+            let delay = Arc::new(SendDelay::default());
+            let mut heap = Heap {
+                delay: Arc::clone(&delay),
+                ..Heap::default()
+            };
             std::thread::Builder::new()
                 .name(format!("mc-mock-pacer{i}"))
-                .spawn(move || Heap::default().run(&theirs))?;
+                .spawn(move || heap.run(&theirs))?;
             inboxes.push(inbox);
+            delays.push(delay);
         }
         Ok(Pacer {
             inboxes,
             next: AtomicUsize::new(0),
+            delays,
         })
+    }
+
+    /// How late each thread wrote its events.
+    pub fn delays(&self) -> impl Iterator<Item = &SendDelay> {
+        self.delays.iter().map(|d| &**d)
     }
 
     /// Sends `paced` on its deadlines and waits until it has ended.
@@ -172,6 +187,8 @@ struct Heap {
     free: Vec<usize>,
     /// (when, slot), earliest first; one entry per live stream.
     due: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// How late this thread wrote its events.
+    delay: Arc<SendDelay>,
 }
 
 impl Heap {
@@ -247,7 +264,7 @@ impl Heap {
         let Some(live) = self.live.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        let result = live.send_due(now);
+        let result = live.send_due(now, &self.delay);
         let next = match result {
             Ok(()) if live.next < live.paced.events => {
                 let due = live.paced.due(live.next);
@@ -274,10 +291,13 @@ impl Heap {
 
 impl Live {
     /// Writes every event due by `now` (late ones together) and what the
-    /// socket did not take before.
-    fn send_due(&mut self, now: Instant) -> io::Result<()> {
+    /// socket did not take before; notes how late each event is written.
+    fn send_due(&mut self, now: Instant, delay: &SendDelay) -> io::Result<()> {
+        let written_at = Instant::now();
         while self.next < self.paced.events && self.paced.due(self.next) <= now {
             let i = self.next;
+            let late = written_at.saturating_duration_since(self.paced.due(i));
+            delay.record(late.as_micros() as u64);
             self.next += 1;
             if i + 1 == self.paced.events {
                 self.paced.running.take();
