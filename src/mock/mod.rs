@@ -40,7 +40,10 @@ use wire::{Reply, WireUsage};
 /// in vLLM's exact format), GET /v1/models, GET /health and GET /metrics
 /// (vLLM's Prometheus names: prefix-cache queries and hits in tokens,
 /// requests running and waiting, KV-cache use, preemptions, and
-/// `vllm:cache_config_info` with the block size). Answers are
+/// `vllm:cache_config_info` with the block size; and its own
+/// `mc_mock:token_send_delay_seconds`, a histogram of how late it wrote
+/// each token event, so a benchmark can tell a slow mock from a slow
+/// client). Answers are
 /// tokens " the", " of", " and", ... timed on absolute deadlines from the
 /// request's arrival: token i is due at TTFT + i*ITL, with TTFT =
 /// --ttft-ms + --ttft-per-1k-tokens-ms * prompt_tokens / 1000; a non-streaming
