@@ -392,6 +392,27 @@ fn by_line(results: &[RequestResult]) -> HashMap<u64, &RequestResult> {
     results.iter().map(|r| (r.line, r)).collect()
 }
 
+/// A zero-latency mock writes a whole answer at once: 300 token events,
+/// about 70 KB, more than one read of the event loop (64 KB) takes, and
+/// the loop reads on (edge-triggered: no new event would come for bytes
+/// already there): every token counted, every stream complete.
+#[test]
+fn answers_larger_than_a_first_read_are_read_whole() {
+    let mock = Mock::start(&[]);
+    let rows: Vec<Value> = (0..6)
+        .map(|i| json!({"timestamp": i * 5, "input_length": 4, "output_length": 300}))
+        .collect();
+    // A stream left unread would time out instead.
+    let run = replay(&mock.url, &["--timeout", "5"], &lines(&rows));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.results.len(), 6);
+    for r in &run.results {
+        assert_eq!(r.status, "ok", "{r:?}");
+        assert_eq!((r.chunks, r.completion_tokens), (300, Some(300)), "{r:?}");
+        assert_eq!(r.itl_gaps_ms.len(), 299);
+    }
+}
+
 #[test]
 fn timed_run_reports_every_request_with_exact_lengths() {
     let mock = Mock::start(&["--ttft-ms", "10", "--itl-ms", "1"]);
