@@ -1699,7 +1699,9 @@ mod tests {
             },
             // Past the reclaim's spacing from the first look on.
             clock: Clock {
-                start: Instant::now() - Duration::from_secs(1),
+                start: Instant::now()
+                    .checked_sub(Duration::from_secs(1))
+                    .unwrap_or_else(Instant::now),
             },
             registry: Registry::default(),
             stop: Arc::new(AtomicBool::new(false)),
