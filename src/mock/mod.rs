@@ -42,8 +42,8 @@ use wire::{Reply, WireUsage};
 /// requests running and waiting, KV-cache use, preemptions, and
 /// `vllm:cache_config_info` with the block size; and its own
 /// `mc_mock:token_send_delay_seconds`, a histogram of how late it wrote
-/// each token event, so a benchmark can tell a slow mock from a slow
-/// client). Answers are
+/// each token event of a stream on the latency model (not --engine's), so
+/// a benchmark can tell a slow mock from a slow client). Answers are
 /// tokens " the", " of", " and", ... timed on absolute deadlines from the
 /// request's arrival: token i is due at TTFT + i*ITL, with TTFT =
 /// --ttft-ms + --ttft-per-1k-tokens-ms * prompt_tokens / 1000; a non-streaming
