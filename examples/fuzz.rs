@@ -258,10 +258,17 @@ fn targets(dir: &std::path::Path) -> Vec<Target> {
             seeds: vec![
                 b"data: {\"choices\": [{\"delta\": {\"role\": \"assistant\", \"content\": \"\"}}]}\n\ndata: {\"choices\": [{\"delta\": {\"content\": \"hi\"}, \"finish_reason\": null}]}\r\n\r\n: keep-alive\n\ndata: {\"choices\": [], \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 1, \"prompt_tokens_details\": {\"cached_tokens\": 1}}}\n\ndata: [DONE]\n\n".to_vec(),
                 b"data: {\"error\": {\"message\": \"x\", \"code\": 500}}\n\ndata: [DONE]\n\n".to_vec(),
+                // A stream's token chunks, alike but for the token: what the
+                // memo's template reads.
+                b"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"},\"finish_reason\":null}]}\n\n\
+                  data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"},\"finish_reason\":null}]}\n\n\
+                  data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\\"q\"},\"finish_reason\":null}]}\n\n\
+                  data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\xc3\xa9\"},\"finish_reason\":null}]}\n\n\
+                  data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\".\"},\"finish_reason\":\"length\"}]}\n\n".to_vec(),
                 b"data: {\"object\": \"text_completion\", \"choices\": [{\"text\": \"a\", \"finish_reason\": \"length\"}]}\n\n".to_vec(),
             ],
             run: Box::new(|input| {
-                use mctrace::replay::http::sse::{classify, EventSplitter};
+                use mctrace::replay::http::sse::{classify, classify_with, EventSplitter, Memo};
                 // Fed whole and in pieces: the same events either way.
                 let mut whole = Vec::new();
                 let mut sp = EventSplitter::default();
@@ -282,9 +289,13 @@ fn targets(dir: &std::path::Path) -> Vec<Target> {
                 if whole_ok {
                     assert_eq!(whole, pieces, "splitting depends on the read sizes");
                 }
-                let mut usage = None;
+                // Each event read on its own, and as the next of one stream
+                // (what the stream's memo and template remember): the same.
+                let (mut usage, mut usage_memo, mut memo) = (None, None, Memo::default());
                 for e in &whole {
-                    let _ = classify(e, &mut usage);
+                    let alone = classify(e, &mut usage);
+                    let next = classify_with(e, &mut usage_memo, &mut memo);
+                    assert_eq!(alone, next, "the memo changes what an event says");
                 }
             }),
         },
