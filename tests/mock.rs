@@ -953,21 +953,23 @@ fn stream_events(mock: &Mock, path: &str, body: &Value) -> (Vec<Value>, Duration
     (events, took)
 }
 
+/// Three mocks whose streams are written three ways: zero latency, at
+/// once by the connection thread; with latency, by the pacer threads;
+/// with a mid-stream fault that never comes due (fewer than 1,000
+/// tokens), by the connection thread's loop.
+fn three_writers() -> (Mock, Mock, Mock) {
+    let latency = ["--ttft-ms", "2", "--itl-ms", "1"];
+    let looped = [&latency[..], &["--malformed-after", "1000"]].concat();
+    (
+        Mock::start(&[]),
+        Mock::start(&latency),
+        Mock::start(&looped),
+    )
+}
+
 #[test]
 fn paced_streams_send_the_same_events_as_a_connection_thread() {
-    // Zero latency: written at once by the connection thread. With
-    // latency: sent by the pacer threads. With a mid-stream fault that
-    // never comes due (11 tokens < 1000): the connection thread's loop.
-    let direct = Mock::start(&[]);
-    let paced = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
-    let looped = Mock::start(&[
-        "--ttft-ms",
-        "2",
-        "--itl-ms",
-        "1",
-        "--malformed-after",
-        "1000",
-    ]);
+    let (direct, paced, looped) = three_writers();
     let opts = json!({"stream": true, "ignore_eos": true,
                       "stream_options": {"include_usage": true}});
     let completion = json!({"prompt": "a b c", "max_tokens": 11, "stream": true,
@@ -995,16 +997,7 @@ fn paced_streams_send_the_same_events_as_a_connection_thread() {
 /// cumulative buckets that end at `+Inf` with the count.
 #[test]
 fn metrics_count_every_token_events_send_delay() {
-    let direct = Mock::start(&[]);
-    let paced = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
-    let looped = Mock::start(&[
-        "--ttft-ms",
-        "2",
-        "--itl-ms",
-        "1",
-        "--malformed-after",
-        "1000",
-    ]);
+    let (direct, paced, looped) = three_writers();
     let body = chat_body(11, json!({"stream": true, "ignore_eos": true}));
     for mock in [&direct, &paced, &looped] {
         for _ in 0..2 {
