@@ -25,6 +25,7 @@ pub mod nat;
 pub mod options;
 pub mod oslimit;
 pub mod plot;
+pub mod prefetch;
 pub mod progress;
 pub mod prom;
 pub mod record;

@@ -333,9 +333,25 @@ struct Exchange {
     phase: Phase,
 }
 
+impl Exchange {
+    /// The stream being read, once an SSE answer began.
+    fn stream(&self) -> Option<&StreamReader> {
+        match &self.phase {
+            Phase::Body {
+                sink: Sink::Stream(r),
+                ..
+            } => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// An exchange's state: small, so that a connection's fields a token read
+/// touches share few cache lines (the outcome and the rarer sinks are
+/// boxed; `prefetch_ahead` fetches the whole connection).
 enum Phase {
     /// Reading the response head; `out` is the outcome so far.
-    Head { buf: Vec<u8>, out: Outcome },
+    Head { buf: Vec<u8>, out: Box<Outcome> },
     Body {
         body: Body,
         keep_alive: bool,
@@ -349,15 +365,22 @@ enum Sink {
     /// the largest of the three by far, and an answer makes one).
     Stream(Box<StreamReader>),
     /// A whole JSON answer (a server that ignored `stream: true`).
-    Whole { bytes: Vec<u8>, out: Outcome },
+    Whole(Box<WholeSink>),
     /// A non-2xx answer: its body is read for the message.
-    Status {
-        status: u16,
-        content_type: Option<String>,
-        retry_after: Option<String>,
-        bytes: Vec<u8>,
-        out: Outcome,
-    },
+    Status(Box<StatusSink>),
+}
+
+struct WholeSink {
+    bytes: Vec<u8>,
+    out: Outcome,
+}
+
+struct StatusSink {
+    status: u16,
+    content_type: Option<String>,
+    retry_after: Option<String>,
+    bytes: Vec<u8>,
+    out: Outcome,
 }
 
 /// How an exchange ended.
@@ -382,7 +405,7 @@ impl Conn {
     /// not yet written.
     fn unsent(&self) -> bool {
         !self.connected
-            || self.tls.as_ref().is_some_and(Session::busy)
+            || self.tls.as_deref().is_some_and(Session::busy)
             || self
                 .ex
                 .as_ref()
@@ -390,6 +413,9 @@ impl Conn {
     }
 }
 
+/// Aligned to cache lines: a connection is three of them, all fetched
+/// ahead of its event (`Loop::prefetch_ahead`).
+#[repr(align(64))]
 struct Conn {
     sock: TcpStream,
     connected: bool,
@@ -402,8 +428,10 @@ struct Conn {
     /// The server's end was seen closing: read to the EOF (no edge will
     /// announce it again).
     closing: bool,
-    /// An https:// connection's TLS: what is read goes through it.
-    tls: Option<Session>,
+    /// An https:// connection's TLS: what is read goes through it (boxed:
+    /// a session is 1 KB, and inline it spread a plain connection's hot
+    /// fields over more cache lines).
+    tls: Option<Box<Session>>,
     ex: Option<Exchange>,
 }
 
@@ -584,6 +612,7 @@ impl Loop {
                     .map(|e| (e.token().0, e.is_read_closed() || e.is_error())),
             );
             for (i, &(slot, closing)) in ready.iter().enumerate() {
+                self.prefetch_ahead(&ready, i);
                 self.on_event(slot, closing);
                 // A request due now must not wait behind a whole batch of
                 // token reads (a thousand streams can ready a thousand
@@ -787,11 +816,11 @@ impl Loop {
             ended_at: None,
             phase: Phase::Head {
                 buf: Vec::new(),
-                out: Outcome {
+                out: Box::new(Outcome {
                     t_send_us: now,
                     t_end_us: now,
                     ..Outcome::default()
-                },
+                }),
             },
         }
     }
@@ -874,12 +903,12 @@ impl Loop {
     }
 
     /// A new connection's TLS session (none for http://).
-    fn session(&self) -> Result<Option<Session>, Failure> {
+    fn session(&self) -> Result<Option<Box<Session>>, Failure> {
         let Some(t) = &self.shared.cfg.tls else {
             return Ok(None);
         };
         Session::new(t)
-            .map(Some)
+            .map(|s| Some(Box::new(s)))
             .map_err(|e| Failure::new(ErrorKind::Transport, tls::describe(&e, true)))
     }
 
@@ -895,6 +924,27 @@ impl Loop {
             self.free.push(slot);
         }
         self.idle.retain(|&s| s != slot);
+    }
+
+    /// Hints the state of the sockets ready after the `i`th, while the
+    /// kernel reads the `i`th: with a thousand streams their state is out
+    /// of the core's caches by the time each next token comes (a token's
+    /// user time was mostly waits on these loads), and each stage reads
+    /// pointers from the lines the stage before fetched.
+    fn prefetch_ahead(&self, ready: &[(usize, bool)], i: usize) {
+        let conn = |k: usize| ready.get(k).and_then(|&(s, _)| self.conns.get(s));
+        if let Some(c) = conn(i + 3) {
+            crate::prefetch::value(c);
+        }
+        if let Some(ex) = conn(i + 2).and_then(|c| c.as_ref()?.ex.as_ref()) {
+            crate::prefetch::value(&ex.entry.live);
+            if let Some(r) = ex.stream() {
+                crate::prefetch::value(r);
+            }
+        }
+        if let Some(r) = conn(i + 1).and_then(|c| c.as_ref()?.ex.as_ref()?.stream()) {
+            r.prefetch_heap();
+        }
     }
 
     /// A readiness event for `slot` (`closing`: the server's end closed).
@@ -1153,7 +1203,7 @@ fn idle_closed(conn: &mut Conn, buf: &mut [u8]) -> bool {
         match conn.sock.read(buf) {
             Ok(0) => return true,
             Ok(n) => {
-                let Some(s) = conn.tls.as_mut() else {
+                let Some(s) = conn.tls.as_deref_mut() else {
                     return true;
                 };
                 match s.receive(&buf[..n], &mut |_| Some(())) {
@@ -1198,13 +1248,13 @@ fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Sha
     let Some(ex) = ex.as_mut() else {
         return Step::More;
     };
-    if let Err(e) = send(sock, tls.as_mut(), ex) {
+    if let Err(e) = send(sock, tls.as_deref_mut(), ex) {
         return before_answer(ex, reused, e);
     }
     loop {
         match reader.read(sock, buf) {
             Ok((0, _)) => {
-                let Some(s) = tls.as_mut() else {
+                let Some(s) = tls.as_deref_mut() else {
                     return at_eof(ex, reused);
                 };
                 // Plaintext still held (none, in practice) keeps the time
@@ -1216,7 +1266,7 @@ fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Sha
             Ok((n, age)) => {
                 let now = shared.clock.now_us();
                 let at = age.map_or(now, |a| now.saturating_sub(a.as_micros() as u64));
-                let step = match tls.as_mut() {
+                let step = match tls.as_deref_mut() {
                     None => deliver(ex, &buf[..n], at, shared),
                     // The plaintext of every record this read completed
                     // carries this read's arrival time.
@@ -1404,17 +1454,17 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
                 )))
             }
         };
-        let mut out = std::mem::take(out);
+        let mut out = std::mem::take(&mut **out);
         out.http_status = Some(head.status);
         let keep_text = ex.history.is_some();
         let sink = if !(200..300).contains(&head.status) {
-            Sink::Status {
+            Sink::Status(Box::new(StatusSink {
                 status: head.status,
                 content_type: head.content_type.clone(),
                 retry_after: head.retry_after.clone(),
                 bytes: Vec::new(),
                 out,
-            }
+            }))
         } else if head.is_sse() {
             Sink::Stream(Box::new(StreamReader::new(
                 out,
@@ -1422,10 +1472,10 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
                 shared.cfg.max_event_bytes,
             )))
         } else {
-            Sink::Whole {
+            Sink::Whole(Box::new(WholeSink {
                 bytes: Vec::new(),
                 out,
-            }
+            }))
         };
         owned = std::mem::take(buf);
         rest = &owned[n..];
@@ -1457,7 +1507,8 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
                     refused = Some("the stream was refused".into());
                 }
             }
-            Sink::Whole { bytes, .. } => {
+            Sink::Whole(w) => {
+                let bytes = &mut w.bytes;
                 if bytes.len() + data.len() > answer::WHOLE_BODY_LIMIT {
                     refused = Some(format!(
                         "the answer is over {} bytes",
@@ -1467,7 +1518,8 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
                     bytes.extend_from_slice(data);
                 }
             }
-            Sink::Status { bytes, .. } => {
+            Sink::Status(st) => {
+                let bytes = &mut st.bytes;
                 let room = answer::ERROR_BODY_LIMIT.saturating_sub(bytes.len());
                 bytes.extend_from_slice(&data[..room.min(data.len())]);
                 if room < data.len() {
@@ -1483,7 +1535,7 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
             reuse: false,
         }),
         (Ok(_), Some(msg)) => Some(End::Body {
-            end: if matches!(sink, Sink::Status { .. }) {
+            end: if matches!(sink, Sink::Status(_)) {
                 BodyEnd::Clean
             } else {
                 BodyEnd::Broken(msg)
@@ -1507,7 +1559,8 @@ fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Optio
 /// The request's outcome, from where it stopped and how.
 fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
     match (phase, end) {
-        (Phase::Head { mut out, .. }, end) => {
+        (Phase::Head { out, .. }, end) => {
+            let mut out = *out;
             out.t_end_us = now;
             out.error = Some(match end {
                 End::Failed(f) => f,
@@ -1524,7 +1577,8 @@ fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
             };
             match sink {
                 Sink::Stream(r) => r.finish(body_end, now),
-                Sink::Whole { bytes, mut out } => {
+                Sink::Whole(w) => {
+                    let WholeSink { bytes, mut out } = *w;
                     out.t_end_us = now;
                     match body_end {
                         BodyEnd::Clean => answer::whole_answer(&bytes, now, &entry.live, &mut out),
@@ -1537,13 +1591,14 @@ fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
                     }
                     out
                 }
-                Sink::Status {
-                    status,
-                    content_type,
-                    retry_after,
-                    bytes,
-                    mut out,
-                } => {
+                Sink::Status(st) => {
+                    let StatusSink {
+                        status,
+                        content_type,
+                        retry_after,
+                        bytes,
+                        mut out,
+                    } = *st;
                     out.t_end_us = now;
                     out.error = Some(answer::status_failure(
                         status,
@@ -1664,6 +1719,15 @@ mod tests {
     /// hundreds of requests due at once after it was held up; how many
     /// answers arrive meanwhile is up to the machine, so that is left to
     /// `scripts/bench-replay.sh`).
+    /// `Loop::prefetch_ahead` fetches a whole connection: a field that
+    /// makes it bigger than three cache lines (an outcome or a TLS
+    /// session held inline: it was 1,544 bytes) costs every token read.
+    #[test]
+    fn a_connection_is_three_cache_lines() {
+        assert_eq!(std::mem::size_of::<Option<Conn>>(), 192);
+        assert_eq!(std::mem::align_of::<Option<Conn>>(), 64);
+    }
+
     #[test]
     fn a_request_due_reads_an_answer_already_there_and_reuses_its_connection() {
         let (go_tx, go_rx) = mpsc::channel();

@@ -104,6 +104,14 @@ impl StreamReader {
         }
     }
 
+    /// Hints the cache lines a token read touches outside this reader: the
+    /// memo's template and the end of the gaps (see [`crate::prefetch`]).
+    pub fn prefetch_heap(&self) {
+        self.memo.prefetch();
+        let gaps = &self.out.itl_us;
+        crate::prefetch::one(gaps.as_ptr().wrapping_add(gaps.len()).cast());
+    }
+
     /// The outcome, given how the body ended at `now_us`.
     pub fn finish(mut self, end: BodyEnd, now_us: u64) -> Outcome {
         let mut done = self.done;

@@ -59,6 +59,15 @@ pub struct Memo {
     template: Template,
 }
 
+impl Memo {
+    /// Hints the cache lines of the template (see [`crate::prefetch`]).
+    pub fn prefetch(&self) {
+        let t = &self.template;
+        crate::prefetch::span(t.head.as_ptr(), t.head.len());
+        crate::prefetch::span(t.tail.as_ptr(), t.tail.len());
+    }
+}
+
 /// The last chunk around its one string value (see [`Memo`]); its buffers
 /// are kept from chunk to chunk.
 #[derive(Debug, Default)]
