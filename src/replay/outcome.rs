@@ -32,21 +32,26 @@ impl Failure {
 /// One request's measurements, µs since the run's zero on the target's
 /// clock. A real server fills it from the wire; the engine model from its
 /// virtual clock.
+///
+/// In C order, what each token read updates first: those four fields are
+/// one cache line ([`Outcome::TOKEN_BYTES`]), which the HTTP client fetches
+/// ahead of a stream's next token.
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 pub struct Outcome {
-    pub http_status: Option<u16>,
-    /// When the request left (≥ the schedule's time; the gap is lag).
-    pub t_send_us: u64,
     /// The first event that carried generated output.
     pub t_first_us: Option<u64>,
     /// The last such event.
     pub t_last_us: Option<u64>,
-    /// When the response was read to its end (or failed).
-    pub t_end_us: u64,
     /// Events that carried generated output.
     pub chunks: u64,
     /// Gaps between consecutive output events, in µs.
     pub itl_us: Vec<u64>,
+    pub http_status: Option<u16>,
+    /// When the request left (≥ the schedule's time; the gap is lag).
+    pub t_send_us: u64,
+    /// When the response was read to its end (or failed).
+    pub t_end_us: u64,
     pub usage: Option<StreamUsage>,
     pub finish_reason: Option<String>,
     /// The answer's content (kept only for `--turns delta`).
@@ -55,6 +60,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The bytes at the start that a token read updates.
+    pub const TOKEN_BYTES: usize =
+        std::mem::offset_of!(Outcome, itl_us) + std::mem::size_of::<Vec<u64>>();
+
     /// A request still in flight when the drain time ran out.
     pub fn cancelled(t_send_us: u64, t_first_us: Option<u64>, chunks: u64, now_us: u64) -> Outcome {
         Outcome {

@@ -69,6 +69,9 @@ const JOBS_EVERY: usize = 32;
 /// to 9-22 ms in three of six runs.
 const RECLAIM_AT_MOST: usize = 16;
 const RECLAIM_EVERY_US: u64 = 100;
+/// The most ITL gaps an answer's outcome makes room for before its first
+/// token (32 KB; a longer answer grows it as it comes).
+const GAPS_AHEAD_AT_MOST: u64 = 4096;
 /// How long a loop that ran out of file descriptors waits before it tries
 /// to open a connection again, when none of its own has freed one.
 const PROBE_FILES_US: u64 = 10_000;
@@ -802,6 +805,12 @@ impl Loop {
             &built.headers,
             &built.body,
         );
+        // Room for every gap the row asks for, made once: grown by doubling,
+        // the gaps were copied six times in a 100-token answer, each copy
+        // cold in the cache.
+        let gaps = turn
+            .output_length
+            .map_or(0, |n| n.saturating_sub(1).min(GAPS_AHEAD_AT_MOST) as usize);
         let now = sh.clock.now_us();
         let entry = sh.registry.insert(job, now);
         Exchange {
@@ -819,6 +828,7 @@ impl Loop {
                 out: Box::new(Outcome {
                     t_send_us: now,
                     t_end_us: now,
+                    itl_us: Vec::with_capacity(gaps),
                     ..Outcome::default()
                 }),
             },
@@ -939,7 +949,7 @@ impl Loop {
         if let Some(ex) = conn(i + 2).and_then(|c| c.as_ref()?.ex.as_ref()) {
             crate::prefetch::value(&ex.entry.live);
             if let Some(r) = ex.stream() {
-                crate::prefetch::value(r);
+                r.prefetch();
             }
         }
         if let Some(r) = conn(i + 1).and_then(|c| c.as_ref()?.ex.as_ref()?.stream()) {
