@@ -271,7 +271,10 @@ mod tests {
             offset_of!(StreamReader, out) + offset_of!(Outcome, chunks) + 8,
             offset_of!(StreamReader, out) + offset_of!(Outcome, itl_us) + 24,
         ];
-        assert!(ends.iter().all(|&e| e <= TOKEN_BYTES), "{ends:?} {TOKEN_BYTES}");
+        assert!(
+            ends.iter().all(|&e| e <= TOKEN_BYTES),
+            "{ends:?} {TOKEN_BYTES}"
+        );
         assert_eq!(Outcome::TOKEN_BYTES, 64);
         assert_eq!(std::mem::align_of::<StreamReader>(), 64);
         const { assert!(TOKEN_BYTES <= 256) };
