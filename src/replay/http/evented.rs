@@ -1734,8 +1734,16 @@ mod tests {
     /// session held inline: it was 1,544 bytes) costs every token read.
     #[test]
     fn a_connection_is_three_cache_lines() {
-        assert_eq!(std::mem::size_of::<Option<Conn>>(), 192);
-        assert_eq!(std::mem::align_of::<Option<Conn>>(), 64);
+        use std::mem::{align_of, size_of};
+        // mio's debug build adds a field to every socket (its check that a
+        // socket stays with one poll): allowed for, not more.
+        let extra = size_of::<TcpStream>() - size_of::<std::net::TcpStream>();
+        assert!(
+            size_of::<Option<Conn>>() <= (192 + extra).next_multiple_of(64),
+            "{} bytes",
+            size_of::<Option<Conn>>()
+        );
+        assert_eq!(align_of::<Option<Conn>>(), 64);
     }
 
     #[test]
