@@ -364,8 +364,8 @@ enum Phase {
 
 /// Where a body's bytes go.
 enum Sink {
-    /// An SSE answer: judged by the one stream rule (boxed: its reader is
-    /// the largest of the three by far, and an answer makes one).
+    /// An SSE answer: judged by the one stream rule. Every sink is boxed,
+    /// so that a connection stays three cache lines (see [`Phase`]).
     Stream(Box<StreamReader>),
     /// A whole JSON answer (a server that ignored `stream: true`).
     Whole(Box<WholeSink>),
