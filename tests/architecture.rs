@@ -398,3 +398,111 @@ fn no_rule_is_cited_from_outside_the_repository() {
         }
     }
 }
+
+/// mc-replay's rooms, top first: a module may import from its own room and
+/// the rooms below it, never from one above, so calls go down. `replay`
+/// itself (its `mod.rs`) is the tool's entry: `run` and the module list.
+/// Every module of `replay` not named here is a part (the room below the
+/// last), which imports no room above it.
+const REPLAY_ROOMS: [&[&str]; 4] = [
+    // The entry.
+    &["replay"],
+    // The modes: a sweep's runs, the job that runs every shard.
+    &["replay::sweep", "replay::shard::emit"],
+    // One run of the plan on its target, and its verdict.
+    &["replay::drive"],
+    // The checked plan (the options consumed).
+    &["replay::plan", "replay::sweep::plan"],
+];
+
+/// A replay module's room: its index in [`REPLAY_ROOMS`], or the parts'.
+fn replay_room(m: &str) -> usize {
+    REPLAY_ROOMS
+        .iter()
+        .position(|room| room.contains(&m))
+        .unwrap_or(REPLAY_ROOMS.len())
+}
+
+/// What each module of `replay` imports from `replay`, its ancestors
+/// included (`super::X` naming an item of the parent's `mod.rs` lands on
+/// the parent), its own descendants left out.
+fn replay_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mods = modules();
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, file) in mods
+        .iter()
+        .filter(|(m, _)| *m == "replay" || m.starts_with("replay::"))
+    {
+        let entry = out.entry(m.clone()).or_default();
+        for p in paths(m, &code(file)) {
+            let Some(r) = resolve(&mods, &p) else {
+                continue;
+            };
+            let inside = r == m || r.starts_with(&format!("{m}::"));
+            if !inside && (r == "replay" || r.starts_with("replay::")) {
+                entry.insert(r.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The imports that go up a room: `module imports target`.
+fn upward_arrows(imports: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (m, deps) in imports {
+        for d in deps {
+            if replay_room(d) < replay_room(m) {
+                bad.push(format!("{m} imports {d}"));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn calls_inside_the_replay_go_down() {
+    let bad = upward_arrows(&replay_imports());
+    assert!(
+        bad.is_empty(),
+        "imports from a room above (see REPLAY_ROOMS):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_rooms_check_finds_an_upward_arrow() {
+    let imports = |pairs: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (m, d) in pairs {
+            g.entry(m.to_string()).or_default().insert(d.to_string());
+        }
+        g
+    };
+    // A part reaching the entry's items, the plan reaching a run: up.
+    let up = imports(&[
+        ("replay::observe", "replay"),
+        ("replay::sweep::plan", "replay::drive"),
+        ("replay::http::connect", "replay::plan"),
+    ]);
+    assert_eq!(upward_arrows(&up).len(), 3);
+    // The entry calling a run, a sweep its runs, a run the plan: down.
+    let down = imports(&[
+        ("replay", "replay::drive"),
+        ("replay::sweep", "replay::drive"),
+        ("replay::drive", "replay::plan"),
+        ("replay::shard::emit", "replay::plan"),
+        ("replay::plan", "replay::options"),
+    ]);
+    assert!(upward_arrows(&down).is_empty());
+    // The modules the rooms name exist (a renamed one would pass unseen).
+    let mods = modules();
+    for room in REPLAY_ROOMS {
+        for m in room {
+            assert!(
+                mods.contains_key(*m),
+                "REPLAY_ROOMS names {m}: no such module"
+            );
+        }
+    }
+}

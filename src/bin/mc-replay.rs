@@ -5,5 +5,5 @@ const TOOL: &str = "mc-replay";
 
 fn main() -> std::process::ExitCode {
     let args: ReplayArgs = cli::parse_args(TOOL);
-    cli::exit(TOOL, replay::run(&args))
+    cli::exit(TOOL, replay::run(args))
 }

@@ -11,10 +11,8 @@ use serde_json::Value;
 
 use super::error::ReplayError;
 use super::outcome::{ErrorKind, Failure, Outcome, StreamUsage};
-use super::plan::Plan;
 use super::target::{Done, Job, Target};
 use super::trace::{Content, Trace};
-use super::ReplayArgs;
 use crate::engine::{
     row_blocks, text_blocks, token_blocks, Engine, EngineParams, EngineRequest, Finished,
 };
@@ -251,19 +249,25 @@ pub fn table(r: &EngineReport) -> String {
 }
 
 impl EngineTarget {
-    /// The target for a plan: the engine, and the tokenizer for rows of
-    /// literal text when `--tokenizer` is given.
-    pub fn for_plan(args: &ReplayArgs, plan: &Plan, params: EngineParams) -> Result<EngineTarget> {
-        let literal = plan
-            .trace
+    /// The target for a trace: the engine, and the tokenizer for rows of
+    /// literal text when `--tokenizer` is given; `because`: why the engine
+    /// model (`no --url`, `--engine`).
+    pub fn prepared(
+        trace: Arc<Trace>,
+        block_size: u64,
+        params: EngineParams,
+        tokenizer: Option<&str>,
+        because: &str,
+    ) -> Result<EngineTarget> {
+        let literal = trace
             .turns
             .iter()
             .any(|t| !matches!(t.content, Content::Synth));
-        let tokenizer = match &args.tokenizer {
+        let tokenizer = match tokenizer {
             Some(spec) if literal => Some(
                 crate::tokenizer::resolve(spec)
                     .map_err(|e| ReplayError::Tokenizer {
-                        spec: spec.clone(),
+                        spec: spec.to_string(),
                         source: e.into(),
                     })?
                     .tokenizer,
@@ -271,20 +275,10 @@ impl EngineTarget {
             _ => None,
         };
         eprintln!(
-            "mc-replay: {}: simulating {} in virtual time; pass --url to measure a real server",
-            if args.url.is_some() {
-                "--engine"
-            } else {
-                "no --url"
-            },
+            "mc-replay: {because}: simulating {} in virtual time; pass --url to measure a real server",
             params.profile.name
         );
-        Ok(EngineTarget::new(
-            plan.trace.clone(),
-            params,
-            plan.block_size,
-            tokenizer,
-        ))
+        Ok(EngineTarget::new(trace, params, block_size, tokenizer))
     }
 }
 

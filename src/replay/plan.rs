@@ -1,40 +1,58 @@
-//! One checked plan per invocation: [`plan`] turns the options into a
-//! [`Plan`] (the loaded trace, its block size, the target, one [`Run`] per
-//! sweep value) after every usage and data check, and after every output
-//! path has been checked, so that nothing found wrong later can lose a run:
-//! no request is sent before all of it holds.
+//! One checked plan per invocation, the options consumed: [`plan`] turns
+//! clap's [`ReplayArgs`] (the raw command line) into a [`Plan`] (the
+//! loaded trace, its block size, the target, one [`Run`] per sweep value,
+//! and every setting a run reads, in the shape its reader wants) after
+//! every usage and data check, and after every output path has been
+//! checked, so that nothing found wrong later can lose a run: no request
+//! is sent before all of it holds. Nothing after [`plan`] reads the raw
+//! options; [`job`] does the same for `--emit-*`.
 //!
 //! The order of the checks is the order a user fixes things in: usage
 //! (options that contradict each other, the engine's parameters), outputs
 //! (a missing folder, files a sweep would overwrite), then the trace (bad
 //! lines, the block size, each run's schedule).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::http::body::{self, Endpoint};
+use super::http::connect::ServerOptions;
 use super::http::tls::CaCerts;
-use super::options::{ArrivalKind, Turns};
+use super::observe::WatchOptions;
+use super::options::{ArrivalKind, ReplayArgs, Turns};
+use super::redact::Redactor;
 use super::schedule::{self, Arrivals, Limits};
 use super::shard;
 use super::sweep::plan::{self as sweep_plan, Sweep};
 use super::trace::{self, Trace};
-use super::ReplayArgs;
 use crate::engine::EngineParams;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::report_skipped;
-use crate::jsonl::ErrorPolicy;
+use crate::jsonl::{ErrorPolicy, OnError};
 use crate::results::summary::ShardRun;
 use crate::results::sweep::{run_name, under, Param};
+use crate::results::Slo;
 
 /// Where the requests go.
 pub enum TargetKind {
     /// The engine model, in virtual time (no `--url`, or `--engine`).
-    Engine(EngineParams),
+    Engine {
+        params: EngineParams,
+        /// `--tokenizer`, for rows of literal text.
+        tokenizer: Option<String>,
+        /// Why the engine model: `no --url` or `--engine`.
+        because: &'static str,
+    },
     /// A real server at `--url`; `cacert`: `--cacert`'s roots, read.
     Http {
         url: String,
         cacert: Option<CaCerts>,
+        /// How requests are built and sent.
+        server: ServerOptions,
+        /// How the server's metrics are watched.
+        watch: WatchOptions,
     },
 }
 
@@ -53,6 +71,157 @@ pub struct Plan {
     pub shard: Option<ShardRun>,
     /// `--max-delay`, and the delays it cut.
     pub delay_cap: Option<crate::delays::DelayCap>,
+    /// The options' secrets, hidden in everything mc-replay writes (made
+    /// once, here).
+    pub redactor: Redactor,
+    /// `--max-requests`, `--duration`, `--warmup`, `--drain-timeout`
+    /// (each run adds its concurrency: [`Run::limits`]).
+    pub limits: Limits,
+    pub recording: Recording,
+    /// `--turns`.
+    pub turns: Turns,
+    /// `--seed` (a run's prompts have their own: [`Run::prompt_seed`]).
+    pub seed: u64,
+    /// `--start-at` and `--start-grace-ms`, for a shard.
+    pub start_at: Option<u64>,
+    pub start_grace_ms: u64,
+    /// What the summary says of the run's options.
+    pub described: Described,
+}
+
+/// How a run writes its result lines and status.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub slo: Option<Slo>,
+    /// Not `--no-exact-output`.
+    pub exact_output: bool,
+    pub max_consecutive_failures: u64,
+    /// `--status-every`.
+    pub status_every: Duration,
+    /// `--line-buffered`.
+    pub line_buffered: bool,
+}
+
+/// The options as the summary's run description names them.
+#[derive(Debug, Clone)]
+pub struct Described {
+    /// `--url`, its secrets hidden.
+    pub url: Option<String>,
+    pub endpoint: &'static str,
+    /// The input's path, `-` for stdin.
+    pub input: String,
+    pub turns: &'static str,
+}
+
+/// Where the trace comes from and how it is read: what a replay and a
+/// job (`--emit-*`, `--plan`) both load.
+#[derive(Debug, Clone)]
+pub struct TraceSource {
+    pub input: Option<PathBuf>,
+    pub on_error: OnError,
+    pub max_line_bytes: usize,
+    pub block: crate::blocks::BlockSize,
+    /// `-` for stdin, else the path (for messages and the summary).
+    pub name: String,
+}
+
+impl TraceSource {
+    fn of(args: &ReplayArgs) -> TraceSource {
+        let input = args.io.input().map(Path::to_path_buf);
+        TraceSource {
+            name: input
+                .as_deref()
+                .map_or("-".into(), |p| p.display().to_string()),
+            input,
+            on_error: args.io.on_error,
+            max_line_bytes: args.io.max_line_bytes,
+            block: args.block,
+        }
+    }
+}
+
+/// What one invocation does: print a job, print a shard plan, or replay.
+pub enum Task {
+    /// `--emit-slurm`, `--emit-k8s-job`.
+    Emit(Job),
+    /// `--plan N`: how N shards split the trace.
+    ShowShards { source: TraceSource, count: u32 },
+    /// A run or a sweep: [`plan`] checks the options.
+    Replay(Box<ReplayArgs>),
+}
+
+/// Sorts the invocation into its [`Task`]; `argv`: its arguments (a job
+/// re-emits them).
+pub fn task(args: ReplayArgs, argv: &[OsString]) -> Result<Task> {
+    if args.emit_slurm || args.emit_k8s_job {
+        return Ok(Task::Emit(job(args, argv)?));
+    }
+    if let Some(count) = args.plan_shards {
+        return Ok(Task::ShowShards {
+            source: TraceSource::of(&args),
+            count,
+        });
+    }
+    Ok(Task::Replay(Box::new(args)))
+}
+
+/// `--emit-*`: the job's options, and the shards' own command line.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub shards: u32,
+    /// The trace file (every node reads it).
+    pub input: PathBuf,
+    pub source: TraceSource,
+    /// `--emit-k8s-job` (else `--emit-slurm`).
+    pub k8s: bool,
+    /// The arguments every shard runs with: this invocation's, less the
+    /// job's own (the re-emitted argument list).
+    pub rest: Vec<String>,
+    /// `--speedup`'s first value: the schedule's span.
+    pub speedup: f64,
+    pub results_dir: Option<PathBuf>,
+    pub job_name: String,
+    pub image: Option<String>,
+    pub start_in: u64,
+    pub start_grace_ms: u64,
+    /// `--timeout`, in seconds.
+    pub timeout: f64,
+}
+
+/// The job of `--emit-*` (`args` parsed from `argv`).
+pub fn job(args: ReplayArgs, argv: &[OsString]) -> Result<Job> {
+    let shards = args
+        .shards
+        .ok_or_else(|| Error::usage("--emit-*: give --shards N"))?;
+    let input =
+        match args.io.input() {
+            Some(p) if p != Path::new("-") => p.to_path_buf(),
+            _ => return Err(Error::usage(
+                "--emit-*: the shards read the trace from a file: give --input FILE (a path every \
+                 node can read, for Slurm)",
+            )),
+        };
+    Ok(Job {
+        shards,
+        input,
+        source: TraceSource::of(&args),
+        k8s: args.emit_k8s_job,
+        rest: shard::emit::shard_args(argv)?,
+        speedup: args.speedups.first().copied().unwrap_or(1.0),
+        results_dir: args.results_dir,
+        job_name: args.job_name,
+        image: args.image,
+        start_in: args.start_in,
+        start_grace_ms: args.start_grace_ms,
+        timeout: args.timeout,
+    })
+}
+
+impl TargetKind {
+    /// `--reset-prefix-cache` (a server's run only).
+    pub fn resets_prefix_cache(&self) -> bool {
+        matches!(self, TargetKind::Http { server, .. } if server.reset_prefix_cache)
+    }
 }
 
 /// One run: the values of the options a sweep varies, its schedule and
@@ -88,45 +257,137 @@ pub struct Outputs {
 }
 
 impl Run {
-    /// The schedule's limits, in µs (the options are bounded, so these fit).
-    pub fn limits(&self, args: &ReplayArgs) -> Limits {
-        let us = |s: f64| (s * 1e6).round() as u64;
+    /// The schedule's limits: the plan's, with this run's concurrency.
+    pub fn limits(&self, plan: Limits) -> Limits {
         Limits {
             concurrency: self.concurrency.map(|c| c as usize),
-            max_requests: args.max_requests,
-            duration_us: args.duration.map(us),
-            warmup: args.warmup,
-            drain_us: us(args.drain_timeout),
+            ..plan
         }
     }
 }
 
-/// Every check, then the plan.
-pub fn plan(args: &ReplayArgs) -> Result<Plan> {
-    let sweep = sweep_plan::sweep(args)?;
+/// The secrets of these options ([`super::redact`]).
+fn redactor(args: &ReplayArgs) -> Redactor {
+    Redactor::new(
+        args.api_key.as_deref(),
+        args.url.iter().chain(&args.metrics_url).map(String::as_str),
+        &args.headers,
+    )
+}
+
+/// What the checks produce: the trace and the runs.
+struct Checked {
+    trace: Arc<Trace>,
+    block_size: u64,
+    target: TargetKind,
+    runs: Vec<Run>,
+    sweep: Option<Sweep>,
+    shard: Option<ShardRun>,
+    delay_cap: Option<crate::delays::DelayCap>,
+}
+
+/// Every check, then the plan; the options are consumed. Its errors have
+/// the options' secrets hidden.
+pub fn plan(args: ReplayArgs) -> Result<Plan> {
+    let redactor = redactor(&args);
+    let c = checked(&args).map_err(|e| redactor.error(e))?;
+    let us = |s: f64| (s * 1e6).round() as u64;
+    // The options are bounded, so the µs fit.
+    let limits = Limits {
+        concurrency: None,
+        max_requests: args.max_requests,
+        duration_us: args.duration.map(us),
+        warmup: args.warmup,
+        drain_us: us(args.drain_timeout),
+    };
+    let described = Described {
+        url: args.url.as_deref().map(|u| redactor.redact(u)),
+        endpoint: match args.endpoint {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        },
+        input: TraceSource::of(&args).name,
+        turns: match args.turns {
+            Turns::Cumulative => "cumulative",
+            Turns::Delta => "delta",
+        },
+    };
+    Ok(Plan {
+        trace: c.trace,
+        block_size: c.block_size,
+        target: c.target,
+        runs: c.runs,
+        sweep: c.sweep,
+        shard: c.shard,
+        delay_cap: c.delay_cap,
+        redactor,
+        limits,
+        recording: Recording {
+            slo: args.slo,
+            exact_output: !args.no_exact_output,
+            max_consecutive_failures: args.max_consecutive_failures,
+            status_every: Duration::from_secs_f64(args.status_every),
+            line_buffered: args.io.line_buffered,
+        },
+        turns: args.turns,
+        seed: args.seed,
+        start_at: args.start_at,
+        start_grace_ms: args.start_grace_ms,
+        described,
+    })
+}
+
+/// The target the options name, its own options in the shape its code
+/// reads them.
+fn target(args: &ReplayArgs) -> Result<TargetKind> {
     let target = match (&args.url, args.engine) {
         (Some(url), false) => TargetKind::Http {
             url: url.clone(),
             cacert: cacert(args, url)?,
+            server: ServerOptions {
+                endpoint: args.endpoint,
+                model: args.model.clone(),
+                api_key: args.api_key.clone(),
+                headers: args.headers.clone(),
+                extra_body: args.extra_body.clone(),
+                exact_output: !args.no_exact_output,
+                tokenizer: args.tokenizer.clone(),
+                timeout: Duration::from_secs_f64(args.timeout),
+                reset_prefix_cache: args.reset_prefix_cache,
+                http_client: args.http_client,
+                max_connections: args.max_connections,
+                event_loops: args.event_loops,
+                read_coalesce: Duration::from_micros(args.read_coalesce_us),
+                max_event_bytes: usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX),
+            },
+            watch: WatchOptions {
+                scrape: !args.no_server_metrics,
+                url: args.metrics_url.clone(),
+                out: args.metrics_out.clone(),
+                interval: Duration::from_secs_f64(args.metrics_interval),
+                server_block_size: args.server_block_size,
+                kv_tokens: args.engine_model.shape.kv_tokens,
+                threshold_pp: args.fidelity_threshold,
+            },
         },
-        _ => TargetKind::Engine(engine_params(args)?),
+        _ => TargetKind::Engine {
+            params: engine_params(args)?,
+            tokenizer: args.tokenizer.clone(),
+            because: if args.url.is_some() {
+                "--engine"
+            } else {
+                "no --url"
+            },
+        },
     };
-    if args.cacert.is_some() && !matches!(target, TargetKind::Http { .. }) {
-        return Err(Error::usage(
-            "--cacert trusts an https:// server's CA: give --url (the engine model has no TLS)",
-        ));
-    }
-    if args.reset_prefix_cache && !matches!(target, TargetKind::Http { .. }) {
-        return Err(Error::usage(
-            "--reset-prefix-cache asks a server to empty its cache: give --url \
-             (the engine model starts every run cold)",
-        ));
-    }
-    if args.turns == Turns::Delta && args.endpoint == Endpoint::Completions {
-        return Err(Error::usage(
-            "--turns delta needs --endpoint chat (it sends the conversation as messages)",
-        ));
-    }
+    Ok(target)
+}
+
+/// Every check, in the order a user fixes things in.
+fn checked(args: &ReplayArgs) -> Result<Checked> {
+    let sweep = sweep_plan::sweep(args)?;
+    let target = target(args)?;
+    check_usage(args, &target)?;
     match &sweep {
         Some(s) => sweep_plan::prepare(s, args.force)?,
         None => check_outputs(args)?,
@@ -145,43 +406,19 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
             None
         }
     };
-    let (mut trace, block_size, sha) = load_hashed(args, shard_of.is_some())?;
+    let (mut trace, block_size, sha) = load_hashed(&TraceSource::of(args), shard_of.is_some())?;
     let delay_cap = cap_delays(&mut trace, args.max_delay);
     let trace = Arc::new(trace);
-    let points: Vec<Option<(Param, f64)>> = match &sweep {
-        Some(s) => s.values.iter().map(|&v| Some((s.param, v))).collect(),
-        None => vec![None],
-    };
-    let mut runs = Vec::with_capacity(points.len());
-    for (i, point) in points.into_iter().enumerate() {
-        let mut r = run(args, &trace, point, sweep.as_ref())?;
-        if i > 0 && !args.same_prompts {
-            r.prompt_seed = crate::hash::splitmix64(args.seed ^ (i as u64));
-        }
-        runs.push(r);
-    }
+    let runs = runs(args, &trace, sweep.as_ref())?;
     check_rows(&trace, args, block_size)?;
-    // The whole trace is checked (every shard finds the same faults); the
-    // shard then keeps its part.
     let (trace, shard) = match shard_of {
         Some((index, count)) => {
-            let p = shard::plan(&trace, block_size, count, sha);
-            if let Some(at) = args.start_at {
-                shard::check_not_late(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
-            }
-            eprintln!(
-                "mc-replay: shard {index}/{count}: {} rows, {} sessions, {} tokens (plan {})",
-                p.rows[index as usize],
-                p.sessions[index as usize],
-                p.tokens[index as usize],
-                p.digest.get(..12).unwrap_or_default()
-            );
-            let part = shard::restrict(&trace, &p, index);
-            (Arc::new(part), Some(p.run(Some(index), args.start_at)))
+            let (part, run) = shard_part(args, &trace, block_size, sha, (index, count))?;
+            (Arc::new(part), Some(run))
         }
         None => (trace, None),
     };
-    Ok(Plan {
+    Ok(Checked {
         trace,
         block_size,
         target,
@@ -190,6 +427,71 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         shard,
         delay_cap,
     })
+}
+
+/// The options that need a server, or the chat endpoint.
+fn check_usage(args: &ReplayArgs, target: &TargetKind) -> Result<()> {
+    let http = matches!(target, TargetKind::Http { .. });
+    if args.cacert.is_some() && !http {
+        return Err(Error::usage(
+            "--cacert trusts an https:// server's CA: give --url (the engine model has no TLS)",
+        ));
+    }
+    if args.reset_prefix_cache && !http {
+        return Err(Error::usage(
+            "--reset-prefix-cache asks a server to empty its cache: give --url \
+             (the engine model starts every run cold)",
+        ));
+    }
+    if args.turns == Turns::Delta && args.endpoint == Endpoint::Completions {
+        return Err(Error::usage(
+            "--turns delta needs --endpoint chat (it sends the conversation as messages)",
+        ));
+    }
+    Ok(())
+}
+
+/// One run per sweep value (or the one run), each later value with its
+/// own prompt seed unless `--same-prompts`.
+fn runs(args: &ReplayArgs, trace: &Trace, sweep: Option<&Sweep>) -> Result<Vec<Run>> {
+    let points: Vec<Option<(Param, f64)>> = match sweep {
+        Some(s) => s.values.iter().map(|&v| Some((s.param, v))).collect(),
+        None => vec![None],
+    };
+    let mut runs = Vec::with_capacity(points.len());
+    for (i, point) in points.into_iter().enumerate() {
+        let mut r = run(args, trace, point, sweep)?;
+        if i > 0 && !args.same_prompts {
+            r.prompt_seed = crate::hash::splitmix64(args.seed ^ (i as u64));
+        }
+        runs.push(r);
+    }
+    Ok(runs)
+}
+
+/// This shard's part of the trace and its place in the plan. The whole
+/// trace was checked (every shard finds the same faults); the shard then
+/// keeps its part.
+fn shard_part(
+    args: &ReplayArgs,
+    trace: &Trace,
+    block_size: u64,
+    sha: [u8; 32],
+    (index, count): (u32, u32),
+) -> Result<(Trace, ShardRun)> {
+    let p = shard::plan(trace, block_size, count, sha);
+    if let Some(at) = args.start_at {
+        shard::check_not_late(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
+    }
+    eprintln!(
+        "mc-replay: shard {index}/{count}: {} rows, {} sessions, {} tokens (plan {})",
+        p.rows[index as usize],
+        p.sessions[index as usize],
+        p.tokens[index as usize],
+        p.digest.get(..12).unwrap_or_default()
+    );
+    let part = shard::restrict(trace, &p, index);
+    Ok((part, p.run(Some(index), args.start_at)))
 }
 
 /// `--cacert`, read and checked (a usage error names the file and the
@@ -372,16 +674,16 @@ pub fn check_creatable(option: &str, path: &Path) -> Result<()> {
 
 /// The trace, its block size and (when `hashed`) the SHA-256 of its bytes
 /// (a shard plan's digest starts from it).
-pub fn load_hashed(args: &ReplayArgs, hashed: bool) -> Result<(Trace, u64, [u8; 32])> {
-    let mut policy = ErrorPolicy::new(args.io.on_error);
+pub fn load_hashed(source: &TraceSource, hashed: bool) -> Result<(Trace, u64, [u8; 32])> {
+    let mut policy = ErrorPolicy::new(source.on_error);
+    let input = crate::jsonl::open_input(source.input.as_deref())?;
     let (trace, sha) = if hashed {
-        let input = crate::jsonl::open_input(args.io.input())?;
         let (input, hash) = shard::Hashing::new(input);
-        let mut reader = crate::jsonl::LineReader::new(input, args.io.max_line_bytes);
+        let mut reader = crate::jsonl::LineReader::new(input, source.max_line_bytes);
         let trace = trace::load(&mut reader, &mut policy)?;
         (trace, shard::finish(&hash))
     } else {
-        let mut reader = args.io.reader()?;
+        let mut reader = crate::jsonl::LineReader::new(input, source.max_line_bytes);
         (trace::load(&mut reader, &mut policy)?, [0; 32])
     };
     report_skipped("mc-replay", &policy);
@@ -390,7 +692,7 @@ pub fn load_hashed(args: &ReplayArgs, hashed: bool) -> Result<(Trace, u64, [u8; 
             "no records in the input: nothing to replay".into(),
         ));
     }
-    let block_size = decide_block_size(&trace, args.block)?;
+    let block_size = decide_block_size(&trace, source.block)?;
     Ok((trace, block_size, sha))
 }
 

@@ -21,7 +21,32 @@ use crate::replay::error::{ModelsError, ReplayError};
 use crate::replay::options::HttpClient;
 use crate::replay::outcome::RunId;
 use crate::replay::trace::{Content, Trace, Turn};
-use crate::replay::ReplayArgs;
+
+/// How a run on a server builds and sends its requests: the options, as
+/// the plan (`replay::plan`) checked them.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub endpoint: super::body::Endpoint,
+    /// `--model`; `None`: the first the server lists.
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    /// `--header`s.
+    pub headers: Vec<(String, String)>,
+    pub extra_body: Option<serde_json::Map<String, Value>>,
+    /// Not `--no-exact-output`.
+    pub exact_output: bool,
+    pub tokenizer: Option<String>,
+    /// Per request.
+    pub timeout: Duration,
+    pub reset_prefix_cache: bool,
+    pub http_client: HttpClient,
+    /// 0: one per request in flight.
+    pub max_connections: usize,
+    /// 0: [`default_loops`].
+    pub event_loops: u64,
+    pub read_coalesce: Duration,
+    pub max_event_bytes: usize,
+}
 
 /// A server found and a run's requests ready to build; the target is
 /// made last ([`Server::target`]), because its clock starts the run.
@@ -40,21 +65,21 @@ pub struct Server {
 /// Resolves the model and prepares the run's requests for `url`;
 /// `cacert`: `--cacert`'s roots, for every https:// connection.
 pub fn connect(
-    args: &ReplayArgs,
+    opts: &ServerOptions,
     trace: &Trace,
     block_size: u64,
     seed: u64,
     url: &str,
     cacert: Option<&CaCerts>,
 ) -> Result<Server> {
-    let synth = synthesizer(trace, args, block_size, seed)?;
-    let agent = agent(Duration::from_secs_f64(args.timeout), cacert);
+    let synth = synthesizer(trace, opts.tokenizer.as_deref(), block_size, seed)?;
+    let agent = agent(opts.timeout, cacert);
     let base = base_url(url);
-    let mut headers = args.headers.clone();
-    if let Some(key) = args.api_key.as_deref().filter(|k| !k.is_empty()) {
+    let mut headers = opts.headers.clone();
+    if let Some(key) = opts.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("authorization".into(), format!("Bearer {key}")));
     }
-    let model = match &args.model {
+    let model = match &opts.model {
         // With --model nothing else would reach the server before the
         // schedule starts: one connection now names a dead server at once.
         Some(m) => {
@@ -63,17 +88,17 @@ pub fn connect(
         }
         None => discover_model(&models_agent(cacert), &base, &headers)?,
     };
-    if args.reset_prefix_cache {
+    if opts.reset_prefix_cache {
         reset_prefix_cache(&models_agent(cacert), &base, &headers)?;
     }
     let run_id = RunId::from_clock();
     let builder = RequestBuilder {
         synth,
         body: BodyOptions {
-            endpoint: args.endpoint,
+            endpoint: opts.endpoint,
             model: model.clone(),
-            exact_output: !args.no_exact_output,
-            extra_body: args.extra_body.clone(),
+            exact_output: opts.exact_output,
+            extra_body: opts.extra_body.clone(),
         },
         headers: headers.clone(),
         run_id,
@@ -94,7 +119,7 @@ impl Server {
     /// client (http:// and https://) unless `--http-client blocking`.
     pub fn target(
         self,
-        args: &ReplayArgs,
+        opts: &ServerOptions,
         trace: &Arc<Trace>,
         stop: Arc<AtomicBool>,
     ) -> Result<ServerTarget> {
@@ -104,15 +129,15 @@ impl Server {
         // A connection per request in flight at most: no more than the
         // trace's rows, or --max-connections. Grown now, before the clock
         // starts, not by a stalled event loop mid-run (`oslimit`).
-        let most = match args.max_connections {
+        let most = match opts.max_connections {
             0 => trace.turns.len(),
             n => n.min(trace.turns.len()),
         };
         crate::oslimit::reserve_descriptors(most as u64 + 64);
-        let url = format!("{}{}", self.base, args.endpoint.path());
-        let max_event_bytes = usize::try_from(args.max_event_bytes).unwrap_or(usize::MAX);
+        let url = format!("{}{}", self.base, opts.endpoint.path());
+        let max_event_bytes = opts.max_event_bytes;
         // `--url` was checked to be http(s) with a host, so this parses.
-        let evented = match args.http_client {
+        let evented = match opts.http_client {
             HttpClient::Blocking => None,
             HttpClient::Auto | HttpClient::Evented => Endpoint::parse(&url),
         };
@@ -120,7 +145,7 @@ impl Server {
             start: Instant::now(),
         };
         let Some(endpoint) = evented else {
-            if args.http_client != HttpClient::Blocking {
+            if opts.http_client != HttpClient::Blocking {
                 eprintln!("mc-replay: {url} is not an http(s) URL the evented client can use; using the blocking client");
             }
             return Ok(ServerTarget::Blocking(HttpTarget::new(
@@ -146,14 +171,14 @@ impl Server {
             tls,
             endpoint,
             user_agent: USER_AGENT.into(),
-            timeout: Duration::from_secs_f64(args.timeout),
-            max_connections: args.max_connections,
-            loops: match args.event_loops {
+            timeout: opts.timeout,
+            max_connections: opts.max_connections,
+            loops: match opts.event_loops {
                 0 => default_loops(),
                 n => n as usize,
             },
             max_event_bytes,
-            coalesce: Duration::from_micros(args.read_coalesce_us),
+            coalesce: opts.read_coalesce,
         };
         let target = EventedTarget::new(trace.clone(), self.builder, cfg, clock, stop)
             .map_err(|e| ReplayError::Client(e.into()))?;
@@ -173,8 +198,13 @@ fn default_loops() -> usize {
 
 /// The prompt builder; with a tokenizer, its words are checked to be one
 /// token each and sample prompts are re-encoded to the intended length.
-pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64, seed: u64) -> Result<Synth> {
-    let Some(spec) = &opts.tokenizer else {
+pub fn synthesizer(
+    trace: &Trace,
+    tokenizer: Option<&str>,
+    block_size: u64,
+    seed: u64,
+) -> Result<Synth> {
+    let Some(spec) = tokenizer else {
         return Ok(Synth::new(Vocab::builtin(), seed, block_size));
     };
     eprintln!(
@@ -182,7 +212,7 @@ pub fn synthesizer(trace: &Trace, opts: &ReplayArgs, block_size: u64, seed: u64)
          have their exact lengths (this may take a while)"
     );
     let resolved = crate::tokenizer::resolve(spec).map_err(|e| ReplayError::Tokenizer {
-        spec: spec.clone(),
+        spec: spec.to_string(),
         source: e.into(),
     })?;
     let vocab = Vocab::for_tokenizer(&resolved.tokenizer)?;

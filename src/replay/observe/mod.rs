@@ -5,12 +5,32 @@
 pub mod fidelity;
 pub mod scrape;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Result;
 use crate::replay::http::tls::CaCerts;
-use crate::replay::ReplayArgs;
+use crate::replay::redact::Redactor;
 use crate::results::fidelity::Fidelity;
+
+/// How a run on a server watches it: the `Server metrics` options, as the
+/// plan checked them.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Not `--no-server-metrics`.
+    pub scrape: bool,
+    /// `--metrics-url`; `None`: `/metrics` at the server's root.
+    pub url: Option<String>,
+    /// `--metrics-out`.
+    pub out: Option<PathBuf>,
+    pub interval: Duration,
+    /// `--server-block-size`.
+    pub server_block_size: Option<u64>,
+    /// `--kv-tokens`.
+    pub kv_tokens: Option<u64>,
+    /// `--fidelity-threshold`, in percentage points.
+    pub threshold_pp: f64,
+}
 
 /// Whether, and how, a run watches its server.
 pub enum Watch {
@@ -27,28 +47,29 @@ impl Watch {
     /// Called before the run's clock starts: the first scrape costs the
     /// schedule nothing.
     pub fn start(
-        args: &ReplayArgs,
+        opts: &WatchOptions,
+        redactor: &Redactor,
         base: &str,
         headers: &[(String, String)],
         cacert: Option<&CaCerts>,
     ) -> Result<Watch> {
-        if args.no_server_metrics {
+        if !opts.scrape {
             return Ok(Watch::Off);
         }
-        let url = args
-            .metrics_url
+        let url = opts
+            .url
             .clone()
             .unwrap_or_else(|| scrape::metrics_url(base));
         let scraper = scrape::Scraper::new(
             url,
             headers.to_vec(),
-            args.metrics_out.clone(),
-            crate::replay::redactor(args),
+            opts.out.clone(),
+            redactor.clone(),
             cacert,
         )?;
         Ok(Watch::Scrape(scrape::Observer::start(
             scraper,
-            Duration::from_secs_f64(args.metrics_interval),
+            opts.interval,
         )))
     }
 

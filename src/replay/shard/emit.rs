@@ -15,8 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::super::plan::load_hashed;
-use super::super::ReplayArgs;
+use super::super::plan::{load_hashed, Job};
 use crate::error::{Error, Result};
 
 /// Options that belong to the job, not to a shard: (name, takes a value).
@@ -94,28 +93,16 @@ fn absolute(p: &Path) -> Result<PathBuf> {
 }
 
 /// Prints the job to stdout.
-pub fn run(args: &ReplayArgs) -> Result<()> {
-    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let text = job(args, &argv)?;
+pub fn run(opts: &Job) -> Result<()> {
+    let text = job(opts)?;
     print!("{text}");
     Ok(())
 }
 
-/// The job's text for `args` (parsed from `argv`).
-pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
-    let n = args
-        .shards
-        .ok_or_else(|| Error::usage("--emit-*: give --shards N"))?;
-    let input =
-        match args.io.input() {
-            Some(p) if p != Path::new("-") => p,
-            _ => return Err(Error::usage(
-                "--emit-*: the shards read the trace from a file: give --input FILE (a path every \
-                 node can read, for Slurm)",
-            )),
-        };
-    let rest = shard_args(argv)?;
-    let (trace, block_size, sha) = load_hashed(args, true)?;
+/// The job's text for the options of `--emit-*` ([`Job`]).
+pub fn job(opts: &Job) -> Result<String> {
+    let (n, input, rest) = (opts.shards, opts.input.as_path(), &opts.rest);
+    let (trace, block_size, sha) = load_hashed(&opts.source, true)?;
     let plan = super::plan(&trace, block_size, n, sha);
     let span_s = super::super::schedule::first_timestamp(&trace)
         .map(|t0| {
@@ -124,25 +111,25 @@ pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
                 .iter()
                 .filter_map(|t| t.timestamp_ms)
                 .fold(t0, f64::max);
-            ((last - t0) / args.speedups.first().copied().unwrap_or(1.0) / 1000.0).ceil() as u64
+            ((last - t0) / opts.speedup / 1000.0).ceil() as u64
         })
         .unwrap_or(0);
-    if args.emit_k8s_job {
-        k8s(args, n, &rest, input, &plan.digest, span_s)
+    if opts.k8s {
+        k8s(opts, n, rest, input, &plan.digest, span_s)
     } else {
-        slurm(args, n, &rest, input, &plan)
+        slurm(opts, n, rest, input, &plan)
     }
 }
 
 fn slurm(
-    args: &ReplayArgs,
+    opts: &Job,
     n: u32,
     rest: &[String],
     input: &Path,
     plan: &super::ShardPlan,
 ) -> Result<String> {
     let results = absolute(
-        args.results_dir
+        opts.results_dir
             .as_deref()
             .unwrap_or(Path::new("mc-replay-results")),
     )?;
@@ -150,7 +137,7 @@ fn slurm(
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "mc-replay".into());
-    let name = &args.job_name;
+    let name = &opts.job_name;
     let mut s = String::new();
     let _ = writeln!(s, "#!/bin/bash");
     let _ = writeln!(
@@ -187,12 +174,12 @@ fn slurm(
     let _ = writeln!(
         s,
         "# Every shard's schedule starts at one wall-clock instant, {} s after the job does.",
-        args.start_in
+        opts.start_in
     );
     let _ = writeln!(
         s,
         "export START_AT=$(( $(date +%s%3N) + {} ))",
-        args.start_in * 1000
+        opts.start_in * 1000
     );
     let _ = writeln!(
         s,
@@ -205,7 +192,7 @@ fn slurm(
         s,
         "srun --ntasks={n} ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
          --start-at \"$START_AT\" --start-grace-ms {} --output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"' mc-replay \\\n    {}",
-        args.start_grace_ms,
+        opts.start_grace_ms,
         cmd.join(" ")
     );
     let _ = writeln!(
@@ -216,22 +203,22 @@ fn slurm(
 }
 
 fn k8s(
-    args: &ReplayArgs,
+    opts: &Job,
     n: u32,
     rest: &[String],
     input: &Path,
     digest: &str,
     span_s: u64,
 ) -> Result<String> {
-    let image = args
+    let image = opts
         .image
         .as_deref()
         .ok_or_else(|| Error::usage("--emit-k8s-job: give --image IMAGE"))?;
-    let name = &args.job_name;
+    let name = &opts.job_name;
     let file = input
         .file_name()
         .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
-    let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
+    let start_at = super::now_unix_ms() as u64 + opts.start_in * 1000;
     let mut shard_args: Vec<Value> = rest.iter().map(|a| json!(a)).collect();
     for a in [
         "--input".to_string(),
@@ -243,13 +230,13 @@ fn k8s(
         "--start-at".into(),
         start_at.to_string(),
         "--start-grace-ms".into(),
-        args.start_grace_ms.to_string(),
+        opts.start_grace_ms.to_string(),
         "--output".into(),
         "/results/shard-$(MC_SHARD).jsonl".into(),
     ] {
         shard_args.push(json!(a));
     }
-    let deadline = args.start_in + span_s + args.timeout.ceil() as u64 + DEADLINE_SLACK_S;
+    let deadline = opts.start_in + span_s + opts.timeout.ceil() as u64 + DEADLINE_SLACK_S;
     let labels = json!({"app.kubernetes.io/name": "mc-replay", "mctrace/job": name});
     let job = json!({
         "apiVersion": "batch/v1",
@@ -326,7 +313,7 @@ fn k8s(
     let _ = writeln!(
         s,
         "# The shards start at {start_at} (ms since the Unix epoch, {} s after this was written):",
-        args.start_in
+        opts.start_in
     );
     let _ = writeln!(s, "# apply it at once. Before:");
     let _ = writeln!(
@@ -345,7 +332,7 @@ fn k8s(
     let _ = writeln!(
         s,
         "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
-        args.start_grace_ms
+        opts.start_grace_ms
     );
     let _ = writeln!(s, "# Then: mc-report RESULTS/shard-*.jsonl");
     s.push_str("---\n");

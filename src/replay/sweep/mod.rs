@@ -18,9 +18,9 @@ pub mod stop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::drive::{execute, verdict};
 use super::error::ReplayError;
 use super::plan::Plan;
-use super::ReplayArgs;
 use crate::error::{Error, Result};
 use crate::results::sweep::{table, write_index, Point, Stopped};
 
@@ -28,14 +28,14 @@ use crate::results::sweep::{table, write_index, Point, Stopped};
 /// policy: a server that stops answering ends the sweep at once (exit 69);
 /// every request of every run failing is a failed sweep (exit 1);
 /// otherwise the sweep succeeded, stopped early or not.
-pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> {
+pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> {
     let Some(sweep) = &plan.sweep else {
         return Err(Error::usage("not a sweep: give --out-dir"));
     };
     let n = plan.runs.len();
     eprintln!(
         "mc-replay: sweep: {}",
-        if args.same_prompts {
+        if sweep.same_prompts {
             "every value sends the same prompts (--same-prompts): later values may be served \
              from the blocks earlier ones left in the server's prefix cache"
         } else {
@@ -43,7 +43,7 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
              served from blocks an earlier one cached (--same-prompts shares them)"
         }
     );
-    if args.reset_prefix_cache {
+    if plan.target.resets_prefix_cache() {
         eprintln!(
             "mc-replay: sweep: the server empties its prefix cache before each value \
              (--reset-prefix-cache)"
@@ -67,12 +67,12 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
                 d.display()
             );
         }
-        let summary = match super::execute(args, plan, run, stop.clone()) {
+        let summary = match execute(plan, run, stop.clone()) {
             Ok(s) => s,
             Err(e) => {
                 // Describe what ran, then fail as the run did.
                 let st = Stopped {
-                    reason: super::redactor(args).redact(&format!("error: {e:#}")),
+                    reason: plan.redactor.redact(&format!("error: {e:#}")),
                     value: v,
                 };
                 write_index(&sweep.dir, param, &points, Some(&st))?;
@@ -82,7 +82,7 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
         let point = Point::of(v, &summary);
         sent += summary.requests.sent;
         ok += summary.requests.ok;
-        let reason = match super::verdict(&summary) {
+        let reason = match verdict(&summary) {
             Err(e @ Error::Unavailable(_)) => {
                 let r = format!("{e:#}");
                 failure = Some(e);
@@ -91,7 +91,7 @@ pub fn run(args: &ReplayArgs, plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> 
             _ if summary.requests.interrupted || stop.load(Ordering::SeqCst) => {
                 Some("interrupted".to_string())
             }
-            _ => stop::stop_reason(&args.stop_when, &points, &point),
+            _ => stop::stop_reason(&sweep.stop_when, &points, &point),
         };
         points.push(point);
         stopped = reason.map(|reason| Stopped { reason, value: v });

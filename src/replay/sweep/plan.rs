@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::stop::StopWhen;
 use crate::error::{Error, Result};
-use crate::replay::ReplayArgs;
+use crate::replay::options::ReplayArgs;
 use crate::results::sweep::{run_name, under, Param};
 
 /// A sweep to run: which option, its values in order, and where to write.
@@ -14,6 +15,10 @@ pub struct Sweep {
     pub param: Param,
     pub values: Vec<f64>,
     pub dir: PathBuf,
+    /// `--same-prompts`: every value sends the first value's prompts.
+    pub same_prompts: bool,
+    /// `--stop-when`.
+    pub stop_when: StopWhen,
 }
 
 /// The sweep the options ask for, or `None` for one plain run (at most one
@@ -52,6 +57,8 @@ pub fn sweep(args: &ReplayArgs) -> Result<Option<Sweep>> {
                 param: one.0,
                 values: vec![one.1],
                 dir: dir.clone(),
+                same_prompts: args.same_prompts,
+                stop_when: args.stop_when,
             }));
         }
         [one] => one.clone(),
@@ -93,6 +100,8 @@ pub fn sweep(args: &ReplayArgs) -> Result<Option<Sweep>> {
         param,
         values,
         dir: dir.clone(),
+        same_prompts: args.same_prompts,
+        stop_when: args.stop_when,
     }))
 }
 
