@@ -88,9 +88,3 @@ fn one_input_rule(mut cmd: clap::Command) -> clap::Command {
         cmd.mut_arg("file", |a| a.conflicts_with("input"))
     }
 }
-
-/// Rejects option values clap cannot check on its own (the same as
-/// [`Error::usage`]).
-pub fn usage(msg: impl Into<String>) -> Error {
-    Error::usage(msg)
-}

@@ -1,4 +1,4 @@
-//! The pipe conventions every tool shares (DESIGN.md §3), checked on the
+//! The pipe conventions every tool shares (docs/ARCHITECTURE.md §2), checked on the
 //! transforms: exit codes, error messages, --on-error, files, CRLF, closed pipes.
 
 use std::io::{BufRead, BufReader, Write};

@@ -278,7 +278,7 @@ fn canonical(text: &str) -> Vec<Value> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
-    /// Ids are only names (DESIGN.md §2): renaming them by any one-to-one
+    /// Ids are only names (docs/ARCHITECTURE.md §1, "Ids are names"): renaming them by any one-to-one
     /// map changes no statistic and no transform's output beyond the renaming.
     #[test]
     fn renaming_ids_changes_nothing_but_the_names(
