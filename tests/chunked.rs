@@ -7,7 +7,7 @@
 //! fresh ids) and rows that need their index (mc-roots' rows without a
 //! session) are placed on and around those edges.
 
-use crate::util::tool;
+use crate::util::{tool, with_line_at};
 
 /// What one run left.
 #[derive(Debug, PartialEq, Eq)]
@@ -166,12 +166,6 @@ fn fresh_ids_follow_the_input_order_across_chunks() {
 }
 
 /// `input` with `bad` put in as line `at` (1-based) of the result.
-fn with_line_at(input: &str, at: usize, bad: &str) -> String {
-    let mut lines: Vec<&str> = input.lines().collect();
-    lines.insert(at - 1, bad);
-    lines.join("\n") + "\n"
-}
-
 #[test]
 fn a_bad_line_on_any_chunk_edge_stops_at_the_same_line_with_the_same_bytes() {
     let good = trace(60);

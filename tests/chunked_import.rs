@@ -7,14 +7,9 @@
 //! has many edges; bad lines sit on and around them.
 
 use crate::chunked::{assert_same, in_order, run, same_as_in_order, Out};
+use crate::util::with_line_at;
 
 /// `input` with `bad` put in as line `at` (1-based) of the result.
-fn with_line_at(input: &str, at: usize, bad: &str) -> String {
-    let mut lines: Vec<&str> = input.lines().collect();
-    lines.insert(at - 1, bad);
-    lines.join("\n") + "\n"
-}
-
 /// An Azure 2024 CSV of `n` rows: row i arrives i * 250 ms after
 /// 2024-05-10 00:00:00 (so its timestamp is `i * 250` by hand), with
 /// `100 + i` context and `1 + i % 50` generated tokens.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::util::{self, assert_success, run_ok, tool, write_file};
+use crate::util::{self, assert_success, ids, run_ok, tool, write_file};
 
 fn gen(args: &[&str]) -> String {
     run_ok("mc-gen", args, "")
@@ -21,15 +21,6 @@ fn rows(out: &str) -> Vec<Value> {
 
 fn u(v: &Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"))
-}
-
-fn ids(v: &Value) -> Vec<u64> {
-    v["hash_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
 }
 
 /// A row is consistent at block size b: (n-1)·b < input_length <= n·b.

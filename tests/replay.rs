@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::util::{assert_success, tool};
+use crate::util::{assert_success, lines, tool, Killed, MockServer};
 use schema::{RequestResult, Summary};
 
 /// mc-replay's output schema as the tests expect it, written here rather
@@ -289,36 +289,35 @@ pub mod schema {
     }
 }
 
-/// A running mc-mock; killed on drop.
+/// A running mc-mock ([`MockServer`]), its log read on a thread; killed
+/// on drop.
 pub struct Mock {
-    child: Child,
+    _child: Killed,
     pub url: String,
     log: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Mock {
     pub fn start(args: &[&str]) -> Mock {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("mc-mock"))
-            .args(["--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        assert_eq!(first["event"], "listening");
-        let url = format!("http://{}", first["addr"].as_str().unwrap());
+        let server = MockServer::start(args);
+        let url = server.url();
+        let MockServer {
+            child, log: lines, ..
+        } = server;
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
         std::thread::spawn(move || {
-            for l in lines.map_while(Result::ok) {
+            for l in lines.lines().map_while(Result::ok) {
                 if let Ok(v) = serde_json::from_str::<Value>(&l) {
                     sink.lock().unwrap().push(v);
                 }
             }
         });
-        Mock { child, url, log }
+        Mock {
+            _child: child,
+            url,
+            log,
+        }
     }
 
     /// The request lines once `n` of them name a trace line: the mock
@@ -349,13 +348,6 @@ impl Mock {
     }
 }
 
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 pub struct Run {
     pub code: i32,
     pub results: Vec<RequestResult>,
@@ -382,10 +374,6 @@ pub fn replay(url: &str, args: &[&str], trace: &str) -> Run {
         results,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-fn lines(rows: &[Value]) -> String {
-    rows.iter().map(|r| format!("{r}\n")).collect()
 }
 
 fn by_line(results: &[RequestResult]) -> HashMap<u64, &RequestResult> {
@@ -722,7 +710,8 @@ fn warmup_and_max_requests() {
     assert!(!csv.contains("\n\n"), "{csv}");
 }
 
-fn kinds(run: &Run) -> Vec<String> {
+/// Each result's error kind, `ok` for none.
+pub fn kinds(run: &Run) -> Vec<String> {
     run.results
         .iter()
         .map(|r| r.error.as_ref().map_or("ok".into(), |e| e.kind.clone()))

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::replay::Mock;
-use crate::util::{run_ok_both, tool};
+use crate::util::{lines, run_ok_both, tool};
 
 /// `mc-report --json` for several runs, as the tests expect it.
 #[derive(Debug, Deserialize)]
@@ -57,10 +57,6 @@ impl Comparison {
 
 fn report(args: &[&str]) -> (String, String) {
     run_ok_both("mc-report", args, "")
-}
-
-fn lines(rows: &[Value]) -> String {
-    rows.iter().map(|r| format!("{r}\n")).collect()
 }
 
 /// Two sessions of two turns, and two single rows: 6 requests.

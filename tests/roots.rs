@@ -2,21 +2,12 @@
 
 use std::collections::HashMap;
 
-use crate::util::{run_ok, tool};
+use crate::util::{ids, run_ok, tool};
 
 fn roots(args: &[&str], input: &str) -> Vec<serde_json::Value> {
     run_ok("mc-roots", args, input)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn ids(v: &serde_json::Value) -> Vec<u64> {
-    v["hash_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
         .collect()
 }
 

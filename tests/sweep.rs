@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::replay::schema::{RequestResult, Summary};
 use crate::replay::Mock;
-use crate::util::{assert_success, tool};
+use crate::util::{assert_success, lines, tool};
 
 /// `sweep.json` as the tests expect it (the report reads this schema).
 #[derive(Debug, Deserialize)]
@@ -57,10 +57,6 @@ fn temp_dir(tag: &str) -> tempfile::TempDir {
         .prefix(&format!("mc-sweep-{tag}-"))
         .tempdir()
         .unwrap()
-}
-
-fn lines(rows: &[Value]) -> String {
-    rows.iter().map(|r| format!("{r}\n")).collect()
 }
 
 /// Runs mc-replay with `args` on `trace`, and reads whatever the sweep

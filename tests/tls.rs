@@ -15,7 +15,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::{json, Value};
 
-use crate::replay::{replay, Mock, Run};
+use crate::replay::{kinds, replay, Mock, Run};
 
 /// A test CA, and server certificates it signed.
 struct Pki {
@@ -294,13 +294,6 @@ fn rows(timestamps_ms: &[u64]) -> String {
                 json!({"timestamp": t, "input_length": 4, "output_length": 4})
             )
         })
-        .collect()
-}
-
-fn kinds(run: &Run) -> Vec<String> {
-    run.results
-        .iter()
-        .map(|r| r.error.as_ref().map_or("ok".into(), |e| e.kind.clone()))
         .collect()
 }
 

@@ -120,11 +120,46 @@ pub fn word_tokenizer(dir: &Path, vocab: &[&str]) -> PathBuf {
     write_file(dir, "tokenizer.json", &tok.to_string())
 }
 
+/// JSON values as JSONL text, one a line.
+pub fn lines(rows: &[serde_json::Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// `input` with the line `bad` inserted as line `at` (1-based).
+pub fn with_line_at(input: &str, at: usize, bad: &str) -> String {
+    let mut lines: Vec<&str> = input.lines().collect();
+    lines.insert(at - 1, bad);
+    lines.join("\n") + "\n"
+}
+
+/// A row's `hash_ids`.
+pub fn ids(row: &serde_json::Value) -> Vec<u64> {
+    row["hash_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+/// A child process killed (and reaped) when dropped, also when a test
+/// fails.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// mc-mock on a free port (`--port 0`), killed when dropped (also when a
 /// test fails). Its request log (stdout) is left to the caller after the
-/// `listening` line, which gave `addr`.
+/// `listening` line, which gave `addr`. The one launcher of mc-mock in the
+/// tests (`replay::Mock` reads the log on a thread, `mock::Mock` line by
+/// line).
 pub struct MockServer {
-    child: std::process::Child,
+    pub child: Killed,
     pub log: std::io::BufReader<std::process::ChildStdout>,
     pub addr: String,
     /// The `listening` line as mc-mock wrote it.
@@ -143,6 +178,7 @@ impl MockServer {
             .spawn()
             .unwrap();
         let mut log = std::io::BufReader::new(child.stdout.take().unwrap());
+        let child = Killed(child);
         let mut first = String::new();
         log.read_line(&mut first).unwrap();
         let listening: serde_json::Value = serde_json::from_str(&first)
@@ -160,12 +196,5 @@ impl MockServer {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for MockServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
