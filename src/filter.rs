@@ -328,7 +328,7 @@ fn make_chunk<S: Step>(
     row_base: u64,
     mut rules: LineRules,
     max_line: usize,
-    skip: bool,
+    on_error: OnError,
     out: &mut Vec<u8>,
 ) -> Made {
     let mut made = Made::default();
@@ -389,7 +389,7 @@ fn make_chunk<S: Step>(
             },
         };
         if let Some(e) = bad {
-            let fatal = !skip || !matches!(e, Error::Data { .. });
+            let fatal = !on_error.skips(&e);
             made.events.push((out.len(), Event::Bad(e)));
             if fatal {
                 break; // the loop stops here: the rest is never written
@@ -427,7 +427,7 @@ fn chunked<S: Step>(
     tally: &mut Tally,
 ) -> Result<()> {
     let max_line = io.max_line_bytes.max(1);
-    let skip = io.on_error == OnError::Skip;
+    let on_error = io.on_error;
     let Start {
         carry,
         line_base,
@@ -449,7 +449,7 @@ fn chunked<S: Step>(
             ..first_rules
         };
         make_chunk(
-            fork, false, chunk, g.row_base, rules, max_line, skip, output,
+            fork, false, chunk, g.row_base, rules, max_line, on_error, output,
         )
     };
     let forks = (0..workers).map(|_| step.fork()).collect();
@@ -478,7 +478,7 @@ fn chunked<S: Step>(
                     tally.rows,
                     rules,
                     max_line,
-                    skip,
+                    on_error,
                     &mut output,
                 );
                 chunk.bufs.output = output;

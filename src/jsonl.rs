@@ -527,6 +527,16 @@ pub enum OnError {
     Skip,
 }
 
+impl OnError {
+    /// Whether the policy skips `err` (a bad record under `skip`); any
+    /// other error stops the tool. The one rule: [`ErrorPolicy::handle`]
+    /// and the chunked loops' workers (which stop making a chunk at an
+    /// error the policy will not skip) both ask it.
+    pub fn skips(self, err: &Error) -> bool {
+        self == OnError::Skip && matches!(err, Error::Data { .. })
+    }
+}
+
 /// Applies the `--on-error` policy and remembers what was skipped.
 #[derive(Debug, Default)]
 pub struct ErrorPolicy {
@@ -544,8 +554,8 @@ impl ErrorPolicy {
 
     /// Returns the error again when the policy is `fail`; otherwise counts it.
     pub fn handle(&mut self, err: Error) -> Result<()> {
-        match (&err, self.mode) {
-            (Error::Data { line, .. }, OnError::Skip) => {
+        match &err {
+            Error::Data { line, .. } if self.mode.skips(&err) => {
                 self.skipped.add(*line);
                 Ok(())
             }
@@ -579,6 +589,25 @@ impl ErrorPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `skip` passes over bad records only: a read error stops every
+    /// policy, and `fail` stops at a bad record too.
+    #[test]
+    fn the_policy_skips_bad_records_only() {
+        let bad = || Error::Data {
+            line: 3,
+            err: RecordError::new("x"),
+        };
+        let io = || Error::Io(std::io::Error::other("gone"));
+        assert!(OnError::Skip.skips(&bad()));
+        assert!(!OnError::Skip.skips(&io()));
+        assert!(!OnError::Fail.skips(&bad()));
+        let mut policy = ErrorPolicy::new(OnError::Skip);
+        assert!(policy.handle(bad()).is_ok());
+        assert!(policy.handle(io()).is_err());
+        assert_eq!(policy.skipped().count, 1);
+        assert!(ErrorPolicy::new(OnError::Fail).handle(bad()).is_err());
+    }
 
     /// A reader that hands out at most `n` bytes per read, to force lines
     /// across buffer edges.

@@ -95,7 +95,7 @@ fn make_chunk<C: Convert>(
     chunk: &Chunk,
     mut rules: LineRules,
     max_line: usize,
-    skip: bool,
+    on_error: OnError,
     out: &mut Vec<u8>,
 ) -> Made {
     let mut made = Made::default();
@@ -119,7 +119,7 @@ fn make_chunk<C: Convert>(
             }
         };
         if let Some(e) = bad {
-            let fatal = !skip || !matches!(e, Error::Data { .. });
+            let fatal = !on_error.skips(&e);
             made.events.push((out.len(), e));
             if fatal {
                 break; // the loop stops here: the rest is never written
@@ -142,10 +142,10 @@ fn in_chunks<C: Convert>(
     workers: usize,
     conv: &mut C,
 ) -> Result<()> {
-    let skip = sink.on_error == OnError::Skip;
+    let on_error = sink.on_error;
     let forks = (0..workers).map(|_| conv.fork()).collect();
     let make = |fork: &mut C, chunk: &Chunk, (): &(), out: &mut Vec<u8>| {
-        make_chunk(fork, chunk, rules, max_line, skip, out)
+        make_chunk(fork, chunk, rules, max_line, on_error, out)
     };
     let write = |chunk: &mut Chunk, (), made: Made| {
         let out = &chunk.bufs.output;
