@@ -17,7 +17,7 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::engine::{
-    check_shape, EngineParams, EngineShapeArgs, Profile, StepModel, DEFAULT_BLOCK_SIZE,
+    check_shape, EngineParams, EngineShapeArgs, Profile, Roofline, StepModel, DEFAULT_BLOCK_SIZE,
     DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
@@ -114,27 +114,7 @@ fn shape(args: &FitArgs, runs: &[runs::Run]) -> (Shape, bool) {
 }
 
 pub fn run(args: &FitArgs) -> Result<()> {
-    // Checked here rather than by clap, so `--completions`/`--man` work alone.
-    let Some(trace) = &args.trace else {
-        return Err(Error::usage(
-            "--trace FILE is required: the trace the runs replayed",
-        ));
-    };
-    if args.runs.is_empty() {
-        return Err(Error::usage(
-            "give at least one run: mc-replay's -o file, or its folder",
-        ));
-    }
-    // The profile must not overwrite what the fit reads.
-    let mut inputs: Vec<&std::path::Path> = vec![trace.as_path()];
-    inputs.extend(args.runs.iter().map(PathBuf::as_path));
-    crate::jsonl::refuse_input_as_output(args.output.as_deref(), &inputs)?;
-    let trace = runs::read_trace(trace)?;
-    let runs = args
-        .runs
-        .iter()
-        .map(|p| runs::read_run(p, &trace))
-        .collect::<Result<Vec<_>>>()?;
+    let runs = read_runs(args)?;
     let (mut shape, seqs_known) = shape(args, &runs);
     // The same checks as the engine's own options (no zero sizes, a
     // bounded KV cache), before any simulation.
@@ -158,22 +138,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
         .map(|r| Prepared::new(r, shape.block_size))
         .collect();
     if let Some(spec) = &args.predict {
-        let profile = Profile::load(spec)?;
-        let o = &args.shape;
-        let p = EngineParams {
-            kv_tokens: o.kv_tokens.or(profile.kv_tokens).unwrap_or(shape.kv_tokens),
-            block_size: shape.block_size,
-            max_batched_tokens: o
-                .max_batched_tokens
-                .or(profile.max_batched_tokens)
-                .unwrap_or(shape.max_batched_tokens),
-            max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
-            profile,
-        };
-        check_shape(&p)?;
-        eprintln!("{TOOL}: predicting with {spec}");
-        eprint!("{}", table::render(&table::compare(&prepared, &p)));
-        return Ok(());
+        return predict(args, spec, &prepared, shape);
     }
     let start = match Profile::load(&args.start)?.model {
         StepModel::Roofline(r) => r,
@@ -184,39 +149,98 @@ pub fn run(args: &FitArgs) -> Result<()> {
             )))
         }
     };
-    let (mut fitted, mut err) = model::fit(&prepared, shape, start);
-    if !seqs_known {
-        // The server's concurrency limit is structure, not a coefficient,
-        // and coefficients fitted at one limit say little of another (a
-        // server that runs one request at a time, fitted as 256 wide, then
-        // probed at 1, looks worse than at 4): each usual value gets a fit
-        // of its own, and the one with the least error is kept.
-        let first = shape.max_seqs;
-        for n in [1u64, 2, 4, 8, 16, 32, 64, 128, 256] {
-            if n == first {
-                continue;
-            }
-            let s = Shape {
-                max_seqs: n,
-                ..shape
-            };
-            let (f, e) = model::fit(&prepared, s, start);
-            if e < err {
-                (fitted, err) = (f, e);
-                shape.max_seqs = n;
-            }
-        }
-        eprintln!(
-            "{TOOL}: max seqs {} fits best (not given, not reported)",
-            shape.max_seqs
-        );
+    let (fitted, err) = if seqs_known {
+        model::fit(&prepared, shape, start)
+    } else {
+        let (fitted, err, seqs) = fit_max_seqs(&prepared, shape, start);
+        shape.max_seqs = seqs;
+        (fitted, err)
+    };
+    report_fit(&prepared, shape, fitted, err);
+    write_profile(args, shape, &fitted)
+}
+
+/// The trace and the runs, checked: both given, and the profile's file
+/// not one of them.
+fn read_runs(args: &FitArgs) -> Result<Vec<runs::Run>> {
+    // Checked here rather than by clap, so `--completions`/`--man` work alone.
+    let Some(trace) = &args.trace else {
+        return Err(Error::usage(
+            "--trace FILE is required: the trace the runs replayed",
+        ));
+    };
+    if args.runs.is_empty() {
+        return Err(Error::usage(
+            "give at least one run: mc-replay's -o file, or its folder",
+        ));
     }
-    let v = model::to_vec(&fitted);
+    // The profile must not overwrite what the fit reads.
+    let mut inputs: Vec<&std::path::Path> = vec![trace.as_path()];
+    inputs.extend(args.runs.iter().map(PathBuf::as_path));
+    crate::jsonl::refuse_input_as_output(args.output.as_deref(), &inputs)?;
+    let trace = runs::read_trace(trace)?;
+    args.runs
+        .iter()
+        .map(|p| runs::read_run(p, &trace))
+        .collect()
+}
+
+/// `--predict PROFILE`: the profile's predictions against the runs,
+/// nothing fitted (the options' shape first, then the profile's).
+fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) -> Result<()> {
+    let profile = Profile::load(spec)?;
+    let o = &args.shape;
+    let p = EngineParams {
+        kv_tokens: o.kv_tokens.or(profile.kv_tokens).unwrap_or(shape.kv_tokens),
+        block_size: shape.block_size,
+        max_batched_tokens: o
+            .max_batched_tokens
+            .or(profile.max_batched_tokens)
+            .unwrap_or(shape.max_batched_tokens),
+        max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
+        profile,
+    };
+    check_shape(&p)?;
+    eprintln!("{TOOL}: predicting with {spec}");
+    eprint!("{}", table::render(&table::compare(prepared, &p)));
+    Ok(())
+}
+
+/// The fit at each usual concurrency limit, the one with the least error
+/// kept: (coefficients, error, max seqs).
+///
+/// The server's concurrency limit is structure, not a coefficient, and
+/// coefficients fitted at one limit say little of another (a server that
+/// runs one request at a time, fitted as 256 wide, then probed at 1,
+/// looks worse than at 4).
+fn fit_max_seqs(prepared: &[Prepared<'_>], shape: Shape, start: Roofline) -> (Roofline, f64, u64) {
+    let (mut fitted, mut err) = model::fit(prepared, shape, start);
+    let mut best = shape.max_seqs;
+    for n in [1u64, 2, 4, 8, 16, 32, 64, 128, 256] {
+        if n == shape.max_seqs {
+            continue;
+        }
+        let s = Shape {
+            max_seqs: n,
+            ..shape
+        };
+        let (f, e) = model::fit(prepared, s, start);
+        if e < err {
+            (fitted, err, best) = (f, e, n);
+        }
+    }
+    eprintln!("{TOOL}: max seqs {best} fits best (not given, not reported)");
+    (fitted, err, best)
+}
+
+/// The fitted coefficients, the ones the runs cannot identify, and the
+/// in-sample error, on stderr.
+fn report_fit(prepared: &[Prepared<'_>], shape: Shape, fitted: Roofline, err: f64) {
     eprintln!("{TOOL}: fitted roofline coefficients (mean squared log error {err:.5}):");
-    for (name, value) in NAMES.iter().zip(v) {
+    for (name, value) in NAMES.iter().zip(model::to_vec(&fitted)) {
         eprintln!("  {name:<10} {value:.6e}");
     }
-    for name in model::unidentified(&prepared, shape, fitted, err) {
+    for name in model::unidentified(prepared, shape, fitted, err) {
         eprintln!(
             "{TOOL}: warning: the runs cannot identify {name} (halved or doubled, the other \
              coefficients make up for it); add runs that exercise it (long prompts for k_ms, \
@@ -225,9 +249,14 @@ pub fn run(args: &FitArgs) -> Result<()> {
     }
     let p = model::params(fitted, shape, "fitted");
     eprintln!("{TOOL}: in-sample error (the runs it was fitted to):");
-    eprint!("{}", table::render(&table::compare(&prepared, &p)));
+    eprint!("{}", table::render(&table::compare(prepared, &p)));
+}
+
+/// The fitted profile (JSON, `--engine-profile`'s format) to `-o` or
+/// stdout.
+fn write_profile(args: &FitArgs, shape: Shape, fitted: &Roofline) -> Result<()> {
     let mut profile = json!({"name": "fitted", "model": "roofline"});
-    for (name, value) in NAMES.iter().zip(v) {
+    for (name, value) in NAMES.iter().zip(model::to_vec(fitted)) {
         profile[*name] = json!(value);
     }
     profile["kv_tokens"] = json!(shape.kv_tokens);

@@ -166,8 +166,16 @@ fn color(i: usize) -> RGBAColor {
     Palette99::pick(i).mix(1.0)
 }
 
-fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<(), PlotError> {
-    let (xs, ys): ((f64, f64), (f64, f64)) = match &p.body {
+/// The chart a panel is drawn on.
+type Chart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The panel's x and y ranges, from what it draws.
+fn ranges(p: &Panel) -> ((f64, f64), (f64, f64)) {
+    match &p.body {
         Body::Lines(series) => {
             let pts = || series.iter().flat_map(|s| s.points.iter());
             (
@@ -183,7 +191,11 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<
             span(lanes.iter().flatten().copied(), false),
             (-0.5, lanes.len().max(1) as f64 - 0.5),
         ),
-    };
+    }
+}
+
+fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<(), PlotError> {
+    let (xs, ys) = ranges(p);
     let mut chart = ChartBuilder::on(area)
         .caption(&p.title, ("sans-serif", 16))
         .margin(8)
@@ -208,53 +220,7 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<
         .draw()
         .map_err(err)?;
     match &p.body {
-        Body::Lines(series) => {
-            for (i, s) in series.iter().enumerate() {
-                let c = color(s.style.color.unwrap_or(i));
-                if s.dots {
-                    // Half transparent: dense clouds show where they are dense.
-                    let d = c.mix(0.45);
-                    chart
-                        .draw_series(
-                            s.points
-                                .iter()
-                                .map(|&(x, y)| Circle::new((x, y), 2, d.filled())),
-                        )
-                        .map_err(err)?
-                        .label(s.name.as_str())
-                        .legend(move |(x, y)| Circle::new((x + 10, y), 3, d.filled()));
-                } else if s.style.dashed {
-                    chart
-                        .draw_series(DashedLineSeries::new(
-                            s.points.iter().copied(),
-                            6,
-                            4,
-                            c.stroke_width(2),
-                        ))
-                        .map_err(err)?
-                        .label(s.name.as_str())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
-                        });
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-                        .map_err(err)?
-                        .label(s.name.as_str())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                        });
-                }
-            }
-            if series.len() > 1 {
-                chart
-                    .configure_series_labels()
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(err)?;
-            }
-        }
+        Body::Lines(series) => draw_lines(&mut chart, series)?,
         Body::Histogram { edges, counts } => {
             let c = color(0);
             chart
@@ -283,6 +249,60 @@ fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> Result<
                     .map_err(err)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Lines, dashed lines or dot clouds, one a series, and their legend when
+/// there are several.
+fn draw_lines<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    series: &[Series],
+) -> Result<(), PlotError> {
+    for (i, s) in series.iter().enumerate() {
+        let c = color(s.style.color.unwrap_or(i));
+        if s.dots {
+            // Half transparent: dense clouds show where they are dense.
+            let d = c.mix(0.45);
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .map(|&(x, y)| Circle::new((x, y), 2, d.filled())),
+                )
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 3, d.filled()));
+        } else if s.style.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    s.points.iter().copied(),
+                    6,
+                    4,
+                    c.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(2))
+                });
+        } else {
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+        }
+    }
+    if series.len() > 1 {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
     }
     Ok(())
 }

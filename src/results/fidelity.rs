@@ -155,7 +155,17 @@ impl Cause {
 impl Fidelity {
     /// The summary table's section.
     pub fn table(&self, s: &mut String) {
-        let pct = |x: f64| format!("{:.2}%", x * 100.0);
+        self.metrics_line(s);
+        self.hit_rate_lines(s);
+        self.realised_lines(s);
+        if self.server_metrics == MetricsStatus::Ok {
+            let tag = if self.flagged { "FLAGGED" } else { "ok" };
+            let _ = writeln!(s, "  {tag}: {}", self.verdict);
+        }
+    }
+
+    /// Where the server's metrics came from, or why there are none.
+    fn metrics_line(&self, s: &mut String) {
         match self.server_metrics {
             MetricsStatus::Ok => {
                 let _ = write!(
@@ -190,6 +200,11 @@ impl Fidelity {
                 );
             }
         }
+    }
+
+    /// The server's prefix-cache hit rate against the trace's prediction.
+    fn hit_rate_lines(&self, s: &mut String) {
+        let pct = |x: f64| format!("{:.2}%", x * 100.0);
         let h = &self.hit_rate;
         s.push_str("  prefix-cache hit rate:");
         if let Some(o) = h.observed {
@@ -222,6 +237,10 @@ impl Fidelity {
         if let Some(n) = &h.note {
             let _ = writeln!(s, "  note: {n}");
         }
+    }
+
+    /// The tokens, the arrival rate and the server's load the run realised.
+    fn realised_lines(&self, s: &mut String) {
         let tokens = |name: &str, t: &TokenCheck| {
             format!(
                 "{name} {} requested, {} realised ({})",
@@ -255,10 +274,6 @@ impl Fidelity {
                     .map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
                 opt(l.preemptions)
             );
-        }
-        if self.server_metrics == MetricsStatus::Ok {
-            let tag = if self.flagged { "FLAGGED" } else { "ok" };
-            let _ = writeln!(s, "  {tag}: {}", self.verdict);
         }
     }
 }

@@ -214,46 +214,9 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
         _ => (None, None),
     };
     let server = after.or(before);
-    let (block_size, block_size_from) =
-        match (inp.server_block_size, server.and_then(|s| s.block_size)) {
-            (Some(b), _) => (b, Source::Option),
-            (None, Some(b)) => (b, Source::Server),
-            (None, None) => (inp.trace_block, Source::Trace),
-        };
-    let (kv_tokens, kv_tokens_from) = match (inp.kv_tokens, server.and_then(ServerStats::kv_tokens))
-    {
-        (Some(k), _) => (Some(k), Some(Source::Option)),
-        (None, Some(k)) => (Some(k), Some(Source::Server)),
-        (None, None) => (None, None),
-    };
-    let prompt_tokens = token_check(
-        inp,
-        |r| r.ok,
-        |r| {
-            let t = &inp.trace.turns[r.row];
-            Some((t.intended_input(inp.trace_block)?, r.prompt_tokens?))
-        },
-    );
-    // Every answer the server accepted, cut ones too: what was asked for
-    // against what arrived.
-    let output_tokens = token_check(
-        inp,
-        |r| r.accepted,
-        |r| Some((inp.trace.turns[r.row].output_length?, r.completion_tokens?)),
-    );
-    let mut hit_rate = hit_rate_of(inp, block_size, kv_tokens);
-    hit_rate.block_size_from = block_size_from;
-    hit_rate.kv_tokens_from = kv_tokens_from;
+    let (prompt_tokens, output_tokens) = token_checks(inp);
+    let hit_rate = hit_rate(inp, before, after);
     let accepted = inp.sent.iter().filter(|r| r.accepted).count();
-    if let (Some(b), Some(a)) = (before, after) {
-        hit_rate.observed = ServerStats::hit_rate_between(b, a);
-        if let (Some(q0), Some(q1)) = (b.prefix_queries, a.prefix_queries) {
-            hit_rate.server_queried_tokens = Some(q1 - q0);
-        }
-        if let (Some(h0), Some(h1)) = (b.prefix_hits, a.prefix_hits) {
-            hit_rate.server_hit_tokens = Some(h1 - h0);
-        }
-    }
     // vLLM counts no lookups at all with prefix caching off.
     let silent = hit_rate.server_queried_tokens == Some(0.0) && accepted > 0;
     let caching_on = server
@@ -299,6 +262,64 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
         cause: judgement.cause.filter(|_| status == MetricsStatus::Ok),
         verdict,
     }
+}
+
+/// What the run asked for against what the server realised: the prompt
+/// tokens of the requests that succeeded, the output tokens of every
+/// answer it accepted.
+fn token_checks(inp: &Inputs<'_>) -> (TokenCheck, TokenCheck) {
+    let prompt_tokens = token_check(
+        inp,
+        |r| r.ok,
+        |r| {
+            let t = &inp.trace.turns[r.row];
+            Some((t.intended_input(inp.trace_block)?, r.prompt_tokens?))
+        },
+    );
+    // Every answer the server accepted, cut ones too: what was asked for
+    // against what arrived.
+    let output_tokens = token_check(
+        inp,
+        |r| r.accepted,
+        |r| Some((inp.trace.turns[r.row].output_length?, r.completion_tokens?)),
+    );
+    (prompt_tokens, output_tokens)
+}
+
+/// The trace's predicted hit rate (at the block size and KV size the
+/// options, else the server, else the trace give) and the server's own
+/// between its scrapes before and after the run.
+fn hit_rate(
+    inp: &Inputs<'_>,
+    before: Option<&ServerStats>,
+    after: Option<&ServerStats>,
+) -> HitRate {
+    let server = after.or(before);
+    let (block_size, block_size_from) =
+        match (inp.server_block_size, server.and_then(|s| s.block_size)) {
+            (Some(b), _) => (b, Source::Option),
+            (None, Some(b)) => (b, Source::Server),
+            (None, None) => (inp.trace_block, Source::Trace),
+        };
+    let (kv_tokens, kv_tokens_from) = match (inp.kv_tokens, server.and_then(ServerStats::kv_tokens))
+    {
+        (Some(k), _) => (Some(k), Some(Source::Option)),
+        (None, Some(k)) => (Some(k), Some(Source::Server)),
+        (None, None) => (None, None),
+    };
+    let mut hit_rate = hit_rate_of(inp, block_size, kv_tokens);
+    hit_rate.block_size_from = block_size_from;
+    hit_rate.kv_tokens_from = kv_tokens_from;
+    if let (Some(b), Some(a)) = (before, after) {
+        hit_rate.observed = ServerStats::hit_rate_between(b, a);
+        if let (Some(q0), Some(q1)) = (b.prefix_queries, a.prefix_queries) {
+            hit_rate.server_queried_tokens = Some(q1 - q0);
+        }
+        if let (Some(h0), Some(h1)) = (b.prefix_hits, a.prefix_hits) {
+            hit_rate.server_hit_tokens = Some(h1 - h0);
+        }
+    }
+    hit_rate
 }
 
 /// Requested and realised tokens over the `counted` requests: `pick` gives
