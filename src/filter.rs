@@ -469,19 +469,7 @@ fn chunked<S: Step>(
             // written.
             let wrong_row = made.used_row && g.row_base != tally.rows;
             if wrong_row || g.first != rules.first {
-                let mut output = std::mem::take(&mut chunk.bufs.output);
-                output.clear();
-                made = make_chunk(
-                    step,
-                    true,
-                    chunk,
-                    tally.rows,
-                    rules,
-                    max_line,
-                    on_error,
-                    &mut output,
-                );
-                chunk.bufs.output = output;
+                made = remake(step, chunk, tally.rows, rules, max_line, on_error);
             }
             let written = write_chunk(chunk, &mut made, out, policy, step, tally);
             rules.first = made.first_after;
@@ -497,6 +485,32 @@ fn chunked<S: Step>(
         step.join(fork);
     }
     result
+}
+
+/// Makes `chunk` again on this thread, in order, from the true rows
+/// before it and the true line rules, into its own output buffer.
+fn remake<S: Step>(
+    step: &mut S,
+    chunk: &mut Chunk,
+    row_base: u64,
+    rules: LineRules,
+    max_line: usize,
+    on_error: OnError,
+) -> Made {
+    let mut output = std::mem::take(&mut chunk.bufs.output);
+    output.clear();
+    let made = make_chunk(
+        step,
+        true,
+        chunk,
+        row_base,
+        rules,
+        max_line,
+        on_error,
+        &mut output,
+    );
+    chunk.bufs.output = output;
+    made
 }
 
 /// Writes a made chunk: its output bytes, with its events handled at

@@ -197,10 +197,42 @@ impl EngineArgs {
     pub fn params(&self) -> Result<EngineParams> {
         let mut profile =
             Profile::load(self.engine_profile.as_deref().unwrap_or("h100-llama3-8b"))?;
+        self.apply_step_flags(&mut profile)?;
+        self.check_bounds(&profile)?;
+        let params = EngineParams {
+            kv_tokens: self
+                .shape
+                .kv_tokens
+                .or(profile.kv_tokens)
+                .unwrap_or(DEFAULT_KV_TOKENS),
+            block_size: self
+                .shape
+                .engine_block_size
+                .or(profile.block_size)
+                .unwrap_or(DEFAULT_BLOCK_SIZE),
+            max_batched_tokens: self
+                .shape
+                .max_batched_tokens
+                .or(profile.max_batched_tokens)
+                .unwrap_or(DEFAULT_MAX_BATCHED_TOKENS),
+            max_seqs: self
+                .shape
+                .max_seqs
+                .or(profile.max_seqs)
+                .unwrap_or(DEFAULT_MAX_SEQS),
+            profile,
+        };
+        check_shape(&params)?;
+        Ok(params)
+    }
+
+    /// The step model's flags onto the profile's step model; a flag of the
+    /// other model is a usage error naming the profile.
+    fn apply_step_flags(&self, profile: &mut Profile) -> Result<()> {
+        let name = profile.name.clone();
         let usage = |flag: &str, model: &str| {
             Error::Usage(format!(
-                "--{flag} belongs to the `{model}` step model; profile `{}` uses the other one",
-                profile.name
+                "--{flag} belongs to the `{model}` step model; profile `{name}` uses the other one"
             ))
         };
         match &mut profile.model {
@@ -250,32 +282,7 @@ impl EngineArgs {
                 }
             }
         }
-        self.check_bounds(&profile)?;
-        let params = EngineParams {
-            kv_tokens: self
-                .shape
-                .kv_tokens
-                .or(profile.kv_tokens)
-                .unwrap_or(DEFAULT_KV_TOKENS),
-            block_size: self
-                .shape
-                .engine_block_size
-                .or(profile.block_size)
-                .unwrap_or(DEFAULT_BLOCK_SIZE),
-            max_batched_tokens: self
-                .shape
-                .max_batched_tokens
-                .or(profile.max_batched_tokens)
-                .unwrap_or(DEFAULT_MAX_BATCHED_TOKENS),
-            max_seqs: self
-                .shape
-                .max_seqs
-                .or(profile.max_seqs)
-                .unwrap_or(DEFAULT_MAX_SEQS),
-            profile,
-        };
-        check_shape(&params)?;
-        Ok(params)
+        Ok(())
     }
 }
 

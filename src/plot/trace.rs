@@ -313,6 +313,29 @@ fn line(name: &str, points: Vec<(f64, f64)>) -> Series {
 
 /// The panels of a trace's figure.
 pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize) -> Vec<Panel> {
+    let mut out = window_panels(data, window_ms);
+    for (title, x_label, lengths) in [
+        ("Input length histogram", "input tokens", &data.isl),
+        ("Output length histogram", "output tokens", &data.osl),
+    ] {
+        out.push(Panel {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: "requests".into(),
+            x_unit: Unit::Plain,
+            y_unit: Unit::Plain,
+            body: histogram(lengths, bins),
+        });
+    }
+    if !data.sessions.is_empty() {
+        out.push(sessions_panel(data, max_sessions));
+    }
+    out
+}
+
+/// The panels over time, one point a window: request and token rates,
+/// mean lengths, the prefix-cache hit rate.
+fn window_panels(data: &TraceData, window_ms: f64) -> Vec<Panel> {
     let w = data.windows(window_ms);
     let per_s = 1000.0 / window_ms;
     let each = |f: &dyn Fn(&Window) -> f64| -> Vec<(f64, f64)> {
@@ -328,7 +351,7 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
         y_unit,
         body,
     };
-    let mut out = vec![
+    vec![
         panel(
             "Requests per second",
             "req/s",
@@ -368,45 +391,30 @@ pub fn panels(data: &TraceData, window_ms: f64, bins: usize, max_sessions: usize
                 }),
             )]),
         ),
-        Panel {
-            title: "Input length histogram".into(),
-            x_label: "input tokens".into(),
-            y_label: "requests".into(),
-            x_unit: Unit::Plain,
-            y_unit: Unit::Plain,
-            body: histogram(&data.isl, bins),
-        },
-        Panel {
-            title: "Output length histogram".into(),
-            x_label: "output tokens".into(),
-            y_label: "requests".into(),
-            x_unit: Unit::Plain,
-            y_unit: Unit::Plain,
-            body: histogram(&data.osl, bins),
-        },
-    ];
-    if !data.sessions.is_empty() {
-        let t0 = data.t_ms.iter().copied().fold(f64::INFINITY, f64::min);
-        let lanes = data
-            .sessions
-            .iter()
-            .take(max_sessions)
-            .map(|s| s.iter().map(|t| (t - t0) / 1000.0).collect())
-            .collect();
-        out.push(Panel {
-            title: format!(
-                "Sessions (first {} of {}; later turns at delay after the previous arrival)",
-                data.sessions.len().min(max_sessions),
-                data.sessions.len()
-            ),
-            x_label: "time".into(),
-            y_label: "session".into(),
-            x_unit: Unit::S,
-            y_unit: Unit::Plain,
-            body: Body::Timeline(lanes),
-        });
+    ]
+}
+
+/// The first `max_sessions` sessions' arrivals, one lane each.
+fn sessions_panel(data: &TraceData, max_sessions: usize) -> Panel {
+    let t0 = data.t_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let lanes = data
+        .sessions
+        .iter()
+        .take(max_sessions)
+        .map(|s| s.iter().map(|t| (t - t0) / 1000.0).collect())
+        .collect();
+    Panel {
+        title: format!(
+            "Sessions (first {} of {}; later turns at delay after the previous arrival)",
+            data.sessions.len().min(max_sessions),
+            data.sessions.len()
+        ),
+        x_label: "time".into(),
+        y_label: "session".into(),
+        x_unit: Unit::S,
+        y_unit: Unit::Plain,
+        body: Body::Timeline(lanes),
     }
-    out
 }
 
 /// Runs `mc-plot`: the trace on `args.io`, the SVG to `--svg` or stdout.

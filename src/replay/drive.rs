@@ -162,24 +162,7 @@ pub fn drive<T: Target>(
     wait_for_start(plan, stop)?;
     let mut target = make()?;
     let info = run_info(plan, run, target.name(), model);
-    let rec = Recorder::new(
-        out,
-        RecorderOptions {
-            slo: plan.recording.slo,
-            run_id,
-            target: target.name(),
-            block_size: plan.block_size,
-            exact_output: plan.recording.exact_output,
-            redactor: plan.redactor.clone(),
-            max_consecutive_failures: plan.recording.max_consecutive_failures,
-            shard: plan.shard.as_ref().map(|s| {
-                (
-                    format!("{}/{}", s.index.unwrap_or(0), s.count),
-                    s.plan_digest.clone(),
-                )
-            }),
-        },
-    );
+    let rec = Recorder::new(out, recorder_options(plan, run_id, target.name()));
     SENDING.store(true, Ordering::SeqCst);
     let progress = progress::Progress::for_stderr(plan.recording.status_every);
     let (end, mut rec) = recorder::record_on_thread(&plan.trace, rec, progress, stop, |sink| {
@@ -199,39 +182,74 @@ pub fn drive<T: Target>(
         info,
     );
     summary.engine = target.report();
-    // A server's run only (the engine model's watch has no section).
-    let watch_opts = match &plan.target {
-        TargetKind::Http { watch, .. } => Some(watch),
-        TargetKind::Engine { .. } => None,
-    };
-    summary.fidelity = watch.finish(&fidelity::Inputs {
-        trace: &plan.trace,
-        trace_block: plan.block_size,
-        delta_turns: plan.turns == Turns::Delta,
-        sent: &rec.sent,
-        server_block_size: watch_opts.and_then(|w| w.server_block_size),
-        kv_tokens: watch_opts.and_then(|w| w.kv_tokens),
-        threshold_pp: watch_opts.map_or(fidelity::DEFAULT_THRESHOLD_PP, |w| w.threshold_pp),
-        intended_rate: summary.trace_rate,
-        achieved_rate: summary.send_rate,
-        lag_p99_ms: summary.metrics.lag.as_ref().map(|l| l.p99),
-    });
+    summary.fidelity = fidelity_of(plan, watch, &rec.sent, &summary);
     let flushed = rec.finish();
     eprint!("{}", summary.table());
-    let json = serde_json::to_vec_pretty(&summary).map_err(|e| Error::Other(e.into()))?;
-    let o = &run.outputs;
-    for p in [&o.summary_json, &o.sidecar].into_iter().flatten() {
-        write_file(p, &json)?;
-    }
-    if let Some(p) = &o.summary_csv {
-        write_file(p, summary.csv().as_bytes())?;
-    }
+    write_summary(&run.outputs, &summary)?;
     match flushed {
         // A closed stdout stopped the run; the summary above still stands.
         Err(e) if e.is_broken_pipe() => Ok(summary),
         Err(e) => Err(e),
         Ok(()) => Ok(summary),
     }
+}
+
+/// How the run's recorder writes its result lines.
+fn recorder_options(plan: &Plan, run_id: RunId, target: &'static str) -> RecorderOptions {
+    RecorderOptions {
+        slo: plan.recording.slo,
+        run_id,
+        target,
+        block_size: plan.block_size,
+        exact_output: plan.recording.exact_output,
+        redactor: plan.redactor.clone(),
+        max_consecutive_failures: plan.recording.max_consecutive_failures,
+        shard: plan.shard.as_ref().map(|s| {
+            (
+                format!("{}/{}", s.index.unwrap_or(0), s.count),
+                s.plan_digest.clone(),
+            )
+        }),
+    }
+}
+
+/// The summary's fidelity section, when the run watched a server.
+fn fidelity_of(
+    plan: &Plan,
+    watch: Watch,
+    sent: &[fidelity::SentRequest],
+    summary: &Summary,
+) -> Option<crate::results::fidelity::Fidelity> {
+    // A server's run only (the engine model's watch has no section).
+    let opts = match &plan.target {
+        TargetKind::Http { watch, .. } => Some(watch),
+        TargetKind::Engine { .. } => None,
+    };
+    watch.finish(&fidelity::Inputs {
+        trace: &plan.trace,
+        trace_block: plan.block_size,
+        delta_turns: plan.turns == Turns::Delta,
+        sent,
+        server_block_size: opts.and_then(|w| w.server_block_size),
+        kv_tokens: opts.and_then(|w| w.kv_tokens),
+        threshold_pp: opts.map_or(fidelity::DEFAULT_THRESHOLD_PP, |w| w.threshold_pp),
+        intended_rate: summary.trace_rate,
+        achieved_rate: summary.send_rate,
+        lag_p99_ms: summary.metrics.lag.as_ref().map(|l| l.p99),
+    })
+}
+
+/// The summary into the files asked for: JSON (`--summary`, beside the
+/// results) and CSV.
+fn write_summary(o: &super::plan::Outputs, summary: &Summary) -> Result<()> {
+    let json = serde_json::to_vec_pretty(summary).map_err(|e| Error::Other(e.into()))?;
+    for p in [&o.summary_json, &o.sidecar].into_iter().flatten() {
+        write_file(p, &json)?;
+    }
+    if let Some(p) = &o.summary_csv {
+        write_file(p, summary.csv().as_bytes())?;
+    }
+    Ok(())
 }
 
 fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {

@@ -183,37 +183,8 @@ fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordEr
     let mut ids = Vec::new();
     rec.hash_ids_into(&mut ids)?;
     let session = rec.session_id()?.map(<[u8]>::to_vec);
-    let json = |f: Field| -> Result<Option<Value>, RecordError> {
-        match rec.raw(f).filter(|r| *r != b"null") {
-            None => Ok(None),
-            Some(raw) => serde_json::from_slice(raw)
-                .map(Some)
-                .map_err(|e| RecordError::field(f.name(), e)),
-        }
-    };
-    let content = if let Some(m) = json(Field::Messages)? {
-        let Value::Array(messages) = m else {
-            return Err(RecordError::field("messages", "expected an array"));
-        };
-        let tools = json(Field::Tools)?;
-        if tools.as_ref().is_some_and(|t| !t.is_array()) {
-            return Err(RecordError::field("tools", "expected an array"));
-        }
-        Content::Messages { messages, tools }
-    } else if let Some(t) = json(Field::TextInput)? {
-        let Value::String(text) = t else {
-            return Err(RecordError::field("text_input", "expected a string"));
-        };
-        Content::Text(text)
-    } else if input_length.is_some() || !ids.is_empty() {
-        Content::Synth
-    } else {
-        return Err(RecordError::new(
-            "no prompt: a row needs `input_length` (with or without `hash_ids`), \
-             `text_input` or `messages`",
-        ));
-    };
-    let extra = match json(Field::Extra)? {
+    let content = content(&rec, input_length.is_some() || !ids.is_empty())?;
+    let extra = match json(&rec, Field::Extra)? {
         None => None,
         Some(Value::Object(m)) => Some(m),
         Some(_) => return Err(RecordError::field("extra", "expected an object")),
@@ -231,6 +202,45 @@ fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordEr
         extra,
     };
     Ok((turn, session))
+}
+
+/// A field's JSON value; `null` is absent.
+fn json(rec: &Record<'_>, f: Field) -> Result<Option<Value>, RecordError> {
+    match rec.raw(f).filter(|r| *r != b"null") {
+        None => Ok(None),
+        Some(raw) => serde_json::from_slice(raw)
+            .map(Some)
+            .map_err(|e| RecordError::field(f.name(), e)),
+    }
+}
+
+/// The row's prompt: `messages` (and `tools`), else `text_input`, else
+/// built from `input_length` and `hash_ids` (`synth`: the row has either).
+fn content(rec: &Record<'_>, synth: bool) -> Result<Content, RecordError> {
+    let json = |f| json(rec, f);
+    let content = if let Some(m) = json(Field::Messages)? {
+        let Value::Array(messages) = m else {
+            return Err(RecordError::field("messages", "expected an array"));
+        };
+        let tools = json(Field::Tools)?;
+        if tools.as_ref().is_some_and(|t| !t.is_array()) {
+            return Err(RecordError::field("tools", "expected an array"));
+        }
+        Content::Messages { messages, tools }
+    } else if let Some(t) = json(Field::TextInput)? {
+        let Value::String(text) = t else {
+            return Err(RecordError::field("text_input", "expected a string"));
+        };
+        Content::Text(text)
+    } else if synth {
+        Content::Synth
+    } else {
+        return Err(RecordError::new(
+            "no prompt: a row needs `input_length` (with or without `hash_ids`), \
+             `text_input` or `messages`",
+        ));
+    };
+    Ok(content)
 }
 
 /// A session id for headers and results: a string's text, a number as written.

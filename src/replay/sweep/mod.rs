@@ -23,6 +23,7 @@ use super::error::ReplayError;
 use super::plan::Plan;
 use crate::error::{Error, Result};
 use crate::results::sweep::{table, write_index, Point, Stopped};
+use plan::Sweep;
 
 /// Runs the sweep: every value in order until the rule stops it. Exit
 /// policy: a server that stops answering ends the sweep at once (exit 69);
@@ -33,22 +34,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> {
         return Err(Error::usage("not a sweep: give --out-dir"));
     };
     let n = plan.runs.len();
-    eprintln!(
-        "mc-replay: sweep: {}",
-        if sweep.same_prompts {
-            "every value sends the same prompts (--same-prompts): later values may be served \
-             from the blocks earlier ones left in the server's prefix cache"
-        } else {
-            "each value sends prompts of its own seed (the summary's run.seed), so no value is \
-             served from blocks an earlier one cached (--same-prompts shares them)"
-        }
-    );
-    if plan.target.resets_prefix_cache() {
-        eprintln!(
-            "mc-replay: sweep: the server empties its prefix cache before each value \
-             (--reset-prefix-cache)"
-        );
-    }
+    announce(plan, sweep);
     let mut points: Vec<Point> = Vec::with_capacity(n);
     let mut stopped: Option<Stopped> = None;
     let (mut sent, mut ok) = (0, 0);
@@ -100,6 +86,39 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> {
             break;
         }
     }
+    report(sweep, n, &points, stopped.as_ref());
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if sent > 0 && ok == 0 {
+        return Err(ReplayError::AllFailed { sent }.into());
+    }
+    Ok(())
+}
+
+/// What the sweep's values share: the same prompts or their own, the
+/// server's cache emptied before each or not.
+fn announce(plan: &Plan, sweep: &Sweep) {
+    eprintln!(
+        "mc-replay: sweep: {}",
+        if sweep.same_prompts {
+            "every value sends the same prompts (--same-prompts): later values may be served \
+             from the blocks earlier ones left in the server's prefix cache"
+        } else {
+            "each value sends prompts of its own seed (the summary's run.seed), so no value is \
+             served from blocks an earlier one cached (--same-prompts shares them)"
+        }
+    );
+    if plan.target.resets_prefix_cache() {
+        eprintln!(
+            "mc-replay: sweep: the server empties its prefix cache before each value \
+             (--reset-prefix-cache)"
+        );
+    }
+}
+
+/// The values run of `n`, where the index is, and the sweep's table.
+fn report(sweep: &Sweep, n: usize, points: &[Point], stopped: Option<&Stopped>) {
     let skipped = n - points.len();
     eprintln!(
         "mc-replay: sweep of --{} over {} of {n} values{}; wrote {}",
@@ -112,12 +131,5 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>) -> Result<()> {
         },
         sweep.dir.join("sweep.json").display()
     );
-    eprint!("{}", table(sweep.param, &points, stopped.as_ref()));
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if sent > 0 && ok == 0 {
-        return Err(ReplayError::AllFailed { sent }.into());
-    }
-    Ok(())
+    eprint!("{}", table(sweep.param, points, stopped));
 }

@@ -36,31 +36,7 @@ pub fn sweep(args: &ReplayArgs) -> Result<Option<Sweep>> {
     .filter(|(_, v)| v.len() > 1)
     .collect();
     let (param, values) = match &lists[..] {
-        [] => {
-            let Some(dir) = &args.out_dir else {
-                return Ok(None);
-            };
-            // A sweep of one: the option that is set, rate first (it
-            // decides the schedule), else the speedup.
-            let one = if let Some(&r) = args.rates.first() {
-                (Param::Rate, r)
-            } else if let Some(&c) = args.concurrencies.first() {
-                (Param::Concurrency, c as f64)
-            } else {
-                (
-                    Param::Speedup,
-                    args.speedups.first().copied().unwrap_or(1.0),
-                )
-            };
-            check_outputs_free(args)?;
-            return Ok(Some(Sweep {
-                param: one.0,
-                values: vec![one.1],
-                dir: dir.clone(),
-                same_prompts: args.same_prompts,
-                stop_when: args.stop_when,
-            }));
-        }
+        [] => return sweep_of_one(args),
         [one] => one.clone(),
         [a, b, ..] => {
             return Err(Error::usage(format!(
@@ -99,6 +75,33 @@ pub fn sweep(args: &ReplayArgs) -> Result<Option<Sweep>> {
     Ok(Some(Sweep {
         param,
         values,
+        dir: dir.clone(),
+        same_prompts: args.same_prompts,
+        stop_when: args.stop_when,
+    }))
+}
+
+/// No list: a sweep of one value with `--out-dir`, else a plain run.
+fn sweep_of_one(args: &ReplayArgs) -> Result<Option<Sweep>> {
+    let Some(dir) = &args.out_dir else {
+        return Ok(None);
+    };
+    // A sweep of one: the option that is set, rate first (it
+    // decides the schedule), else the speedup.
+    let one = if let Some(&r) = args.rates.first() {
+        (Param::Rate, r)
+    } else if let Some(&c) = args.concurrencies.first() {
+        (Param::Concurrency, c as f64)
+    } else {
+        (
+            Param::Speedup,
+            args.speedups.first().copied().unwrap_or(1.0),
+        )
+    };
+    check_outputs_free(args)?;
+    Ok(Some(Sweep {
+        param: one.0,
+        values: vec![one.1],
         dir: dir.clone(),
         same_prompts: args.same_prompts,
         stop_when: args.stop_when,
