@@ -892,3 +892,192 @@ fn check_rows(trace: &Trace, args: &ReplayArgs, block_size: u64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::options::HttpClient;
+    use clap::Parser;
+
+    fn trace_file(dir: &Path) -> PathBuf {
+        let p = dir.join("t.jsonl");
+        std::fs::write(&p, "{\"input_length\":8,\"output_length\":2}\n").unwrap();
+        p
+    }
+
+    /// Every option a run reads reaches it through the plan, each in its
+    /// reader's shape (values picked so none is a default, and checked
+    /// against the command line by hand), and the secrets are hidden once,
+    /// in the plan.
+    #[test]
+    fn the_plan_holds_every_setting_a_run_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = trace_file(dir.path());
+        let args = ReplayArgs::parse_from([
+            "mc-replay",
+            "-i",
+            input.to_str().unwrap(),
+            "--url",
+            "http://u:pw-secret@h:1",
+            "--api-key",
+            "key-secret",
+            "--header",
+            "x-api-key: hdr-secret",
+            "--model",
+            "m",
+            "--endpoint",
+            "completions",
+            "--no-exact-output",
+            "--timeout",
+            "7",
+            "--http-client",
+            "blocking",
+            "--max-connections",
+            "3",
+            "--event-loops",
+            "2",
+            "--read-coalesce-us",
+            "9",
+            "--max-event-bytes",
+            "1000",
+            "--no-server-metrics",
+            "--metrics-url",
+            "http://h:2/m",
+            "--metrics-interval",
+            "2",
+            "--server-block-size",
+            "32",
+            "--fidelity-threshold",
+            "7",
+            "--kv-tokens",
+            "1000",
+            "--rate",
+            "5",
+            "--max-requests",
+            "5",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--drain-timeout",
+            "4",
+            "--slo",
+            "ttft=500",
+            "--status-every",
+            "2",
+            "--line-buffered",
+            "--seed",
+            "9",
+            "--tokenizer",
+            "tok",
+        ]);
+        let plan = plan(args).unwrap();
+        let TargetKind::Http {
+            url,
+            cacert,
+            server,
+            watch,
+        } = &plan.target
+        else {
+            panic!("--url: a server's run");
+        };
+        assert_eq!(url, "http://u:pw-secret@h:1");
+        assert!(cacert.is_none());
+        assert_eq!(server.endpoint, Endpoint::Completions);
+        assert_eq!(server.model.as_deref(), Some("m"));
+        assert_eq!(server.api_key.as_deref(), Some("key-secret"));
+        assert_eq!(
+            server.headers,
+            [("x-api-key".to_string(), "hdr-secret".to_string())]
+        );
+        assert!(!server.exact_output);
+        assert_eq!(server.tokenizer.as_deref(), Some("tok"));
+        assert_eq!(server.timeout, Duration::from_secs(7));
+        assert!(!server.reset_prefix_cache);
+        assert_eq!(server.http_client, HttpClient::Blocking);
+        assert_eq!(server.max_connections, 3);
+        assert_eq!(server.event_loops, 2);
+        assert_eq!(server.read_coalesce, Duration::from_micros(9));
+        assert_eq!(server.max_event_bytes, 1000);
+        assert!(!watch.scrape);
+        assert_eq!(watch.url.as_deref(), Some("http://h:2/m"));
+        assert_eq!(watch.interval, Duration::from_secs(2));
+        assert_eq!(watch.server_block_size, Some(32));
+        assert_eq!(watch.kv_tokens, Some(1000));
+        assert_eq!(watch.threshold_pp, 7.0);
+        let l = plan.limits;
+        assert_eq!(
+            (l.max_requests, l.duration_us, l.warmup, l.drain_us),
+            (Some(5), Some(3_000_000), 1, 4_000_000)
+        );
+        assert_eq!(plan.runs[0].limits(l).concurrency, None);
+        let r = &plan.recording;
+        assert_eq!(r.slo.and_then(|s| s.ttft_ms), Some(500.0));
+        assert!(!r.exact_output);
+        assert_eq!(r.status_every, Duration::from_secs(2));
+        assert!(r.line_buffered);
+        assert_eq!((plan.seed, plan.turns), (9, Turns::Cumulative));
+        assert_eq!(plan.described.url.as_deref(), Some("http://***@h:1"));
+        assert_eq!(plan.described.endpoint, "completions");
+        assert_eq!(plan.described.input, input.display().to_string());
+        assert_eq!(
+            plan.redactor.redact("pw-secret key-secret hdr-secret"),
+            "*** *** ***"
+        );
+    }
+
+    /// An error found while planning has the options' secrets hidden: the
+    /// plan's redactor is made before anything is checked.
+    #[test]
+    fn a_planning_error_hides_the_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = trace_file(dir.path());
+        let out = dir.path().join("key-secret").join("r.jsonl");
+        let args = ReplayArgs::parse_from([
+            "mc-replay",
+            "-i",
+            input.to_str().unwrap(),
+            "--api-key",
+            "key-secret",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let Err(e) = plan(args) else {
+            panic!("-o in a missing folder");
+        };
+        let text = format!("{e:#}");
+        assert!(
+            text.contains("***") && !text.contains("key-secret"),
+            "{text}"
+        );
+    }
+
+    /// `--emit-*` is a job: the shards' arguments are this command line's
+    /// less the job's own, kept in the plan (the clap struct is not).
+    #[test]
+    fn emit_is_a_job_with_the_shards_arguments() {
+        let argv: Vec<OsString> = [
+            "--url",
+            "http://h:8000",
+            "--emit-slurm",
+            "--shards",
+            "4",
+            "-i",
+            "t.jsonl",
+            "--seed",
+            "3",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let args = ReplayArgs::parse_from(
+            std::iter::once(OsString::from("mc-replay")).chain(argv.iter().cloned()),
+        );
+        let Ok(Task::Emit(job)) = task(args, &argv) else {
+            panic!("--emit-slurm: a job");
+        };
+        assert_eq!(job.rest, ["--url", "http://h:8000", "--seed", "3"]);
+        assert_eq!((job.shards, job.k8s), (4, false));
+        assert_eq!(job.input, Path::new("t.jsonl"));
+    }
+}
