@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's figures: the real Mooncake conversation trace
+# Regenerates the figures in docs/tools/mc-plot.md and mc-replay.md: the real Mooncake conversation trace
 # (from $MCTRACE_DATA, default ../shared/data), a generated workload, and a
 # rate sweep of a generated workload on the engine model.
 set -euo pipefail
@@ -12,7 +12,7 @@ mkdir -p docs/img
   < "$data/mooncake/conversation_trace.jsonl"
 "$bin/mc-gen" sessions --sessions 40 --session-rate 0.5 --system-prompt-tokens 1024 \
   --plot docs/img/generated-sessions.svg > /dev/null
-# The sweep curve (README "Sweeps"): 1000 requests of 4096 prompt tokens
+# The sweep curve (docs/tools/mc-replay.md, "Sweeps"): 1000 requests of 4096 prompt tokens
 # (half a shared prefix) and 256 output tokens, at each rate until the
 # engine model saturates (virtual time: a few seconds).
 tmp=$(mktemp -d)

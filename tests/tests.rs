@@ -5,6 +5,7 @@ mod architecture;
 mod cap;
 mod chunked;
 mod chunked_import;
+mod doc_examples;
 mod docs;
 mod engine;
 mod faults;
