@@ -5,7 +5,7 @@
 //! [`super::Builder`].
 
 use crate::error::RecordError;
-use crate::record::{parse_number, shorten, Field, Number, Record};
+use crate::record::{parse_number, shorten, write_str, Field, Number, Record};
 
 /// A row's agent-graph fields; all empty for a plain Mooncake row.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -30,15 +30,7 @@ impl AgentFields {
     pub fn read(rec: &Record<'_>) -> Result<AgentFields, RecordError> {
         let mut f = AgentFields::default();
         if let Some(raw) = present(rec, Field::RequestId) {
-            f.request_id = Some(id_text(raw).ok_or_else(|| {
-                RecordError::field(
-                    "request_id",
-                    format!(
-                        "expected a string (or an integer), found {}: write the id as a string",
-                        shorten(raw)
-                    ),
-                )
-            })?);
+            f.request_id = Some(Self::read_id(raw)?);
         }
         f.wait_for = id_list(rec, Field::WaitFor)?;
         f.branches = id_list(rec, Field::Branches)?;
@@ -65,6 +57,19 @@ impl AgentFields {
             ));
         }
         Ok(f)
+    }
+
+    /// `request_id`'s value as text.
+    fn read_id(raw: &[u8]) -> Result<String, RecordError> {
+        id_text(raw).ok_or_else(|| {
+            RecordError::field(
+                "request_id",
+                format!(
+                    "expected a string (or an integer), found {}: write the id as a string",
+                    shorten(raw)
+                ),
+            )
+        })
     }
 
     /// True when the row takes part in a graph: it has an id or edges.
@@ -138,6 +143,39 @@ fn id_list(rec: &Record<'_>, f: Field) -> Result<Vec<String>, RecordError> {
             other => Err(wrong(other.to_string().as_bytes())),
         })
         .collect()
+}
+
+/// Writes `field` (`request_id`, `wait_for` or `branches`) of `rec` with
+/// every id prefixed by `prefix` (mc-merge's per-file namespace, `f{t}:`),
+/// ids as JSON strings; a list keeps its spacing (`["a","b"]` stays
+/// compact). Returns false, writing nothing, when the field is absent or
+/// null.
+pub fn write_prefixed(
+    rec: &Record<'_>,
+    field: Field,
+    prefix: &str,
+    out: &mut Vec<u8>,
+) -> Result<bool, RecordError> {
+    let Some(raw) = present(rec, field) else {
+        return Ok(false);
+    };
+    let prefixed = |id: &str| format!("{prefix}{id}");
+    if field == Field::RequestId {
+        let f = AgentFields::read_id(raw)?;
+        write_str(&prefixed(&f), out);
+        return Ok(true);
+    }
+    let ids = id_list(rec, field)?;
+    let compact = raw.contains(&b',') && !raw.windows(2).any(|w| w == b", ");
+    out.push(b'[');
+    for (k, id) in ids.iter().enumerate() {
+        if k > 0 {
+            out.extend_from_slice(if compact { b"," } else { b", " });
+        }
+        write_str(&prefixed(id), out);
+    }
+    out.push(b']');
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -221,6 +259,29 @@ mod tests {
         assert!(
             e.starts_with("field `branches`: a call that spawns others needs its own `request_id`"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn ids_get_a_prefix_and_lists_keep_their_spacing() {
+        let rec = Record::parse(
+            br#"{"request_id": 7, "wait_for": ["a","b\"c"], "branches": ["x", "y"]}"#,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        for f in [
+            Field::RequestId,
+            Field::WaitFor,
+            Field::Branches,
+            Field::Delay,
+        ] {
+            if write_prefixed(&rec, f, "f1:", &mut out).unwrap() {
+                out.push(b' ');
+            }
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#""f1:7" ["f1:a","f1:b\"c"] ["f1:x", "f1:y"] "#
         );
     }
 }

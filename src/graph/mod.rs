@@ -23,7 +23,7 @@ mod facts;
 mod fields;
 
 pub use facts::TaskFacts;
-pub use fields::{gap_ms, id_text, AgentFields};
+pub use fields::{gap_ms, id_text, write_prefixed, AgentFields};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
