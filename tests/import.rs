@@ -1237,3 +1237,111 @@ fn input_option_reads_a_file_like_the_other_tools() {
         "{by_option}"
     );
 }
+
+/// Dynamo's agentic Mooncake rows (the fields of its `AgenticMooncakeRow`,
+/// aliases included): a spawn, a fresh-context branch and a join.
+const DYNAMO: &str = "{\"request_id\": \"r1\", \"session_id\": \"s\", \"input_tokens\": 128, \"output_tokens\": 8, \"hash_ids\": [0, 1], \"created_time\": 1.5, \"branches\": [\"r2\"]}\n\
+{\"request_id\": \"r2\", \"session_id\": \"s\", \"input_length\": 64, \"output_length\": 8, \"hash_ids\": [0], \"delay\": 0, \"prefix_reset\": true, \"tool_wait_ms\": 12.5}\n\
+{\"request_id\": 3, \"session_id\": \"s\", \"input_length\": 192, \"output_length\": 8, \"hash_ids\": [0, 1, 2], \"wait_for\": [\"r1\", \"r2\"], \"delay_ms\": 3, \"tool_events\": [{\"tool_call_id\": \"t\"}]}\n\
+{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [7]}\n";
+
+#[test]
+fn dynamo_agentic_rows_pass_with_their_fields() {
+    let (out, err) = import(&[], DYNAMO);
+    assert!(err.contains("reading dynamo"), "{err}");
+    assert!(err.contains("dynamo: 4 rows in, 4 rows out"), "{err}");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    // Aliases become the Mooncake names, values kept.
+    assert_eq!(rows[0]["input_length"], 128);
+    assert_eq!(rows[0]["output_length"], 8);
+    assert_eq!(rows[0]["timestamp"], 1.5);
+    assert_eq!(rows[0]["branches"], serde_json::json!(["r2"]));
+    assert!(rows[0].get("input_tokens").is_none());
+    assert_eq!(rows[1]["prefix_reset"], true);
+    assert_eq!(rows[1]["tool_wait_ms"], 12.5);
+    assert_eq!(rows[1]["delay"], 0);
+    // A numeric id is read as its text; delay_ms is delay; other fields stay.
+    assert_eq!(rows[2]["request_id"], "3");
+    assert_eq!(rows[2]["delay"], 3);
+    assert_eq!(rows[2]["wait_for"], serde_json::json!(["r1", "r2"]));
+    assert_eq!(rows[2]["tool_events"][0]["tool_call_id"], "t");
+    // A plain Mooncake row passes unchanged.
+    assert_eq!(
+        out.lines().nth(3).unwrap(),
+        "{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [7]}"
+    );
+    // Written once, the rows read back to the same rows.
+    let (again, _) = import(&["--from", "dynamo"], &out);
+    assert_eq!(again, out);
+}
+
+#[test]
+fn dynamo_graph_faults_name_the_line_field_and_fix() {
+    let cases: [(&str, &str, &str); 8] = [
+        // An unknown id.
+        (
+            "\"wait_for\": [\"r1\", \"r2\"]",
+            "\"wait_for\": [\"r1\", \"r9\"]",
+            "line 3: field `wait_for`: `r9` is not the request_id of any row",
+        ),
+        // A duplicate id.
+        (
+            "\"request_id\": 3,",
+            "\"request_id\": \"r2\",",
+            "line 3: field `request_id`: `r2` is already the id of line 2",
+        ),
+        // A cycle, its ids named.
+        (
+            "\"branches\": [\"r2\"]",
+            "\"wait_for\": [\"3\"]",
+            "r1 -> 3 -> r1 wait for each other in a cycle",
+        ),
+        // An edge into another session.
+        (
+            "\"request_id\": \"r2\", \"session_id\": \"s\"",
+            "\"request_id\": \"r2\", \"session_id\": \"t\"",
+            "line 1: field `branches`: `r2` is a row of session \"t\"",
+        ),
+        // Negative or wrongly typed values.
+        (
+            "\"tool_wait_ms\": 12.5",
+            "\"tool_wait_ms\": -1",
+            "line 2: field `tool_wait_ms`: -1 ms",
+        ),
+        (
+            "\"delay_ms\": 3",
+            "\"delay_ms\": \"soon\"",
+            "line 3: field `delay`: \"soon\" is not a number",
+        ),
+        (
+            "\"prefix_reset\": true",
+            "\"prefix_reset\": 1",
+            "line 2: field `prefix_reset`: 1 is not true or false",
+        ),
+        // branches without an id of its own.
+        (
+            "\"request_id\": \"r1\", ",
+            "",
+            "line 1: field `branches`: a row that spawns others needs its own `request_id`",
+        ),
+    ];
+    for (from, to, needle) in cases {
+        assert!(DYNAMO.contains(from), "{from}");
+        let err = import_bad(&["--from", "dynamo"], &DYNAMO.replacen(from, to, 1));
+        assert!(err.contains(needle), "{needle}:\n{err}");
+    }
+    // A leaf that nobody waits for may wait without an id of its own.
+    let leaf = DYNAMO.replacen("\"request_id\": 3, ", "", 1);
+    let (out, _) = import(&["--from", "dynamo"], &leaf);
+    assert_eq!(out.lines().count(), 4);
+    // Dynamo's later versioned format is named, not misread.
+    let err = import_bad(
+        &["--from", "dynamo"],
+        "{\"request_id\": \"a\", \"play_id\": \"p\", \"session_id\": \"s\", \"model\": \"m\", \"not_before_ms\": 0, \"dependencies\": []}\n",
+    );
+    assert!(err.contains("versioned agentic format"), "{err}");
+}
