@@ -981,7 +981,19 @@ fn weka_session_with_a_sub_agent() {
     std::fs::write(&a, weka_session("s")).unwrap();
     std::fs::write(&b, format!("\u{feff}{}\r\n", weka_session("t"))).unwrap();
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
-    let (out, err) = import(&["--from", "auto", "--session-gap", "1000", a, b], "");
+    let (out, err) = import(
+        &[
+            "--from",
+            "auto",
+            "--sub-agents",
+            "sessions",
+            "--session-gap",
+            "1000",
+            a,
+            b,
+        ],
+        "",
+    );
     let r = rows(&out);
     let row = |ts: Option<f64>,
                delay: Option<f64>,
@@ -1056,13 +1068,32 @@ fn weka_session_with_a_sub_agent() {
     // Think times of 2.5 and 12 s are not worth a note.
     assert!(!err.contains("over 1 h"), "{err}");
     // --session-rate 0.5: one session every 2 s; no option: all at 0.
-    let (out, _) = import(&["--from", "weka", "--session-rate", "0.5", a, b], "");
+    let (out, _) = import(
+        &[
+            "--from",
+            "weka",
+            "--sub-agents",
+            "sessions",
+            "--session-rate",
+            "0.5",
+            a,
+            b,
+        ],
+        "",
+    );
     assert_eq!(rows(&out)[4].timestamp, Some(2000.0));
-    let (out, _) = import(&["--from", "weka", a, b], "");
+    let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions", a, b], "");
     assert_eq!(rows(&out)[4].timestamp, Some(0.0));
     // Several sessions in one stream (stdin): counted in order.
     let (out, _) = import(
-        &["--from", "weka", "--session-gap", "5"],
+        &[
+            "--from",
+            "weka",
+            "--sub-agents",
+            "sessions",
+            "--session-gap",
+            "5",
+        ],
         &(weka_session("x") + "\n" + &weka_session("y")),
     );
     assert_eq!(rows(&out)[4].timestamp, Some(5.0));
@@ -1118,6 +1149,9 @@ fn real_weka_sample() {
     files.sort();
     let mut args = vec!["--from", "auto", "--session-gap", "60000"];
     args.extend(files.iter().map(String::as_str));
+    let (graph, _) = import(&args, "");
+    real_weka_graphs(&graph);
+    args.splice(2..2, ["--sub-agents", "sessions"]);
     let (out, err) = import(&args, "");
     let r = rows(&out);
     // SOURCE.md: 404 requests in the 10 files, 6 sub-agents (4 in 0277, 2 in 0291).
@@ -1344,4 +1378,123 @@ fn dynamo_graph_faults_name_the_line_field_and_fix() {
         "{\"request_id\": \"a\", \"play_id\": \"p\", \"session_id\": \"s\", \"model\": \"m\", \"not_before_ms\": 0, \"dependencies\": []}\n",
     );
     assert!(err.contains("versioned agentic format"), "{err}");
+}
+
+/// The agent graph of a session with sub-agents, by id.
+fn graph_rows(out: &str, session: &str) -> std::collections::HashMap<String, serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["session_id"] == session)
+        .map(|v| (v["request_id"].as_str().unwrap().to_string(), v))
+        .collect()
+}
+
+fn id_list(v: &serde_json::Value, field: &str) -> Vec<String> {
+    v.get(field).map_or(Vec::new(), |l| {
+        l.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    })
+}
+
+/// The real sample's two sessions with sub-agents as graphs (times read
+/// off the files with `python3 -c 'import json; ...'`: a sub-agent's end is
+/// its start + its last call's t + api_time).
+fn real_weka_graphs(out: &str) {
+    // trace_0291: calls 0..=15 of the parent (15 at t 1085, api_time
+    // 15.64 s: ends 1100.64 s), then agent_001 (starts 1148.013 s, 5 calls,
+    // ends 1192.85 s) and agent_002 (starts 1180.553 s, 7 calls, ends
+    // 1256.15 s), then the parent at 1209 s (think 108 s) and 1269 s.
+    let g = graph_rows(out, "trace_0291");
+    assert_eq!(g.len(), 32);
+    let spawner = &g["trace_0291.15"];
+    assert_eq!(
+        id_list(spawner, "branches"),
+        ["trace_0291.16", "trace_0291.21"]
+    );
+    let first = &g["trace_0291.16"];
+    assert_eq!(first["agent_id"], "agent_001");
+    assert_eq!(first["prefix_reset"], true);
+    // 1148.013 - 1100.64 s, in whole ms of each (1148013 - 1100640).
+    assert_eq!(first["delay"], 47373);
+    assert!(first.get("timestamp").is_none());
+    // The parent's call at 1209 s joins agent_001 (ended at 1192.853 s) but
+    // not agent_002 (still running); its delay: 1209 - 1192.853 s, less than
+    // its think time of 108 s. The call at 1269 s joins agent_002 (ended at
+    // 1256.153 s); its think time of 11 s is less than the 12.847 s since.
+    let join1 = &g["trace_0291.28"];
+    assert_eq!(
+        id_list(join1, "wait_for"),
+        ["trace_0291.15", "trace_0291.20"]
+    );
+    assert_eq!(join1["delay"], 16147);
+    let join2 = &g["trace_0291.29"];
+    assert_eq!(
+        id_list(join2, "wait_for"),
+        ["trace_0291.28", "trace_0291.27"]
+    );
+    assert_eq!(join2["delay"], 11000);
+    // trace_0277: agent_004 (ends 1056.35 s) outlives every later parent
+    // call (the last at 818 s): a branch nobody joins.
+    let g = graph_rows(out, "trace_0277");
+    assert_eq!(g.len(), 53);
+    let last_sub = g
+        .values()
+        .filter(|v| v["agent_id"] == "agent_004")
+        .map(|v| v["request_id"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(!last_sub.is_empty());
+    for v in g.values() {
+        for w in id_list(v, "wait_for") {
+            assert!(g.contains_key(&w), "{w}");
+        }
+    }
+    // Sessions without sub-agents stay plain session rows.
+    assert!(!out
+        .lines()
+        .any(|l| l.contains("\"trace_0001\"") && l.contains("request_id")));
+}
+
+#[test]
+fn weka_sub_agents_become_branches_joined_after_their_end() {
+    // The parent's first call (0 s, api_time 1 s) spawns agent_001 at
+    // 10.5 s: two calls, the second at 10.5 + 3 s with api_time 2 s, so the
+    // sub-agent ends at 15.5 s. The parent's next call at 20 s (think time
+    // 19 s after the first call's end at 1 s) starts after that: it joins it.
+    let s = weka_session("s")
+        .replace(
+            "\"think_time\": 0.0},\n",
+            "\"think_time\": 0.0, \"api_time\": 1.0},\n",
+        )
+        .replace(
+            "\"think_time\": 2.5}",
+            "\"think_time\": 2.0, \"api_time\": 2.0}",
+        )
+        .replace("\"think_time\": 12.0}", "\"think_time\": 19.0}");
+    let (out, _) = import(&["--from", "weka"], &s);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "{\"timestamp\": 0, \"session_id\": \"s\", \"input_length\": 9, \"output_length\": 2, \"hash_ids\": [0, 1, 2], \"request_id\": \"s.0\", \"branches\": [\"s.1\"]}",
+            // Released 9.5 s after its spawner's end: 10.5 s.
+            "{\"session_id\": \"s\", \"delay\": 9500, \"input_length\": 8, \"output_length\": 1, \"hash_ids\": [3, 4], \"request_id\": \"s.1\", \"prefix_reset\": true, \"agent_id\": \"agent_001\"}",
+            "{\"session_id\": \"s\", \"delay\": 2000, \"input_length\": 12, \"output_length\": 1, \"hash_ids\": [3, 4, 5], \"request_id\": \"s.2\", \"wait_for\": [\"s.1\"], \"agent_id\": \"agent_001\"}",
+            // Waits for both; released 4.5 s after the later end (15.5 s): 20 s.
+            "{\"session_id\": \"s\", \"delay\": 4500, \"input_length\": 13, \"output_length\": 3, \"hash_ids\": [0, 1, 6, 7], \"request_id\": \"s.3\", \"wait_for\": [\"s.0\", \"s.2\"]}",
+        ]
+    );
+    // A sub-agent still running when the parent's last call starts is a
+    // branch nobody joins: the parent's call then waits for its own previous
+    // call only, with its think time.
+    let late = s.replace("\"t\": 20.0", "\"t\": 14.0");
+    let (out, _) = import(&["--from", "weka"], &late);
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["wait_for"], serde_json::json!(["s.0"]));
+    assert_eq!(last["delay"], 19000);
+    // --sub-agents sessions keeps the sub-agent a session of its own.
+    let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions"], &s);
+    assert!(out.contains("\"session_id\": \"s/agent_001\"") && !out.contains("request_id"));
 }

@@ -163,6 +163,14 @@ pub struct ImportArgs {
           value_parser = crate::options::non_negative)]
     pub session_gap: Option<f64>,
 
+    /// weka: how sub-agents are written: `graph` makes a session with
+    /// sub-agents one agent graph (the sub-agent's calls a branch of the
+    /// call that spawned it, joined by the parent's first call after it
+    /// ended); `sessions` makes each sub-agent a session of its own,
+    /// linked by `parent_session_id`.
+    #[arg(long, value_enum, default_value_t = weka::SubAgents::Graph, value_name = "HOW")]
+    pub sub_agents: weka::SubAgents,
+
     /// weka: start sessions at RATE per second (evenly spaced).
     #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
     pub session_rate: Option<f64>,
