@@ -1498,3 +1498,19 @@ fn weka_sub_agents_become_branches_joined_after_their_end() {
     let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions"], &s);
     assert!(out.contains("\"session_id\": \"s/agent_001\"") && !out.contains("request_id"));
 }
+
+/// mc-gen's agent graphs are rows mc-import reads as Dynamo's, byte for
+/// byte: the two agree on the format and on its checks.
+#[test]
+fn dynamo_reads_mc_gen_agent_graphs_unchanged() {
+    for shape in ["tools", "sub-agents", "map-reduce"] {
+        let rows = run_ok(
+            "mc-gen",
+            &["agent", "--graph", shape, "--num-sessions", "3"],
+            "",
+        );
+        let (out, err) = import(&[], &rows);
+        assert!(err.contains("reading dynamo"), "{err}");
+        assert_eq!(out, rows, "{shape}");
+    }
+}
