@@ -72,6 +72,17 @@ pub fn time_ms(field: &str, v: f64) -> Result<f64, RecordError> {
     Ok(v)
 }
 
+/// Most parallel calls one agent step may fan out to (mc-gen agent's
+/// `parallel_tools`, and `--sub-agent-calls`): far beyond any real agent's
+/// fan-out, and small enough that one turn is drawn in milliseconds (the
+/// tool phase draws every branch).
+pub const MAX_AGENT_FANOUT: u64 = 10_000;
+
+/// Most retries of one tool call (mc-gen agent's `max_tool_retries`): each
+/// retry is drawn, so with `parallel_tools` at its limit a turn stays
+/// within a million draws.
+pub const MAX_TOOL_RETRIES: u64 = 100;
+
 #[cfg(test)]
 mod tests {
     use super::*;

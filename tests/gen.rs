@@ -32,7 +32,10 @@ fn consistent(v: &Value, b: u64) -> bool {
 
 #[test]
 fn same_arguments_same_bytes_other_seed_other_bytes() {
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 9] = [
+        &["agent", "--graph", "tools", "--num-sessions", "5"],
+        &["agent", "--graph", "sub-agents", "--num-sessions", "5"],
+        &["agent", "--graph", "map-reduce", "--num-sessions", "5"],
         &[
             "constant",
             "--qps",
@@ -1051,9 +1054,290 @@ fn every_mode_help_shows_its_example() {
         assert!(out.status.success(), "{mode} --help failed");
         let help = String::from_utf8_lossy(&out.stdout);
         let example = format!("Example:\n  mc-gen {mode} ");
+        let examples = format!("Examples:\n  mc-gen {mode} ");
         assert!(
-            help.contains(&example),
+            help.contains(&example) || help.contains(&examples),
             "{mode} --help lacks its example:\n{help}"
         );
     }
+}
+
+/// Checks the agent graph in `out` by hand (the rules of
+/// docs/guide/workloads-of-agents.md): request ids unique, every
+/// wait_for/branches id a row of the same session, no cycle, every row
+/// consistent at block size `b`. Returns each row's dependencies
+/// (wait_for ∪ the rows whose branches list it) by id, and the rows by id.
+fn check_graph(out: &str, b: u64) -> (HashMap<String, Vec<String>>, HashMap<String, Value>) {
+    let mut by_id: HashMap<String, Value> = HashMap::new();
+    for v in rows(out) {
+        assert!(consistent(&v, b), "inconsistent row {v}");
+        let id = v["request_id"].as_str().expect("request_id").to_string();
+        assert!(by_id.insert(id.clone(), v).is_none(), "duplicate id {id}");
+    }
+    let list = |v: &Value, k: &str| -> Vec<String> {
+        v.get(k).map_or(Vec::new(), |l| {
+            l.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap().to_string())
+                .collect()
+        })
+    };
+    let mut deps: HashMap<String, Vec<String>> =
+        by_id.keys().map(|k| (k.clone(), Vec::new())).collect();
+    for (id, v) in &by_id {
+        for (field, edges) in [
+            ("wait_for", list(v, "wait_for")),
+            ("branches", list(v, "branches")),
+        ] {
+            for other in edges {
+                let o = by_id
+                    .get(&other)
+                    .unwrap_or_else(|| panic!("{id}: unknown {field} {other}"));
+                assert_eq!(
+                    o["session_id"], v["session_id"],
+                    "{id} -> {other} across sessions"
+                );
+                if field == "wait_for" {
+                    deps.get_mut(id).unwrap().push(other);
+                } else {
+                    deps.get_mut(&other).unwrap().push(id.clone());
+                }
+            }
+        }
+    }
+    // Kahn's algorithm: every row gets released, or there is a cycle.
+    let mut left: HashMap<&String, usize> = deps.iter().map(|(k, d)| (k, d.len())).collect();
+    let mut ready: Vec<&String> = left
+        .iter()
+        .filter(|(_, &n)| n == 0)
+        .map(|(k, _)| *k)
+        .collect();
+    let mut released = 0;
+    while let Some(r) = ready.pop() {
+        released += 1;
+        for (k, d) in &deps {
+            for dep in d.iter().filter(|x| *x == r) {
+                let _ = dep;
+                let n = left.get_mut(k).unwrap();
+                *n -= 1;
+                if *n == 0 {
+                    ready.push(k);
+                }
+            }
+        }
+    }
+    assert_eq!(released, deps.len(), "the graph has a cycle");
+    // Roots carry a timestamp; every other row a delay and no timestamp.
+    for (id, d) in &deps {
+        let v = &by_id[id];
+        assert_eq!(d.is_empty(), v.get("timestamp").is_some(), "{id}: {v}");
+        assert_eq!(d.is_empty(), v.get("delay").is_none(), "{id}: {v}");
+    }
+    (deps, by_id)
+}
+
+#[test]
+fn agent_graph_shapes_are_graphs_with_the_agents_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    // 256-token system prompt (4 blocks of 64), 2 turns, 3 branches, tools
+    // that fail once each (retry_probability 1, max_tool_retries 1).
+    let cfg = write_file(
+        dir.path(),
+        "agent.json",
+        &json!({"num_sessions": 3, "turns_per_session": 2, "parallel_tools": 3,
+                "tool_latency_ms": 100, "retry_probability": 1.0, "max_tool_retries": 1,
+                "initial_prompt_tokens": 256, "context_growth_tokens": 128,
+                "tool_result_tokens": 64, "output_tokens": 32})
+        .to_string(),
+    );
+    let cfg = cfg.to_str().unwrap();
+    for (shape, per_turn) in [("tools", 5), ("sub-agents", 2 + 3 * 2), ("map-reduce", 5)] {
+        let out = gen(&[
+            "agent",
+            "--graph",
+            shape,
+            "--config",
+            cfg,
+            "--block-size",
+            "64",
+            "--sub-agent-calls",
+            "2",
+            "--doc-tokens",
+            "1000",
+        ]);
+        let (deps, by_id) = check_graph(&out, 64);
+        assert_eq!(by_id.len(), 3 * 2 * per_turn, "{shape}");
+        let sessions = by_session(&out);
+        assert_eq!(sessions.len(), 3);
+        for rows in &sessions {
+            let first = ids(&rows[0]);
+            assert_eq!(
+                first.len(),
+                4,
+                "{shape}: the first plan is the system prompt"
+            );
+            for r in rows {
+                // Every call starts with the session's system prompt.
+                assert_eq!(ids(r)[..4], first[..], "{shape}: {r}");
+                let id = r["request_id"].as_str().unwrap();
+                let d = &deps[id];
+                let isl = u(r, "input_length");
+                let reset = r.get("prefix_reset") == Some(&json!(true));
+                if r.get("tool_wait_ms").is_some() {
+                    // One failure and one retry: two latencies of 100 ms.
+                    assert_eq!(u(r, "tool_wait_ms"), 200, "{shape}: {r}");
+                }
+                match (shape, d.len()) {
+                    // Plans: the root, or the next turn after the join.
+                    (_, 0) => assert_eq!(isl, 256),
+                    (_, 3) => {
+                        // The join: the plan (256 or 384) and three results.
+                        let extra = if shape == "map-reduce" {
+                            3 * 32
+                        } else {
+                            3 * 64
+                        };
+                        assert!(isl == 256 + extra || isl == 384 + extra, "{shape}: {r}");
+                        assert!(!reset);
+                    }
+                    (_, 1) => {
+                        let dep = &by_id[&d[0]];
+                        let dep_isl = u(dep, "input_length");
+                        match shape {
+                            "tools" if r.get("tool_wait_ms").is_some() => {
+                                assert_eq!(isl, dep_isl + 64);
+                                assert_eq!(
+                                    ids(r)[..ids(dep).len()],
+                                    ids(dep)[..],
+                                    "extends the plan"
+                                );
+                                assert!(!reset);
+                            }
+                            "map-reduce" if r.get("tool_wait_ms").is_some() => {
+                                assert_eq!(isl, 256 + 1000);
+                                assert!(reset, "a map call starts fresh");
+                            }
+                            "sub-agents" if dep.get("branches").is_some() => {
+                                // Spawned by the plan: fresh, the system prompt and its task.
+                                assert_eq!(isl, 256 + 128);
+                                assert!(reset);
+                                assert!(r.get("wait_for").is_none());
+                            }
+                            "sub-agents" if r.get("tool_wait_ms").is_some() => {
+                                // The chain's next call extends its own history.
+                                assert_eq!(isl, dep_isl + 64);
+                                assert_eq!(ids(r)[..ids(dep).len()], ids(dep)[..]);
+                                assert!(!reset);
+                            }
+                            _ => {
+                                // The next turn's plan: after the join and a think time.
+                                assert_eq!(isl, 384);
+                                assert!(u(r, "delay") <= 1000);
+                            }
+                        }
+                    }
+                    (_, n) => panic!("{shape}: {n} dependencies: {r}"),
+                }
+            }
+        }
+        // No id names two different blocks (mc-analyze at the rows' size).
+        let a = run_ok("mc-analyze", &["--json", "--block-size", "64"], &out);
+        let v: Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(v["blocks"]["conflicting_ids"]["count"], 0, "{shape}");
+        assert_eq!(v["blocks"]["inconsistent_rows"]["count"], 0, "{shape}");
+    }
+}
+
+#[test]
+fn agent_graph_needs_mooncake_rows_and_checked_options() {
+    for (args, needle) in [
+        (
+            &["agent", "--graph", "tools", "--format", "aibrix"][..],
+            "--graph",
+        ),
+        (
+            &["agent", "--graph", "sub-agents", "--sub-agent-calls", "0"][..],
+            "--sub-agent-calls",
+        ),
+        (
+            &[
+                "agent",
+                "--graph",
+                "map-reduce",
+                "--doc-tokens",
+                "100000000",
+            ][..],
+            "--doc-tokens",
+        ),
+    ] {
+        let o = tool("mc-gen").args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(needle),
+            "{args:?}"
+        );
+    }
+}
+
+/// Issue 36: configs that hung or ran out of memory are refused at once,
+/// naming the key and the limit (exit 65, as every bad key of a config
+/// file). The timeout makes a hang fail instead of hanging the suite.
+#[test]
+fn agent_configs_beyond_the_limits_are_refused_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            json!({"num_sessions": 1, "parallel_tools": 1_000_000_000u64}),
+            "parallel_tools 1000000000 is above the limit of 10000",
+        ),
+        (
+            json!({"num_sessions": 1, "initial_prompt_tokens": 1_000_000_000_000_000u64}),
+            "initial_prompt_tokens 1000000000000000 is above the limit of 10000000",
+        ),
+        (
+            json!({"num_sessions": 1, "retry_probability": 1.0, "max_tool_retries": 1_000_000_000_000_000_000u64}),
+            "max_tool_retries 1000000000000000000 is above the limit of 100",
+        ),
+        // Each key within its limit, their sum beyond it.
+        (
+            json!({"num_sessions": 1, "turns_per_session": 1000, "context_growth_tokens": 1_000_000}),
+            "the last follow-up call",
+        ),
+        (
+            json!({"num_sessions": 1_000_000, "turns_per_session": 1000, "parallel_tools": 10}),
+            "above the limit of 1000000000 rows",
+        ),
+        (
+            json!({"num_sessions": 1, "tool_latency_ms": [0, u64::MAX]}),
+            "tool_latency_ms 18446744073709551615 is above the limit of 2^53 ms",
+        ),
+    ];
+    for (k, (cfg, needle)) in cases.iter().enumerate() {
+        let path = write_file(dir.path(), &format!("c{k}.json"), &cfg.to_string());
+        for graph in [None, Some("sub-agents")] {
+            let mut args = vec!["agent", "--config", path.to_str().unwrap()];
+            args.extend(graph.map(|g| ["--graph", g]).into_iter().flatten());
+            let o = tool("mc-gen")
+                .args(&args)
+                .timeout(std::time::Duration::from_secs(30))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(65), "{cfg} {graph:?}: {err}");
+            assert!(
+                err.contains(needle) && err.contains(&format!("c{k}.json")),
+                "{err}"
+            );
+            assert!(o.stdout.is_empty(), "{cfg}: nothing is written");
+        }
+    }
+    // The same limit through --num-sessions (no config): a usage error.
+    let o = tool("mc-gen")
+        .args(["agent", "--num-sessions", "1000000000", "--graph", "tools"])
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rows"));
 }

@@ -981,7 +981,19 @@ fn weka_session_with_a_sub_agent() {
     std::fs::write(&a, weka_session("s")).unwrap();
     std::fs::write(&b, format!("\u{feff}{}\r\n", weka_session("t"))).unwrap();
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
-    let (out, err) = import(&["--from", "auto", "--session-gap", "1000", a, b], "");
+    let (out, err) = import(
+        &[
+            "--from",
+            "auto",
+            "--sub-agents",
+            "sessions",
+            "--session-gap",
+            "1000",
+            a,
+            b,
+        ],
+        "",
+    );
     let r = rows(&out);
     let row = |ts: Option<f64>,
                delay: Option<f64>,
@@ -1056,13 +1068,32 @@ fn weka_session_with_a_sub_agent() {
     // Think times of 2.5 and 12 s are not worth a note.
     assert!(!err.contains("over 1 h"), "{err}");
     // --session-rate 0.5: one session every 2 s; no option: all at 0.
-    let (out, _) = import(&["--from", "weka", "--session-rate", "0.5", a, b], "");
+    let (out, _) = import(
+        &[
+            "--from",
+            "weka",
+            "--sub-agents",
+            "sessions",
+            "--session-rate",
+            "0.5",
+            a,
+            b,
+        ],
+        "",
+    );
     assert_eq!(rows(&out)[4].timestamp, Some(2000.0));
-    let (out, _) = import(&["--from", "weka", a, b], "");
+    let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions", a, b], "");
     assert_eq!(rows(&out)[4].timestamp, Some(0.0));
     // Several sessions in one stream (stdin): counted in order.
     let (out, _) = import(
-        &["--from", "weka", "--session-gap", "5"],
+        &[
+            "--from",
+            "weka",
+            "--sub-agents",
+            "sessions",
+            "--session-gap",
+            "5",
+        ],
         &(weka_session("x") + "\n" + &weka_session("y")),
     );
     assert_eq!(rows(&out)[4].timestamp, Some(5.0));
@@ -1118,6 +1149,9 @@ fn real_weka_sample() {
     files.sort();
     let mut args = vec!["--from", "auto", "--session-gap", "60000"];
     args.extend(files.iter().map(String::as_str));
+    let (graph, _) = import(&args, "");
+    real_weka_graphs(&graph);
+    args.splice(2..2, ["--sub-agents", "sessions"]);
     let (out, err) = import(&args, "");
     let r = rows(&out);
     // SOURCE.md: 404 requests in the 10 files, 6 sub-agents (4 in 0277, 2 in 0291).
@@ -1236,4 +1270,247 @@ fn input_option_reads_a_file_like_the_other_tools() {
         by_option.starts_with("{\"timestamp\": 0, \"input_length\": 10,"),
         "{by_option}"
     );
+}
+
+/// Dynamo's agentic Mooncake rows (the fields of its `AgenticMooncakeRow`,
+/// aliases included): a spawn, a fresh-context branch and a join.
+const DYNAMO: &str = "{\"request_id\": \"r1\", \"session_id\": \"s\", \"input_tokens\": 128, \"output_tokens\": 8, \"hash_ids\": [0, 1], \"created_time\": 1.5, \"branches\": [\"r2\"]}\n\
+{\"request_id\": \"r2\", \"session_id\": \"s\", \"input_length\": 64, \"output_length\": 8, \"hash_ids\": [0], \"delay\": 0, \"prefix_reset\": true, \"tool_wait_ms\": 12.5}\n\
+{\"request_id\": 3, \"session_id\": \"s\", \"input_length\": 192, \"output_length\": 8, \"hash_ids\": [0, 1, 2], \"wait_for\": [\"r1\", \"r2\"], \"delay_ms\": 3, \"tool_events\": [{\"tool_call_id\": \"t\"}]}\n\
+{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [7]}\n";
+
+#[test]
+fn dynamo_agentic_rows_pass_with_their_fields() {
+    let (out, err) = import(&[], DYNAMO);
+    assert!(err.contains("reading dynamo"), "{err}");
+    assert!(err.contains("dynamo: 4 rows in, 4 rows out"), "{err}");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    // Aliases become the Mooncake names, values kept.
+    assert_eq!(rows[0]["input_length"], 128);
+    assert_eq!(rows[0]["output_length"], 8);
+    assert_eq!(rows[0]["timestamp"], 1.5);
+    assert_eq!(rows[0]["branches"], serde_json::json!(["r2"]));
+    assert!(rows[0].get("input_tokens").is_none());
+    assert_eq!(rows[1]["prefix_reset"], true);
+    assert_eq!(rows[1]["tool_wait_ms"], 12.5);
+    assert_eq!(rows[1]["delay"], 0);
+    // A numeric id is read as its text; delay_ms is delay; other fields stay.
+    assert_eq!(rows[2]["request_id"], "3");
+    assert_eq!(rows[2]["delay"], 3);
+    assert_eq!(rows[2]["wait_for"], serde_json::json!(["r1", "r2"]));
+    assert_eq!(rows[2]["tool_events"][0]["tool_call_id"], "t");
+    // A plain Mooncake row passes unchanged.
+    assert_eq!(
+        out.lines().nth(3).unwrap(),
+        "{\"timestamp\": 9, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [7]}"
+    );
+    // Written once, the rows read back to the same rows.
+    let (again, _) = import(&["--from", "dynamo"], &out);
+    assert_eq!(again, out);
+}
+
+#[test]
+fn dynamo_graph_faults_name_the_line_field_and_fix() {
+    let cases: [(&str, &str, &str); 8] = [
+        // An unknown id.
+        (
+            "\"wait_for\": [\"r1\", \"r2\"]",
+            "\"wait_for\": [\"r1\", \"r9\"]",
+            "line 3: field `wait_for`: `r9` is not the request_id of any row",
+        ),
+        // A duplicate id.
+        (
+            "\"request_id\": 3,",
+            "\"request_id\": \"r2\",",
+            "line 3: field `request_id`: `r2` is already the id of line 2",
+        ),
+        // A cycle, its ids named.
+        (
+            "\"branches\": [\"r2\"]",
+            "\"wait_for\": [\"3\"]",
+            "r1 -> 3 -> r1 wait for each other in a cycle",
+        ),
+        // An edge into another session.
+        (
+            "\"request_id\": \"r2\", \"session_id\": \"s\"",
+            "\"request_id\": \"r2\", \"session_id\": \"t\"",
+            "line 1: field `branches`: `r2` is a row of session \"t\"",
+        ),
+        // Negative or wrongly typed values.
+        (
+            "\"tool_wait_ms\": 12.5",
+            "\"tool_wait_ms\": -1",
+            "line 2: field `tool_wait_ms`: -1 ms",
+        ),
+        (
+            "\"delay_ms\": 3",
+            "\"delay_ms\": \"soon\"",
+            "line 3: field `delay`: \"soon\" is not a number",
+        ),
+        (
+            "\"prefix_reset\": true",
+            "\"prefix_reset\": 1",
+            "line 2: field `prefix_reset`: 1 is not true or false",
+        ),
+        // branches without an id of its own.
+        (
+            "\"request_id\": \"r1\", ",
+            "",
+            "line 1: field `branches`: a row that spawns others needs its own `request_id`",
+        ),
+    ];
+    for (from, to, needle) in cases {
+        assert!(DYNAMO.contains(from), "{from}");
+        let err = import_bad(&["--from", "dynamo"], &DYNAMO.replacen(from, to, 1));
+        assert!(err.contains(needle), "{needle}:\n{err}");
+    }
+    // A leaf that nobody waits for may wait without an id of its own.
+    let leaf = DYNAMO.replacen("\"request_id\": 3, ", "", 1);
+    let (out, _) = import(&["--from", "dynamo"], &leaf);
+    assert_eq!(out.lines().count(), 4);
+    // Dynamo's later versioned format is named, not misread.
+    let err = import_bad(
+        &["--from", "dynamo"],
+        "{\"request_id\": \"a\", \"play_id\": \"p\", \"session_id\": \"s\", \"model\": \"m\", \"not_before_ms\": 0, \"dependencies\": []}\n",
+    );
+    assert!(err.contains("versioned agentic format"), "{err}");
+}
+
+/// The agent graph of a session with sub-agents, by id.
+fn graph_rows(out: &str, session: &str) -> std::collections::HashMap<String, serde_json::Value> {
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["session_id"] == session)
+        .map(|v| (v["request_id"].as_str().unwrap().to_string(), v))
+        .collect()
+}
+
+fn id_list(v: &serde_json::Value, field: &str) -> Vec<String> {
+    v.get(field).map_or(Vec::new(), |l| {
+        l.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    })
+}
+
+/// The real sample's two sessions with sub-agents as graphs (times read
+/// off the files with `python3 -c 'import json; ...'`: a sub-agent's end is
+/// its start + its last call's t + api_time).
+fn real_weka_graphs(out: &str) {
+    // trace_0291: calls 0..=15 of the parent (15 at t 1085, api_time
+    // 15.64 s: ends 1100.64 s), then agent_001 (starts 1148.013 s, 5 calls,
+    // ends 1192.85 s) and agent_002 (starts 1180.553 s, 7 calls, ends
+    // 1256.15 s), then the parent at 1209 s (think 108 s) and 1269 s.
+    let g = graph_rows(out, "trace_0291");
+    assert_eq!(g.len(), 32);
+    let spawner = &g["trace_0291.15"];
+    assert_eq!(
+        id_list(spawner, "branches"),
+        ["trace_0291.16", "trace_0291.21"]
+    );
+    let first = &g["trace_0291.16"];
+    assert_eq!(first["agent_id"], "agent_001");
+    assert_eq!(first["prefix_reset"], true);
+    // 1148.013 - 1100.64 s, in whole ms of each (1148013 - 1100640).
+    assert_eq!(first["delay"], 47373);
+    assert!(first.get("timestamp").is_none());
+    // The parent's call at 1209 s joins agent_001 (ended at 1192.853 s) but
+    // not agent_002 (still running); its delay: 1209 - 1192.853 s, less than
+    // its think time of 108 s. The call at 1269 s joins agent_002 (ended at
+    // 1256.153 s); its think time of 11 s is less than the 12.847 s since.
+    let join1 = &g["trace_0291.28"];
+    assert_eq!(
+        id_list(join1, "wait_for"),
+        ["trace_0291.15", "trace_0291.20"]
+    );
+    assert_eq!(join1["delay"], 16147);
+    let join2 = &g["trace_0291.29"];
+    assert_eq!(
+        id_list(join2, "wait_for"),
+        ["trace_0291.28", "trace_0291.27"]
+    );
+    assert_eq!(join2["delay"], 11000);
+    // trace_0277: agent_004 (ends 1056.35 s) outlives every later parent
+    // call (the last at 818 s): a branch nobody joins.
+    let g = graph_rows(out, "trace_0277");
+    assert_eq!(g.len(), 53);
+    let last_sub = g
+        .values()
+        .filter(|v| v["agent_id"] == "agent_004")
+        .map(|v| v["request_id"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    assert!(!last_sub.is_empty());
+    for v in g.values() {
+        for w in id_list(v, "wait_for") {
+            assert!(g.contains_key(&w), "{w}");
+        }
+    }
+    // Sessions without sub-agents stay plain session rows.
+    assert!(!out
+        .lines()
+        .any(|l| l.contains("\"trace_0001\"") && l.contains("request_id")));
+}
+
+#[test]
+fn weka_sub_agents_become_branches_joined_after_their_end() {
+    // The parent's first call (0 s, api_time 1 s) spawns agent_001 at
+    // 10.5 s: two calls, the second at 10.5 + 3 s with api_time 2 s, so the
+    // sub-agent ends at 15.5 s. The parent's next call at 20 s (think time
+    // 19 s after the first call's end at 1 s) starts after that: it joins it.
+    let s = weka_session("s")
+        .replace(
+            "\"think_time\": 0.0},\n",
+            "\"think_time\": 0.0, \"api_time\": 1.0},\n",
+        )
+        .replace(
+            "\"think_time\": 2.5}",
+            "\"think_time\": 2.0, \"api_time\": 2.0}",
+        )
+        .replace("\"think_time\": 12.0}", "\"think_time\": 19.0}");
+    let (out, _) = import(&["--from", "weka"], &s);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "{\"timestamp\": 0, \"session_id\": \"s\", \"input_length\": 9, \"output_length\": 2, \"hash_ids\": [0, 1, 2], \"request_id\": \"s.0\", \"branches\": [\"s.1\"]}",
+            // Released 9.5 s after its spawner's end: 10.5 s.
+            "{\"session_id\": \"s\", \"delay\": 9500, \"input_length\": 8, \"output_length\": 1, \"hash_ids\": [3, 4], \"request_id\": \"s.1\", \"prefix_reset\": true, \"agent_id\": \"agent_001\"}",
+            "{\"session_id\": \"s\", \"delay\": 2000, \"input_length\": 12, \"output_length\": 1, \"hash_ids\": [3, 4, 5], \"request_id\": \"s.2\", \"wait_for\": [\"s.1\"], \"agent_id\": \"agent_001\"}",
+            // Waits for both; released 4.5 s after the later end (15.5 s): 20 s.
+            "{\"session_id\": \"s\", \"delay\": 4500, \"input_length\": 13, \"output_length\": 3, \"hash_ids\": [0, 1, 6, 7], \"request_id\": \"s.3\", \"wait_for\": [\"s.0\", \"s.2\"]}",
+        ]
+    );
+    // A sub-agent still running when the parent's last call starts is a
+    // branch nobody joins: the parent's call then waits for its own previous
+    // call only, with its think time.
+    let late = s.replace("\"t\": 20.0", "\"t\": 14.0");
+    let (out, _) = import(&["--from", "weka"], &late);
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["wait_for"], serde_json::json!(["s.0"]));
+    assert_eq!(last["delay"], 19000);
+    // --sub-agents sessions keeps the sub-agent a session of its own.
+    let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions"], &s);
+    assert!(out.contains("\"session_id\": \"s/agent_001\"") && !out.contains("request_id"));
+}
+
+/// mc-gen's agent graphs are rows mc-import reads as Dynamo's, byte for
+/// byte: the two agree on the format and on its checks.
+#[test]
+fn dynamo_reads_mc_gen_agent_graphs_unchanged() {
+    for shape in ["tools", "sub-agents", "map-reduce"] {
+        let rows = run_ok(
+            "mc-gen",
+            &["agent", "--graph", shape, "--num-sessions", "3"],
+            "",
+        );
+        let (out, err) = import(&[], &rows);
+        assert!(err.contains("reading dynamo"), "{err}");
+        assert_eq!(out, rows, "{shape}");
+    }
 }

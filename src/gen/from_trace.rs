@@ -154,6 +154,7 @@ pub fn run(tool: &str, common: &Common, a: &FromTraceArgs, sink: &mut Sink) -> R
             input_length: row.input,
             output_length: row.output,
             hash_ids: &ids,
+            graph: None,
         })?;
     }
     crate::filter::report_skipped(tool, &policy);

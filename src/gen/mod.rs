@@ -4,6 +4,7 @@
 //! Mooncake rows or AIBrix's format and attaches real prompts when asked.
 
 pub mod agent;
+pub mod agent_graph;
 pub mod arrival;
 pub mod collection;
 pub mod dist;
@@ -47,6 +48,7 @@ pub const TOOL: &str = "mc-gen";
   mc-gen prefix --prefix-groups 16 --prefix-tokens 4096 --share-ratio 0.7 --num-requests 10000 | mc-analyze
   mc-gen sessions --sessions 200 --turns uniform:2:8 --system-prompt-tokens 1024 | mc-replay --url http://127.0.0.1:8000
   mc-gen agent --config agent.json --format aibrix > workload.jsonl
+  mc-gen agent --graph sub-agents --num-sessions 50 > agents.jsonl
   mc-gen from-trace -i azure.jsonl --prompt-file prompts.jsonl --tokenizer meta-llama/Llama-3.1-8B-Instruct
   mc-gen prompts --prefix-groups 8 --turns uniform:2:5 > sessions.jsonl"
 )]
@@ -328,7 +330,10 @@ fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
         Mode::Stat(a) => rate::stat(common, a, &mut sink),
         Mode::Prefix(a) => prefix::run(common, a, &mut sink),
         Mode::Sessions(a) => sessions::run(common, a, &mut sink),
-        Mode::Agent(a) => agent::run(common, a, &mut sink),
+        Mode::Agent(a) => agent::prepare(common, a).and_then(|(c, plan)| match plan.graph {
+            Some(shape) => agent_graph::run(common, &c, shape, &plan, &mut sink),
+            None => agent::run(common, &c, &mut sink),
+        }),
         Mode::FromTrace(a) => from_trace::run(tool, common, a, &mut sink),
         Mode::Prompts(_) => Ok(()),
     };

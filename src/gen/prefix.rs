@@ -117,6 +117,7 @@ pub fn run(common: &Common, a: &PrefixArgs, sink: &mut Sink) -> Result<()> {
             input_length: isl,
             output_length: osl,
             hash_ids: &buf,
+            graph: None,
         })?;
         i += 1;
         t += a.arrival.gap_ms(&mut arrivals, a.qps);

@@ -91,6 +91,7 @@ fn emit_fresh(
         input_length: isl,
         output_length: osl,
         hash_ids: buf,
+        graph: None,
     })
 }
 

@@ -127,6 +127,7 @@ pub fn run(common: &Common, a: &SessionArgs, sink: &mut Sink) -> Result<()> {
                 input_length: input,
                 output_length: osl,
                 hash_ids: &cur,
+                graph: None,
             })?;
             // The next turn's prompt holds this prompt and its answer.
             prev_input = input;

@@ -35,6 +35,52 @@ pub struct GenRequest<'a> {
     pub input_length: u64,
     pub output_length: u64,
     pub hash_ids: &'a [u64],
+    /// The agent-graph fields (`mc-gen agent --graph`), written after the
+    /// Mooncake fields; `None` for every other row.
+    pub graph: Option<&'a GraphFields<'a>>,
+}
+
+/// A row's place in an agent graph (docs/guide/workloads-of-agents.md):
+/// its id, the rows it waits for, the rows it spawns, the tool time before
+/// it and whether it starts a fresh context.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GraphFields<'a> {
+    pub request_id: &'a str,
+    pub wait_for: &'a [String],
+    pub branches: &'a [String],
+    pub tool_wait_ms: Option<u64>,
+    pub prefix_reset: bool,
+}
+
+impl GraphFields<'_> {
+    /// Writes the fields present, in this order: `request_id`, `wait_for`,
+    /// `branches`, `tool_wait_ms`, `prefix_reset` (empty lists and a false
+    /// `prefix_reset` are left out, as Dynamo's rows leave them out).
+    fn write(&self, w: &mut RowWriter<'_>) {
+        w.extra_str("request_id", self.request_id);
+        let mut list = Vec::new();
+        for (name, ids) in [("wait_for", self.wait_for), ("branches", self.branches)] {
+            if ids.is_empty() {
+                continue;
+            }
+            list.clear();
+            list.push(b'[');
+            for (k, id) in ids.iter().enumerate() {
+                if k > 0 {
+                    list.extend_from_slice(b", ");
+                }
+                push_str(&mut list, id);
+            }
+            list.push(b']');
+            w.extra_raw(name, &list);
+        }
+        if let Some(t) = self.tool_wait_ms {
+            w.extra_raw("tool_wait_ms", itoa::Buffer::new().format(t).as_bytes());
+        }
+        if self.prefix_reset {
+            w.extra_raw("prefix_reset", b"true");
+        }
+    }
 }
 
 /// Counts for the summary line.
@@ -273,6 +319,9 @@ pub fn write_row(buf: &mut Vec<u8>, req: &GenRequest<'_>) {
     w.input_length(req.input_length);
     w.output_length(req.output_length);
     w.hash_ids(req.hash_ids);
+    if let Some(g) = req.graph {
+        g.write(&mut w);
+    }
     w.finish();
 }
 
@@ -282,6 +331,9 @@ fn write_text_row(buf: &mut Vec<u8>, req: &GenRequest<'_>, text: &str, sid: Opti
     let mut w = head(buf, req, sid.or(req.session_id));
     w.text_input(text);
     w.output_length(req.output_length);
+    if let Some(g) = req.graph {
+        g.write(&mut w);
+    }
     w.finish();
 }
 
@@ -340,6 +392,7 @@ mod tests {
             input_length: 600,
             output_length: 10,
             hash_ids: ids,
+            graph: None,
         }
     }
 

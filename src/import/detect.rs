@@ -21,6 +21,9 @@ pub fn detect(head: &[u8]) -> Result<(Format, &'static str)> {
         }
         Some(b'{') if has(b"\"requests\"") => Ok((Format::Aibrix, "JSON lines of {timestamp, requests}")),
         Some(b'{') if ragpulse_ids(body) => Ok((Format::Ragpulse, "hash_ids is an object of component lists")),
+        Some(b'{') if has(b"\"request_id\"") || has(b"\"not_before_ms\"") => {
+            Ok((Format::Dynamo, "rows with request_id (Dynamo's agentic Mooncake rows)"))
+        }
         Some(b'{') | Some(b'[') => Err(Error::Input(
             "--from auto: JSON, but not a format mc-import knows (Mooncake rows need no import); name it with --from".into(),
         )),
@@ -111,6 +114,10 @@ mod tests {
             Some(Format::Weka)
         );
         assert_eq!(fmt("{\"timestamp\": 0, \"hash_ids\": [1]}"), None);
+        assert_eq!(
+            fmt("{\"request_id\": \"a\", \"session_id\": \"s\", \"input_length\": 3, \"wait_for\": []}"),
+            Some(Format::Dynamo)
+        );
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);
     }

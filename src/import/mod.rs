@@ -10,6 +10,7 @@ pub mod azure;
 pub mod burstgpt;
 pub mod csv;
 pub mod detect;
+pub mod dynamo;
 pub mod lines;
 pub mod ragpulse;
 pub mod row;
@@ -41,6 +42,10 @@ pub enum Format {
     Weka,
     /// NeMo Agent Toolkit profiler traces (as nat2mc).
     Nat,
+    /// Dynamo's agentic Mooncake rows (`request_trace_to_mooncake
+    /// --agentic`) or plain Mooncake rows: checked (the agent graph too)
+    /// and written with every field kept.
+    Dynamo,
 }
 
 impl Format {
@@ -53,6 +58,7 @@ impl Format {
             Format::Ragpulse => "ragpulse",
             Format::Weka => "weka",
             Format::Nat => "nat",
+            Format::Dynamo => "dynamo",
         }
     }
 }
@@ -70,8 +76,12 @@ impl Format {
 /// row per request: `text_input`, or `input_length` with --no-text, as
 /// AIPerf takes one of the two), ragpulse (exact prefix block ids at
 /// --block-size from the component lengths), weka (one session per file,
-/// sub-agents as their own sessions linked by `parent_session_id`; ids kept
-/// at the file's block size), nat (as nat2mc). Only ragpulse, weka and nat
+/// sub-agents as branches of the call that spawned them, an agent graph, or
+/// with --sub-agents sessions as their own sessions linked by
+/// `parent_session_id`; ids kept at the file's block size), nat (as
+/// nat2mc), dynamo (Dynamo's agentic rows with request_id, wait_for,
+/// branches, tool_wait_ms, prefix_reset: checked as a graph, then written
+/// with every field). Only ragpulse, weka and nat
 /// carry prefix information; azure and burstgpt rows get hash_ids only with
 /// --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
@@ -83,7 +93,8 @@ impl Format {
   mc-import --from burstgpt --model GPT-4 --synth-hash-ids BurstGPT_2.csv > gpt4.jsonl
   mc-import --from aibrix --no-text workload.jsonl > rows.jsonl
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
-  mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl"
+  mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl
+  mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl"
 )]
 pub struct ImportArgs {
     /// The input format (`auto` detects it and says which on stderr).
@@ -151,6 +162,14 @@ pub struct ImportArgs {
     #[arg(long, value_name = "MS", conflicts_with = "session_rate",
           value_parser = crate::options::non_negative)]
     pub session_gap: Option<f64>,
+
+    /// weka: how sub-agents are written: `graph` makes a session with
+    /// sub-agents one agent graph (the sub-agent's calls a branch of the
+    /// call that spawned it, joined by the parent's first call after it
+    /// ended); `sessions` makes each sub-agent a session of its own,
+    /// linked by `parent_session_id`.
+    #[arg(long, value_enum, default_value_t = weka::SubAgents::Graph, value_name = "HOW")]
+    pub sub_agents: weka::SubAgents,
 
     /// weka: start sessions at RATE per second (evenly spaced).
     #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
@@ -447,6 +466,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
         Format::Weka => Box::new(weka::Weka::new(args)),
+        Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     };
     if format == Format::Ragpulse {

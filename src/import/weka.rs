@@ -8,10 +8,23 @@
 //! Each session becomes Mooncake turns: the first with a `timestamp` (the
 //! session's start on the common timeline plus its `t`), later ones with
 //! `delay` = the recorded think time (ARCHITECTURE.md §1: a later turn waits that
-//! long after the previous turn completes). A sub-agent is a session of its
-//! own, `<id>/<agent_id>`, with `parent_session_id` naming the session that
-//! started it, written where it appears. Session k (in file order) starts
+//! long after the previous turn completes). Session k (in file order) starts
 //! at k × `--session-gap` ms, or k / `--session-rate` s; at 0 by default.
+//!
+//! A session with sub-agents becomes one agent graph (`--sub-agents graph`,
+//! the default; docs/guide/workloads-of-agents.md): every call gets a
+//! `request_id`, each call waits for the previous call of its chain; a
+//! sub-agent's first call is a branch of the call that spawned it (the
+//! parent's latest call before the sub-agent's entry, released the
+//! recorded gap after that call's end, `prefix_reset`: it starts with its
+//! own prompt), and the parent's first call that starts after the
+//! sub-agent's last call ended (`t` + `api_time`) also waits for that call,
+//! its delay then the recorded start less the later end (never more than
+//! its think time). What the files say and nothing more: a sub-agent
+//! entry's place in the list, its `t`, and its calls' `t` and `api_time`.
+//! With `--sub-agents sessions` a sub-agent is instead a session of its
+//! own, `<id>/<agent_id>`, with `parent_session_id` naming the session that
+//! started it, written where it appears.
 //!
 //! Ids are local to a file (`hash_id_scope: "local"`): they are renumbered
 //! through one map per file, so two files never share a block by accident,
@@ -62,8 +75,22 @@ struct WekaRequest {
     requests: Option<Vec<WekaRequest>>,
 }
 
+/// `--sub-agents`: how a session's sub-agents are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SubAgents {
+    /// The session as one agent graph: each sub-agent's calls a branch of
+    /// the call that spawned it, joined by the parent's first call after
+    /// the sub-agent's end (docs/guide/workloads-of-agents.md).
+    Graph,
+    /// Each sub-agent a session of its own, `<id>/<agent_id>`, with
+    /// `parent_session_id` (no edges: the parent does not wait for it).
+    Sessions,
+}
+
 pub struct Weka {
     gap_ms: f64,
+    /// `--sub-agents graph`: sessions with sub-agents become graphs.
+    graph: bool,
     block_size: Option<u64>,
     /// The block size of the files read so far (they must agree).
     file_block: Option<(u64, String)>,
@@ -87,11 +114,41 @@ pub struct Weka {
     long: crate::delays::LongDelays,
 }
 
-/// One session's place: its id, its parent's, its start (ms).
-struct Place<'a> {
-    id: &'a str,
+/// One chain of calls: a session, or a sub-agent inside one.
+struct Chain<'a> {
+    /// The chain's own session name (`<id>/<agent_id>` for a sub-agent).
+    session: &'a str,
     parent: Option<&'a str>,
+    agent: Option<String>,
+    /// Its start on the common timeline, ms.
     start_ms: f64,
+    /// The call (index into the session's calls) that started this
+    /// sub-agent: the parent's latest call before the sub-agent's entry.
+    spawner: Option<usize>,
+}
+
+/// One call, read and checked, before it is written.
+struct Call {
+    session: String,
+    parent: Option<String>,
+    agent: Option<String>,
+    /// Its recorded start and end (`t` + `api_time`), ms on the timeline.
+    ts_ms: f64,
+    end_ms: f64,
+    /// As a session row: the think time after the chain's previous call.
+    delay: Option<f64>,
+    /// As a graph row: after the latest end of what it waits for.
+    graph_delay: Option<f64>,
+    input: u64,
+    output: u64,
+    ids: Vec<u64>,
+    /// The calls it waits for (indexes): the chain's previous call and the
+    /// sub-agents' last calls it joins.
+    wait_for: Vec<usize>,
+    /// For a sub-agent's first call: the call that spawned it.
+    spawned_by: Option<usize>,
+    /// Its output line, for the note on long delays.
+    line: u64,
 }
 
 /// Seconds to whole ms: the files give `t` to the ms and think times in s.
@@ -108,6 +165,7 @@ impl Weka {
         };
         Weka {
             gap_ms,
+            graph: args.sub_agents == SubAgents::Graph,
             block_size: args.block_size,
             file_block: None,
             files: args.inputs().cloned().collect(),
@@ -176,62 +234,82 @@ impl Weka {
         }
     }
 
-    /// Writes the turns of one session (and, where they appear, its
-    /// sub-agents' sessions).
-    fn session(
+    /// Reads the calls of one chain (a session, or a sub-agent inside it)
+    /// into `calls`, in file order, sub-agents where they appear; the
+    /// chain's calls and their ids are checked as they are met.
+    fn collect(
         &mut self,
         reqs: &[WekaRequest],
-        at: &Place<'_>,
+        chain: &Chain<'_>,
         b: u64,
         path: &str,
-        sink: &mut Sink,
-    ) -> Result<std::result::Result<(), RecordError>> {
+        calls: &mut Vec<Call>,
+        rows_before: u64,
+    ) -> std::result::Result<(), RecordError> {
         let mut prev: Option<&WekaRequest> = None;
+        // This chain's previous call (index into `calls`), and the
+        // sub-agents it started that no later call of it has joined yet:
+        // (their last call, when that call ended).
+        let mut prev_call: Option<usize> = None;
+        let mut open: Vec<(usize, f64)> = Vec::new();
         let mut subs = 0usize;
         for (k, r) in reqs.iter().enumerate() {
             if r.kind.as_deref() == Some("subagent") {
                 subs += 1;
                 let Some(inner) = &r.requests else {
-                    return Ok(Err(RecordError::new(format!(
+                    return Err(RecordError::new(format!(
                         "{path}[{k}]: a sub-agent without `requests`"
-                    ))));
+                    )));
                 };
                 let name = match &r.agent_id {
-                    Some(a) => format!("{}/{a}", at.id),
-                    None => format!("{}/subagent{subs}", at.id),
+                    Some(a) => format!("{}/{a}", chain.session),
+                    None => format!("{}/subagent{subs}", chain.session),
                 };
-                let start_ms = match crate::limits::time_ms(&format!("{path}[{k}].t"), ms(r.t))
+                let start_ms = crate::limits::time_ms(&format!("{path}[{k}].t"), ms(r.t))
                     .and_then(|t| {
-                        crate::limits::time_ms(&format!("{path}[{k}].t"), at.start_ms + t)
-                    }) {
-                    Ok(t) => t,
-                    Err(e) => return Ok(Err(e)),
-                };
-                let sub = Place {
-                    id: &name,
-                    parent: Some(at.id),
+                        crate::limits::time_ms(&format!("{path}[{k}].t"), chain.start_ms + t)
+                    })?;
+                let sub = Chain {
+                    session: &name,
+                    parent: Some(chain.session),
+                    agent: Some(
+                        r.agent_id
+                            .clone()
+                            .unwrap_or_else(|| format!("subagent{subs}")),
+                    ),
                     start_ms,
+                    // Spawned by this chain's latest call, or, before any,
+                    // by whatever spawned this chain.
+                    spawner: prev_call.or(chain.spawner),
                 };
-                match self.session(inner, &sub, b, &format!("{path}[{k}].requests"), sink)? {
-                    Ok(()) => continue,
-                    Err(e) => return Ok(Err(e)),
+                let first = calls.len();
+                self.collect(
+                    inner,
+                    &sub,
+                    b,
+                    &format!("{path}[{k}].requests"),
+                    calls,
+                    rows_before,
+                )?;
+                if calls.len() > first {
+                    let last = calls
+                        .iter()
+                        .rposition(|c| c.session == name)
+                        .unwrap_or(calls.len() - 1);
+                    open.push((last, calls[last].end_ms));
                 }
+                continue;
             }
-            sink.counts.rows_in += 1;
             let (Some(input), Some(output)) = (r.input, r.out) else {
-                return Ok(Err(RecordError::new(format!(
+                return Err(RecordError::new(format!(
                     "{path}[{k}]: a request needs `in` and `out`"
-                ))));
+                )));
             };
             let field = |f: &str| format!("{path}[{k}].{f}");
-            let checked = crate::limits::tokens(&field("in"), input)
+            let ts = crate::limits::tokens(&field("in"), input)
                 .and_then(|_| crate::limits::tokens(&field("out"), output))
                 .and_then(|_| crate::limits::time_ms(&field("t"), ms(r.t)))
-                .and_then(|t| crate::limits::time_ms(&field("t"), at.start_ms + t));
-            let ts = match checked {
-                Ok(ts) => ts,
-                Err(e) => return Ok(Err(e)),
-            };
+                .and_then(|t| crate::limits::time_ms(&field("t"), chain.start_ms + t))?;
             let delay = prev.map(|p| match r.think_time {
                 Some(th) => ms(th),
                 // Without a think time: the gap between the two
@@ -239,39 +317,131 @@ impl Weka {
                 None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
             });
             if delay.is_some_and(|d| !d.is_finite() || d < 0.0) {
-                return Ok(Err(RecordError::new(format!(
+                return Err(RecordError::new(format!(
                     "{path}[{k}]: `think_time` must be at least 0"
-                ))));
-            }
-            if let Some(Err(e)) = delay.map(|d| crate::limits::time_ms(&field("think_time"), d)) {
-                return Ok(Err(e));
+                )));
             }
             if let Some(d) = delay {
-                // The output line this row is about to be written on.
-                self.long.observe(sink.counts.rows_out + 1, d);
+                crate::limits::time_ms(&field("think_time"), d)?;
             }
             self.row_ids(&r.hash_ids, input, b);
-            let ids = &self.out_ids;
-            sink.row(|w| {
-                // Whole ms (see `ms`), written as integers; a session's
-                // first turn has a timestamp, later ones a delay.
-                if delay.is_none() {
-                    w.timestamp(Number::Int(ts as i64));
+            let end_ms = ts + ms(r.api_time.unwrap_or(0.0)).max(0.0);
+            // The graph's edges: the previous call of the chain, and the
+            // sub-agents that ended before this call started (the first
+            // call of the chain after a sub-agent's end joins it).
+            let mut wait_for = Vec::new();
+            let mut graph_delay = delay;
+            if let Some(p) = prev_call {
+                wait_for.push(p);
+                let joined: Vec<(usize, f64)> =
+                    open.iter().copied().filter(|&(_, end)| end <= ts).collect();
+                open.retain(|&(_, end)| end > ts);
+                if let Some(latest) = joined.iter().map(|j| j.1).reduce(f64::max) {
+                    // Released at the latest end of what it waits for plus
+                    // the delay: the recorded start, so the delay is the
+                    // smaller of the think time and the gap after the
+                    // sub-agent's end.
+                    graph_delay = delay.map(|d| d.min(ts - latest).max(0.0));
                 }
-                w.session_id(at.id);
+                wait_for.extend(joined.into_iter().map(|j| j.0));
+            }
+            let spawned_by = if prev_call.is_none() {
+                chain.spawner
+            } else {
+                None
+            };
+            if let Some(sp) = spawned_by {
+                // A sub-agent's first call: released when its spawner ends
+                // and the recorded gap after it has passed.
+                graph_delay = Some((ts - calls[sp].end_ms).max(0.0));
+            }
+            calls.push(Call {
+                session: chain.session.to_string(),
+                parent: chain.parent.map(str::to_string),
+                agent: chain.agent.clone(),
+                ts_ms: ts,
+                end_ms,
+                delay,
+                graph_delay,
+                input,
+                output,
+                ids: self.out_ids.clone(),
+                wait_for,
+                spawned_by,
+                line: rows_before + calls.len() as u64 + 1,
+            });
+            prev_call = Some(calls.len() - 1);
+            prev = Some(r);
+        }
+        Ok(())
+    }
+
+    /// Writes one session's calls: as sessions (each sub-agent a session
+    /// of its own with `parent_session_id`), or as one agent graph.
+    fn write(&mut self, calls: &[Call], name: &str, sink: &mut Sink) -> Result<()> {
+        let graph = self.graph && calls.iter().any(|c| c.agent.is_some());
+        let id = |k: usize| format!("{name}.{k}");
+        let mut branches: Vec<Vec<String>> = vec![Vec::new(); calls.len()];
+        if graph {
+            for (k, c) in calls.iter().enumerate() {
+                if let Some(sp) = c.spawned_by {
+                    branches[sp].push(id(k));
+                }
+            }
+        }
+        for (k, c) in calls.iter().enumerate() {
+            let delay = if graph { c.graph_delay } else { c.delay };
+            if let Some(d) = delay {
+                self.long.observe(c.line, d);
+            }
+            let ids = &c.ids;
+            sink.row(|w| {
+                // Whole ms (see `ms`), written as integers; a chain's
+                // first call has a timestamp (in a graph: unless a
+                // spawner releases it), later ones a delay.
+                if delay.is_none() {
+                    w.timestamp(Number::Int(c.ts_ms as i64));
+                }
+                w.session_id(if graph { name } else { c.session.as_str() });
                 if let Some(d) = delay {
                     w.delay(Number::Int(d as i64));
                 }
-                w.input_length(input);
-                w.output_length(output);
+                w.input_length(c.input);
+                w.output_length(c.output);
                 w.hash_ids(ids);
-                if let Some(p) = at.parent {
+                if graph {
+                    w.extra_str("request_id", &id(k));
+                    for (field, list) in [
+                        ("wait_for", c.wait_for.iter().map(|&j| id(j)).collect()),
+                        ("branches", branches[k].clone()),
+                    ] {
+                        let list: Vec<String> = list;
+                        if !list.is_empty() {
+                            let mut json = vec![b'['];
+                            for (n, s) in list.iter().enumerate() {
+                                if n > 0 {
+                                    json.extend_from_slice(b", ");
+                                }
+                                crate::record::write_str(s, &mut json);
+                            }
+                            json.push(b']');
+                            w.extra_raw(field, &json);
+                        }
+                    }
+                    // A sub-agent starts with its own prompt, not the
+                    // parent's history.
+                    if c.agent.is_some() && c.wait_for.is_empty() {
+                        w.extra_raw("prefix_reset", b"true");
+                    }
+                    if let Some(a) = &c.agent {
+                        w.extra_str("agent_id", a);
+                    }
+                } else if let Some(p) = &c.parent {
                     w.extra_str("parent_session_id", p);
                 }
             })?;
-            prev = Some(r);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     fn one(
@@ -338,13 +508,22 @@ impl Weka {
                 self.sessions + 1
             )));
         }
-        let at = Place {
-            id: &name,
+        let at = Chain {
+            session: &name,
             parent: None,
+            agent: None,
             start_ms,
+            spawner: None,
         };
         self.sessions += 1;
-        self.session(&s.requests, &at, b, "requests", sink)
+        let mut calls = Vec::new();
+        let rows_before = sink.counts.rows_out;
+        if let Err(e) = self.collect(&s.requests, &at, b, "requests", &mut calls, rows_before) {
+            return Ok(Err(e));
+        }
+        sink.counts.rows_in += calls.len() as u64;
+        self.write(&calls, &name, sink)?;
+        Ok(Ok(()))
     }
 }
 
