@@ -2,7 +2,7 @@
 
 use mctrace::graph::{Graphs, RowKind};
 
-use crate::util::{data_dir, run, run_code, run_ok, run_ok_both, temp_files, tool};
+use crate::util::{data_dir, deps_by_id, run, run_code, run_ok, run_ok_both, temp_files, tool};
 
 #[test]
 fn azure_2023_shape_crlf_no_final_newline() {
@@ -1390,18 +1390,6 @@ fn dynamo_graph_faults_name_the_line_field_and_fix() {
         "{\"request_id\": \"a\", \"play_id\": \"p\", \"session_id\": \"s\", \"model\": \"m\", \"not_before_ms\": 0, \"dependencies\": []}\n",
     );
     assert!(err.contains("versioned agentic format"), "{err}");
-}
-
-/// Each row's dependencies as the core graph module reads them, by
-/// request id (`#row` for a row without one).
-fn deps_by_id(g: &Graphs) -> Vec<Vec<String>> {
-    let name = |r: usize| {
-        g.request_id(r)
-            .map_or_else(|| format!("#{r}"), str::to_string)
-    };
-    (0..g.len())
-        .map(|r| g.deps(r).iter().map(|&d| name(d as usize)).collect())
-        .collect()
 }
 
 #[test]

@@ -8,13 +8,18 @@ fn graphs(text: &str) -> Graphs {
     Graphs::from_lines(text).unwrap()
 }
 
-/// The problems of `text` as `(line, kind, message)`.
-fn problems(text: &str) -> Vec<(u64, ProblemKind, String)> {
-    let mut b = Builder::new();
+/// Pushes `text`'s lines (numbered from 1) into `b`.
+fn push_lines(b: &mut Builder, text: &str) {
     for (i, line) in text.lines().enumerate() {
         b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
             .unwrap();
     }
+}
+
+/// The problems of `text` as `(line, kind, message)`.
+fn problems(text: &str) -> Vec<(u64, ProblemKind, String)> {
+    let mut b = Builder::new();
+    push_lines(&mut b, text);
     let (_, p) = b.finish();
     p.first
         .into_iter()
@@ -198,10 +203,7 @@ fn a_cycle_names_its_ids_in_running_order() {
     // The graph still comes back for a report: the cycle and what follows
     // it left out of the order.
     let mut b = Builder::new();
-    for (i, line) in text.lines().enumerate() {
-        b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
-            .unwrap();
-    }
+    push_lines(&mut b, text);
     let (g, _) = b.finish();
     assert_eq!(g.order(), &[0]);
 }
@@ -273,10 +275,7 @@ fn problems_keep_counts_past_the_messages_kept() {
         ));
     }
     let mut b = Builder::new();
-    for (i, line) in text.lines().enumerate() {
-        b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
-            .unwrap();
-    }
+    push_lines(&mut b, &text);
     let (_, p) = b.finish();
     assert_eq!(p.first.len(), Problems::KEPT);
     assert_eq!(p.counts[&ProblemKind::UnknownId].count, 120);
@@ -317,14 +316,6 @@ fn task_facts_by_hand() {
     assert!(graphs("{\"session_id\": 1, \"timestamp\": 0}\n")
         .tasks(|_| 0.0)
         .is_empty());
-}
-
-/// Pushes `text`'s lines (numbered from 1) into `b`.
-fn push_lines(b: &mut Builder, text: &str) {
-    for (i, line) in text.lines().enumerate() {
-        b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
-            .unwrap();
-    }
 }
 
 #[test]
