@@ -237,16 +237,7 @@ fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
     }
     for (name, list) in [("wait_for", &wait_for), ("branches", &branches)] {
         if !list.is_empty() {
-            // The house style of lists (`["a", "b"]`), as hash_ids.
-            let mut json = vec![b'['];
-            for (k, id) in list.iter().enumerate() {
-                if k > 0 {
-                    json.extend_from_slice(b", ");
-                }
-                crate::record::write_str(id, &mut json);
-            }
-            json.push(b']');
-            w.extra_raw(name, &json);
+            w.extra_str_list(name, list);
         }
     }
     if let Some(t) = tool_wait {
