@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use mctrace::graph::{Graphs, RowKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -1062,72 +1063,23 @@ fn every_mode_help_shows_its_example() {
     }
 }
 
-/// Checks the agent graph in `out` by hand (the rules of
-/// docs/guide/workloads-of-agents.md): request ids unique, every
-/// wait_for/branches id a row of the same session, no cycle, every row
-/// consistent at block size `b`. Returns each row's dependencies
+/// Checks the agent graph in `out` with the core graph module, the one
+/// checker every reader of rows applies (request ids unique, every
+/// wait_for/branches id a row of the same session, no cycle), and every
+/// row consistent at block size `b`. Returns each row's dependencies
 /// (wait_for ∪ the rows whose branches list it) by id, and the rows by id.
 fn check_graph(out: &str, b: u64) -> (HashMap<String, Vec<String>>, HashMap<String, Value>) {
+    let g = Graphs::from_lines(out).unwrap_or_else(|e| panic!("{e}"));
+    let id = |r: usize| g.request_id(r).expect("request_id").to_string();
     let mut by_id: HashMap<String, Value> = HashMap::new();
-    for v in rows(out) {
+    let mut deps: HashMap<String, Vec<String>> = HashMap::new();
+    for (r, v) in rows(out).into_iter().enumerate() {
         assert!(consistent(&v, b), "inconsistent row {v}");
-        let id = v["request_id"].as_str().expect("request_id").to_string();
-        assert!(by_id.insert(id.clone(), v).is_none(), "duplicate id {id}");
+        assert_eq!(g.kind(r), RowKind::Call, "{v}");
+        let d = g.deps(r).iter().map(|&d| id(d as usize)).collect();
+        deps.insert(id(r), d);
+        by_id.insert(id(r), v);
     }
-    let list = |v: &Value, k: &str| -> Vec<String> {
-        v.get(k).map_or(Vec::new(), |l| {
-            l.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_str().unwrap().to_string())
-                .collect()
-        })
-    };
-    let mut deps: HashMap<String, Vec<String>> =
-        by_id.keys().map(|k| (k.clone(), Vec::new())).collect();
-    for (id, v) in &by_id {
-        for (field, edges) in [
-            ("wait_for", list(v, "wait_for")),
-            ("branches", list(v, "branches")),
-        ] {
-            for other in edges {
-                let o = by_id
-                    .get(&other)
-                    .unwrap_or_else(|| panic!("{id}: unknown {field} {other}"));
-                assert_eq!(
-                    o["session_id"], v["session_id"],
-                    "{id} -> {other} across sessions"
-                );
-                if field == "wait_for" {
-                    deps.get_mut(id).unwrap().push(other);
-                } else {
-                    deps.get_mut(&other).unwrap().push(id.clone());
-                }
-            }
-        }
-    }
-    // Kahn's algorithm: every row gets released, or there is a cycle.
-    let mut left: HashMap<&String, usize> = deps.iter().map(|(k, d)| (k, d.len())).collect();
-    let mut ready: Vec<&String> = left
-        .iter()
-        .filter(|(_, &n)| n == 0)
-        .map(|(k, _)| *k)
-        .collect();
-    let mut released = 0;
-    while let Some(r) = ready.pop() {
-        released += 1;
-        for (k, d) in &deps {
-            for dep in d.iter().filter(|x| *x == r) {
-                let _ = dep;
-                let n = left.get_mut(k).unwrap();
-                *n -= 1;
-                if *n == 0 {
-                    ready.push(k);
-                }
-            }
-        }
-    }
-    assert_eq!(released, deps.len(), "the graph has a cycle");
     // Roots carry a timestamp; every other row a delay and no timestamp.
     for (id, d) in &deps {
         let v = &by_id[id];

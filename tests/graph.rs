@@ -5,7 +5,7 @@
 use mctrace::graph::Graphs;
 
 use crate::util::temp_files as files;
-use crate::util::{run, run_ok};
+use crate::util::{deps_by_id, run, run_ok};
 
 /// root spawns a and b (branches); join waits for both; a leaf without id
 /// waits for join. Block size 8: input_length 20 → 3 ids.
@@ -18,14 +18,7 @@ const AGENT: &str = r#"{"session_id": "s", "timestamp": 1000, "request_id": "roo
 
 /// Each row's dependencies, named by request id (or `#row` without one).
 fn structure(text: &str) -> Vec<Vec<String>> {
-    let g = Graphs::from_lines(text).unwrap();
-    let name = |r: usize| {
-        g.request_id(r)
-            .map_or_else(|| format!("#{r}"), |s| s.to_string())
-    };
-    (0..g.len())
-        .map(|r| g.deps(r).iter().map(|&d| name(d as usize)).collect())
-        .collect()
+    deps_by_id(&Graphs::from_lines(text).unwrap())
 }
 
 fn lines(text: &str) -> Vec<&str> {

@@ -1,6 +1,8 @@
 //! mc-import: expected values are checked by hand against the source rows.
 
-use crate::util::{data_dir, run, run_code, run_ok, run_ok_both, tool};
+use mctrace::graph::{Graphs, RowKind};
+
+use crate::util::{data_dir, deps_by_id, run, run_code, run_ok, run_ok_both, temp_files, tool};
 
 #[test]
 fn azure_2023_shape_crlf_no_final_newline() {
@@ -1282,6 +1284,14 @@ const DYNAMO: &str = "{\"request_id\": \"r1\", \"session_id\": \"s\", \"input_to
 #[test]
 fn dynamo_agentic_rows_pass_with_their_fields() {
     let (out, err) = import(&[], DYNAMO);
+    // The core graph module reads the output without a fault: r2 spawned
+    // by r1 (branches), 3 joining both, the plain row on its own.
+    let g = Graphs::from_lines(&out).unwrap();
+    assert_eq!(
+        deps_by_id(&g),
+        [vec![], vec!["r1"], vec!["r1", "r2"], vec![]]
+    );
+    assert_eq!(g.kind(3), RowKind::Single);
     assert!(err.contains("reading dynamo"), "{err}");
     assert!(err.contains("dynamo: 4 rows in, 4 rows out"), "{err}");
     let rows: Vec<serde_json::Value> = out
@@ -1315,30 +1325,32 @@ fn dynamo_agentic_rows_pass_with_their_fields() {
 
 #[test]
 fn dynamo_graph_faults_name_the_line_field_and_fix() {
+    // The graph's faults in the core `graph` module's words, as every
+    // reader of the output (mc-analyze, mc-replay) names them.
     let cases: [(&str, &str, &str); 8] = [
         // An unknown id.
         (
             "\"wait_for\": [\"r1\", \"r2\"]",
             "\"wait_for\": [\"r1\", \"r9\"]",
-            "line 3: field `wait_for`: `r9` is not the request_id of any row",
+            "line 3: field `wait_for`: no row has request_id `r9`: add the call, or remove the id from wait_for",
         ),
         // A duplicate id.
         (
             "\"request_id\": 3,",
             "\"request_id\": \"r2\",",
-            "line 3: field `request_id`: `r2` is already the id of line 2",
+            "line 3: field `request_id`: `r2` is also the id of line 2: give each call its own id",
         ),
         // A cycle, its ids named.
         (
             "\"branches\": [\"r2\"]",
             "\"wait_for\": [\"3\"]",
-            "r1 -> 3 -> r1 wait for each other in a cycle",
+            "line 1: fields `wait_for`/`branches`: the calls `r1` → `3` → `r1` wait for each other (a cycle, lines 1, 3)",
         ),
         // An edge into another session.
         (
             "\"request_id\": \"r2\", \"session_id\": \"s\"",
             "\"request_id\": \"r2\", \"session_id\": \"t\"",
-            "line 1: field `branches`: `r2` is a row of session \"t\"",
+            "line 1: field `branches`: `r2` (line 2) is a call of session \"t\", this row of session \"s\"",
         ),
         // Negative or wrongly typed values.
         (
@@ -1360,7 +1372,7 @@ fn dynamo_graph_faults_name_the_line_field_and_fix() {
         (
             "\"request_id\": \"r1\", ",
             "",
-            "line 1: field `branches`: a row that spawns others needs its own `request_id`",
+            "line 1: field `branches`: a call that spawns others needs its own `request_id`: add one",
         ),
     ];
     for (from, to, needle) in cases {
@@ -1378,6 +1390,44 @@ fn dynamo_graph_faults_name_the_line_field_and_fix() {
         "{\"request_id\": \"a\", \"play_id\": \"p\", \"session_id\": \"s\", \"model\": \"m\", \"not_before_ms\": 0, \"dependencies\": []}\n",
     );
     assert!(err.contains("versioned agentic format"), "{err}");
+}
+
+#[test]
+fn dynamo_rows_without_session_are_one_session_and_inputs_are_named() {
+    // Dynamo's session_id is optional: two rows without one may wait for
+    // each other; a row without one may not wait for a row with one.
+    let lone = "{\"timestamp\": 0, \"input_length\": 1, \"request_id\": \"a\"}\n\
+                {\"delay\": 5, \"input_length\": 1, \"request_id\": \"b\", \"wait_for\": [\"a\"]}\n";
+    let (out, _) = import(&["--from", "dynamo"], lone);
+    assert_eq!(out, lone);
+    let mixed = lone.replacen("0,", "0, \"session_id\": \"s\",", 1);
+    let err = import_bad(&["--from", "dynamo"], &mixed);
+    assert!(
+        err.contains("line 2: field `wait_for`: `a` (line 1) is a call of session \"s\", this row of no session"),
+        "{err}"
+    );
+    // With several inputs, a fault names the file of each line it cites.
+    let (_dir, paths) = temp_files(&[("one.jsonl", DYNAMO), ("two.jsonl", DYNAMO)]);
+    let args: Vec<&str> = ["--from", "dynamo"]
+        .into_iter()
+        .chain(paths.iter().map(|p| p.to_str().unwrap()))
+        .collect();
+    let err = import_bad(&args, "");
+    let (one, two) = (paths[0].display(), paths[1].display());
+    assert!(
+        err.contains(&format!(
+            "{two}: line 1: field `request_id`: `r1` is also the id of {one}: line 1"
+        )),
+        "{err}"
+    );
+    // A bad row skipped by --on-error is no call of the graph: the row
+    // waiting for it names an unknown id.
+    let bad_r2 = DYNAMO.replacen("\"prefix_reset\": true", "\"prefix_reset\": 1", 1);
+    let err = import_bad(&["--from", "dynamo", "--on-error", "skip"], &bad_r2);
+    assert!(
+        err.contains("line 1: field `branches`: no row has request_id `r2`"),
+        "{err}"
+    );
 }
 
 /// The agent graph of a session with sub-agents, by id.
@@ -1403,6 +1453,8 @@ fn id_list(v: &serde_json::Value, field: &str) -> Vec<String> {
 /// off the files with `python3 -c 'import json; ...'`: a sub-agent's end is
 /// its start + its last call's t + api_time).
 fn real_weka_graphs(out: &str) {
+    // Every session's graph passes the core graph module's checks.
+    Graphs::from_lines(out).unwrap();
     // trace_0291: calls 0..=15 of the parent (15 at t 1085, api_time
     // 15.64 s: ends 1100.64 s), then agent_001 (starts 1148.013 s, 5 calls,
     // ends 1192.85 s) and agent_002 (starts 1180.553 s, 7 calls, ends
@@ -1486,6 +1538,17 @@ fn weka_sub_agents_become_branches_joined_after_their_end() {
             "{\"session_id\": \"s\", \"delay\": 4500, \"input_length\": 13, \"output_length\": 3, \"hash_ids\": [0, 1, 6, 7], \"request_id\": \"s.3\", \"wait_for\": [\"s.0\", \"s.2\"]}",
         ]
     );
+    // The core graph module reads the same graph, and its release rule,
+    // with each call taking its api_time (1, 1, 2 and 1 s), starts the
+    // calls when the session did: 0, 10.5, 13.5 and 20 s.
+    let g = Graphs::from_lines(&out).unwrap();
+    assert_eq!(
+        deps_by_id(&g),
+        [vec![], vec!["s.0"], vec!["s.1"], vec!["s.0", "s.2"]]
+    );
+    let api_ms = [1000.0, 1000.0, 2000.0, 1000.0];
+    let starts: Vec<f64> = g.schedule(|r| api_ms[r]).iter().map(|t| t.0).collect();
+    assert_eq!(starts, [0.0, 10_500.0, 13_500.0, 20_000.0]);
     // A sub-agent still running when the parent's last call starts is a
     // branch nobody joins: the parent's call then waits for its own previous
     // call only, with its think time.
@@ -1494,6 +1557,11 @@ fn weka_sub_agents_become_branches_joined_after_their_end() {
     let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(last["wait_for"], serde_json::json!(["s.0"]));
     assert_eq!(last["delay"], 19000);
+    let g = Graphs::from_lines(&out).unwrap();
+    assert_eq!(
+        deps_by_id(&g),
+        [vec![], vec!["s.0"], vec!["s.1"], vec!["s.0"]]
+    );
     // --sub-agents sessions keeps the sub-agent a session of its own.
     let (out, _) = import(&["--from", "weka", "--sub-agents", "sessions"], &s);
     assert!(out.contains("\"session_id\": \"s/agent_001\"") && !out.contains("request_id"));

@@ -2,6 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
+use mctrace::graph::Graphs;
+
+/// Each row's dependencies as the core graph module reads them, by
+/// request id (`#row` for a row without one).
+pub fn deps_by_id(g: &Graphs) -> Vec<Vec<String>> {
+    let name = |r: usize| {
+        g.request_id(r)
+            .map_or_else(|| format!("#{r}"), str::to_string)
+    };
+    (0..g.len())
+        .map(|r| g.deps(r).iter().map(|&d| name(d as usize)).collect())
+        .collect()
+}
+
 /// A command for one of the crate's binaries.
 pub fn tool(name: &str) -> assert_cmd::Command {
     assert_cmd::Command::new(assert_cmd::cargo::cargo_bin(name))

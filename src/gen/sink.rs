@@ -58,21 +58,10 @@ impl GraphFields<'_> {
     /// `prefix_reset` are left out, as Dynamo's rows leave them out).
     fn write(&self, w: &mut RowWriter<'_>) {
         w.extra_str("request_id", self.request_id);
-        let mut list = Vec::new();
         for (name, ids) in [("wait_for", self.wait_for), ("branches", self.branches)] {
-            if ids.is_empty() {
-                continue;
+            if !ids.is_empty() {
+                w.extra_str_list(name, ids);
             }
-            list.clear();
-            list.push(b'[');
-            for (k, id) in ids.iter().enumerate() {
-                if k > 0 {
-                    list.extend_from_slice(b", ");
-                }
-                push_str(&mut list, id);
-            }
-            list.push(b']');
-            w.extra_raw(name, &list);
         }
         if let Some(t) = self.tool_wait_ms {
             w.extra_raw("tool_wait_ms", itoa::Buffer::new().format(t).as_bytes());

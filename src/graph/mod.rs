@@ -26,6 +26,7 @@ pub use facts::TaskFacts;
 pub use fields::{gap_ms, id_text, write_prefixed, AgentFields};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::error::{Error, RecordError};
 use crate::finding::Finding;
@@ -80,16 +81,25 @@ impl ProblemKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem {
     pub line: u64,
+    /// The input the line is in, when the builder was told of several
+    /// ([`Builder::file`]).
+    pub file: Option<Arc<str>>,
+    /// The row it is reported on: problems are ordered by it.
+    pub row: RowIndex,
     pub kind: ProblemKind,
     pub err: RecordError,
 }
 
 impl Problem {
-    /// The error a tool exits with (65).
+    /// The error a tool exits with (65): `line N: ...`, or
+    /// `FILE: line N: ...` as tools name a line of one of several inputs.
     pub fn into_error(self) -> Error {
-        Error::Data {
-            line: self.line,
-            err: self.err,
+        match self.file {
+            None => Error::Data {
+                line: self.line,
+                err: self.err,
+            },
+            Some(file) => Error::Input(format!("{file}: line {}: {}", self.line, self.err)),
         }
     }
 }
@@ -106,10 +116,16 @@ pub struct Problems {
 impl Problems {
     pub const KEPT: usize = 100;
 
-    fn add(&mut self, line: u64, kind: ProblemKind, err: RecordError) {
-        self.counts.entry(kind).or_default().add(line);
+    fn add(&mut self, at: Place, kind: ProblemKind, err: RecordError) {
+        self.counts.entry(kind).or_default().add(at.line);
         if self.first.len() < Self::KEPT {
-            self.first.push(Problem { line, kind, err });
+            self.first.push(Problem {
+                line: at.line,
+                file: at.file,
+                row: at.row,
+                kind,
+                err,
+            });
         }
     }
 
@@ -117,14 +133,22 @@ impl Problems {
         self.first.is_empty()
     }
 
-    /// The problem on the earliest line, as the error a tool exits with.
+    /// The problem on the earliest row, as the error a tool exits with.
     pub fn first_error(&self) -> Option<Error> {
         self.first
             .iter()
-            .min_by_key(|p| p.line)
+            .min_by_key(|p| p.row)
             .cloned()
             .map(Problem::into_error)
     }
+}
+
+/// Where a problem is: the row, its line and its input when there are
+/// several.
+struct Place {
+    row: RowIndex,
+    line: u64,
+    file: Option<Arc<str>>,
 }
 
 /// What the builder keeps of a row.
@@ -159,11 +183,53 @@ pub struct Builder {
     ids: HashMap<Box<str>, RowIndex>,
     pending: Vec<Pending>,
     problems: Problems,
+    /// The inputs named by [`Builder::file`]: each with the first row
+    /// pushed after it.
+    files: Vec<(RowIndex, Arc<str>)>,
+    /// [`Builder::rows_without_session_are_one_session`].
+    sessionless_one: bool,
 }
 
 impl Builder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The rows pushed from now on are lines of the input `name`: a tool
+    /// reading several inputs into one trace calls it before each, and
+    /// problems name the input with the line (`FILE: line N`).
+    pub fn file(&mut self, name: &str) {
+        self.files.push((self.rows.len() as RowIndex, name.into()));
+    }
+
+    /// Rows without `session_id` are one session among themselves for the
+    /// edge check: an edge between two of them passes, between one of
+    /// them and a row with a `session_id` does not (Dynamo's agentic rows,
+    /// whose `session_id` is optional). By default an edge from or to such
+    /// a row is refused. Their kinds do not change: a row without session
+    /// and without graph fields is still no turn of anything.
+    pub fn rows_without_session_are_one_session(&mut self) {
+        self.sessionless_one = true;
+    }
+
+    /// Row `r`'s place, its input named when there are several.
+    fn place(&self, r: RowIndex) -> Place {
+        let file = match self.files.partition_point(|(first, _)| *first <= r) {
+            0 => None,
+            k => Some(self.files[k - 1].1.clone()),
+        };
+        // A duplicate id is found while its row is pushed, before it is kept.
+        let line = self.rows.get(r as usize).map_or(0, |row| row.line);
+        Place { row: r, line, file }
+    }
+
+    /// `line N`, or `FILE: line N` when there are several inputs.
+    fn place_text(&self, r: RowIndex) -> String {
+        let at = self.place(r);
+        match at.file {
+            None => format!("line {}", at.line),
+            Some(f) => format!("{f}: line {}", at.line),
+        }
     }
 
     /// Reads one record's session, timestamp, delay and graph fields.
@@ -216,14 +282,18 @@ impl Builder {
         let id: Option<Box<str>> = agent.request_id.map(Into::into);
         if let Some(id) = &id {
             if let Some(&first) = self.ids.get(id) {
-                let first_line = self.rows[first as usize].line;
-                self.problems.add(
+                let first_at = self.place_text(first);
+                let at = Place {
                     line,
+                    ..self.place(index)
+                };
+                self.problems.add(
+                    at,
                     ProblemKind::DuplicateId,
                     RecordError::field(
                         "request_id",
                         format!(
-                            "`{id}` is also the id of line {first_line}: give each call \
+                            "`{id}` is also the id of {first_at}: give each call \
                              its own id"
                         ),
                     ),
@@ -276,7 +346,7 @@ impl Builder {
         for (i, r) in self.rows.iter().enumerate() {
             if kind[i] == RowKind::Call && r.delay < 0.0 {
                 self.problems.add(
-                    r.line,
+                    self.place(i as RowIndex),
                     ProblemKind::NegativeDelay,
                     RecordError::field(
                         "delay",
@@ -296,7 +366,7 @@ impl Builder {
             let field = if p.branch { "branches" } else { "wait_for" };
             let Some(&t) = self.ids.get(&p.target) else {
                 self.problems.add(
-                    r.line,
+                    self.place(p.row),
                     ProblemKind::UnknownId,
                     RecordError::field(
                         field,
@@ -310,7 +380,8 @@ impl Builder {
                 continue;
             };
             let other = &self.rows[t as usize];
-            if r.session == NO_SESSION || other.session != r.session {
+            let sessionless_apart = r.session == NO_SESSION && !self.sessionless_one;
+            if sessionless_apart || other.session != r.session {
                 let name = |s: u32| {
                     if s == NO_SESSION {
                         "no session".to_string()
@@ -322,16 +393,16 @@ impl Builder {
                     }
                 };
                 self.problems.add(
-                    r.line,
+                    self.place(p.row),
                     ProblemKind::OtherSession,
                     RecordError::field(
                         field,
                         format!(
-                            "`{}` (line {}) is a call of {}, this row of {}: a call waits \
+                            "`{}` ({}) is a call of {}, this row of {}: a call waits \
                              only for calls of its own session; give both the same \
                              session_id, or remove the id from {field}",
                             p.target,
-                            other.line,
+                            self.place_text(t),
                             name(other.session),
                             name(r.session)
                         ),
@@ -435,17 +506,29 @@ impl Builder {
                 let mut text: Vec<String> = cycle.iter().map(|&r| name(r)).collect();
                 text.push(name(cycle[0]));
                 let first = cycle[0];
-                let mut lines: Vec<u64> = cycle.iter().map(|&r| self.rows[r].line).collect();
-                lines.sort_unstable();
-                let lines: Vec<String> = lines.iter().map(u64::to_string).collect();
+                let mut rows: Vec<usize> = cycle.clone();
+                rows.sort_unstable();
+                rows.dedup();
+                let lines = if self.files.is_empty() {
+                    let lines: Vec<String> = rows
+                        .iter()
+                        .map(|&r| self.rows[r].line.to_string())
+                        .collect();
+                    format!("lines {}", lines.join(", "))
+                } else {
+                    let places: Vec<String> = rows
+                        .iter()
+                        .map(|&r| self.place_text(r as RowIndex))
+                        .collect();
+                    places.join(", ")
+                };
                 self.problems.add(
-                    self.rows[first].line,
+                    self.place(first as RowIndex),
                     ProblemKind::Cycle,
                     RecordError::new(format!(
                         "fields `wait_for`/`branches`: the calls {} wait for each other \
-                         (a cycle, lines {}): remove one of these edges",
+                         (a cycle, {lines}): remove one of these edges",
                         text.join(" → "),
-                        lines.join(", ")
                     )),
                 );
             }

@@ -8,13 +8,18 @@ fn graphs(text: &str) -> Graphs {
     Graphs::from_lines(text).unwrap()
 }
 
-/// The problems of `text` as `(line, kind, message)`.
-fn problems(text: &str) -> Vec<(u64, ProblemKind, String)> {
-    let mut b = Builder::new();
+/// Pushes `text`'s lines (numbered from 1) into `b`.
+fn push_lines(b: &mut Builder, text: &str) {
     for (i, line) in text.lines().enumerate() {
         b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
             .unwrap();
     }
+}
+
+/// The problems of `text` as `(line, kind, message)`.
+fn problems(text: &str) -> Vec<(u64, ProblemKind, String)> {
+    let mut b = Builder::new();
+    push_lines(&mut b, text);
     let (_, p) = b.finish();
     p.first
         .into_iter()
@@ -198,10 +203,7 @@ fn a_cycle_names_its_ids_in_running_order() {
     // The graph still comes back for a report: the cycle and what follows
     // it left out of the order.
     let mut b = Builder::new();
-    for (i, line) in text.lines().enumerate() {
-        b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
-            .unwrap();
-    }
+    push_lines(&mut b, text);
     let (g, _) = b.finish();
     assert_eq!(g.order(), &[0]);
 }
@@ -273,10 +275,7 @@ fn problems_keep_counts_past_the_messages_kept() {
         ));
     }
     let mut b = Builder::new();
-    for (i, line) in text.lines().enumerate() {
-        b.push_record(i as u64 + 1, &Record::parse(line.as_bytes()).unwrap())
-            .unwrap();
-    }
+    push_lines(&mut b, &text);
     let (_, p) = b.finish();
     assert_eq!(p.first.len(), Problems::KEPT);
     assert_eq!(p.counts[&ProblemKind::UnknownId].count, 120);
@@ -317,4 +316,90 @@ fn task_facts_by_hand() {
     assert!(graphs("{\"session_id\": 1, \"timestamp\": 0}\n")
         .tasks(|_| 0.0)
         .is_empty());
+}
+
+#[test]
+fn rows_without_session_can_be_one_session_among_themselves() {
+    let text = r#"{"request_id": "a", "timestamp": 0}
+{"request_id": "b", "wait_for": ["a"], "delay": 5}
+{"session_id": "s", "request_id": "c", "timestamp": 0}
+{"request_id": "d", "wait_for": ["c"]}
+{"session_id": "s", "request_id": "e", "wait_for": ["a"]}
+{"timestamp": 3}
+"#;
+    // By default every edge from or to a row without session is refused.
+    let p = problems(text);
+    let lines: Vec<u64> = p.iter().map(|p| p.0).collect();
+    assert_eq!(lines, vec![2, 4, 5]);
+    // Asked, b → a passes; d → c and e → a still cross sessions.
+    let mut b = Builder::new();
+    b.rows_without_session_are_one_session();
+    push_lines(&mut b, text);
+    let (g, p) = b.finish();
+    let lines: Vec<(u64, ProblemKind)> = p.first.iter().map(|p| (p.line, p.kind)).collect();
+    assert_eq!(
+        lines,
+        vec![
+            (4, ProblemKind::OtherSession),
+            (5, ProblemKind::OtherSession)
+        ]
+    );
+    assert!(p.first[0]
+        .err
+        .to_string()
+        .contains("`c` (line 3) is a call of session \"s\", this row of no session"));
+    assert_eq!(g.deps(1), &[0]);
+    // a 0..10, b after a's end + 5: the release rule over the edge.
+    assert_eq!(g.release_ms(1, |_| 10.0), 15.0);
+    // Rows without graph fields are still no turns of anything.
+    assert_eq!(g.kind(5), RowKind::Single);
+    assert!(g.deps(5).is_empty());
+}
+
+#[test]
+fn problems_name_the_input_when_there_are_several() {
+    let first = r#"{"session_id": "s", "request_id": "a"}
+{"session_id": "s", "request_id": "b", "wait_for": ["c"]}
+"#;
+    let second = r#"{"session_id": "s", "request_id": "c", "wait_for": ["b"]}
+{"session_id": "s", "request_id": "a"}
+{"session_id": "t", "request_id": "x", "wait_for": ["a"]}
+"#;
+    let mut b = Builder::new();
+    b.file("one.jsonl");
+    push_lines(&mut b, first);
+    b.file("two.jsonl");
+    push_lines(&mut b, second);
+    let (_, p) = b.finish();
+    let msgs: Vec<String> = p
+        .first
+        .iter()
+        .map(|p| p.clone().into_error().to_string())
+        .collect();
+    assert_eq!(
+        msgs,
+        vec![
+            "two.jsonl: line 2: field `request_id`: `a` is also the id of one.jsonl: line 1: \
+             give each call its own id",
+            "two.jsonl: line 3: field `wait_for`: `a` (one.jsonl: line 1) is a call of session \
+             \"s\", this row of session \"t\": a call waits only for calls of its own session; \
+             give both the same session_id, or remove the id from wait_for",
+            "one.jsonl: line 2: fields `wait_for`/`branches`: the calls `b` → `c` → `b` wait \
+             for each other (a cycle, one.jsonl: line 2, two.jsonl: line 1): remove one of \
+             these edges",
+        ]
+    );
+    // The tool's error is the earliest row's, across the inputs: the
+    // cycle on one.jsonl's line 2, not the duplicate on two.jsonl's line 2.
+    let e = p.first_error().unwrap().to_string();
+    assert!(e.starts_with("one.jsonl: line 2: fields"), "{e}");
+    // Without names, lines alone, as before.
+    let mut b = Builder::new();
+    push_lines(&mut b, first);
+    let (_, p) = b.finish();
+    assert_eq!(
+        p.first_error().unwrap().to_string(),
+        "line 2: field `wait_for`: no row has request_id `c`: add the call, or remove the id \
+         from wait_for"
+    );
 }

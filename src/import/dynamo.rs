@@ -14,54 +14,51 @@
 //! session, a cycle) need every row, so the rows are held and written only
 //! when the whole input has passed, and such a fault stops the import
 //! whatever `--on-error` says (a graph with a row left out is another graph).
+//! Both are checked by the core `graph` module on the rows as written, the
+//! rules every reader of the output applies; rows without `session_id` are
+//! one session among themselves, as Dynamo writes them.
 //!
 //! Dynamo's later versioned wire format (a `schema` header line, rows with
 //! `play_id`, `not_before_ms` and `dependencies` objects) is refused with
 //! that said: its dependency triggers (dispatch or completion) have no
 //! equivalent in these rows.
 
-use std::collections::HashMap;
 use std::io::Read;
 
 use serde_json::{Map, Value};
 
 use super::{ImportArgs, Importer, Sink};
-use crate::error::{Error, RecordError, Result};
+use crate::error::{RecordError, Result};
+use crate::graph;
 use crate::jsonl::LineReader;
-use crate::record::{Number, RowWriter};
-
-/// One row, written and waiting for the graph check.
-struct Held {
-    file_no: usize,
-    line: u64,
-    bytes: Vec<u8>,
-    request_id: Option<String>,
-    session: Option<String>,
-    wait_for: Vec<String>,
-    branches: Vec<String>,
-}
+use crate::record::{Number, Record, RowWriter};
 
 pub struct Dynamo {
     max_line: usize,
+    /// The inputs, named in the graph's faults when there are several.
     files: Vec<std::path::PathBuf>,
-    rows: Vec<Held>,
+    /// The rows as written, waiting for the graph check.
+    rows: Vec<Vec<u8>>,
+    graph: graph::Builder,
 }
 
 impl Dynamo {
     pub fn new(args: &ImportArgs) -> Self {
+        let mut graph = graph::Builder::new();
+        graph.rows_without_session_are_one_session();
         Dynamo {
             max_line: args.io.max_line_bytes,
             files: args.inputs().cloned().collect(),
             rows: Vec::new(),
+            graph,
         }
     }
 
-    /// `line N` (of FILE, when there are several inputs).
-    fn place(&self, row: &Held) -> String {
-        match self.files.get(row.file_no).filter(|_| self.files.len() > 1) {
-            Some(p) => format!("{}: line {}", p.display(), row.line),
-            None => format!("line {}", row.line),
-        }
+    /// Hands the row as written to the graph's checks: its own faults
+    /// come back (for `--on-error`), the whole graph's wait for `finish`.
+    fn check_row(&mut self, line: u64, bytes: &[u8]) -> std::result::Result<(), RecordError> {
+        let text = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        self.graph.push_record(line, &Record::parse(text)?)
     }
 }
 
@@ -120,8 +117,8 @@ fn tokens(v: &Value, field: &str) -> std::result::Result<u64, RecordError> {
     crate::limits::tokens(field, n)
 }
 
-/// Converts one line into a held row.
-fn row(line: &[u8]) -> std::result::Result<Held, RecordError> {
+/// Converts one line into a row in the house style.
+fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
     let mut obj: Map<String, Value> =
         serde_json::from_slice(line).map_err(|e| super::json_error(&e))?;
     if obj.contains_key("dependencies")
@@ -191,12 +188,6 @@ fn row(line: &[u8]) -> std::result::Result<Held, RecordError> {
     };
     let wait_for = id_list(obj.remove("wait_for"), "wait_for")?;
     let branches = id_list(obj.remove("branches"), "branches")?;
-    if request_id.is_none() && !branches.is_empty() {
-        return Err(RecordError::field(
-            "branches",
-            "a row that spawns others needs its own `request_id`: give the row one",
-        ));
-    }
     let tool_wait = obj
         .remove("tool_wait_ms")
         .filter(|v| !v.is_null())
@@ -246,16 +237,7 @@ fn row(line: &[u8]) -> std::result::Result<Held, RecordError> {
     }
     for (name, list) in [("wait_for", &wait_for), ("branches", &branches)] {
         if !list.is_empty() {
-            // The house style of lists (`["a", "b"]`), as hash_ids.
-            let mut json = vec![b'['];
-            for (k, id) in list.iter().enumerate() {
-                if k > 0 {
-                    json.extend_from_slice(b", ");
-                }
-                crate::record::write_str(id, &mut json);
-            }
-            json.push(b']');
-            w.extra_raw(name, &json);
+            w.extra_str_list(name, list);
         }
     }
     if let Some(t) = tool_wait {
@@ -272,19 +254,14 @@ fn row(line: &[u8]) -> std::result::Result<Held, RecordError> {
         w.extra_raw(k, &json);
     }
     w.finish();
-    Ok(Held {
-        file_no: 0,
-        line: 0,
-        bytes,
-        request_id,
-        session,
-        wait_for,
-        branches,
-    })
+    Ok(bytes)
 }
 
 impl Importer for Dynamo {
     fn file(&mut self, src: Box<dyn Read + Send>, file_no: usize, sink: &mut Sink) -> Result<()> {
+        if let Some(path) = self.files.get(file_no).filter(|_| self.files.len() > 1) {
+            self.graph.file(&path.display().to_string());
+        }
         let mut rd = LineReader::new(src, self.max_line);
         loop {
             let line = match rd.next_line() {
@@ -296,141 +273,23 @@ impl Importer for Dynamo {
                 }
             };
             sink.counts.rows_in += 1;
-            match row(line.bytes) {
-                Ok(mut held) => {
-                    held.file_no = file_no;
-                    held.line = line.no;
-                    self.rows.push(held);
-                }
+            let checked = row(line.bytes).and_then(|bytes| {
+                self.check_row(line.no, &bytes)?;
+                Ok(bytes)
+            });
+            match checked {
+                Ok(bytes) => self.rows.push(bytes),
                 Err(e) => sink.bad(line.no, e)?,
             }
         }
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
-        self.check_graph()?;
+        std::mem::take(&mut self.graph).check()?;
         for r in &self.rows {
-            sink.raw_row(&r.bytes)?;
+            sink.raw_row(r)?;
         }
         Ok(())
-    }
-}
-
-impl Dynamo {
-    /// The graph's rules over every row (docs/guide/workloads-of-agents.md).
-    fn check_graph(&self) -> Result<()> {
-        let fail = |r: &Held, field: &str, msg: String| {
-            Err(Error::Input(format!(
-                "{}: field `{field}`: {msg}",
-                self.place(r)
-            )))
-        };
-        let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(self.rows.len());
-        for (k, r) in self.rows.iter().enumerate() {
-            if let Some(id) = &r.request_id {
-                if let Some(&first) = by_id.get(id.as_str()) {
-                    return fail(
-                        r,
-                        "request_id",
-                        format!(
-                            "`{id}` is already the id of {}: request ids must be unique in the file; rename one",
-                            self.place(&self.rows[first])
-                        ),
-                    );
-                }
-                by_id.insert(id, k);
-            }
-        }
-        // deps[k]: the rows row k waits for (its wait_for, and the rows
-        // whose branches list it).
-        let mut deps: Vec<Vec<usize>> = vec![Vec::new(); self.rows.len()];
-        for (k, r) in self.rows.iter().enumerate() {
-            for (field, list) in [("wait_for", &r.wait_for), ("branches", &r.branches)] {
-                for id in list {
-                    let Some(&other) = by_id.get(id.as_str()) else {
-                        return fail(
-                            r,
-                            field,
-                            format!("`{id}` is not the request_id of any row: fix the id or add its row"),
-                        );
-                    };
-                    let o = &self.rows[other];
-                    if o.session != r.session {
-                        return fail(
-                            r,
-                            field,
-                            format!(
-                                "`{id}` is a row of session {:?} ({}), this row of {:?}: an edge \
-                                 stays within one session_id",
-                                o.session.as_deref().unwrap_or("(none)"),
-                                self.place(o),
-                                r.session.as_deref().unwrap_or("(none)")
-                            ),
-                        );
-                    }
-                    if field == "wait_for" {
-                        deps[k].push(other);
-                    } else {
-                        deps[other].push(k);
-                    }
-                }
-            }
-        }
-        if let Some(cycle) = find_cycle(&deps) {
-            let first = &self.rows[cycle[0]];
-            let names: Vec<&str> = cycle
-                .iter()
-                .map(|&k| self.rows[k].request_id.as_deref().unwrap_or("?"))
-                .collect();
-            return fail(
-                first,
-                "wait_for",
-                format!(
-                    "the rows {} wait for each other in a cycle, so none is ever released: \
-                     remove one of these edges",
-                    names.join(" -> ")
-                ),
-            );
-        }
-        Ok(())
-    }
-}
-
-/// A cycle of `deps` (each row waits for its list), as the rows on it in
-/// order, or `None`: Kahn's algorithm releases what it can; a row left
-/// has a left dependency, and following those must come back round.
-fn find_cycle(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
-    let n = deps.len();
-    let mut waiting: Vec<usize> = deps.iter().map(Vec::len).collect();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (k, d) in deps.iter().enumerate() {
-        for &o in d {
-            dependents[o].push(k);
-        }
-    }
-    let mut ready: Vec<usize> = (0..n).filter(|&k| waiting[k] == 0).collect();
-    while let Some(k) = ready.pop() {
-        for &d in &dependents[k] {
-            waiting[d] -= 1;
-            if waiting[d] == 0 {
-                ready.push(d);
-            }
-        }
-    }
-    let start = (0..n).find(|&k| waiting[k] > 0)?;
-    // Walk left dependencies until a row repeats: the walk's tail is a cycle.
-    let mut seen: HashMap<usize, usize> = HashMap::new();
-    let mut path = Vec::new();
-    let mut at = start;
-    loop {
-        if let Some(&i) = seen.get(&at) {
-            let mut cycle = path[i..].to_vec();
-            cycle.push(at);
-            return Some(cycle);
-        }
-        seen.insert(at, path.len());
-        path.push(at);
-        at = *deps[at].iter().find(|&&o| waiting[o] > 0)?;
     }
 }
 
@@ -439,24 +298,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cycle_is_found_and_named_in_order() {
-        // 0 <- 1 <- 2 <- 1 (1 and 2 wait for each other), 3 free.
-        let deps = vec![vec![], vec![0, 2], vec![1], vec![]];
-        let c = find_cycle(&deps).unwrap();
-        assert!(c == vec![1, 2, 1] || c == vec![2, 1, 2], "{c:?}");
-        assert_eq!(find_cycle(&[vec![], vec![0], vec![0, 1]]), None);
-        assert_eq!(find_cycle(&[vec![0]]), Some(vec![0, 0]));
-    }
-
-    #[test]
     fn aliases_become_mooncake_names_and_other_fields_stay() {
         let h = row(br#"{"request_id": 7, "session_id": "s", "input_tokens": 3, "output_tokens": 2, "hash_ids": [1], "created_time": 5.5, "wait_for": [3], "tool_events": [{"a": 1}], "prefix_reset": true}"#).unwrap();
         assert_eq!(
-            String::from_utf8(h.bytes).unwrap(),
+            String::from_utf8(h).unwrap(),
             "{\"timestamp\": 5.5, \"session_id\": \"s\", \"input_length\": 3, \"output_length\": 2, \
              \"hash_ids\": [1], \"request_id\": \"7\", \"wait_for\": [\"3\"], \"prefix_reset\": true, \
              \"tool_events\": [{\"a\":1}]}\n"
         );
-        assert_eq!(h.wait_for, ["3"]);
     }
 }

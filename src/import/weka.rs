@@ -417,15 +417,7 @@ impl Weka {
                     ] {
                         let list: Vec<String> = list;
                         if !list.is_empty() {
-                            let mut json = vec![b'['];
-                            for (n, s) in list.iter().enumerate() {
-                                if n > 0 {
-                                    json.extend_from_slice(b", ");
-                                }
-                                crate::record::write_str(s, &mut json);
-                            }
-                            json.push(b']');
-                            w.extra_raw(field, &json);
+                            w.extra_str_list(field, &list);
                         }
                     }
                     // A sub-agent starts with its own prompt, not the

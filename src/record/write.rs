@@ -148,6 +148,21 @@ impl<'a> RowWriter<'a> {
         write_str(s, self.key(Slot::Extra, name));
     }
 
+    /// A field the release files do not have, a list of strings in the
+    /// house style of lists (`["a", "b"]`, as `hash_ids`): the agent
+    /// graph's `wait_for` and `branches`.
+    pub fn extra_str_list<S: AsRef<str>>(&mut self, name: &str, items: &[S]) {
+        let out = self.key(Slot::Extra, name);
+        out.push(b'[');
+        for (k, s) in items.iter().enumerate() {
+            if k > 0 {
+                out.extend_from_slice(b", ");
+            }
+            write_str(s.as_ref(), out);
+        }
+        out.push(b']');
+    }
+
     /// A field the release files do not have, already JSON text.
     pub fn extra_raw(&mut self, name: &str, json: &[u8]) {
         self.key(Slot::Extra, name).extend_from_slice(json);
@@ -297,6 +312,22 @@ mod tests {
              \"output_length\": 3, \"hash_ids\": [0, 1], \"parent_session_id\": \"p\", \"messages\": []}\n\
              {\"session_id\": \"s\", \"delay\": 250, \"text_input\": \"hi\", \"output_length\": 2}\n\
              {}\n"
+        );
+    }
+
+    #[test]
+    fn string_lists_have_the_house_style_of_lists() {
+        let mut out = Vec::new();
+        let mut w = RowWriter::new(&mut out);
+        w.input_length(1);
+        w.extra_str_list("wait_for", &["a", "b\"c"]);
+        w.extra_str_list("branches", &[String::from("x")]);
+        w.extra_str_list::<&str>("none", &[]);
+        w.finish();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"input_length\": 1, \"wait_for\": [\"a\", \"b\\\"c\"], \"branches\": [\"x\"], \
+             \"none\": []}\n"
         );
     }
 
