@@ -121,33 +121,53 @@ impl Head {
     }
 }
 
+/// One head read from the start of a buffer.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Not whole yet.
+    Partial,
+    /// An interim `1xx` answer (not 101) of this many bytes: skipped, but
+    /// its bytes count toward the head limit.
+    Interim(usize),
+    /// The final head and how many bytes it took.
+    Final(Head, usize),
+}
+
+/// Reads one head from the start of `buf`, which may take at most `room`
+/// bytes (what [`MAX_HEAD_BYTES`] leaves after the interim heads before it:
+/// a server that sends `100 Continue` without end is cut off there, not
+/// at the timeout).
+pub fn parse_one(buf: &[u8], room: usize) -> Result<Parsed, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let n = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > room => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
+        Err(e) => return Err(HeadError::Parse(e.to_string())),
+    };
+    if n > room {
+        return Err(HeadError::TooLarge);
+    }
+    let status = resp.code.unwrap_or(0);
+    if (100..200).contains(&status) && status != 101 {
+        return Ok(Parsed::Interim(n));
+    }
+    Ok(Parsed::Final(read_head(&resp, status)?, n))
+}
+
 /// Reads a response head from the start of `buf`: `Ok(None)` until it is
 /// whole, else the head and how many bytes it took. Interim `1xx` answers
-/// are skipped (their bytes counted).
+/// are skipped (their bytes counted toward [`MAX_HEAD_BYTES`]).
 pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     let mut at = 0;
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let n = match resp.parse(&buf[at..]) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) if buf.len() - at > MAX_HEAD_BYTES => {
-                return Err(HeadError::TooLarge)
-            }
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge),
-            Err(e) => return Err(HeadError::Parse(e.to_string())),
-        };
-        if n > MAX_HEAD_BYTES {
-            return Err(HeadError::TooLarge);
+        match parse_one(&buf[at..], MAX_HEAD_BYTES - at)? {
+            Parsed::Partial => return Ok(None),
+            Parsed::Interim(n) => at += n,
+            Parsed::Final(head, n) => return Ok(Some((head, at + n))),
         }
-        let status = resp.code.unwrap_or(0);
-        if (100..200).contains(&status) && status != 101 {
-            at += n;
-            continue;
-        }
-        let head = read_head(&resp, status)?;
-        return Ok(Some((head, at + n)));
     }
 }
 
@@ -515,6 +535,12 @@ mod tests {
         ] {
             assert!(parse_head(bad.as_bytes()).is_err(), "{bad}");
         }
+        // Interim heads count toward the limit: endless ones end in an error.
+        let endless = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_HEAD_BYTES / 20);
+        assert_eq!(
+            parse_head(endless.as_bytes()).err(),
+            Some(HeadError::TooLarge)
+        );
         let huge = format!("HTTP/1.1 200 OK\r\nx: {}", "a".repeat(MAX_HEAD_BYTES + 1));
         assert_eq!(parse_head(huge.as_bytes()).err(), Some(HeadError::TooLarge));
     }
