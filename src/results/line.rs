@@ -98,9 +98,22 @@ pub enum ErrorKind {
     /// Any other 4xx.
     #[serde(rename = "http_4xx")]
     Http4xx,
-    /// 5xx (and any other non-2xx).
+    /// 5xx.
     #[serde(rename = "http_5xx")]
     Http5xx,
+    /// A 3xx: a redirect, which a completion does not follow. Not in
+    /// files of older versions (they called it `http_5xx`).
+    #[serde(rename = "http_3xx")]
+    Http3xx,
+    /// A 1xx as the final answer (`101 Switching Protocols`: the server
+    /// wants another protocol). Not in files of older versions (they
+    /// called it `http_5xx`).
+    #[serde(rename = "http_1xx")]
+    Http1xx,
+    /// A 200 answer to a streaming request that is not a stream and holds
+    /// no completion (`{}`): the server did not stream. Not in files of
+    /// older versions (they counted it `ok`).
+    NotStreamed,
     /// `data: {"error": ...}` after the stream began.
     StreamError,
     /// An event that is not JSON.
