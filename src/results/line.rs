@@ -73,6 +73,13 @@ pub struct RequestResult {
     /// Absent in files of older versions.
     #[serde(default)]
     pub short: bool,
+    /// Times the request was sent again from its first byte: a kept-alive
+    /// connection the server closed before answering is retried once on
+    /// a new one, and the server may have read the first copy (it then
+    /// saw the request twice). Absent when 0, and in files of older
+    /// versions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resends: u64,
     /// The shard that sent it, `I/N` (0-based; `mc-replay --shard`).
     /// Absent in unsharded runs and in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +88,10 @@ pub struct RequestResult {
     /// one run carries the same one. Absent like `shard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_digest: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a request failed, as written in its result line.

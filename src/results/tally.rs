@@ -163,6 +163,8 @@ pub struct Tally {
     pub short: u64,
     /// `incomplete` streams that reached `[DONE]` without a finish reason.
     pub cut_at_done: u64,
+    /// Sends of measured requests again from their first byte.
+    pub resends: u64,
     /// Output tokens asked for and received, over every measured request
     /// (failed ones too: a cut stream received what it received).
     pub output_requested: u64,
@@ -223,6 +225,7 @@ impl Tally {
         self.lag.add(us(r.lag_ms));
         self.output_requested += r.output_tokens.unwrap_or(0);
         self.output_received += r.completion_tokens.unwrap_or(0);
+        self.resends += r.resends;
         if let Some(e) = &r.error {
             self.failed += 1;
             *self.errors.entry(e.kind).or_default() += 1;

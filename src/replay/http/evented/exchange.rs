@@ -338,6 +338,13 @@ impl Exchange {
 
     /// The request's outcome, from where it stopped and how, at `now`.
     pub fn conclude(self, end: End, now: u64, live: &Live) -> Outcome {
+        let resends = u64::from(self.resends);
+        let mut out = self.outcome(end, now, live);
+        out.resends = resends;
+        out
+    }
+
+    fn outcome(self, end: End, now: u64, live: &Live) -> Outcome {
         match (self.phase, end) {
             (Phase::Head { out, .. }, end) => {
                 let mut out = *out;
