@@ -79,6 +79,15 @@ pub fn same_origin(from: &str, location: &str) -> Option<String> {
     if location.starts_with('/') && !location.starts_with("//") {
         return Some(format!("{scheme}://{authority}{location}"));
     }
+    // `//host/path`: another authority on the same scheme.
+    let absolute;
+    let location = match location.strip_prefix("//") {
+        Some(_) => {
+            absolute = format!("{scheme}:{location}");
+            absolute.as_str()
+        }
+        None => location,
+    };
     let to: http::Uri = location.parse().ok()?;
     let (Some(to_scheme), Some(to_auth)) = (to.scheme_str(), to.authority()) else {
         // A relative path: beside the last segment of `from`'s path.
@@ -122,6 +131,10 @@ mod tests {
         assert_eq!(
             same_origin("http://h/m", "http://h:80/n").as_deref(),
             Some("http://h/n")
+        );
+        assert_eq!(
+            same_origin(from, "//h:8000/m").as_deref(),
+            Some("http://k:pw@h:8000/m")
         );
         for other in [
             "http://evil:8000/metrics",
