@@ -317,6 +317,25 @@ mod tests {
     }
 
     #[test]
+    fn resends_are_summed_and_absent_in_older_lines() {
+        // `result` writes a line as older versions did: no `resends`.
+        let old = result(10.0, None, 20.0, true);
+        assert_eq!(old.resends, 0);
+        let line = serde_json::to_value(&old).unwrap();
+        assert!(line.get("resends").is_none(), "written only when not 0");
+        let mut resent = result(10.0, None, 20.0, false);
+        resent.resends = 1;
+        let back: RequestResult =
+            serde_json::from_str(&serde_json::to_string(&resent).unwrap()).unwrap();
+        assert_eq!(back.resends, 1);
+        let mut t = Tally::default();
+        for r in [&old, &back, &back] {
+            t.add(r, None);
+        }
+        assert_eq!(t.resends, 2);
+    }
+
+    #[test]
     fn slo_met_needs_every_bound() {
         let slo = Slo::parse("ttft=100,tpot=10,e2e=1000").unwrap();
         assert!(slo.met(&result(100.0, Some(10.0), 1000.0, true)));
