@@ -1,6 +1,8 @@
 //! A mutation fuzzer on stable Rust (cargo-fuzz needs nightly): every
 //! importer's record parser, mc-gen's distribution parser, mc-replay's SSE
-//! splitter and classifier, and the result-line reader, each fed inputs
+//! splitter and classifier, both sides of HTTP (mc-replay's response
+//! reader, the evented client's sans-IO exchange, and mc-mock's request
+//! reader, each fed whole and in pieces), and the result-line reader, each fed inputs
 //! mutated from a small seed corpus for a bounded time or number of
 //! executions. A panic is a finding: the input is written to
 //! `fuzz-crash-<target>.bin` and the run exits 1. Deterministic: the same
@@ -65,6 +67,17 @@ const DICT: &[&[u8]] = &[
     b"data: ",
     b"[DONE]",
     b"\n\n",
+    b"\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\n",
+    b"transfer-encoding: chunked\r\n",
+    b"content-length: ",
+    b"connection: close\r\n",
+    b"content-type: text/event-stream\r\n",
+    b"0\r\n\r\n",
+    b"ffffffffffffffff\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\n",
+    b"expect: 100-continue\r\n",
 ];
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>) {
@@ -128,6 +141,112 @@ struct Target {
     name: &'static str,
     seeds: Vec<Vec<u8>>,
     run: Run,
+}
+
+/// Piece sizes for feeding `n` bytes in pieces, from `seed`: between 1
+/// and 64 bytes, so every kind of boundary is met.
+fn pieces(n: usize, seed: u64) -> Vec<usize> {
+    let mut rng = Rng(seed | 1);
+    let mut out = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let k = (1 + rng.below(64)).min(left);
+        out.push(k);
+        left -= k;
+    }
+    out
+}
+
+/// A seed from the input's bytes (FNV-1a): the same input, the same pieces.
+fn seed_of(input: &[u8]) -> u64 {
+    input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// The evented client's exchange fed `input` in pieces of these sizes,
+/// every piece at the same time: the outcome, every field, as text.
+fn http_response(input: &[u8], sizes: &[usize]) -> String {
+    use mctrace::replay::http::evented::exchange::{End, Exchange, Reading};
+    use mctrace::replay::http::inflight::Live;
+    use mctrace::replay::outcome::Outcome;
+    let live = Live::default();
+    let how = Reading {
+        live: &live,
+        keep_text: true,
+        max_event_bytes: 1024,
+    };
+    let mut ex = Exchange::new(b"POST / HTTP/1.1\r\n\r\n".to_vec(), Outcome::default());
+    let n = ex.unwritten().len();
+    ex.wrote(n);
+    let mut end = None;
+    let mut at = 0;
+    for &k in sizes {
+        end = ex.receive(&input[at..at + k], 10, &how);
+        at += k;
+        if end.is_some() {
+            break;
+        }
+    }
+    let end = end.or_else(|| ex.eof()).unwrap_or(End::Body {
+        end: mctrace::replay::http::stream::BodyEnd::Clean,
+        reuse: false,
+    });
+    let now = ex.ended_at().unwrap_or(1000);
+    format!("{:?}", ex.conclude(end, now, &live))
+}
+
+/// mc-mock's request reader fed `input` in pieces of these sizes: each
+/// request it read (method, target, framing, body) and why it stopped.
+fn mock_requests(input: &[u8], sizes: &[usize]) -> Vec<String> {
+    use mctrace::mock::http::{framing, take_head};
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    // A request whose body is still coming: its line, and the bytes due.
+    let mut body: Option<(String, usize)> = None;
+    let mut at = 0;
+    for &k in sizes {
+        buf.extend_from_slice(&input[at..at + k]);
+        at += k;
+        loop {
+            if let Some((line, due)) = body.take() {
+                if buf.len() < due {
+                    body = Some((line, due));
+                    break;
+                }
+                let b: Vec<u8> = buf.drain(..due).collect();
+                out.push(format!("{line} body {b:?}"));
+                continue;
+            }
+            match take_head(&mut buf) {
+                Ok(None) => break,
+                Ok(Some((n, head))) => {
+                    buf.drain(..n);
+                    match framing(&head) {
+                        Ok(f) => {
+                            let line =
+                                format!("{} {} {:?} {f:?}", head.method, head.target, head.headers);
+                            // A body longer than the input can hold never
+                            // completes; `take` in Conn reads it as it comes.
+                            body = Some((line, usize::try_from(f.body_len).unwrap_or(usize::MAX)));
+                        }
+                        Err(e) => {
+                            out.push(format!("refused: {e:?}"));
+                            return out;
+                        }
+                    }
+                }
+                Err(e) => {
+                    out.push(format!("refused: {e:?}"));
+                    return out;
+                }
+            }
+        }
+    }
+    if let Some((line, due)) = body {
+        out.push(format!("{line} cut with {due} body bytes due"));
+    }
+    out
 }
 
 fn sink() -> Sink {
@@ -297,6 +416,52 @@ fn targets(dir: &std::path::Path) -> Vec<Target> {
                     let next = classify_with(e, &mut usage_memo, &mut memo);
                     assert_eq!(alone, next, "the memo changes what an event says");
                 }
+            }),
+        },
+        Target {
+            name: "http-response",
+            seeds: [
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n\
+                 3a;x=1\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" a\"}}]}\n\n\r\n\
+                 51\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" b\"},\"finish_reason\":\"length\"}]}\n\n\r\n\
+                 e\r\ndata: [DONE]\n\n\r\n0\r\nx-trailer: 1\r\n\r\n",
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 86\r\n\r\n\
+                 data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"stop\"}]}\r\n\r\n: ping\n\ndata: [DONE]\n\n",
+                "HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n",
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 75\r\n\r\n\
+                 {\"choices\":[{\"index\":0,\"message\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}",
+                "HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\ncontent-type: application/json\r\ncontent-length: 33\r\n\r\n{\"error\":{\"message\":\"slow down\"}}",
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: /x\r\ncontent-length: 0\r\n\r\n",
+                "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+            run: Box::new(|input| {
+                // Fed whole, and in pieces: the same outcome either way (the
+                // pieces arrive at the same time, so the times agree too).
+                let whole = http_response(input, &[input.len()]);
+                let split = http_response(input, &pieces(input.len(), seed_of(input)));
+                assert_eq!(whole, split, "the outcome depends on the read sizes");
+            }),
+        },
+        Target {
+            name: "mock-request",
+            seeds: [
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}\
+                 GET /metrics HTTP/1.1\r\nhost: h\r\n\r\n",
+                "\r\n\r\nPOST / HTTP/1.0\r\nconnection: keep-alive\r\nexpect: 100-continue\r\ncontent-length: 5\r\n\r\nhello",
+                "POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+                "POST / HTTP/1.1\r\ncontent-length: 1\r\ncontent-length: 2\r\n\r\nab",
+                "GET / HTTP/2\r\n\r\n",
+            ]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+            run: Box::new(|input| {
+                let whole = mock_requests(input, &[input.len()]);
+                let split = mock_requests(input, &pieces(input.len(), seed_of(input)));
+                assert_eq!(whole, split, "the requests depend on the read sizes");
             }),
         },
         Target {

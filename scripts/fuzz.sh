@@ -1,7 +1,10 @@
 #!/bin/sh
 # Fuzz every importer's record parser (azure, burstgpt, aibrix, ragpulse,
 # weka, nat), mc-gen's distribution parser, mc-replay's SSE splitter and
-# classifier, and the result-line reader, for a bounded time: at most
+# classifier, both sides of HTTP (http-response: the evented client's
+# sans-IO exchange; mock-request: mc-mock's request reader; each fed whole
+# and in pieces, which must read the same), and the result-line reader,
+# for a bounded time: at most
 # EXECS executions or SECONDS seconds per target (defaults 1,000,000 and
 # 120), under `ulimit -v 4000000` so an unbounded allocation is a finding
 # too. Not part of .ci/run (it takes minutes).

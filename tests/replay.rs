@@ -58,6 +58,9 @@ pub mod schema {
         pub tokens_estimated: bool,
         pub finish_reason: Option<String>,
         pub short: bool,
+        /// Sent again after a closed keep-alive connection (absent when 0).
+        #[serde(default)]
+        pub resends: u64,
         /// `--shard` runs only.
         #[serde(default)]
         pub shard: Option<String>,
@@ -227,6 +230,7 @@ pub mod schema {
         pub interrupted: bool,
         pub short: u64,
         pub cut_at_done: u64,
+        pub resends: u64,
     }
 
     #[derive(Debug, Clone, Deserialize)]

@@ -105,6 +105,7 @@ impl EngineTarget {
             finish_reason: Some("length".into()),
             text: String::new(),
             error: None,
+            resends: 0,
         }
     }
 }

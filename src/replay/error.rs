@@ -65,6 +65,8 @@ pub enum ReplayError {
 pub enum ModelsError {
     #[error(transparent)]
     Http(#[from] ureq::Error),
+    #[error(transparent)]
+    Redirect(#[from] crate::replay::http::redirect::FollowError),
     #[error("{0}")]
     Status(String),
     #[error("the answer is not JSON")]

@@ -57,6 +57,8 @@ pub struct Outcome {
     /// The answer's content (kept only for `--turns delta`).
     pub text: String,
     pub error: Option<Failure>,
+    /// Times the request was sent again (a closed keep-alive connection).
+    pub resends: u64,
 }
 
 impl Outcome {
@@ -236,6 +238,7 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
         short: o.error.is_none()
             && id.exact_output
             && matches!((id.output_tokens, lat.completion_tokens), (Some(want), Some(got)) if got < want),
+        resends: o.resends,
         shard: None,
         plan_digest: None,
     }

@@ -73,6 +73,13 @@ pub struct RequestResult {
     /// Absent in files of older versions.
     #[serde(default)]
     pub short: bool,
+    /// Times the request was sent again from its first byte: a kept-alive
+    /// connection the server closed before answering is retried once on
+    /// a new one, and the server may have read the first copy (it then
+    /// saw the request twice). Absent when 0, and in files of older
+    /// versions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resends: u64,
     /// The shard that sent it, `I/N` (0-based; `mc-replay --shard`).
     /// Absent in unsharded runs and in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +88,10 @@ pub struct RequestResult {
     /// one run carries the same one. Absent like `shard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_digest: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a request failed, as written in its result line.
@@ -98,9 +109,22 @@ pub enum ErrorKind {
     /// Any other 4xx.
     #[serde(rename = "http_4xx")]
     Http4xx,
-    /// 5xx (and any other non-2xx).
+    /// 5xx.
     #[serde(rename = "http_5xx")]
     Http5xx,
+    /// A 3xx: a redirect, which a completion does not follow. Not in
+    /// files of older versions (they called it `http_5xx`).
+    #[serde(rename = "http_3xx")]
+    Http3xx,
+    /// A 1xx as the final answer (`101 Switching Protocols`: the server
+    /// wants another protocol). Not in files of older versions (they
+    /// called it `http_5xx`).
+    #[serde(rename = "http_1xx")]
+    Http1xx,
+    /// A 200 answer to a streaming request that is not a stream and holds
+    /// no completion (`{}`): the server did not stream. Not in files of
+    /// older versions (they counted it `ok`).
+    NotStreamed,
     /// `data: {"error": ...}` after the stream began.
     StreamError,
     /// An event that is not JSON.

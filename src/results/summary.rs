@@ -155,6 +155,11 @@ pub struct Counts {
     /// the `incomplete` errors).
     #[serde(default)]
     pub cut_at_done: u64,
+    /// Requests sent again after a kept-alive connection closed before
+    /// answering (the server may have read them twice). Absent in
+    /// summaries of older versions.
+    #[serde(default)]
+    pub resends: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -243,6 +248,7 @@ pub fn summarize(
             interrupted: end.interrupted,
             short: t.short,
             cut_at_done: t.cut_at_done,
+            resends: t.resends,
         },
         errors: t.errors.clone(),
         duration_s,
@@ -489,6 +495,14 @@ impl Summary {
                 r.short
             );
         }
+        if r.resends > 0 {
+            let _ = writeln!(
+                s,
+                "note: {} requests were sent again after the server closed a kept-alive \
+                 connection before answering: it may have read some twice",
+                r.resends
+            );
+        }
         if r.cut_at_done > 0 {
             let _ = writeln!(
                 s,
@@ -552,6 +566,13 @@ impl Summary {
                 r.cut_at_done
             ));
         }
+        if r.resends > 0 {
+            out.push(format!(
+                "{} requests were sent again after a kept-alive connection closed (the server \
+                 may have read them twice)",
+                r.resends
+            ));
+        }
         if r.short > 0 {
             out.push(format!(
                 "{} ok requests ended short of the exact length asked for (the server ignored \
@@ -577,6 +598,9 @@ impl Summary {
         scalar("requests_failed", &r.failed);
         scalar("requests_warmup", &r.warmup);
         scalar("rows_not_sent", &r.not_sent);
+        if r.resends > 0 {
+            scalar("requests_resent", &r.resends);
+        }
         scalar("duration_s", &self.duration_s);
         scalar("request_throughput", &self.request_throughput);
         scalar("output_token_throughput", &self.output_token_throughput);
@@ -706,6 +730,7 @@ mod tests {
                 interrupted: false,
                 short: 0,
                 cut_at_done: 0,
+                resends: 0,
             },
             errors: [(ErrorKind::Http5xx, 1), (ErrorKind::Timeout, 1)].into(),
             duration_s: 12.5,

@@ -163,6 +163,8 @@ pub struct Tally {
     pub short: u64,
     /// `incomplete` streams that reached `[DONE]` without a finish reason.
     pub cut_at_done: u64,
+    /// Sends of measured requests again from their first byte.
+    pub resends: u64,
     /// Output tokens asked for and received, over every measured request
     /// (failed ones too: a cut stream received what it received).
     pub output_requested: u64,
@@ -223,6 +225,7 @@ impl Tally {
         self.lag.add(us(r.lag_ms));
         self.output_requested += r.output_tokens.unwrap_or(0);
         self.output_received += r.completion_tokens.unwrap_or(0);
+        self.resends += r.resends;
         if let Some(e) = &r.error {
             self.failed += 1;
             *self.errors.entry(e.kind).or_default() += 1;
@@ -311,6 +314,25 @@ mod tests {
             "completion_tokens": 2, "tokens_estimated": false, "finish_reason": "length"
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn resends_are_summed_and_absent_in_older_lines() {
+        // `result` writes a line as older versions did: no `resends`.
+        let old = result(10.0, None, 20.0, true);
+        assert_eq!(old.resends, 0);
+        let line = serde_json::to_value(&old).unwrap();
+        assert!(line.get("resends").is_none(), "written only when not 0");
+        let mut resent = result(10.0, None, 20.0, false);
+        resent.resends = 1;
+        let back: RequestResult =
+            serde_json::from_str(&serde_json::to_string(&resent).unwrap()).unwrap();
+        assert_eq!(back.resends, 1);
+        let mut t = Tally::default();
+        for r in [&old, &back, &back] {
+            t.add(r, None);
+        }
+        assert_eq!(t.resends, 2);
     }
 
     #[test]

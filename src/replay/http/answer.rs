@@ -28,7 +28,11 @@ pub fn status_failure(
     let kind = match status {
         429 => ErrorKind::RateLimited,
         400..=499 => ErrorKind::Http4xx,
-        _ => ErrorKind::Http5xx,
+        500..=599 => ErrorKind::Http5xx,
+        300..=399 => ErrorKind::Http3xx,
+        100..=199 => ErrorKind::Http1xx,
+        // Not an HTTP status at all (httparse takes any three digits).
+        _ => ErrorKind::Transport,
     };
     Failure {
         kind,
@@ -83,7 +87,26 @@ pub fn whole_answer(bytes: &[u8], now: u64, live: &Live, out: &mut Outcome) {
             out.text = text.into_owned();
             out.finish_reason = finish_reason.map(Cow::into_owned);
         }
-        Event::Empty { finish_reason } => out.finish_reason = finish_reason.map(Cow::into_owned),
+        Event::Empty {
+            finish_reason: Some(r),
+        } => out.finish_reason = Some(r.into_owned()),
+        // No choice, or one that neither carries output nor says why it
+        // ended (`{}`): not a completion, and nothing was streamed. As
+        // `ok` it passed for a short answer of 0 tokens.
+        Event::Empty {
+            finish_reason: None,
+        }
+        | Event::StreamUsage(_)
+        | Event::Done => {
+            out.error = Some(Failure::new(
+                ErrorKind::NotStreamed,
+                format!(
+                    "the server did not stream (no text/event-stream) and its answer holds no \
+                     completion: {}",
+                    sse::shorten(bytes)
+                ),
+            ))
+        }
         Event::Error(msg) => out.error = Some(Failure::new(ErrorKind::StreamError, msg)),
         Event::Malformed(msg) => {
             out.error = Some(Failure::new(
@@ -91,7 +114,6 @@ pub fn whole_answer(bytes: &[u8], now: u64, live: &Live, out: &mut Outcome) {
                 format!("answer is not a completion: {msg}"),
             ))
         }
-        Event::StreamUsage(_) | Event::Done => {}
     }
     out.usage = usage;
 }
@@ -153,6 +175,40 @@ mod tests {
         );
         assert_eq!(status_failure(404, None, None, "").kind, ErrorKind::Http4xx);
         assert_eq!(status_failure(502, None, None, "").kind, ErrorKind::Http5xx);
+        // A redirect is not followed and a switch of protocol not made: neither
+        // is a server error.
+        assert_eq!(status_failure(307, None, None, "").kind, ErrorKind::Http3xx);
+        assert_eq!(status_failure(101, None, None, "").kind, ErrorKind::Http1xx);
+        assert_eq!(
+            status_failure(999, None, None, "").kind,
+            ErrorKind::Transport
+        );
+    }
+
+    #[test]
+    fn a_whole_answer_without_a_completion_did_not_stream() {
+        let live = Live::default();
+        for body in [
+            "{}",
+            r#"{"choices":[]}"#,
+            r#"{"usage":{"prompt_tokens":3}}"#,
+        ] {
+            let mut out = Outcome::default();
+            whole_answer(body.as_bytes(), 5, &live, &mut out);
+            let e = out.error.expect(body);
+            assert_eq!(e.kind, ErrorKind::NotStreamed, "{body}");
+            assert!(e.message.contains("did not stream"), "{}", e.message);
+        }
+        // A completion sent whole is still one output event.
+        let mut out = Outcome::default();
+        let body = r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}"#;
+        whole_answer(body.as_bytes(), 5, &live, &mut out);
+        assert!(out.error.is_none() && out.chunks == 1);
+        // An empty completion that says why it ended is an answer too.
+        let mut out = Outcome::default();
+        let body = r#"{"choices":[{"message":{"content":""},"finish_reason":"length"}]}"#;
+        whole_answer(body.as_bytes(), 5, &live, &mut out);
+        assert!(out.error.is_none() && out.finish_reason.as_deref() == Some("length"));
     }
 
     #[test]

@@ -299,6 +299,9 @@ fn agent(timeout: Duration, cacert: Option<&CaCerts>) -> ureq::Agent {
         .http_status_as_error(false)
         .timeout_global(Some(timeout))
         .timeout_connect(Some(CONNECT_TIMEOUT))
+        // A completion is not sent on to where a redirect points (it is
+        // `http_3xx`, as in the evented client), nor are its credentials.
+        .max_redirects(0)
         // One idle connection per worker, so every request reuses one.
         .max_idle_connections(100_000)
         .max_idle_connections_per_host(100_000)
@@ -317,6 +320,8 @@ fn models_agent(cacert: Option<&CaCerts>) -> ureq::Agent {
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
         .timeout_global(Some(MODELS_TIMEOUT))
+        // Followed in `discover_model`, within the origin only (`redirect`).
+        .max_redirects(0)
         .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")));
     tls::with_roots(config, cacert).build().new_agent()
 }
@@ -403,12 +408,8 @@ fn reset_prefix_cache(agent: &ureq::Agent, base: &str, headers: &[(String, Strin
 /// The first model the server lists.
 fn discover_model(agent: &ureq::Agent, base: &str, headers: &[(String, String)]) -> Result<String> {
     let url = format!("{base}/models");
-    let mut req = agent.get(&url);
-    for (k, v) in headers {
-        req = req.header(k.as_str(), v.as_str());
-    }
     let found = (|| -> Result<String, ModelsError> {
-        let mut resp = req.call()?;
+        let mut resp = super::redirect::get(agent, &url, headers)?;
         let status = resp.status().as_u16();
         if status != 200 {
             return Err(ModelsError::Status(format!("HTTP {status}")));

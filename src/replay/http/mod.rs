@@ -20,6 +20,7 @@ pub mod connect;
 pub mod evented;
 pub mod inflight;
 pub mod prompt;
+pub mod redirect;
 pub mod request;
 pub mod sse;
 pub mod stream;

@@ -160,6 +160,9 @@ fn on_event(
 ) {
     match sse::classify_with(data, usage, memo) {
         Event::Done => *done = true,
+        // After `[DONE]` the stream is over: what a server sends then is
+        // not part of the answer, and is not counted.
+        Event::Token { .. } if *done => {}
         Event::Token {
             text,
             finish_reason,
@@ -359,6 +362,14 @@ mod tests {
         assert_eq!(kind(&o), Some(ErrorKind::BadSse));
         assert!(o.error.unwrap().message.contains("--max-event-bytes"));
         assert_eq!(o.chunks, 1, "the tokens before it are kept");
+    }
+
+    #[test]
+    fn tokens_after_done_are_not_counted() {
+        let o = read(&[ROLE, TOKEN, LAST, DONE, TOKEN, TOKEN], BodyEnd::Clean);
+        assert_eq!(kind(&o), None);
+        assert_eq!((o.chunks, o.itl_us.len()), (2, 1));
+        assert_eq!(o.t_last_us, Some(30));
     }
 
     #[test]

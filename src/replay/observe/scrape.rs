@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::prom::{self, ServerStats};
+use crate::replay::http::redirect;
 use crate::replay::http::tls::{self, CaCerts};
 use crate::replay::redact::Redactor;
 
@@ -96,6 +97,8 @@ impl Scraper {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(SCRAPE_TIMEOUT))
+            // Followed here, within the origin only (`redirect`).
+            .max_redirects(0)
             .user_agent(concat!("mc-replay/", env!("CARGO_PKG_VERSION")));
         let agent = tls::with_roots(config, cacert).build().new_agent();
         Ok(Scraper {
@@ -157,11 +160,8 @@ impl Scraper {
     }
 
     fn fetch(&self) -> std::result::Result<prom::Scrape, String> {
-        let mut req = self.agent.get(&self.url);
-        for (k, v) in &self.headers {
-            req = req.header(k.as_str(), v.as_str());
-        }
-        let mut resp = req.call().map_err(|e| e.to_string())?;
+        let mut resp =
+            redirect::get(&self.agent, &self.url, &self.headers).map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
         if status != 200 {
             return Err(format!("HTTP {status}"));

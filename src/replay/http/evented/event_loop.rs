@@ -1,10 +1,8 @@
-//! The event-driven real-server target: a few event-loop threads, each
-//! owning its connections (non-blocking sockets under `mio`), HTTP/1.1
-//! keep-alive reuse, and one buffer per stream. Every read carries the
-//! time its bytes arrived ([`crate::rxtime`]: the kernel's stamp on Linux,
-//! else the read's own time) on the run's [`Clock`], so a thousand streams
-//! in flight cost a thousand sockets, not a thousand threads, and no
-//! answer's time waits for a thread to be scheduled.
+//! An event loop of the evented client: one thread, its connections
+//! (non-blocking sockets under `mio`, HTTP/1.1 keep-alive reuse), their
+//! readiness, the requests' timers, and the jobs the target hands it. A
+//! connection's own reads and writes are in [`super::conn`]; what the
+//! bytes mean, in [`super::exchange`].
 //!
 //! https:// goes the same way: a connection to a TLS endpoint carries a
 //! [`Session`] (rustls) that takes the ciphertext the loop read, with its
@@ -16,44 +14,32 @@
 //! it waits a few hundred µs between two polls, for new jobs only, so one
 //! wake-up serves dozens of tokens instead of a few. The kernel's stamps
 //! keep the times exact; a new request is still sent at once.
-//!
-//! What the bytes mean is decided elsewhere, once: the framing in
-//! [`super::wire`], a stream's verdict in [`super::stream`], a status or a
-//! whole answer in [`super::answer`]. Requests in flight are in the shared
-//! [`Registry`], so a drain that runs out cancels them exactly as the
-//! blocking target does: whoever claims a request first writes its result.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, TryRecvError};
 use crossbeam_utils::sync::{Parker, Unparker};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::answer;
-use super::cancel_registered;
-use super::client::Clock;
-use super::inflight::{Entry, Registry};
-use super::request::RequestBuilder;
-use super::stream::{BodyEnd, StreamReader};
-use super::tls::{self, Received, Session, Tls};
-use super::wire::{self, Body, Endpoint};
+use super::conn::{idle_closed, progress, Conn, Step, Task};
+use super::exchange::{End, Exchange};
+use super::{DoneTx, Msg, Shared, COALESCE_FROM, WAKER};
 use crate::oslimit;
+use crate::replay::http::answer;
+use crate::replay::http::stream::BodyEnd;
+use crate::replay::http::tls::{self, Session};
+use crate::replay::http::wire;
 use crate::replay::outcome::{ErrorKind, Failure, Outcome};
-use crate::replay::target::{Done, Job, Target};
-use crate::replay::trace::Trace;
-use crate::rxtime::{self, RxReader};
-
-/// The waker's token; connections use their slot index.
-const WAKER: Token = Token(usize::MAX);
+use crate::replay::target::{Done, Job};
+use crate::rxtime::RxReader;
 
 /// Bytes read per `read` call: a whole burst of events in one call.
 const READ_BUF: usize = 64 * 1024;
@@ -76,369 +62,7 @@ const GAPS_AHEAD_AT_MOST: u64 = 4096;
 /// to open a connection again, when none of its own has freed one.
 const PROBE_FILES_US: u64 = 10_000;
 
-/// Answers in flight on a loop from which it coalesces its reads: below
-/// it, CPU per token does not matter and a stream's end is noticed at
-/// once (a session's next turn waits for it).
-pub const COALESCE_FROM: usize = 100;
-
-/// How the evented client is set up.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub endpoint: Endpoint,
-    pub user_agent: String,
-    /// `--timeout`, per request from its send.
-    pub timeout: Duration,
-    /// `--max-connections`; 0: one per request in flight.
-    pub max_connections: usize,
-    /// Event-loop threads (at least 1).
-    pub loops: usize,
-    /// `--max-event-bytes`.
-    pub max_event_bytes: usize,
-    /// `--read-coalesce-us`: with `COALESCE_FROM` answers in flight, at
-    /// most one poll per this long (zero: poll on every event).
-    pub coalesce: Duration,
-    /// Set for an https:// endpoint: every connection is a TLS session.
-    pub tls: Option<Tls>,
-}
-
-/// What every loop reads.
-struct Shared {
-    trace: Arc<Trace>,
-    builder: RequestBuilder,
-    cfg: Config,
-    clock: Clock,
-    registry: Registry,
-    stop: Arc<AtomicBool>,
-    /// The server's addresses, resolved once (by the first loop that needs
-    /// them); a failed lookup is not kept, so each request tries again and
-    /// fails as `dns` on its own.
-    addrs: Mutex<Option<Arc<[SocketAddr]>>>,
-    /// Set when a loop first ran out of file descriptors (noted once).
-    out_of_files: AtomicBool,
-    /// Connections open in all loops.
-    open_total: AtomicUsize,
-}
-
-impl Shared {
-    /// Says once, on stderr, that the client's open-file limit now caps
-    /// its connections (`open`: the loop's when it hit it).
-    fn note_out_of_files(&self, open: usize) {
-        if self.out_of_files.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let limit = oslimit::open_files().map_or(String::new(), |n| format!(" (ulimit -n {n})"));
-        eprintln!(
-            "mc-replay: out of file descriptors{limit} with {open} connections open in one \
-             event loop: from now on requests wait for a free connection, and their \
-             schedule lag shows it; raise the limit to send them on time"
-        );
-    }
-}
-
-enum Msg {
-    Job(Job),
-    /// The run is stopping, or the target is gone: look at the flags.
-    Check,
-}
-
-struct LoopHandle {
-    tx: Sender<Msg>,
-    waker: Arc<Waker>,
-    /// Ends the loop's read-coalescing pause ([`Loop::coalesce`]).
-    unparker: Unparker,
-    thread: Option<JoinHandle<()>>,
-    quit: Arc<AtomicBool>,
-}
-
-pub struct EventedTarget {
-    shared: Arc<Shared>,
-    loops: Vec<LoopHandle>,
-    next: usize,
-    done_rx: Receiver<Done>,
-    /// Woken by every `Done` the loops send ([`DoneTx`]) while `done_ring`.
-    done_parker: Parker,
-    done_ring: Arc<AtomicBool>,
-    /// The loops were told the run is stopping.
-    stop_told: bool,
-}
-
-/// The event loops could not be started.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot start the HTTP client's event loop")]
-pub struct StartError(#[source] pub io::Error);
-
-impl EventedTarget {
-    pub fn new(
-        trace: Arc<Trace>,
-        builder: RequestBuilder,
-        mut cfg: Config,
-        clock: Clock,
-        stop: Arc<AtomicBool>,
-    ) -> Result<EventedTarget, StartError> {
-        cfg.loops = cfg.loops.max(1);
-        if cfg.max_connections > 0 {
-            cfg.loops = cfg.loops.min(cfg.max_connections);
-        }
-        // `--max-connections` split exactly: the first loops take the remainder.
-        let per_loop = |i: usize| match cfg.max_connections {
-            0 => usize::MAX,
-            n => n / cfg.loops + usize::from(i < n % cfg.loops),
-        };
-        let n_loops = cfg.loops;
-        let caps: Vec<usize> = (0..n_loops).map(per_loop).collect();
-        let shared = Arc::new(Shared {
-            trace,
-            builder,
-            cfg,
-            clock,
-            registry: Registry::default(),
-            stop,
-            addrs: Mutex::new(None),
-            out_of_files: AtomicBool::new(false),
-            open_total: AtomicUsize::new(0),
-        });
-        let (done_tx, done_rx) = crossbeam_channel::unbounded();
-        let done_parker = Parker::new();
-        let done_ring = Arc::new(AtomicBool::new(true));
-        let done_tx = DoneTx {
-            tx: done_tx,
-            bell: done_parker.unparker().clone(),
-            ring: done_ring.clone(),
-        };
-        let mut loops = Vec::with_capacity(n_loops);
-        for (i, &cap) in caps.iter().enumerate() {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            let quit = Arc::new(AtomicBool::new(false));
-            let mut lp = Loop::new(shared.clone(), rx, done_tx.clone(), quit.clone(), cap)
-                .map_err(StartError)?;
-            let waker = Arc::new(Waker::new(lp.poll.registry(), WAKER).map_err(StartError)?);
-            let unparker = lp.parker.unparker().clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("mc-replay-loop-{i}"))
-                .spawn(move || lp.run())
-                .map_err(StartError)?;
-            loops.push(LoopHandle {
-                tx,
-                waker,
-                unparker,
-                thread: Some(thread),
-                quit,
-            });
-        }
-        Ok(EventedTarget {
-            shared,
-            loops,
-            next: 0,
-            done_rx,
-            done_parker,
-            done_ring,
-            stop_told: false,
-        })
-    }
-
-    fn take_ready(&self, done: &mut Vec<Done>) {
-        done.extend(self.done_rx.try_iter());
-    }
-
-    /// Tells every loop to look at the flags (stop, quit).
-    fn check_all(&self) {
-        for l in &self.loops {
-            let _ = l.tx.send(Msg::Check);
-            // A failed wake leaves the loop to its next event or timer.
-            let _ = l.waker.wake();
-            l.unparker.unpark();
-        }
-    }
-}
-
-impl Drop for EventedTarget {
-    fn drop(&mut self) {
-        for l in &self.loops {
-            l.quit.store(true, Ordering::Release);
-        }
-        self.check_all();
-        for l in &mut self.loops {
-            if let Some(t) = l.thread.take() {
-                // A loop that panicked has nothing left to report.
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-impl Target for EventedTarget {
-    fn name(&self) -> &'static str {
-        "http"
-    }
-
-    fn now_us(&self) -> u64 {
-        self.shared.clock.now_us()
-    }
-
-    fn submit(&mut self, job: Job) {
-        let l = &self.loops[self.next % self.loops.len()];
-        self.next = self.next.wrapping_add(1);
-        // The loop lives as long as the target.
-        let _ = l.tx.send(Msg::Job(job));
-        let _ = l.waker.wake();
-        l.unparker.unpark();
-    }
-
-    fn wake_on_end(&mut self, on: bool) {
-        self.done_ring.store(on, Ordering::Relaxed);
-    }
-
-    fn wait(&mut self, deadline_us: Option<u64>, done: &mut Vec<Done>) {
-        if !self.stop_told && self.shared.stop.load(Ordering::Relaxed) {
-            // Jobs waiting for a connection go back unsent now, not when
-            // a connection frees.
-            self.stop_told = true;
-            self.check_all();
-        }
-        wait_parked(
-            &self.done_rx,
-            &self.done_parker,
-            &self.shared.clock,
-            deadline_us,
-            done,
-        );
-    }
-
-    fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
-        // Ends that arrived meanwhile are real results, not cancellations.
-        self.take_ready(done);
-        cancel_registered(&self.shared.registry, self.now_us(), done)
-    }
-
-    fn workers(&self) -> usize {
-        self.loops.len()
-    }
-}
-
-/// One request on its connection, from its first byte written to its end.
-struct Exchange {
-    entry: Arc<Entry>,
-    /// `--turns delta`: the conversation, answered when the request ends.
-    history: Option<Vec<Value>>,
-    request: Vec<u8>,
-    written: usize,
-    deadline_us: u64,
-    /// Sent once more after a reused connection turned out closed.
-    retried: bool,
-    /// Some byte of the answer arrived (a retry is no longer safe).
-    got_bytes: bool,
-    /// When the last bytes arrived (the send before any): reads' times
-    /// never go back.
-    last_at: u64,
-    /// The answer's bytes ended it, at this time (else it ends when it is
-    /// concluded: an EOF, an error, a timeout).
-    ended_at: Option<u64>,
-    phase: Phase,
-}
-
-impl Exchange {
-    /// The stream being read, once an SSE answer began.
-    fn stream(&self) -> Option<&StreamReader> {
-        match &self.phase {
-            Phase::Body {
-                sink: Sink::Stream(r),
-                ..
-            } => Some(r),
-            _ => None,
-        }
-    }
-}
-
-/// An exchange's state: small, so that a connection's fields a token read
-/// touches share few cache lines (the outcome and the rarer sinks are
-/// boxed; `prefetch_ahead` fetches the whole connection).
-enum Phase {
-    /// Reading the response head; `out` is the outcome so far.
-    Head { buf: Vec<u8>, out: Box<Outcome> },
-    Body {
-        body: Body,
-        keep_alive: bool,
-        sink: Sink,
-    },
-}
-
-/// Where a body's bytes go.
-enum Sink {
-    /// An SSE answer: judged by the one stream rule. Every sink is boxed,
-    /// so that a connection stays three cache lines (see [`Phase`]).
-    Stream(Box<StreamReader>),
-    /// A whole JSON answer (a server that ignored `stream: true`).
-    Whole(Box<WholeSink>),
-    /// A non-2xx answer: its body is read for the message.
-    Status(Box<StatusSink>),
-}
-
-struct WholeSink {
-    bytes: Vec<u8>,
-    out: Outcome,
-}
-
-struct StatusSink {
-    status: u16,
-    content_type: Option<String>,
-    retry_after: Option<String>,
-    bytes: Vec<u8>,
-    out: Outcome,
-}
-
-/// How an exchange ended.
-enum End {
-    /// Before the body: the request failed.
-    Failed(Failure),
-    /// The body ended (cleanly or not); `reuse`: the connection may carry
-    /// the next request.
-    Body { end: BodyEnd, reuse: bool },
-}
-
-/// What reading from a connection led to.
-enum Step {
-    More,
-    End(End),
-    /// A reused connection was found closed before the answer: send again.
-    Retry,
-}
-
-impl Conn {
-    /// Still connecting (a TLS handshake counts), or holding request bytes
-    /// not yet written.
-    fn unsent(&self) -> bool {
-        !self.connected
-            || self.tls.as_deref().is_some_and(Session::busy)
-            || self
-                .ex
-                .as_ref()
-                .is_some_and(|ex| ex.written < ex.request.len())
-    }
-}
-
-/// Aligned to cache lines: a connection is three of them, all fetched
-/// ahead of its event (`Loop::prefetch_ahead`).
-#[repr(align(64))]
-struct Conn {
-    sock: TcpStream,
-    connected: bool,
-    /// Which of the server's addresses this socket tries.
-    addr: usize,
-    /// It carried a request before (a closed one may be retried once).
-    reused: bool,
-    /// Names the current exchange, so a timer for an earlier one is ignored.
-    serial: u64,
-    /// The server's end was seen closing: read to the EOF (no edge will
-    /// announce it again).
-    closing: bool,
-    /// An https:// connection's TLS: what is read goes through it (boxed:
-    /// a session is 1 KB, and inline it spread a plain connection's hot
-    /// fields over more cache lines).
-    tls: Option<Box<Session>>,
-    ex: Option<Exchange>,
-}
-
-struct Loop {
+pub(super) struct Loop {
     shared: Arc<Shared>,
     poll: Poll,
     rx: Receiver<Msg>,
@@ -497,60 +121,9 @@ fn connect_failure(addr: SocketAddr, e: &io::Error) -> Failure {
     Failure::new(answer::io_kind(e), format!("{addr}: {e}"))
 }
 
-/// The loops' side of the `Done` channel: every send also wakes the
-/// target's [`wait_parked`].
-#[derive(Clone)]
-struct DoneTx {
-    tx: Sender<Done>,
-    bell: Unparker,
-    /// `Target::wake_on_end`: else the target finds the ends when it
-    /// wakes for its deadline.
-    ring: Arc<AtomicBool>,
-}
-
-impl DoneTx {
-    /// Sends `d` (the target outlives its loops, so the receiver is
-    /// there) and wakes the target if it wants every end at once.
-    fn send(&self, d: Done) {
-        let _ = self.tx.send(d);
-        if self.ring.load(Ordering::Relaxed) {
-            self.bell.unpark();
-        }
-    }
-}
-
-/// Waits for the requests that end until `deadline_us` (the first of
-/// them, then all that are there), parked between looks rather than in
-/// the channel's blocking receive, which spins and yields the core first.
-fn wait_parked(
-    rx: &Receiver<Done>,
-    parker: &Parker,
-    clock: &Clock,
-    deadline_us: Option<u64>,
-    done: &mut Vec<Done>,
-) {
-    let before = done.len();
-    loop {
-        done.extend(rx.try_iter());
-        if done.len() > before {
-            return;
-        }
-        match deadline_us {
-            None => parker.park(),
-            Some(d) => {
-                let now = clock.now_us();
-                if now >= d {
-                    return;
-                }
-                parker.park_timeout(Duration::from_micros(d - now));
-            }
-        }
-    }
-}
-
 impl Loop {
     /// A loop with no connection yet, allowed `cap` of them.
-    fn new(
+    pub(super) fn new(
         shared: Arc<Shared>,
         rx: Receiver<Msg>,
         done: DoneTx,
@@ -584,7 +157,14 @@ impl Loop {
         })
     }
 
-    fn run(&mut self) {
+    /// What wakes this loop from its poll (a waker on its `WAKER` token)
+    /// and from its read-coalescing pause.
+    pub(super) fn bells(&self) -> io::Result<(Waker, Unparker)> {
+        let waker = Waker::new(self.poll.registry(), WAKER)?;
+        Ok((waker, self.parker.unparker().clone()))
+    }
+
+    pub(super) fn run(&mut self) {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<(usize, bool)> = Vec::with_capacity(1024);
         loop {
@@ -750,8 +330,8 @@ impl Loop {
             },
             None => return Some(job),
         };
-        let ex = self.exchange(job);
-        self.attach(slot, ex);
+        let task = self.task(job);
+        self.attach(slot, task);
         self.on_ready(slot);
         None
     }
@@ -790,7 +370,7 @@ impl Loop {
     }
 
     /// Builds `job`'s request and registers it as sent now.
-    fn exchange(&self, mut job: Job) -> Exchange {
+    fn task(&self, mut job: Job) -> Task {
         let sh = &*self.shared;
         let turn = &sh.trace.turns[job.row];
         let mut history = job.history.take();
@@ -813,36 +393,28 @@ impl Loop {
             .map_or(0, |n| n.saturating_sub(1).min(GAPS_AHEAD_AT_MOST) as usize);
         let now = sh.clock.now_us();
         let entry = sh.registry.insert(job, now);
-        Exchange {
+        let out = Outcome {
+            t_send_us: now,
+            t_end_us: now,
+            itl_us: Vec::with_capacity(gaps),
+            ..Outcome::default()
+        };
+        Task {
             entry,
             history,
-            request,
-            written: 0,
             deadline_us: now.saturating_add(sh.cfg.timeout.as_micros() as u64),
-            retried: false,
-            got_bytes: false,
-            last_at: now,
-            ended_at: None,
-            phase: Phase::Head {
-                buf: Vec::new(),
-                out: Box::new(Outcome {
-                    t_send_us: now,
-                    t_end_us: now,
-                    itl_us: Vec::with_capacity(gaps),
-                    ..Outcome::default()
-                }),
-            },
+            ex: Exchange::new(request, out),
         }
     }
 
-    fn attach(&mut self, slot: usize, ex: Exchange) {
+    fn attach(&mut self, slot: usize, task: Task) {
         self.fresh.push(slot);
         self.serial += 1;
         self.timers
-            .push(Reverse((ex.deadline_us, slot, self.serial)));
+            .push(Reverse((task.deadline_us, slot, self.serial)));
         if let Some(c) = self.conns[slot].as_mut() {
             c.serial = self.serial;
-            c.ex = Some(ex);
+            c.task = Some(task);
         }
     }
 
@@ -904,7 +476,7 @@ impl Loop {
             serial: 0,
             closing: false,
             tls,
-            ex: None,
+            task: None,
         });
         self.open += 1;
         self.shared.open_total.fetch_add(1, Ordering::Relaxed);
@@ -946,13 +518,13 @@ impl Loop {
         if let Some(c) = conn(i + 3) {
             crate::prefetch::value(c);
         }
-        if let Some(ex) = conn(i + 2).and_then(|c| c.as_ref()?.ex.as_ref()) {
-            crate::prefetch::value(&ex.entry.live);
-            if let Some(r) = ex.stream() {
+        if let Some(t) = conn(i + 2).and_then(|c| c.as_ref()?.task.as_ref()) {
+            crate::prefetch::value(&t.entry.live);
+            if let Some(r) = t.ex.stream() {
                 r.prefetch();
             }
         }
-        if let Some(r) = conn(i + 1).and_then(|c| c.as_ref()?.ex.as_ref()?.stream()) {
+        if let Some(r) = conn(i + 1).and_then(|c| c.as_ref()?.task.as_ref()?.ex.stream()) {
             r.prefetch_heap();
         }
     }
@@ -1003,7 +575,7 @@ impl Loop {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
                 return;
             };
-            if conn.ex.is_none() {
+            if conn.task.is_none() {
                 // Idle: the only news can be the server closing it.
                 let closed = idle_closed(conn, &mut self.buf);
                 if closed {
@@ -1054,24 +626,19 @@ impl Loop {
 
     /// Sends the exchange on `slot` again on a new connection.
     fn retry(&mut self, slot: usize) {
-        let Some(mut ex) = self.conns[slot].as_mut().and_then(|c| c.ex.take()) else {
+        let Some(mut task) = self.conns[slot].as_mut().and_then(|c| c.task.take()) else {
             return;
         };
         self.close(slot);
-        ex.retried = true;
-        ex.written = 0;
-        ex.got_bytes = false;
-        if let Phase::Head { buf, .. } = &mut ex.phase {
-            buf.clear();
-        }
+        task.ex.resend();
         match self.open_conn(self.preferred) {
             Ok(new) => {
-                self.attach(new, ex);
+                self.attach(new, task);
                 self.on_ready(new);
             }
             Err(Open::OutOfFiles(f) | Open::Failed(f)) => {
                 let now = self.shared.clock.now_us();
-                self.report(ex, End::Failed(f), now);
+                self.report(task, End::Failed(f), now);
                 self.next_pending();
             }
         }
@@ -1089,7 +656,7 @@ impl Loop {
                 .conns
                 .get(slot)
                 .and_then(Option::as_ref)
-                .is_some_and(|c| c.serial == serial && c.ex.is_some());
+                .is_some_and(|c| c.serial == serial && c.task.is_some());
             if !live {
                 continue;
             }
@@ -1097,8 +664,8 @@ impl Loop {
             let msg = format!("no answer within --timeout {secs} s");
             let in_body = self.conns[slot]
                 .as_ref()
-                .and_then(|c| c.ex.as_ref())
-                .is_some_and(|ex| matches!(ex.phase, Phase::Body { .. }));
+                .and_then(|c| c.task.as_ref())
+                .is_some_and(|t| t.ex.in_body());
             let end = if in_body {
                 End::Body {
                     end: BodyEnd::Timeout(msg),
@@ -1131,7 +698,7 @@ impl Loop {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        let Some(ex) = conn.ex.take() else {
+        let Some(task) = conn.task.take() else {
             return;
         };
         let reuse = matches!(end, End::Body { reuse: true, .. });
@@ -1139,8 +706,11 @@ impl Loop {
             let addr = conn.addr;
             self.preferred = addr;
         }
-        let now = ex.ended_at.unwrap_or_else(|| self.shared.clock.now_us());
-        self.report(ex, end, now);
+        let now = task
+            .ex
+            .ended_at()
+            .unwrap_or_else(|| self.shared.clock.now_us());
+        self.report(task, end, now);
         self.prune_timers();
         if reuse {
             if let Some(c) = self.conns[slot].as_mut() {
@@ -1166,7 +736,7 @@ impl Loop {
             conns
                 .get(*slot)
                 .and_then(Option::as_ref)
-                .is_some_and(|c| c.serial == *serial && c.ex.is_some())
+                .is_some_and(|c| c.serial == *serial && c.task.is_some())
         });
     }
 
@@ -1179,14 +749,14 @@ impl Loop {
     }
 
     /// Writes the exchange's result, unless the drain's end claimed it.
-    fn report(&self, ex: Exchange, end: End, now: u64) {
-        let Exchange {
+    fn report(&self, task: Task, end: End, now: u64) {
+        let Task {
             entry,
             mut history,
-            phase,
+            ex,
             ..
-        } = ex;
-        let outcome = conclude(phase, end, now, &entry);
+        } = task;
+        let outcome = ex.conclude(end, now, &entry.live);
         self.shared.registry.remove(entry.job.seq);
         if !entry.claim() {
             return;
@@ -1204,425 +774,6 @@ impl Loop {
     }
 }
 
-/// An idle connection was woken: true when the server closed it (or sent
-/// bytes nobody asked for, which makes it unusable too). A TLS server may
-/// send session tickets or a key update to an idle connection: those are
-/// taken in and keep it usable.
-fn idle_closed(conn: &mut Conn, buf: &mut [u8]) -> bool {
-    loop {
-        match conn.sock.read(buf) {
-            Ok(0) => return true,
-            Ok(n) => {
-                let Some(s) = conn.tls.as_deref_mut() else {
-                    return true;
-                };
-                match s.receive(&buf[..n], &mut |_| Some(())) {
-                    Ok(Received::Open) if s.send(&[], &mut conn.sock).is_ok() => {}
-                    _ => return true,
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return true,
-        }
-    }
-}
-
-/// Moves the exchange on `conn` as far as the socket allows.
-fn progress(conn: &mut Conn, buf: &mut [u8], reader: &mut RxReader, shared: &Shared) -> Step {
-    if !conn.connected {
-        match conn.sock.take_error() {
-            Ok(Some(e)) | Err(e) => return connect_error(e),
-            Ok(None) => {}
-        }
-        match conn.sock.peer_addr() {
-            Ok(_) => {
-                conn.connected = true;
-                // Small requests leave at once; the answer's latency is
-                // what is measured, not Nagle's.
-                let _ = conn.sock.set_nodelay(true);
-                rxtime::enable(&conn.sock);
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::More,
-            Err(e) => return connect_error(e),
-        }
-    }
-    let reused = conn.reused;
-    let Conn {
-        sock,
-        tls,
-        ex,
-        closing,
-        ..
-    } = conn;
-    let Some(ex) = ex.as_mut() else {
-        return Step::More;
-    };
-    if let Err(e) = send(sock, tls.as_deref_mut(), ex) {
-        return before_answer(ex, reused, e);
-    }
-    loop {
-        match reader.read(sock, buf) {
-            Ok((0, _)) => {
-                let Some(s) = tls.as_deref_mut() else {
-                    return at_eof(ex, reused);
-                };
-                // Plaintext still held (none, in practice) keeps the time
-                // of the read that brought it.
-                let at = ex.last_at;
-                let got = s.eof(&mut |p| deliver(ex, p, at, shared));
-                return after_tls(ex, reused, s, sock, got).unwrap_or_else(|| at_eof(ex, reused));
-            }
-            Ok((n, age)) => {
-                let now = shared.clock.now_us();
-                let at = age.map_or(now, |a| now.saturating_sub(a.as_micros() as u64));
-                let step = match tls.as_deref_mut() {
-                    None => deliver(ex, &buf[..n], at, shared),
-                    // The plaintext of every record this read completed
-                    // carries this read's arrival time.
-                    Some(s) => {
-                        let got = s.receive(&buf[..n], &mut |p| deliver(ex, p, at, shared));
-                        after_tls(ex, reused, s, sock, got).or_else(|| {
-                            // The handshake's next flight, or the request
-                            // the handshake held back.
-                            send(sock, Some(s), ex)
-                                .err()
-                                .map(|e| io_failure(ex, reused, e))
-                        })
-                    }
-                };
-                if let Some(step) = step {
-                    return step;
-                }
-                // Edge-triggered: a short read emptied the socket, and new
-                // bytes will raise a new event (saves a read per token).
-                // A close seen with the bytes raises none: read on to it.
-                if n < buf.len() && !*closing {
-                    return Step::More;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::More,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return io_failure(ex, reused, e),
-        }
-    }
-}
-
-/// Writes what the exchange has not yet written: straight to the socket,
-/// or through the TLS session (which holds it until its handshake ends).
-fn send(sock: &mut TcpStream, tls: Option<&mut Session>, ex: &mut Exchange) -> io::Result<()> {
-    // Emptied once the answer began.
-    let rest = ex.request.get(ex.written..).unwrap_or_default();
-    if let Some(s) = tls {
-        ex.written += s.send(rest, sock)?;
-        return Ok(());
-    }
-    while ex.written < ex.request.len() {
-        match sock.write(&ex.request[ex.written..]) {
-            Ok(0) => break,
-            Ok(n) => ex.written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Bytes of the answer that arrived at `at` (plaintext, whichever way they
-/// came); `Some` when the exchange ended with them.
-fn deliver(ex: &mut Exchange, bytes: &[u8], at: u64, shared: &Shared) -> Option<Step> {
-    // Reads' times never go back.
-    let at = at.max(ex.last_at);
-    ex.last_at = at;
-    ex.got_bytes = true;
-    let end = on_bytes(ex, bytes, at, shared)?;
-    ex.ended_at = Some(at);
-    Some(Step::End(end))
-}
-
-/// What the TLS session's news means for the exchange; `None`: go on.
-fn after_tls(
-    ex: &mut Exchange,
-    reused: bool,
-    s: &mut Session,
-    sock: &mut TcpStream,
-    got: Result<Received<Step>, rustls::Error>,
-) -> Option<Step> {
-    match got {
-        Ok(Received::Open) => None,
-        // Bytes after the answer (or a close) spoil a kept-alive
-        // connection, as plaintext bytes after the body do.
-        Ok(Received::Stopped(Step::End(End::Body { end, reuse }))) => Some(Step::End(End::Body {
-            end,
-            reuse: reuse && s.reusable(),
-        })),
-        Ok(Received::Stopped(step)) => Some(step),
-        // The server's side ended: with a close_notify, or with a TCP EOF
-        // without one, which is read exactly as a plaintext EOF. RFC 9112
-        // §9.8 would call a close-delimited body cut that way incomplete
-        // (a truncation attack can only cut), but here what is complete is
-        // decided by the answer itself: a stream needs [DONE] and a
-        // finish_reason (`stream`), a whole answer must parse, and a
-        // length or chunked body must be whole (`wire`), so a cut answer
-        // fails either way; and many servers end a TLS connection without
-        // close_notify, whose complete answers would otherwise all be
-        // `incomplete`. The blocking client (ureq) judges it the same way.
-        Ok(Received::Closed | Received::Truncated) => Some(at_eof(ex, reused)),
-        Err(e) => {
-            // The alert rustls queued tells the server why (best effort).
-            let _ = s.send(&[], sock);
-            let msg = tls::describe(&e, s.is_handshaking());
-            Some(Step::End(match ex.phase {
-                // As the blocking client classes it (a transport failure).
-                Phase::Head { .. } => End::Failed(Failure::new(ErrorKind::Transport, msg)),
-                Phase::Body { .. } => End::Body {
-                    end: BodyEnd::Broken(msg),
-                    reuse: false,
-                },
-            }))
-        }
-    }
-}
-
-/// An I/O error on the connection: before the answer, as
-/// [`before_answer`] says; in the body, the body broke.
-fn io_failure(ex: &Exchange, reused: bool, e: io::Error) -> Step {
-    match ex.phase {
-        Phase::Head { .. } => before_answer(ex, reused, e),
-        Phase::Body { .. } => Step::End(End::Body {
-            end: BodyEnd::Broken(e.to_string()),
-            reuse: false,
-        }),
-    }
-}
-
-fn connect_error(e: io::Error) -> Step {
-    Step::End(End::Failed(Failure::new(
-        answer::io_kind(&e),
-        e.to_string(),
-    )))
-}
-
-/// An I/O error before the answer began: a reused connection the server
-/// had closed is retried once on a new one; anything else is the result.
-fn before_answer(ex: &Exchange, reused: bool, e: io::Error) -> Step {
-    use io::ErrorKind as Io;
-    let stale = matches!(
-        e.kind(),
-        Io::ConnectionReset | Io::BrokenPipe | Io::ConnectionAborted | Io::UnexpectedEof
-    );
-    if stale && reused && !ex.retried && !ex.got_bytes {
-        return Step::Retry;
-    }
-    let kind = match e.kind() {
-        // The request went out and the server went away: as ureq says it.
-        Io::BrokenPipe if ex.written > 0 => ErrorKind::Connect,
-        _ => answer::io_kind(&e),
-    };
-    Step::End(End::Failed(Failure::new(kind, e.to_string())))
-}
-
-/// The server closed the connection.
-fn at_eof(ex: &mut Exchange, reused: bool) -> Step {
-    match &ex.phase {
-        Phase::Head { buf, .. } if buf.is_empty() => before_answer(
-            ex,
-            reused,
-            io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the server closed the connection before answering",
-            ),
-        ),
-        Phase::Head { .. } => Step::End(End::Failed(Failure::new(
-            ErrorKind::Incomplete,
-            "the server closed the connection in the middle of the response head",
-        ))),
-        Phase::Body { body, .. } => Step::End(End::Body {
-            end: match body.at_eof() {
-                Ok(()) => BodyEnd::Clean,
-                Err(e) => BodyEnd::Broken(e.to_string()),
-            },
-            reuse: false,
-        }),
-    }
-}
-
-/// Bytes read at `now`; `Some` when the exchange ended with them.
-fn on_bytes(ex: &mut Exchange, bytes: &[u8], now: u64, shared: &Shared) -> Option<End> {
-    let mut rest = bytes;
-    let owned;
-    if let Phase::Head { buf, out } = &mut ex.phase {
-        buf.extend_from_slice(bytes);
-        let (head, n) = match wire::parse_head(buf) {
-            Ok(None) => return None,
-            Ok(Some(h)) => h,
-            Err(e) => {
-                return Some(End::Failed(Failure::new(
-                    ErrorKind::Transport,
-                    e.to_string(),
-                )))
-            }
-        };
-        let mut out = std::mem::take(&mut **out);
-        out.http_status = Some(head.status);
-        let keep_text = ex.history.is_some();
-        let sink = if !(200..300).contains(&head.status) {
-            Sink::Status(Box::new(StatusSink {
-                status: head.status,
-                content_type: head.content_type.clone(),
-                retry_after: head.retry_after.clone(),
-                bytes: Vec::new(),
-                out,
-            }))
-        } else if head.is_sse() {
-            Sink::Stream(Box::new(StreamReader::new(
-                out,
-                keep_text,
-                shared.cfg.max_event_bytes,
-            )))
-        } else {
-            Sink::Whole(Box::new(WholeSink {
-                bytes: Vec::new(),
-                out,
-            }))
-        };
-        owned = std::mem::take(buf);
-        rest = &owned[n..];
-        // The answer began: the request will not be sent again.
-        ex.request = Vec::new();
-        ex.phase = Phase::Body {
-            body: head.body,
-            keep_alive: head.keep_alive,
-            sink,
-        };
-    }
-    let Phase::Body {
-        body,
-        keep_alive,
-        sink,
-    } = &mut ex.phase
-    else {
-        return None;
-    };
-    // Why the sink wants no more bytes, if it does not.
-    let mut refused: Option<String> = None;
-    let fed = body.feed(rest, &mut |data| {
-        if refused.is_some() {
-            return;
-        }
-        match sink {
-            Sink::Stream(r) => {
-                if !r.feed(data, now, &ex.entry.live) {
-                    refused = Some("the stream was refused".into());
-                }
-            }
-            Sink::Whole(w) => {
-                let bytes = &mut w.bytes;
-                if bytes.len() + data.len() > answer::WHOLE_BODY_LIMIT {
-                    refused = Some(format!(
-                        "the answer is over {} bytes",
-                        answer::WHOLE_BODY_LIMIT
-                    ));
-                } else {
-                    bytes.extend_from_slice(data);
-                }
-            }
-            Sink::Status(st) => {
-                let bytes = &mut st.bytes;
-                let room = answer::ERROR_BODY_LIMIT.saturating_sub(bytes.len());
-                bytes.extend_from_slice(&data[..room.min(data.len())]);
-                if room < data.len() {
-                    // Enough for the message; the rest is not read.
-                    refused = Some(String::new());
-                }
-            }
-        }
-    });
-    match (fed, refused) {
-        (Err(e), _) => Some(End::Body {
-            end: BodyEnd::Broken(e.to_string()),
-            reuse: false,
-        }),
-        (Ok(_), Some(msg)) => Some(End::Body {
-            end: if matches!(sink, Sink::Status(_)) {
-                BodyEnd::Clean
-            } else {
-                BodyEnd::Broken(msg)
-            },
-            reuse: false,
-        }),
-        // Bytes after the body's end were never asked for: the
-        // connection is not trusted with another request.
-        (Ok((used, true)), None) => Some(End::Body {
-            end: BodyEnd::Clean,
-            reuse: *keep_alive && used == rest.len(),
-        }),
-        (Ok((_, false)), None) if body.is_complete() => Some(End::Body {
-            end: BodyEnd::Clean,
-            reuse: *keep_alive,
-        }),
-        (Ok(_), None) => None,
-    }
-}
-
-/// The request's outcome, from where it stopped and how.
-fn conclude(phase: Phase, end: End, now: u64, entry: &Entry) -> Outcome {
-    match (phase, end) {
-        (Phase::Head { out, .. }, end) => {
-            let mut out = *out;
-            out.t_end_us = now;
-            out.error = Some(match end {
-                End::Failed(f) => f,
-                // A body end before the head cannot happen; say what is known.
-                End::Body { .. } => Failure::new(ErrorKind::Transport, "no response head"),
-            });
-            out
-        }
-        (Phase::Body { sink, .. }, end) => {
-            let body_end = match end {
-                End::Body { end, .. } => end,
-                End::Failed(f) if f.kind == ErrorKind::Timeout => BodyEnd::Timeout(f.message),
-                End::Failed(f) => BodyEnd::Broken(f.message),
-            };
-            match sink {
-                Sink::Stream(r) => r.finish(body_end, now),
-                Sink::Whole(w) => {
-                    let WholeSink { bytes, mut out } = *w;
-                    out.t_end_us = now;
-                    match body_end {
-                        BodyEnd::Clean => answer::whole_answer(&bytes, now, &entry.live, &mut out),
-                        BodyEnd::Timeout(m) => {
-                            out.error = Some(Failure::new(ErrorKind::Timeout, m))
-                        }
-                        BodyEnd::Broken(m) => {
-                            out.error = Some(Failure::new(ErrorKind::Incomplete, m))
-                        }
-                    }
-                    out
-                }
-                Sink::Status(st) => {
-                    let StatusSink {
-                        status,
-                        content_type,
-                        retry_after,
-                        bytes,
-                        mut out,
-                    } = *st;
-                    out.t_end_us = now;
-                    out.error = Some(answer::status_failure(
-                        status,
-                        content_type.as_deref(),
-                        retry_after.as_deref(),
-                        &String::from_utf8_lossy(&bytes),
-                    ));
-                    out
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::{BufRead, BufReader};
@@ -1630,10 +781,19 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Instant;
 
+    use std::io::{Read, Write};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    use super::super::Config;
     use super::*;
     use crate::jsonl::{ErrorPolicy, LineReader, OnError};
     use crate::replay::http::body::{BodyOptions, Endpoint as Api};
+    use crate::replay::http::client::Clock;
+    use crate::replay::http::inflight::Registry;
     use crate::replay::http::prompt::{Synth, Vocab};
+    use crate::replay::http::request::RequestBuilder;
+    use crate::replay::http::wire::Endpoint;
     use crate::replay::outcome::RunId;
     use crate::replay::trace;
 
@@ -1729,23 +889,6 @@ mod tests {
     /// hundreds of requests due at once after it was held up; how many
     /// answers arrive meanwhile is up to the machine, so that is left to
     /// `scripts/bench-replay.sh`).
-    /// `Loop::prefetch_ahead` fetches a whole connection: a field that
-    /// makes it bigger than three cache lines (an outcome or a TLS
-    /// session held inline: it was 1,544 bytes) costs every token read.
-    #[test]
-    fn a_connection_is_three_cache_lines() {
-        use std::mem::{align_of, size_of};
-        // mio's debug build adds a field to every socket (its check that a
-        // socket stays with one poll): allowed for, not more.
-        let extra = size_of::<TcpStream>() - size_of::<std::net::TcpStream>();
-        assert!(
-            size_of::<Option<Conn>>() <= (192 + extra).next_multiple_of(64),
-            "{} bytes",
-            size_of::<Option<Conn>>()
-        );
-        assert_eq!(align_of::<Option<Conn>>(), 64);
-    }
-
     #[test]
     fn a_request_due_reads_an_answer_already_there_and_reuses_its_connection() {
         let (go_tx, go_rx) = mpsc::channel();
