@@ -1007,3 +1007,39 @@ fn histogram_total(h: &Value) -> u64 {
         .map(|c| c.as_u64().unwrap())
         .sum()
 }
+
+#[test]
+fn a_key_in_the_urls_query_is_never_shown() {
+    // Issue 36: `--url http://h/v1?api_key=K` put K on stderr, in the
+    // summary, and (from the summary) in mc-report's text and HTML.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace());
+    let out = tool("mc-replay")
+        // No --model: the model listing's failure names the whole URL.
+        .args(["--url", "http://127.0.0.1:9/v1?api_key=qk-4711"])
+        .arg("-i")
+        .arg(&t)
+        .env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("api_key=***"), "{err}");
+    assert!(!err.contains("qk-4711"), "{err}");
+    // A run description written before the fix still holds the key.
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    replay_to(&mock, dir.path(), "one", &[]);
+    let side = dir.path().join("one.summary.json");
+    let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    s["run"]["url"] = json!(format!("{}/v1?Token=qk-4711&model=m", mock.url));
+    std::fs::write(&side, s.to_string()).unwrap();
+    let html = dir.path().join("r.html");
+    let one = dir.path().join("one.jsonl");
+    let (text, err) = report(&[one.to_str().unwrap()]);
+    let (_, _) = report(&["--html", html.to_str().unwrap(), one.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    for x in [&text, &err, &page] {
+        assert!(!x.contains("qk-4711"), "{x}");
+    }
+    assert!(text.contains("Token=***&model=m"), "{text}");
+}

@@ -580,3 +580,87 @@ fn shards_keep_the_single_runs_arrival_times_under_rate() {
         assert_eq!(one, parts, "{extra:?}");
     }
 }
+
+#[test]
+fn emitted_jobs_never_hold_a_secret() {
+    // Issue 36: the key, a URL's password, a query key and a credential
+    // header were written verbatim into the script and the Job's args.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(20, 2000));
+    let tp = t.to_str().unwrap();
+    let common = [
+        "--url",
+        "http://alice:pw0rd-9@gpu:8000/v1?api_key=qk-4242",
+        "--api-key",
+        "sk-SECRET-77",
+        "--header",
+        "Authorization: Bearer tok-5150",
+        "--header",
+        "x-trace: visible-1",
+        "--metrics-url=http://gpu:8000/metrics?token=mt-3131",
+        "-i",
+        tp,
+        "--shards",
+        "3",
+    ];
+    let secrets = [
+        "pw0rd-9",
+        "alice",
+        "qk-4242",
+        "sk-SECRET-77",
+        "tok-5150",
+        "mt-3131",
+    ];
+    let mut slurm = common.to_vec();
+    slurm.extend(["--emit-slurm", "--results-dir", "/shared/run1"]);
+    let sbatch = run_ok("mc-replay", &slurm, "");
+    let mut k8s = common.to_vec();
+    k8s.extend([
+        "--emit-k8s-job",
+        "--image",
+        "mctrace:0.1",
+        "--job-name",
+        "r1",
+    ]);
+    let job = run_ok("mc-replay", &k8s, "");
+    for text in [&sbatch, &job] {
+        for s in secrets {
+            assert!(!text.contains(s), "{s} written: {text}");
+        }
+        assert!(text.contains("visible-1"), "{text}");
+    }
+    for want in [
+        ": \"${OPENAI_API_KEY:?export OPENAI_API_KEY",
+        "--url \"$MC_REPLAY_URL\"",
+        "--header \"$MC_REPLAY_HEADER_1\"",
+        "--metrics-url \"$MC_REPLAY_METRICS_URL\"",
+        "--header 'x-trace: visible-1'",
+    ] {
+        assert!(sbatch.contains(want), "{want}: {sbatch}");
+    }
+    let srun = sbatch.split("srun ").nth(1).unwrap();
+    assert!(!srun.contains("--api-key"), "{srun}");
+    for want in [
+        "- name: \"OPENAI_API_KEY\"\n          valueFrom:\n            secretKeyRef:\n              key: \"api-key\"\n              name: \"r1-secrets\"",
+        "- \"--url\"\n        - \"$(MC_REPLAY_URL)\"",
+        "- \"--header\"\n        - \"$(MC_REPLAY_HEADER_1)\"",
+        "- \"--metrics-url\"\n        - \"$(MC_REPLAY_METRICS_URL)\"",
+        "kubectl create secret generic r1-secrets --from-literal=api-key=\"$OPENAI_API_KEY\"",
+    ] {
+        assert!(job.contains(want), "{want}: {job}");
+    }
+    // The script is valid shell, and stops before srun without a secret.
+    let script = crate::util::write_file(dir.path(), "run.sbatch", &sbatch);
+    let out = Command::new("/bin/bash")
+        .arg(&script)
+        .env_remove("OPENAI_API_KEY")
+        .env("MC_REPLAY", "/bin/false")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("export OPENAI_API_KEY"),
+        "{err}"
+    );
+}

@@ -105,7 +105,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 
-    /// API key, sent as a bearer token; never printed or written.
+    /// API key, sent as a bearer token; never printed or written (not even
+    /// into --emit-slurm's script or --emit-k8s-job's Job: the shards read
+    /// it from OPENAI_API_KEY).
     #[arg(
         long,
         env = "OPENAI_API_KEY",
@@ -421,7 +423,11 @@ pub struct ReplayArgs {
 
     /// Print an sbatch script that runs --shards N tasks (srun, one per
     /// shard) of this same command with --shard env and a --start-at
-    /// computed when the job starts; results in --results-dir.
+    /// computed when the job starts; results in --results-dir. Secrets are
+    /// not written into it: the tasks read them from the environment sbatch
+    /// passes on (OPENAI_API_KEY for the key, MC_REPLAY_URL for a URL with
+    /// credentials, MC_REPLAY_HEADER_I for a credential header), and the
+    /// script says which to export and stops when one is missing.
     #[arg(
         long,
         requires = "shards",
@@ -432,7 +438,10 @@ pub struct ReplayArgs {
 
     /// Print a Kubernetes Indexed Job (batch/v1) that runs --shards N pods
     /// of this command in --image, one per node, the trace from a
-    /// ConfigMap, results on a volume.
+    /// ConfigMap, results on a volume. Secrets (the API key, a URL with
+    /// credentials, credential headers) are not written into it: the pods
+    /// read them from the Secret JOB-NAME-secrets (`secretKeyRef`), and the
+    /// file's comments give the `kubectl create secret` line.
     #[arg(long, requires_all = ["shards", "image"], help_heading = "Shards")]
     pub emit_k8s_job: bool,
 

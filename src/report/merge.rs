@@ -118,7 +118,7 @@ pub fn merge(run: &mut Run) -> Result<()> {
                 summary::sidecar_path(src).display()
             )));
         };
-        let s = summary::read(&side)?;
+        let s = super::input::read_summary(&side)?;
         match &s.run.shard {
             Some(sr) if sr.plan_digest == digest && sr.index == Some(*i) => {}
             Some(sr) => {

@@ -8,6 +8,13 @@
 //! input's path as the nodes see it). The trace is read and planned here
 //! first, so a bad trace fails before the job is submitted, and the plan's
 //! digest is written into the job for `mc-report` to match.
+//!
+//! Secrets are never written into the job (a Job's args are readable by
+//! anyone who may `get jobs`, a batch script by anyone who may read the
+//! file or `scontrol show job`): the API key, a URL with credentials
+//! (userinfo or a `?api_key=`-like query) and credential headers reach the
+//! shards through their environment ([`Secret`]): the submitter's for
+//! sbatch (which passes it on), a Kubernetes Secret for the Job.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -42,6 +49,96 @@ const REFUSED: [&str; 3] = ["--summary", "--summary-csv", "--metrics-out"];
 /// The slack `activeDeadlineSeconds` gives past the start, the schedule
 /// and `--timeout` (the last request's drain).
 const DEADLINE_SLACK_S: u64 = 300;
+
+/// A secret a shard needs, passed through its environment: `env` in the
+/// shard's environment, `key` in the Kubernetes Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub env: String,
+    pub key: String,
+    /// The option it is the value of (`--api-key` takes it from `env`).
+    pub option: &'static str,
+}
+
+/// A shard's argument: written as it is, or the value of a [`Secret`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    Plain(String),
+    Secret(usize),
+}
+
+/// The environment variable mc-replay's `--api-key` reads.
+const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// `rest` (from [`shard_args`]) with every secret taken out: `--api-key`
+/// dropped (the shard reads [`API_KEY_ENV`]), the value of a URL option
+/// with credentials and of a credential header replaced by a [`Secret`].
+/// `api_key`: the key this invocation has (from `--api-key` or the
+/// environment), which the shards need too.
+pub fn split_secrets(rest: &[String], api_key: bool) -> (Vec<Arg>, Vec<Secret>) {
+    let mut args = Vec::new();
+    let mut secrets = Vec::new();
+    if api_key {
+        secrets.push(Secret {
+            env: API_KEY_ENV.into(),
+            key: "api-key".into(),
+            option: "--api-key",
+        });
+    }
+    let mut headers = 0;
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let option = match name {
+            "--api-key" => {
+                if inline.is_none() {
+                    it.next();
+                }
+                continue;
+            }
+            "--url" | "--base-url" => "--url",
+            "--metrics-url" => "--metrics-url",
+            "--header" => "--header",
+            _ => {
+                args.push(Arg::Plain(a.clone()));
+                continue;
+            }
+        };
+        let Some(value) = inline.or_else(|| it.next().cloned()) else {
+            args.push(Arg::Plain(a.clone()));
+            continue;
+        };
+        let secret = match option {
+            "--header" => value.split_once(':').is_some_and(|(k, _)| {
+                super::super::redact::SECRET_HEADERS
+                    .contains(&k.trim().to_ascii_lowercase().as_str())
+            }),
+            _ => !crate::options::url_secrets(&value).is_empty(),
+        };
+        args.push(Arg::Plain(option.into()));
+        if !secret {
+            args.push(Arg::Plain(value));
+            continue;
+        }
+        let (env, key) = match option {
+            "--url" => ("MC_REPLAY_URL".to_string(), "url".to_string()),
+            "--metrics-url" => ("MC_REPLAY_METRICS_URL".into(), "metrics-url".into()),
+            _ => {
+                headers += 1;
+                (
+                    format!("MC_REPLAY_HEADER_{headers}"),
+                    format!("header-{headers}"),
+                )
+            }
+        };
+        args.push(Arg::Secret(secrets.len()));
+        secrets.push(Secret { env, key, option });
+    }
+    (args, secrets)
+}
 
 /// This invocation's arguments less the job's options (`-i`/`-o` too).
 pub fn shard_args(argv: &[OsString]) -> Result<Vec<String>> {
@@ -114,7 +211,7 @@ pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
                  node can read, for Slurm)",
             )),
         };
-    let rest = shard_args(argv)?;
+    let (rest, secrets) = split_secrets(&shard_args(argv)?, args.api_key.is_some());
     let (trace, block_size, sha) = load_hashed(args, true)?;
     let plan = super::plan(&trace, block_size, n, sha);
     let span_s = super::super::schedule::first_timestamp(&trace)
@@ -128,16 +225,16 @@ pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
         })
         .unwrap_or(0);
     if args.emit_k8s_job {
-        k8s(args, n, &rest, input, &plan.digest, span_s)
+        k8s(args, n, (&rest, &secrets), input, &plan.digest, span_s)
     } else {
-        slurm(args, n, &rest, input, &plan)
+        slurm(args, n, (&rest, &secrets), input, &plan)
     }
 }
 
 fn slurm(
     args: &ReplayArgs,
     n: u32,
-    rest: &[String],
+    (rest, secrets): (&[Arg], &[Secret]),
     input: &Path,
     plan: &super::ShardPlan,
 ) -> Result<String> {
@@ -173,6 +270,23 @@ fn slurm(
     let _ = writeln!(s, "#SBATCH --ntasks={n}");
     let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
     let _ = writeln!(s, "set -euo pipefail");
+    if !secrets.is_empty() {
+        let _ = writeln!(
+            s,
+            "# Secrets are never written here: sbatch passes the environment of the shell \
+             that runs it on to every task. Export before sbatch:"
+        );
+    }
+    for x in secrets {
+        let _ = writeln!(s, "#   export {}=...   (the value of {})", x.env, x.option);
+    }
+    for x in secrets {
+        let _ = writeln!(
+            s,
+            ": \"${{{}:?export {} (the value of {}) before sbatch; it is not written in this script}}\"",
+            x.env, x.env, x.option
+        );
+    }
     let _ = writeln!(
         s,
         "export RESULTS={}",
@@ -200,7 +314,11 @@ fn slurm(
         plan.digest.get(..12).unwrap_or_default()
     );
     let mut cmd = vec![sh_quote(&input.display().to_string())];
-    cmd.extend(rest.iter().map(|a| sh_quote(a)));
+    cmd.extend(rest.iter().map(|a| match a {
+        Arg::Plain(a) => sh_quote(a),
+        // Expanded by the batch shell from the submitter's environment.
+        Arg::Secret(i) => format!("\"${}\"", secrets[*i].env),
+    }));
     let _ = writeln!(
         s,
         "srun --ntasks={n} ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
@@ -218,7 +336,7 @@ fn slurm(
 fn k8s(
     args: &ReplayArgs,
     n: u32,
-    rest: &[String],
+    (rest, secrets): (&[Arg], &[Secret]),
     input: &Path,
     digest: &str,
     span_s: u64,
@@ -232,7 +350,28 @@ fn k8s(
         .file_name()
         .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
     let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
-    let mut shard_args: Vec<Value> = rest.iter().map(|a| json!(a)).collect();
+    let secret_name = format!("{name}-secrets");
+    // Kubernetes expands `$(VAR)` in args from the container's env, and
+    // reads `$$(` as a literal `$(`.
+    let mut shard_args: Vec<Value> = rest
+        .iter()
+        .map(|a| match a {
+            Arg::Plain(a) => json!(a.replace("$(", "$$(")),
+            Arg::Secret(i) => json!(format!("$({})", secrets[*i].env)),
+        })
+        .collect();
+    let mut env = vec![json!({
+        "name": "MC_SHARD",
+        "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+        }},
+    })];
+    for x in secrets {
+        env.push(json!({
+            "name": x.env,
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": x.key}},
+        }));
+    }
     for a in [
         "--input".to_string(),
         format!("/trace/{file}"),
@@ -296,13 +435,8 @@ fn k8s(
                         "command": ["mc-replay"],
                         "args": shard_args,
                         // The pod's index (what sets JOB_COMPLETION_INDEX),
-                        // for the file name in `args`.
-                        "env": [{
-                            "name": "MC_SHARD",
-                            "valueFrom": {"fieldRef": {
-                                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
-                            }},
-                        }],
+                        // for the file name in `args`; the secrets.
+                        "env": env,
                         "volumeMounts": [
                             {"name": "trace", "mountPath": "/trace", "readOnly": true},
                             {"name": "results", "mountPath": "/results"},
@@ -329,6 +463,26 @@ fn k8s(
         args.start_in
     );
     let _ = writeln!(s, "# apply it at once. Before:");
+    if !secrets.is_empty() {
+        let literals: Vec<String> = secrets
+            .iter()
+            .map(|x| format!("--from-literal={}=\"${}\"", x.key, x.env))
+            .collect();
+        let _ = writeln!(
+            s,
+            "#   kubectl create secret generic {secret_name} {}",
+            literals.join(" ")
+        );
+        let _ = writeln!(
+            s,
+            "#   (secrets are never written here: the pods read them from that Secret; {})",
+            secrets
+                .iter()
+                .map(|x| format!("{} is {}", x.env, x.option))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "#   kubectl create configmap {name}-trace --from-file={file}={}",
