@@ -196,6 +196,23 @@ pub mod schema {
         /// `--max-delay` runs only.
         #[serde(default)]
         pub max_delay: Option<DelayCap>,
+        pub options: LoadOptions,
+    }
+
+    #[derive(Debug, Clone, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct LoadOptions {
+        pub exact_output: bool,
+        pub timeout_s: f64,
+        pub extra_body_sha256: Option<String>,
+        pub header_names: Vec<String>,
+        pub tokenizer: Option<String>,
+        pub max_requests: Option<u64>,
+        pub duration_s: Option<f64>,
+        pub warmup: u64,
+        pub max_connections: u64,
+        pub reset_prefix_cache: bool,
+        pub engine_profile: Option<String>,
     }
 
     #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -91,6 +91,33 @@ fn engine_shards(dir: &Path, trace_path: &Path, n: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Runs `n` shards of `trace_path` against `url` into `dir`, one after
+/// another, each with `extra` options (per shard: `extra(i)`).
+fn server_shards(
+    url: &str,
+    dir: &Path,
+    trace_path: &Path,
+    n: u32,
+    extra: &dyn Fn(u32) -> Vec<String>,
+) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let out = dir.join(format!("shard-{i}.jsonl"));
+            let shard = format!("{i}/{n}");
+            let mut a: Vec<String> = ["--url", url, "--model", "m", "--shard", &shard, "-i"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.push(trace_path.to_str().unwrap().into());
+            a.push("-o".into());
+            a.push(out.to_str().unwrap().into());
+            a.extend(extra(i));
+            run_ok("mc-replay", &a, "");
+            out
+        })
+        .collect()
+}
+
 #[test]
 fn plan_is_deterministic_sessions_whole_and_balanced() {
     let dir = tempfile::tempdir().unwrap();
@@ -387,8 +414,9 @@ fn merge_refuses_two_plans_a_missing_shard_and_duplicates() {
     let db = dir.path().join("b");
     std::fs::create_dir_all(&da).unwrap();
     std::fs::create_dir_all(&db).unwrap();
-    let fa = engine_shards(&da, &a, 3);
-    let fb = engine_shards(&db, &b, 3);
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let fa = server_shards(&mock.url, &da, &a, 3, &|_| vec![]);
+    let fb = server_shards(&mock.url, &db, &b, 3, &|_| vec![]);
     let p = |f: &PathBuf| f.to_str().unwrap().to_string();
     // The whole plan merges.
     let (_, err) = run_ok_both("mc-report", &[p(&fa[0]), p(&fa[1]), p(&fa[2])], "");
@@ -491,6 +519,8 @@ fn emitted_jobs_run_every_shard() {
     let err = run_code(
         "mc-replay",
         &[
+            "--url",
+            "http://gpu:8000",
             "-i",
             tp,
             "--emit-slurm",
@@ -503,6 +533,13 @@ fn emitted_jobs_run_every_shard() {
         2,
     );
     assert!(err.contains("--summary"), "{err}");
+    // Without --url every shard would simulate an engine of its own.
+    for emit in [&["--emit-slurm"][..], &["--emit-k8s-job", "--image", "i"]] {
+        let mut a = vec!["-i", tp, "--shards", "3"];
+        a.extend(emit);
+        let err = run_code("mc-replay", &a, "", 2);
+        assert!(err.contains("give --url"), "{err}");
+    }
     // Kubernetes: an Indexed Job with the issue's fields.
     let job = run_ok(
         "mc-replay",
@@ -661,6 +698,108 @@ fn emitted_jobs_never_hold_a_secret() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("export OPENAI_API_KEY"),
+        "{err}"
+    );
+}
+
+#[test]
+fn merge_refuses_shards_that_ran_different_loads() {
+    // Issue 36: shards with different --start-at, --concurrency,
+    // --no-exact-output, --timeout, --header names or on the engine model
+    // merged with exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(12, 100));
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let soon = now_ms() + 300;
+    let cases: [(&str, Vec<String>, Vec<String>); 6] = [
+        (
+            "shard.start_at_unix_ms",
+            vec![
+                "--start-at".into(),
+                soon.to_string(),
+                "--start-grace-ms".into(),
+                "60000".into(),
+            ],
+            vec![
+                "--start-at".into(),
+                (soon + 1).to_string(),
+                "--start-grace-ms".into(),
+                "60000".into(),
+            ],
+        ),
+        (
+            "concurrency",
+            vec!["--concurrency".into(), "4".into()],
+            vec!["--concurrency".into(), "8".into()],
+        ),
+        (
+            "options.exact_output",
+            vec![],
+            vec!["--no-exact-output".into()],
+        ),
+        (
+            "options.timeout_s",
+            vec![],
+            vec!["--timeout".into(), "30".into()],
+        ),
+        (
+            "options.header_names",
+            vec!["--header".into(), "x-a: 1".into()],
+            vec!["--header".into(), "x-b: 1".into()],
+        ),
+        (
+            "options.extra_body_sha256",
+            vec![],
+            vec!["--extra-body".into(), r#"{"top_k": 3}"#.into()],
+        ),
+    ];
+    for (k, (name, first, rest)) in cases.iter().enumerate() {
+        let d = dir.path().join(format!("c{k}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let files = server_shards(&mock.url, &d, &t, 2, &|i| {
+            if i == 0 {
+                first.clone()
+            } else {
+                rest.clone()
+            }
+        });
+        let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+        let err = run_code("mc-report", &args, "", 65);
+        assert!(
+            err.contains(&format!("the shards ran different options: {name} is")),
+            "{name}: {err}"
+        );
+        assert!(
+            err.contains("shard-0.summary.json") && err.contains("shard-1.summary.json"),
+            "{err}"
+        );
+    }
+    // The same options merge.
+    let d = dir.path().join("same");
+    std::fs::create_dir_all(&d).unwrap();
+    let files = server_shards(&mock.url, &d, &t, 2, &|_| {
+        vec!["--timeout".into(), "30".into()]
+    });
+    let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    run_ok("mc-report", &args, "");
+    // Engine shards: each simulated its own engine.
+    let e = dir.path().join("engine");
+    std::fs::create_dir_all(&e).unwrap();
+    let files = engine_shards(&e, &t, 2);
+    let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    let err = run_code("mc-report", &args, "", 65);
+    assert!(
+        err.contains("engine model") && err.contains("not merged"),
+        "{err}"
+    );
+    // A shard count past --shard's limit is refused, not allocated.
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let huge = text.replace("\"shard\":\"0/2\"", "\"shard\":\"0/4000000000\"");
+    assert_ne!(huge, text);
+    std::fs::write(&files[0], huge).unwrap();
+    let err = run_code("mc-report", &args, "", 65);
+    assert!(
+        err.contains("0/4000000000") && err.contains("65535"),
         "{err}"
     );
 }

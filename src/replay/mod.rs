@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::jsonl::SendOutput;
-use crate::results::summary::{summarize, Ending, RunInfo, Summary, TraceRate};
+use crate::results::summary::{summarize, Ending, LoadOptions, RunInfo, Summary, TraceRate};
 use error::ReplayError;
 use http::body::Endpoint;
 use observe::{fidelity, Watch};
@@ -353,6 +353,42 @@ fn run_info(
         host: host_name(),
         shard: plan.shard.clone(),
         max_delay: plan.delay_cap,
+        options: Some(load_options(args, target)),
+    }
+}
+
+/// The options that change what the server sees, as the run description
+/// records them (secrets left out: header names only, a digest of the
+/// extra body).
+fn load_options(args: &ReplayArgs, target: &str) -> LoadOptions {
+    use sha2::{Digest, Sha256};
+    let mut header_names: Vec<String> = args
+        .headers
+        .iter()
+        .map(|(k, _)| k.to_ascii_lowercase())
+        .collect();
+    header_names.sort();
+    LoadOptions {
+        exact_output: !args.no_exact_output,
+        timeout_s: args.timeout,
+        extra_body_sha256: args.extra_body.as_ref().map(|b| {
+            let json = serde_json::Value::Object(b.clone()).to_string();
+            let hash = Sha256::digest(json.as_bytes());
+            hash.iter().map(|b| format!("{b:02x}")).collect()
+        }),
+        header_names,
+        tokenizer: args.tokenizer.clone(),
+        max_requests: args.max_requests,
+        duration_s: args.duration,
+        warmup: args.warmup,
+        max_connections: args.max_connections as u64,
+        reset_prefix_cache: args.reset_prefix_cache,
+        engine_profile: (target == "engine").then(|| {
+            args.engine_model
+                .engine_profile
+                .clone()
+                .unwrap_or_else(|| "default".into())
+        }),
     }
 }
 

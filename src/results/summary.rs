@@ -93,6 +93,40 @@ pub struct RunInfo {
     /// when no cap was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delay: Option<crate::delays::DelayCap>,
+    /// The other options that change what the server sees (the load, the
+    /// requests' bodies and heads). Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<LoadOptions>,
+}
+
+/// The options of a run that change what the server sees, beyond the
+/// fields of [`RunInfo`] itself: two runs that differ here are not the
+/// same load, and the shards of one run must agree on every one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LoadOptions {
+    /// Answers asked for at exactly `output_length` (min_tokens,
+    /// ignore_eos); false under `--no-exact-output`.
+    pub exact_output: bool,
+    /// `--timeout`, seconds per request.
+    pub timeout_s: f64,
+    /// SHA-256 (hex) of `--extra-body`'s JSON: its values may be private.
+    pub extra_body_sha256: Option<String>,
+    /// The names of the `--header`s (lower case, sorted; values are not
+    /// written: they may be credentials).
+    pub header_names: Vec<String>,
+    /// `--tokenizer`.
+    pub tokenizer: Option<String>,
+    /// `--max-requests`, `--duration` (s) and `--warmup`.
+    pub max_requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub warmup: u64,
+    /// `--max-connections` (0: one per request in flight).
+    pub max_connections: u64,
+    /// `--reset-prefix-cache`.
+    pub reset_prefix_cache: bool,
+    /// `--engine-profile` on the engine model (`default` without it).
+    pub engine_profile: Option<String>,
 }
 
 /// A sharded run's part in its plan: the same `plan_digest`, `rows` and
@@ -696,6 +730,7 @@ mod tests {
                 host: Some("h".into()),
                 shard: None,
                 max_delay: None,
+                options: None,
             },
             requests: Counts {
                 sent: 10,

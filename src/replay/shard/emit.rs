@@ -203,6 +203,13 @@ pub fn job(args: &ReplayArgs, argv: &[OsString]) -> Result<String> {
     let n = args
         .shards
         .ok_or_else(|| Error::usage("--emit-*: give --shards N"))?;
+    if args.url.is_none() || args.engine {
+        return Err(Error::usage(
+            "--emit-*: without --url (or with --engine) every shard would replay on an engine \
+             model of its own, and the shards would not be one run of one server: give --url \
+             (to replay the whole trace on the engine model, leave --emit-* and --shards out)",
+        ));
+    }
     let input =
         match args.io.input() {
             Some(p) if p != Path::new("-") => p,

@@ -39,9 +39,8 @@ use super::trace::{Frame, Session, Trace};
 use crate::error::{Error, Result};
 use crate::results::summary::ShardRun;
 
-/// The most shards a plan may have (a shard's index fits in 16 bits of the
-/// run id, which keeps request ids unique across shards).
-pub const MAX_SHARDS: u32 = 65_535;
+/// Most shards a plan may have (the one limit; defined with the others).
+pub use crate::limits::MAX_SHARDS;
 
 /// `--shard`: a fixed shard, or one taken from the scheduler's environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
