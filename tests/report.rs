@@ -1100,3 +1100,28 @@ fn a_trace_that_is_not_the_replayed_one_is_refused() {
     let err = crate::util::run_code("mc-report", &args(&longer_file), "", 65);
     assert!(err.contains("it has 7 rows, the run loaded 6"), "{err}");
 }
+
+#[test]
+fn a_window_too_small_for_the_run_is_refused() {
+    // Issue 36: `--window-s 1e-9` aborted on a 94 GB allocation.
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "r", &[]);
+    let html = dir.path().join("r.html");
+    let r = dir.path().join("r.jsonl");
+    let args = |w: &str| {
+        vec![
+            "--html".to_string(),
+            html.to_str().unwrap().into(),
+            "--window-s".into(),
+            w.into(),
+            r.to_str().unwrap().into(),
+        ]
+    };
+    let err = crate::util::run_code("mc-report", &args("1e-9"), "", 2);
+    assert!(
+        err.contains("--window-s 0.000000001") && err.contains("above the limit of 1000000"),
+        "{err}"
+    );
+    crate::util::run_ok("mc-report", &args("0.01"), "");
+}

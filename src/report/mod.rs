@@ -334,7 +334,7 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
             results: &x.results,
         })
         .collect();
-    let windows = figures::windows(&data, args.window_s);
+    let windows = figures::windows(&data, args.window_s)?;
     let run_panels = figures::panels(&data, windows, args.max_sessions);
     let sweep_panels = match &r.sweep {
         Some(_) => figures::sweep_panels(&r.summaries.iter().collect::<Vec<_>>()),
