@@ -803,3 +803,42 @@ fn merge_refuses_shards_that_ran_different_loads() {
         "{err}"
     );
 }
+
+#[test]
+fn a_start_at_beyond_the_limit_is_refused_and_a_near_one_is_announced() {
+    // Issue 36: --start-at years away (a value in µs) waited silently
+    // forever.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(4, 100));
+    let tp = t.to_str().unwrap();
+    let far = (now_ms() * 1000).to_string();
+    let err = run_code(
+        "mc-replay",
+        &["-i", tp, "--shard", "0/1", "--start-at", &far],
+        "",
+        2,
+    );
+    assert!(
+        err.contains(&format!("--start-at {far} is")) && err.contains("more than the limit"),
+        "{err}"
+    );
+    let soon = (now_ms() + 2500).to_string();
+    let (_, err) = run_ok_both(
+        "mc-replay",
+        &[
+            "-i",
+            tp,
+            "--shard",
+            "0/1",
+            "--start-at",
+            &soon,
+            "--start-grace-ms",
+            "60000",
+        ],
+        "",
+    );
+    assert!(
+        err.contains("shard 0/1 waits") && err.contains(&format!("for --start-at {soon} (20")),
+        "{err}"
+    );
+}

@@ -407,7 +407,8 @@ pub struct ReplayArgs {
     pub plan_shards: Option<u32>,
 
     /// The schedule's zero is this wall-clock instant (ms since the Unix
-    /// epoch): the shard waits for it, then runs on the monotonic clock.
+    /// epoch): the shard waits for it (saying when, on stderr), then runs
+    /// on the monotonic clock. At most about 11.6 days ahead.
     #[arg(long, value_name = "UNIX_MS", help_heading = "Shards")]
     pub start_at: Option<u64>,
 

@@ -167,7 +167,7 @@ pub fn plan(args: &ReplayArgs) -> Result<Plan> {
         Some((index, count)) => {
             let p = shard::plan(&trace, block_size, count, sha);
             if let Some(at) = args.start_at {
-                shard::check_not_late(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
+                shard::check_start_at(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
             }
             eprintln!(
                 "mc-replay: shard {index}/{count}: {} rows, {} sessions, {} tokens (plan {})",
