@@ -505,10 +505,10 @@ fn emitted_jobs_run_every_shard() {
         "",
     );
     for want in [
-        "#SBATCH --ntasks=3",
+        "#SBATCH --nodes=3\n#SBATCH --ntasks=3\n#SBATCH --ntasks-per-node=1\n",
         "export RESULTS=/shared/run1",
         "+ 45000 ))",
-        "srun --ntasks=3",
+        "srun --nodes=3 --ntasks=3 --ntasks-per-node=1 ",
         "--shard env --start-at \"$START_AT\"",
         "--output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"",
         "--url http://gpu:8000 --seed 4",

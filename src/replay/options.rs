@@ -423,7 +423,7 @@ pub struct ReplayArgs {
     pub start_grace_ms: u64,
 
     /// Print an sbatch script that runs --shards N tasks (srun, one per
-    /// shard) of this same command with --shard env and a --start-at
+    /// shard, one task a node: --nodes N --ntasks-per-node 1) of this same command with --shard env and a --start-at
     /// computed when the job starts; results in --results-dir. Secrets are
     /// not written into it: the tasks read them from the environment sbatch
     /// passes on (OPENAI_API_KEY for the key, MC_REPLAY_URL for a URL with

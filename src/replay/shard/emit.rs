@@ -259,7 +259,7 @@ fn slurm(
     let _ = writeln!(s, "#!/bin/bash");
     let _ = writeln!(
         s,
-        "# Written by mc-replay --emit-slurm: {n} shards of {}, one task each.",
+        "# Written by mc-replay --emit-slurm: {n} shards of {}, one task each, one task a node.",
         input.display()
     );
     let _ = writeln!(s, "# plan digest {}", plan.digest);
@@ -274,7 +274,11 @@ fn slurm(
         results.display()
     );
     let _ = writeln!(s, "#SBATCH --job-name={name}");
+    // One task a node: shards on one node would share its CPU and network,
+    // which a sharded run exists to avoid.
+    let _ = writeln!(s, "#SBATCH --nodes={n}");
     let _ = writeln!(s, "#SBATCH --ntasks={n}");
+    let _ = writeln!(s, "#SBATCH --ntasks-per-node=1");
     let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
     let _ = writeln!(s, "set -euo pipefail");
     if !secrets.is_empty() {
@@ -328,7 +332,7 @@ fn slurm(
     }));
     let _ = writeln!(
         s,
-        "srun --ntasks={n} ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
+        "srun --nodes={n} --ntasks={n} --ntasks-per-node=1 ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
          --start-at \"$START_AT\" --start-grace-ms {} --output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"' mc-replay \\\n    {}",
         args.start_grace_ms,
         cmd.join(" ")
