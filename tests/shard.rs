@@ -842,3 +842,54 @@ fn a_start_at_beyond_the_limit_is_refused_and_a_near_one_is_announced() {
         "{err}"
     );
 }
+
+#[test]
+fn a_trace_larger_than_a_configmap_needs_a_volume() {
+    // Issue 36: the Job always mounted the trace from a ConfigMap (1 MiB
+    // at most), so the project's own 2.9 MB trace could not run.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = trace(20, 2000);
+    while text.len() <= 1 << 20 {
+        text = text.clone() + &text;
+    }
+    let t = crate::util::write_file(dir.path(), "big.jsonl", &text);
+    let tp = t.to_str().unwrap();
+    let base = [
+        "--url",
+        "http://vllm:8000",
+        "-i",
+        tp,
+        "--emit-k8s-job",
+        "--shards",
+        "2",
+        "--image",
+        "mctrace:0.1",
+        "--job-name",
+        "r2",
+    ];
+    let err = run_code("mc-replay", &base, "", 65);
+    assert!(
+        err.contains(&format!("is {} bytes", text.len()))
+            && err.contains("1048576 bytes")
+            && err.contains("--trace-volume CLAIM"),
+        "{err}"
+    );
+    let mut with = base.to_vec();
+    with.extend(["--trace-volume", "traces"]);
+    let job = run_ok("mc-replay", &with, "");
+    assert!(
+        job.contains(
+            "      - name: \"trace\"\n        persistentVolumeClaim:\n          claimName: \"traces\"\n          readOnly: true\n"
+        ),
+        "{job}"
+    );
+    assert!(job.contains("- \"/trace/big.jsonl\""), "{job}");
+    assert!(
+        !job.contains("configMap") && !job.contains("configmap"),
+        "{job}"
+    );
+    // Only for the Job.
+    let mut slurm: Vec<&str> = base[..4].to_vec();
+    slurm.extend(["--emit-slurm", "--shards", "2", "--trace-volume", "traces"]);
+    run_code("mc-replay", &slurm, "", 2);
+}

@@ -439,12 +439,24 @@ pub struct ReplayArgs {
 
     /// Print a Kubernetes Indexed Job (batch/v1) that runs --shards N pods
     /// of this command in --image, one per node, the trace from a
-    /// ConfigMap, results on a volume. Secrets (the API key, a URL with
+    /// ConfigMap (at most 1 MiB) or --trace-volume, results on a volume. Secrets (the API key, a URL with
     /// credentials, credential headers) are not written into it: the pods
     /// read them from the Secret JOB-NAME-secrets (`secretKeyRef`), and the
     /// file's comments give the `kubectl create secret` line.
     #[arg(long, requires_all = ["shards", "image"], help_heading = "Shards")]
     pub emit_k8s_job: bool,
+
+    /// --emit-k8s-job: the pods read the trace from this
+    /// PersistentVolumeClaim (mounted read-only at /trace; copy the trace
+    /// onto it under its file name) instead of a ConfigMap. A ConfigMap
+    /// holds at most 1 MiB: a larger trace is refused without this.
+    #[arg(
+        long,
+        value_name = "CLAIM",
+        requires = "emit_k8s_job",
+        help_heading = "Shards"
+    )]
+    pub trace_volume: Option<String>,
 
     /// The container image holding mc-replay (--emit-k8s-job).
     #[arg(long, value_name = "IMAGE", help_heading = "Shards")]

@@ -27,7 +27,8 @@ use super::super::ReplayArgs;
 use crate::error::{Error, Result};
 
 /// Options that belong to the job, not to a shard: (name, takes a value).
-const JOB_OPTIONS: [(&str, bool); 13] = [
+const JOB_OPTIONS: [(&str, bool); 14] = [
+    ("--trace-volume", true),
     ("--start-grace-ms", true),
     ("--emit-slurm", false),
     ("--emit-k8s-job", false),
@@ -45,6 +46,10 @@ const JOB_OPTIONS: [(&str, bool); 13] = [
 
 /// Options a shard cannot take from one command line shared by all.
 const REFUSED: [&str; 3] = ["--summary", "--summary-csv", "--metrics-out"];
+
+/// The most data a ConfigMap holds (Kubernetes refuses a larger one): a
+/// larger trace needs `--trace-volume`.
+pub const CONFIGMAP_MAX_BYTES: u64 = 1 << 20;
 
 /// The slack `activeDeadlineSeconds` gives past the start, the schedule
 /// and `--timeout` (the last request's drain).
@@ -360,6 +365,23 @@ fn k8s(
     let file = input
         .file_name()
         .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
+    let trace_volume = match &args.trace_volume {
+        Some(claim) => {
+            json!({"name": "trace", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}})
+        }
+        None => {
+            let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
+            if size > CONFIGMAP_MAX_BYTES {
+                return Err(Error::Input(format!(
+                    "--emit-k8s-job: {} is {size} bytes, more than a ConfigMap holds \
+                     ({CONFIGMAP_MAX_BYTES} bytes, 1 MiB): put it on a PersistentVolumeClaim \
+                     and give --trace-volume CLAIM",
+                    input.display()
+                )));
+            }
+            json!({"name": "trace", "configMap": {"name": format!("{name}-trace")}})
+        }
+    };
     let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
     let secret_name = format!("{name}-secrets");
     // Kubernetes expands `$(VAR)` in args from the container's env, and
@@ -454,7 +476,7 @@ fn k8s(
                         ],
                     }],
                     "volumes": [
-                        {"name": "trace", "configMap": {"name": format!("{name}-trace")}},
+                        trace_volume,
                         {"name": "results", "persistentVolumeClaim": {"claimName": format!("{name}-results")}},
                     ],
                 },
@@ -494,19 +516,32 @@ fn k8s(
                 .join(", ")
         );
     }
-    let _ = writeln!(
-        s,
-        "#   kubectl create configmap {name}-trace --from-file={file}={}",
-        input.display()
-    );
+    match &args.trace_volume {
+        Some(claim) => {
+            let _ = writeln!(
+                s,
+                "#   {} on the PersistentVolumeClaim {claim} as {file} (mounted read-only at /trace)",
+                input.display()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "#   kubectl create configmap {name}-trace --from-file={file}={}",
+                input.display()
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "#   a ReadWriteMany PersistentVolumeClaim {name}-results (every pod writes shard-I.jsonl)"
     );
-    let _ = writeln!(
-        s,
-        "#   (a ConfigMap holds at most 1 MiB: a larger trace goes on a volume mounted at /trace)"
-    );
+    if args.trace_volume.is_none() {
+        let _ = writeln!(
+            s,
+            "#   (a ConfigMap holds at most 1 MiB: a larger trace needs --trace-volume CLAIM)"
+        );
+    }
     let _ = writeln!(
         s,
         "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
