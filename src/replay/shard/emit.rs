@@ -278,31 +278,9 @@ fn slurm(
         "# Submit: sbatch THIS; then: mc-report {}/shard-*.jsonl",
         results.display()
     );
-    let _ = writeln!(s, "#SBATCH --job-name={name}");
-    // One task a node: shards on one node would share its CPU and network,
-    // which a sharded run exists to avoid.
-    let _ = writeln!(s, "#SBATCH --nodes={n}");
-    let _ = writeln!(s, "#SBATCH --ntasks={n}");
-    let _ = writeln!(s, "#SBATCH --ntasks-per-node=1");
-    let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
+    sbatch_options(&mut s, n, name, &results);
     let _ = writeln!(s, "set -euo pipefail");
-    if !secrets.is_empty() {
-        let _ = writeln!(
-            s,
-            "# Secrets are never written here: sbatch passes the environment of the shell \
-             that runs it on to every task. Export before sbatch:"
-        );
-    }
-    for x in secrets {
-        let _ = writeln!(s, "#   export {}=...   (the value of {})", x.env, x.option);
-    }
-    for x in secrets {
-        let _ = writeln!(
-            s,
-            ": \"${{{}:?export {} (the value of {}) before sbatch; it is not written in this script}}\"",
-            x.env, x.env, x.option
-        );
-    }
+    slurm_secrets(&mut s, secrets);
     let _ = writeln!(
         s,
         "export RESULTS={}",
@@ -349,6 +327,102 @@ fn slurm(
     Ok(s)
 }
 
+/// The `#SBATCH` lines: the job, its tasks one a node, its log.
+fn sbatch_options(s: &mut String, n: u32, name: &str, results: &Path) {
+    let _ = writeln!(s, "#SBATCH --job-name={name}");
+    // One task a node: shards on one node would share its CPU and network,
+    // which a sharded run exists to avoid.
+    let _ = writeln!(s, "#SBATCH --nodes={n}");
+    let _ = writeln!(s, "#SBATCH --ntasks={n}");
+    let _ = writeln!(s, "#SBATCH --ntasks-per-node=1");
+    let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
+}
+
+/// The script's word on its secrets: which to export before sbatch, and
+/// a stop before srun when one is missing.
+fn slurm_secrets(s: &mut String, secrets: &[Secret]) {
+    if !secrets.is_empty() {
+        let _ = writeln!(
+            s,
+            "# Secrets are never written here: sbatch passes the environment of the shell \
+             that runs it on to every task. Export before sbatch:"
+        );
+    }
+    for x in secrets {
+        let _ = writeln!(s, "#   export {}=...   (the value of {})", x.env, x.option);
+    }
+    for x in secrets {
+        let _ = writeln!(
+            s,
+            ": \"${{{}:?export {} (the value of {}) before sbatch; it is not written in this script}}\"",
+            x.env, x.env, x.option
+        );
+    }
+}
+
+/// The Job's comment on its secrets: the `kubectl create secret` line.
+fn k8s_secrets(s: &mut String, secret_name: &str, secrets: &[Secret]) {
+    if secrets.is_empty() {
+        return;
+    }
+    let literals: Vec<String> = secrets
+        .iter()
+        .map(|x| format!("--from-literal={}=\"${}\"", x.key, x.env))
+        .collect();
+    let _ = writeln!(
+        s,
+        "#   kubectl create secret generic {secret_name} {}",
+        literals.join(" ")
+    );
+    let _ = writeln!(
+        s,
+        "#   (secrets are never written here: the pods read them from that Secret; {})",
+        secrets
+            .iter()
+            .map(|x| format!("{} is {}", x.env, x.option))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// The pod's environment: its index (what sets JOB_COMPLETION_INDEX, for
+/// the file name in `args`) and each secret from the Secret.
+fn pod_env(secret_name: &str, secrets: &[Secret]) -> Vec<Value> {
+    let mut env = vec![json!({
+        "name": "MC_SHARD",
+        "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+        }},
+    })];
+    for x in secrets {
+        env.push(json!({
+            "name": x.env,
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": x.key}},
+        }));
+    }
+    env
+}
+
+/// The trace's volume: `--trace-volume`'s claim, else the ConfigMap
+/// `NAME-trace` (refused when the trace would not fit in one).
+fn trace_volume(args: &ReplayArgs, input: &Path) -> Result<Value> {
+    if let Some(claim) = &args.trace_volume {
+        return Ok(
+            json!({"name": "trace", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}}),
+        );
+    }
+    let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
+    if size > CONFIGMAP_MAX_BYTES {
+        return Err(Error::Input(format!(
+            "--emit-k8s-job: {} is {size} bytes, more than a ConfigMap holds \
+             ({CONFIGMAP_MAX_BYTES} bytes, 1 MiB): put it on a PersistentVolumeClaim and give \
+             --trace-volume CLAIM",
+            input.display()
+        )));
+    }
+    Ok(json!({"name": "trace", "configMap": {"name": format!("{}-trace", args.job_name)}}))
+}
+
 fn k8s(
     args: &ReplayArgs,
     n: u32,
@@ -365,23 +439,7 @@ fn k8s(
     let file = input
         .file_name()
         .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
-    let trace_volume = match &args.trace_volume {
-        Some(claim) => {
-            json!({"name": "trace", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}})
-        }
-        None => {
-            let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
-            if size > CONFIGMAP_MAX_BYTES {
-                return Err(Error::Input(format!(
-                    "--emit-k8s-job: {} is {size} bytes, more than a ConfigMap holds \
-                     ({CONFIGMAP_MAX_BYTES} bytes, 1 MiB): put it on a PersistentVolumeClaim \
-                     and give --trace-volume CLAIM",
-                    input.display()
-                )));
-            }
-            json!({"name": "trace", "configMap": {"name": format!("{name}-trace")}})
-        }
-    };
+    let trace_volume = trace_volume(args, input)?;
     let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
     let secret_name = format!("{name}-secrets");
     // Kubernetes expands `$(VAR)` in args from the container's env, and
@@ -393,18 +451,7 @@ fn k8s(
             Arg::Secret(i) => json!(format!("$({})", secrets[*i].env)),
         })
         .collect();
-    let mut env = vec![json!({
-        "name": "MC_SHARD",
-        "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
-        }},
-    })];
-    for x in secrets {
-        env.push(json!({
-            "name": x.env,
-            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": x.key}},
-        }));
-    }
+    let env = pod_env(&secret_name, secrets);
     for a in [
         "--input".to_string(),
         format!("/trace/{file}"),
@@ -467,8 +514,6 @@ fn k8s(
                         "image": image,
                         "command": ["mc-replay"],
                         "args": shard_args,
-                        // The pod's index (what sets JOB_COMPLETION_INDEX),
-                        // for the file name in `args`; the secrets.
                         "env": env,
                         "volumeMounts": [
                             {"name": "trace", "mountPath": "/trace", "readOnly": true},
@@ -496,26 +541,7 @@ fn k8s(
         args.start_in
     );
     let _ = writeln!(s, "# apply it at once. Before:");
-    if !secrets.is_empty() {
-        let literals: Vec<String> = secrets
-            .iter()
-            .map(|x| format!("--from-literal={}=\"${}\"", x.key, x.env))
-            .collect();
-        let _ = writeln!(
-            s,
-            "#   kubectl create secret generic {secret_name} {}",
-            literals.join(" ")
-        );
-        let _ = writeln!(
-            s,
-            "#   (secrets are never written here: the pods read them from that Secret; {})",
-            secrets
-                .iter()
-                .map(|x| format!("{} is {}", x.env, x.option))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
+    k8s_secrets(&mut s, &secret_name, secrets);
     match &args.trace_volume {
         Some(claim) => {
             let _ = writeln!(
