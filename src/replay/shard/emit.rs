@@ -336,6 +336,11 @@ fn sbatch_options(s: &mut String, n: u32, name: &str, results: &Path) {
     let _ = writeln!(s, "#SBATCH --ntasks={n}");
     let _ = writeln!(s, "#SBATCH --ntasks-per-node=1");
     let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
+    let _ = writeln!(
+        s,
+        "# (on fewer nodes: sbatch --nodes=M --ntasks-per-node=K THIS, and the same in \
+         MC_SRUN_ARGS, which comes after srun's own options and wins)"
+    );
 }
 
 /// The script's word on its secrets: which to export before sbatch, and
