@@ -4,8 +4,9 @@
 # packages), writes a one-node slurm.conf in a temporary folder, starts
 # munged (unless one runs), slurmctld and slurmd, replays a generated
 # session trace once as a single run and once as 4 shards (the script
-# `mc-replay --emit-slurm` writes, submitted with `sbatch --wait`; its
-# `srun -n 4 --overcommit` runs the 4 tasks on this machine's cores)
+# `mc-replay --emit-slurm` writes, submitted with `sbatch --wait`, its one
+# task a node overridden by `--nodes 1 --ntasks-per-node 4 --overcommit`
+# so the 4 tasks run on this machine's cores)
 # against one mc-mock, merges the shards with mc-report and checks the
 # merge against the single run. Stops every daemon it started by its PID.
 #
@@ -126,9 +127,13 @@ SINGLE_LOG_LINES=$(wc -l < "$D/mock.log")
 # The sharded run, as a user would: emit, sbatch --wait, mc-report.
 "$BIN/mc-replay" --url "$URL" -i "$D/trace.jsonl" --emit-slurm --shards "$SHARDS" \
     --results-dir "$D/results" --start-in 3 --job-name mc-e2e > "$D/run.sbatch" 2>/dev/null
-say "sbatch --wait (srun -n $SHARDS --overcommit)"
-MC_SRUN_ARGS=--overcommit MC_REPLAY=$BIN/mc-replay \
-    sbatch --wait --overcommit --chdir "$D" "$D/run.sbatch" >&2 \
+# The script asks for one task a node (--nodes N --ntasks-per-node 1);
+# this cluster is one node: options on sbatch's command line and in
+# MC_SRUN_ARGS (after the script's own on srun) override that.
+ONE_NODE="--nodes=1 --ntasks-per-node=$SHARDS --overcommit"
+say "sbatch --wait ($ONE_NODE)"
+MC_SRUN_ARGS=$ONE_NODE MC_REPLAY=$BIN/mc-replay \
+    sbatch --wait $ONE_NODE --chdir "$D" "$D/run.sbatch" >&2 \
     || { cat "$D"/results/*.log >&2 || true; fail "the job failed"; }
 grep -E '^mc-replay: (.* start at |shard |[0-9]+ requests)' "$D"/results/mc-e2e-*.log | sed 's/^/  job: /' >&2 || true
 ls "$D/results" | sed 's/^/  results: /' >&2

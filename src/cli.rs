@@ -17,10 +17,10 @@ fn exit_code(tool: &str, result: Result<()>) -> ExitCode {
         Ok(()) => ExitCode::Success,
         Err(e) if e.is_broken_pipe() => ExitCode::Success,
         Err(e) => {
-            let mut stderr = std::io::stderr().lock();
             // `{:#}`: the whole cause chain ("cannot list models …: io:
-            // Connection refused"), as ripgrep prints it.
-            let _ = writeln!(stderr, "{tool}: {e:#}");
+            // Connection refused"), as ripgrep prints it; one write, and a
+            // stderr that cannot take it does not change the exit code.
+            crate::say::line(&format!("{tool}: {e:#}"));
             e.exit_code()
         }
     }

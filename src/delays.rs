@@ -81,10 +81,12 @@ impl DelayCap {
     }
 }
 
-/// `--max-delay`'s value: a number of ms, finite and at least 0.
+/// `--max-delay`'s value: a number of ms, at least 0 and at most the
+/// options' `MAX_DELAY_MS` (a year: a cap above it caps nothing, and 1e300
+/// would be printed as a 300-digit figure).
 pub fn parse_max_delay(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => crate::options::delay_ms(s),
         _ => Err(format!(
             "`{s}` is not a delay in ms (a number >= 0, e.g. 60000 for a minute)"
         )),
@@ -166,6 +168,13 @@ mod tests {
     fn max_delay_values() {
         assert_eq!(parse_max_delay("0"), Ok(0.0));
         assert_eq!(parse_max_delay("60000"), Ok(60_000.0));
+        assert_eq!(
+            parse_max_delay("31536000000"),
+            Ok(crate::options::MAX_DELAY_MS)
+        );
+        // Issue 36: 1e300 was taken, and printed as a 300-digit figure.
+        let e = parse_max_delay("1e300").unwrap_err();
+        assert!(e.contains("more than the limit") && e.len() < 100, "{e}");
         for bad in ["-1", "nan", "inf", "1m", ""] {
             assert!(parse_max_delay(bad).is_err(), "{bad}");
         }

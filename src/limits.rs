@@ -34,6 +34,12 @@ pub const MAX_STEP_MS: f64 = 86_400_000.0;
 /// (268 M tokens at 16 a block, far above one server) stay under 1 GB.
 pub const MAX_KV_BLOCKS: u64 = 1 << 24;
 
+/// The most shards a plan may have (a shard's index fits in 16 bits of the
+/// run id, which keeps request ids unique across shards).
+/// mc-report holds the merged shards' counts by this limit too: a result
+/// line's `shard` is data.
+pub const MAX_SHARDS: u32 = 65_535;
+
 /// `v` tokens of field `field`, refused above [`MAX_ROW_TOKENS`].
 pub fn tokens(field: &str, v: u64) -> Result<u64, RecordError> {
     if v > MAX_ROW_TOKENS {

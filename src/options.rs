@@ -135,6 +135,69 @@ pub fn url(s: &str) -> Result<String, String> {
     }
 }
 
+/// Query parameters whose values are credentials (compared without case,
+/// `-` and `_`): `?api_key=…`, `?key=…`, `?token=…`, `?access_token=…`.
+const SECRET_QUERY_KEYS: [&str; 12] = [
+    "apikey",
+    "key",
+    "token",
+    "accesstoken",
+    "authtoken",
+    "auth",
+    "secret",
+    "password",
+    "passwd",
+    "sig",
+    "signature",
+    "xapikey",
+];
+
+/// The parts of `url` that are credentials: its userinfo
+/// (`user:password` of `scheme://user:password@host`) and the values of
+/// credential query parameters ([`SECRET_QUERY_KEYS`]). The one rule for
+/// what in a URL is secret: mc-replay's redactor and mc-report's reading
+/// of older run descriptions both use it.
+pub fn url_secrets(url: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let Some((_, rest)) = url.split_once("://") else {
+        return out;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if let Some((info, _)) = authority.rsplit_once('@') {
+        if !info.is_empty() {
+            out.push(info);
+        }
+    }
+    let query = rest
+        .split_once('?')
+        .map(|(_, q)| q.split('#').next().unwrap_or_default());
+    for pair in query.unwrap_or_default().split(['&', ';']) {
+        let Some((k, v)) = pair.split_once('=') else {
+            continue;
+        };
+        let k: String = k
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect();
+        if !v.is_empty() && SECRET_QUERY_KEYS.contains(&k.as_str()) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// `url` with every part [`url_secrets`] names replaced by `***`.
+pub fn redacted_url(url: &str) -> String {
+    let mut out = url.to_string();
+    let mut secrets = url_secrets(url);
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for s in secrets {
+        out = out.replace(s, "***");
+    }
+    out
+}
+
 /// `NAME:VALUE`, both trimmed, checked by the `http` crate's rules (the
 /// ones the HTTP client applies when it sends them). The name keeps the
 /// user's spelling: servers that log headers show what was asked for.
@@ -167,6 +230,20 @@ pub fn json_object(s: &str) -> Result<Map<String, Value>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_secrets_are_userinfo_and_credential_query_values() {
+        assert_eq!(
+            redacted_url("https://u:pw@h:1/v1?API_KEY=k1&model=m&Access-Token=t2#f"),
+            "https://***@h:1/v1?API_KEY=***&model=m&Access-Token=***#f"
+        );
+        assert_eq!(
+            redacted_url("http://h/v1?key=abc;token=x&monkey=1"),
+            "http://h/v1?key=***;token=***&monkey=1"
+        );
+        assert_eq!(redacted_url("http://h:1/a@b?x=1"), "http://h:1/a@b?x=1");
+        assert!(url_secrets("not a url?key=1").is_empty());
+    }
 
     const NOT_FINITE: [&str; 6] = ["nan", "NaN", "inf", "-inf", "infinity", "1e400"];
 

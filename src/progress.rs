@@ -97,13 +97,16 @@ impl Progress {
         }
         self.last = now;
         let (tool, text) = (self.tool, text());
-        match self.mode {
+        // One buffer, one write: a line of one shard is not cut by another
+        // shard's in a shared log (`say`).
+        let line = match self.mode {
             Mode::Live => {
                 self.drawn = true;
-                write!(out, "\r\x1b[K{tool}: {text}")?;
+                format!("\r\x1b[K{tool}: {text}")
             }
-            _ => writeln!(out, "{tool}: {text}")?,
-        }
+            _ => format!("{tool}: {text}\n"),
+        };
+        out.write_all(line.as_bytes())?;
         Ok(true)
     }
 
@@ -137,6 +140,34 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    /// Each `write` call it is given, apart.
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_status_line_is_one_write() {
+        // Shards sharing a Slurm log cut each other's lines when a line
+        // took a write a piece.
+        let t0 = Instant::now();
+        for mode in [Mode::Plain, Mode::Live] {
+            let mut p = Progress::starting_at("mc-x", mode, ms(10), t0);
+            let mut w = Writes(Vec::new());
+            assert!(p
+                .tick_at(t0 + ms(20_000), || format!("{} rows", 7), &mut w)
+                .unwrap());
+            assert_eq!(w.0.len(), 1, "{mode:?}: {:?}", w.0);
+        }
     }
 
     #[test]

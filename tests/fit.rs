@@ -239,3 +239,40 @@ fn the_concurrency_limit_is_found_when_no_run_says_it() {
         serde_json::from_slice(&std::fs::read(d.join("fitted.json")).unwrap()).unwrap();
     assert_eq!(fitted["max_seqs"], 1);
 }
+
+#[test]
+fn result_lines_are_held_to_the_trace_rows_limits() {
+    // Issue 36: `input_tokens` 10^15 aborted mc-fit on a 500 TB
+    // allocation; a TTFT of 1e300 made a profile mc-replay then refused.
+    let dir = tempfile::tempdir().unwrap();
+    runs(dir.path());
+    let text = std::fs::read_to_string(dir.path().join("seen.jsonl")).unwrap();
+    for (field, value, want) in [
+        (
+            "input_tokens",
+            serde_json::json!(1_000_000_000_000_000u64),
+            "limit of 10000000 tokens",
+        ),
+        ("ttft_ms", serde_json::json!(1e300), "limit of 2^53 ms"),
+        ("e2e_ms", serde_json::json!(-1.0), "at least 0"),
+    ] {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let mut v: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+        v[field] = value;
+        lines[1] = v.to_string();
+        std::fs::write(dir.path().join("bad.jsonl"), lines.join("\n") + "\n").unwrap();
+        let out = tool("mc-fit")
+            .current_dir(dir.path())
+            .args(["--trace", "t.jsonl", "bad.jsonl"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(65), "{field}: {stderr}");
+        assert!(
+            stderr.contains("bad.jsonl: line 2: field `")
+                && stderr.contains(&format!("`{field}`"))
+                && stderr.contains(want),
+            "{field}: {stderr}"
+        );
+    }
+}

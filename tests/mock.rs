@@ -1101,3 +1101,26 @@ fn an_idle_connection_is_closed_after_the_keep_alive_timeout_and_frees_its_place
     );
     assert_eq!(&status_of(&waiting), b"HTTP/1.1 200");
 }
+
+#[test]
+fn a_bad_engine_profile_is_refused_before_listening() {
+    // Issue 36: mc-mock --engine printed `listening` (and a client
+    // connected) before it refused its own profile.
+    let out = crate::util::tool("mc-mock")
+        .args([
+            "--port",
+            "0",
+            "--engine",
+            "--engine-profile",
+            "no-such-profile",
+        ])
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+    assert!(!stderr.contains("serving"), "{stderr}");
+    assert!(stderr.contains("no-such-profile"), "{stderr}");
+}

@@ -199,6 +199,23 @@ pub mod schema {
         /// `--max-delay` runs only.
         #[serde(default)]
         pub max_delay: Option<DelayCap>,
+        pub options: LoadOptions,
+    }
+
+    #[derive(Debug, Clone, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct LoadOptions {
+        pub exact_output: bool,
+        pub timeout_s: f64,
+        pub extra_body_sha256: Option<String>,
+        pub header_names: Vec<String>,
+        pub tokenizer: Option<String>,
+        pub max_requests: Option<u64>,
+        pub duration_s: Option<f64>,
+        pub warmup: u64,
+        pub max_connections: u64,
+        pub reset_prefix_cache: bool,
+        pub engine_profile: Option<String>,
     }
 
     #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -2564,4 +2581,49 @@ fn a_signal_during_the_model_listing_ends_mc_replay_at_once() {
         .read_to_string(&mut err)
         .unwrap();
     assert!(err.contains("stopped before the first request"), "{err}");
+}
+
+#[test]
+fn a_closed_or_full_stderr_changes_nothing() {
+    // Issue 36: with `2>/dev/full` mc-replay exited 101 before its first
+    // request and wrote no results.
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<Value> = (0..20)
+        .map(|i| json!({"timestamp": i * 10, "input_length": 40, "output_length": 3, "hash_ids": [i % 3]}))
+        .collect();
+    std::fs::write(dir.path().join("t.jsonl"), lines(&rows)).unwrap();
+    std::fs::write(dir.path().join("bad.jsonl"), "{\"input_length\": -1}\n").unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("mc-replay");
+    let run = |input: &str, stderr: &str| {
+        let _ = std::fs::remove_file(dir.path().join("s.json"));
+        let out = Command::new("/bin/sh")
+            .current_dir(dir.path())
+            .arg("-c")
+            .arg(format!(
+                "exec \"$0\" -i {input} --block-size 16 --summary s.json {stderr}"
+            ))
+            .arg(&bin)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let results = String::from_utf8_lossy(&out.stdout).lines().count();
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("s.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        (
+            out.status.code(),
+            results,
+            summary["requests"]["ok"].clone(),
+        )
+    };
+    let normal = run("t.jsonl", "");
+    assert_eq!(normal, (Some(0), 20, json!(20)));
+    for stderr in ["2>/dev/full", "2>&-"] {
+        assert_eq!(run("t.jsonl", stderr), normal, "{stderr}");
+    }
+    // A bad trace is exit 65 whatever stderr is.
+    for stderr in ["", "2>/dev/full", "2>&-"] {
+        assert_eq!(run("bad.jsonl", stderr).0, Some(65), "{stderr}");
+    }
 }

@@ -717,6 +717,8 @@ fn page_of_ten_thousand_requests_is_under_a_megabyte() {
         ));
         let mut r = result(i + 1, ttft, e2e, 21, 100, None);
         r["session_id"] = json!(format!("s{}", i % 500));
+        // The row's own prompt size: --trace must be the replayed trace.
+        r["input_tokens"] = json!(600 + i % 400);
         r["t_sched_ms"] = json!(t);
         r["t_send_ms"] = json!(t + 0.25);
         r["t_first_ms"] = json!(t + 0.25 + ttft);
@@ -1002,4 +1004,120 @@ fn histogram_total(h: &Value) -> u64 {
         .iter()
         .map(|c| c.as_u64().unwrap())
         .sum()
+}
+
+#[test]
+fn a_key_in_the_urls_query_is_never_shown() {
+    // Issue 36: `--url http://h/v1?api_key=K` put K on stderr, in the
+    // summary, and (from the summary) in mc-report's text and HTML.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace());
+    let out = tool("mc-replay")
+        // No --model: the model listing's failure names the whole URL.
+        .args(["--url", "http://127.0.0.1:9/v1?api_key=qk-4711"])
+        .arg("-i")
+        .arg(&t)
+        .env_remove("OPENAI_API_KEY")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("api_key=***"), "{err}");
+    assert!(!err.contains("qk-4711"), "{err}");
+    // A run description written before the fix still holds the key.
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    replay_to(&mock, dir.path(), "one", &[]);
+    let side = dir.path().join("one.summary.json");
+    let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&side).unwrap()).unwrap();
+    s["run"]["url"] = json!(format!("{}/v1?Token=qk-4711&model=m", mock.url));
+    std::fs::write(&side, s.to_string()).unwrap();
+    let html = dir.path().join("r.html");
+    let one = dir.path().join("one.jsonl");
+    let (text, err) = report(&[one.to_str().unwrap()]);
+    let (_, _) = report(&["--html", html.to_str().unwrap(), one.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    for x in [&text, &err, &page] {
+        assert!(!x.contains("qk-4711"), "{x}");
+    }
+    assert!(text.contains("Token=***&model=m"), "{text}");
+}
+
+#[test]
+fn a_trace_that_is_not_the_replayed_one_is_refused() {
+    // Issue 36: `--trace` drew the unscaled original of a scaled replay as
+    // "the replayed trace", without a word.
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let original = crate::util::write_file(dir.path(), "t.jsonl", &trace());
+    let scaled = crate::util::run_ok(
+        "mc-scale",
+        &["--speedup", "2", original.to_str().unwrap()],
+        "",
+    );
+    let scaled_file = crate::util::write_file(dir.path(), "scaled.jsonl", &scaled);
+    let out = tool("mc-replay")
+        .args(["--url", &mock.url, "--model", "m"])
+        .arg("-o")
+        .arg(dir.path().join("r.jsonl"))
+        .env_remove("OPENAI_API_KEY")
+        .write_stdin(scaled.clone())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let html = dir.path().join("r.html");
+    let r = dir.path().join("r.jsonl");
+    let args = |t: &Path| {
+        vec![
+            "--html".to_string(),
+            html.to_str().unwrap().into(),
+            "--trace".into(),
+            t.to_str().unwrap().into(),
+            r.to_str().unwrap().into(),
+        ]
+    };
+    // The scaled trace is the one replayed: drawn.
+    crate::util::run_ok("mc-report", &args(&scaled_file), "");
+    // Its unscaled original: refused, by its timestamps.
+    let err = crate::util::run_code("mc-report", &args(&original), "", 65);
+    assert!(
+        err.contains("not the trace run") && err.contains("ms after line"),
+        "{err}"
+    );
+    // Another prompt size: refused, by the row's input_length.
+    let other = scaled.replacen("\"input_length\":600", "\"input_length\":601", 1);
+    assert_ne!(other, scaled);
+    let other_file = crate::util::write_file(dir.path(), "other.jsonl", &other);
+    let err = crate::util::run_code("mc-report", &args(&other_file), "", 65);
+    assert!(err.contains("line 1 asks for 601 input tokens"), "{err}");
+    // A row more than the run loaded.
+    let longer = format!("{scaled}{}", scaled.lines().last().unwrap());
+    let longer_file = crate::util::write_file(dir.path(), "longer.jsonl", &format!("{longer}\n"));
+    let err = crate::util::run_code("mc-report", &args(&longer_file), "", 65);
+    assert!(err.contains("it has 7 rows, the run loaded 6"), "{err}");
+}
+
+#[test]
+fn a_window_too_small_for_the_run_is_refused() {
+    // Issue 36: `--window-s 1e-9` aborted on a 94 GB allocation.
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    replay_to(&mock, dir.path(), "r", &[]);
+    let html = dir.path().join("r.html");
+    let r = dir.path().join("r.jsonl");
+    let args = |w: &str| {
+        vec![
+            "--html".to_string(),
+            html.to_str().unwrap().into(),
+            "--window-s".into(),
+            w.into(),
+            r.to_str().unwrap().into(),
+        ]
+    };
+    let err = crate::util::run_code("mc-report", &args("1e-9"), "", 2);
+    assert!(
+        err.contains("--window-s 0.000000001") && err.contains("above the limit of 1000000"),
+        "{err}"
+    );
+    crate::util::run_ok("mc-report", &args("0.01"), "");
 }

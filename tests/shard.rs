@@ -91,6 +91,33 @@ fn engine_shards(dir: &Path, trace_path: &Path, n: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Runs `n` shards of `trace_path` against `url` into `dir`, one after
+/// another, each with `extra` options (per shard: `extra(i)`).
+fn server_shards(
+    url: &str,
+    dir: &Path,
+    trace_path: &Path,
+    n: u32,
+    extra: &dyn Fn(u32) -> Vec<String>,
+) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let out = dir.join(format!("shard-{i}.jsonl"));
+            let shard = format!("{i}/{n}");
+            let mut a: Vec<String> = ["--url", url, "--model", "m", "--shard", &shard, "-i"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            a.push(trace_path.to_str().unwrap().into());
+            a.push("-o".into());
+            a.push(out.to_str().unwrap().into());
+            a.extend(extra(i));
+            run_ok("mc-replay", &a, "");
+            out
+        })
+        .collect()
+}
+
 #[test]
 fn plan_is_deterministic_sessions_whole_and_balanced() {
     let dir = tempfile::tempdir().unwrap();
@@ -387,8 +414,9 @@ fn merge_refuses_two_plans_a_missing_shard_and_duplicates() {
     let db = dir.path().join("b");
     std::fs::create_dir_all(&da).unwrap();
     std::fs::create_dir_all(&db).unwrap();
-    let fa = engine_shards(&da, &a, 3);
-    let fb = engine_shards(&db, &b, 3);
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let fa = server_shards(&mock.url, &da, &a, 3, &|_| vec![]);
+    let fb = server_shards(&mock.url, &db, &b, 3, &|_| vec![]);
     let p = |f: &PathBuf| f.to_str().unwrap().to_string();
     // The whole plan merges.
     let (_, err) = run_ok_both("mc-report", &[p(&fa[0]), p(&fa[1]), p(&fa[2])], "");
@@ -477,10 +505,10 @@ fn emitted_jobs_run_every_shard() {
         "",
     );
     for want in [
-        "#SBATCH --ntasks=3",
+        "#SBATCH --nodes=3\n#SBATCH --ntasks=3\n#SBATCH --ntasks-per-node=1\n",
         "export RESULTS=/shared/run1",
         "+ 45000 ))",
-        "srun --ntasks=3",
+        "srun --nodes=3 --ntasks=3 --ntasks-per-node=1 ",
         "--shard env --start-at \"$START_AT\"",
         "--output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"",
         "--url http://gpu:8000 --seed 4",
@@ -491,6 +519,8 @@ fn emitted_jobs_run_every_shard() {
     let err = run_code(
         "mc-replay",
         &[
+            "--url",
+            "http://gpu:8000",
             "-i",
             tp,
             "--emit-slurm",
@@ -503,6 +533,13 @@ fn emitted_jobs_run_every_shard() {
         2,
     );
     assert!(err.contains("--summary"), "{err}");
+    // Without --url every shard would simulate an engine of its own.
+    for emit in [&["--emit-slurm"][..], &["--emit-k8s-job", "--image", "i"]] {
+        let mut a = vec!["-i", tp, "--shards", "3"];
+        a.extend(emit);
+        let err = run_code("mc-replay", &a, "", 2);
+        assert!(err.contains("give --url"), "{err}");
+    }
     // Kubernetes: an Indexed Job with the issue's fields.
     let job = run_ok(
         "mc-replay",
@@ -579,4 +616,280 @@ fn shards_keep_the_single_runs_arrival_times_under_rate() {
         }
         assert_eq!(one, parts, "{extra:?}");
     }
+}
+
+#[test]
+fn emitted_jobs_never_hold_a_secret() {
+    // Issue 36: the key, a URL's password, a query key and a credential
+    // header were written verbatim into the script and the Job's args.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(20, 2000));
+    let tp = t.to_str().unwrap();
+    let common = [
+        "--url",
+        "http://alice:pw0rd-9@gpu:8000/v1?api_key=qk-4242",
+        "--api-key",
+        "sk-SECRET-77",
+        "--header",
+        "Authorization: Bearer tok-5150",
+        "--header",
+        "x-trace: visible-1",
+        "--metrics-url=http://gpu:8000/metrics?token=mt-3131",
+        "-i",
+        tp,
+        "--shards",
+        "3",
+    ];
+    let secrets = [
+        "pw0rd-9",
+        "alice",
+        "qk-4242",
+        "sk-SECRET-77",
+        "tok-5150",
+        "mt-3131",
+    ];
+    let mut slurm = common.to_vec();
+    slurm.extend(["--emit-slurm", "--results-dir", "/shared/run1"]);
+    let sbatch = run_ok("mc-replay", &slurm, "");
+    let mut k8s = common.to_vec();
+    k8s.extend([
+        "--emit-k8s-job",
+        "--image",
+        "mctrace:0.1",
+        "--job-name",
+        "r1",
+    ]);
+    let job = run_ok("mc-replay", &k8s, "");
+    for text in [&sbatch, &job] {
+        for s in secrets {
+            assert!(!text.contains(s), "{s} written: {text}");
+        }
+        assert!(text.contains("visible-1"), "{text}");
+    }
+    for want in [
+        ": \"${OPENAI_API_KEY:?export OPENAI_API_KEY",
+        "--url \"$MC_REPLAY_URL\"",
+        "--header \"$MC_REPLAY_HEADER_1\"",
+        "--metrics-url \"$MC_REPLAY_METRICS_URL\"",
+        "--header 'x-trace: visible-1'",
+    ] {
+        assert!(sbatch.contains(want), "{want}: {sbatch}");
+    }
+    let srun = sbatch.split("srun ").nth(1).unwrap();
+    assert!(!srun.contains("--api-key"), "{srun}");
+    for want in [
+        "- name: \"OPENAI_API_KEY\"\n          valueFrom:\n            secretKeyRef:\n              key: \"api-key\"\n              name: \"r1-secrets\"",
+        "- \"--url\"\n        - \"$(MC_REPLAY_URL)\"",
+        "- \"--header\"\n        - \"$(MC_REPLAY_HEADER_1)\"",
+        "- \"--metrics-url\"\n        - \"$(MC_REPLAY_METRICS_URL)\"",
+        "kubectl create secret generic r1-secrets --from-literal=api-key=\"$OPENAI_API_KEY\"",
+    ] {
+        assert!(job.contains(want), "{want}: {job}");
+    }
+    // The script is valid shell, and stops before srun without a secret.
+    let script = crate::util::write_file(dir.path(), "run.sbatch", &sbatch);
+    let out = Command::new("/bin/bash")
+        .arg(&script)
+        .env_remove("OPENAI_API_KEY")
+        .env("MC_REPLAY", "/bin/false")
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("export OPENAI_API_KEY"),
+        "{err}"
+    );
+}
+
+#[test]
+fn merge_refuses_shards_that_ran_different_loads() {
+    // Issue 36: shards with different --start-at, --concurrency,
+    // --no-exact-output, --timeout, --header names or on the engine model
+    // merged with exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(12, 100));
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1"]);
+    let soon = now_ms() + 300;
+    let cases: [(&str, Vec<String>, Vec<String>); 6] = [
+        (
+            "shard.start_at_unix_ms",
+            vec![
+                "--start-at".into(),
+                soon.to_string(),
+                "--start-grace-ms".into(),
+                "60000".into(),
+            ],
+            vec![
+                "--start-at".into(),
+                (soon + 1).to_string(),
+                "--start-grace-ms".into(),
+                "60000".into(),
+            ],
+        ),
+        (
+            "concurrency",
+            vec!["--concurrency".into(), "4".into()],
+            vec!["--concurrency".into(), "8".into()],
+        ),
+        (
+            "options.exact_output",
+            vec![],
+            vec!["--no-exact-output".into()],
+        ),
+        (
+            "options.timeout_s",
+            vec![],
+            vec!["--timeout".into(), "30".into()],
+        ),
+        (
+            "options.header_names",
+            vec!["--header".into(), "x-a: 1".into()],
+            vec!["--header".into(), "x-b: 1".into()],
+        ),
+        (
+            "options.extra_body_sha256",
+            vec![],
+            vec!["--extra-body".into(), r#"{"top_k": 3}"#.into()],
+        ),
+    ];
+    for (k, (name, first, rest)) in cases.iter().enumerate() {
+        let d = dir.path().join(format!("c{k}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let files = server_shards(&mock.url, &d, &t, 2, &|i| {
+            if i == 0 {
+                first.clone()
+            } else {
+                rest.clone()
+            }
+        });
+        let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+        let err = run_code("mc-report", &args, "", 65);
+        assert!(
+            err.contains(&format!("the shards ran different options: {name} is")),
+            "{name}: {err}"
+        );
+        assert!(
+            err.contains("shard-0.summary.json") && err.contains("shard-1.summary.json"),
+            "{err}"
+        );
+    }
+    // The same options merge.
+    let d = dir.path().join("same");
+    std::fs::create_dir_all(&d).unwrap();
+    let files = server_shards(&mock.url, &d, &t, 2, &|_| {
+        vec!["--timeout".into(), "30".into()]
+    });
+    let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    run_ok("mc-report", &args, "");
+    // Engine shards: each simulated its own engine.
+    let e = dir.path().join("engine");
+    std::fs::create_dir_all(&e).unwrap();
+    let files = engine_shards(&e, &t, 2);
+    let args: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    let err = run_code("mc-report", &args, "", 65);
+    assert!(
+        err.contains("engine model") && err.contains("not merged"),
+        "{err}"
+    );
+    // A shard count past --shard's limit is refused, not allocated.
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let huge = text.replace("\"shard\":\"0/2\"", "\"shard\":\"0/4000000000\"");
+    assert_ne!(huge, text);
+    std::fs::write(&files[0], huge).unwrap();
+    let err = run_code("mc-report", &args, "", 65);
+    assert!(
+        err.contains("0/4000000000") && err.contains("65535"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_start_at_beyond_the_limit_is_refused_and_a_near_one_is_announced() {
+    // Issue 36: --start-at years away (a value in µs) waited silently
+    // forever.
+    let dir = tempfile::tempdir().unwrap();
+    let t = crate::util::write_file(dir.path(), "t.jsonl", &trace(4, 100));
+    let tp = t.to_str().unwrap();
+    let far = (now_ms() * 1000).to_string();
+    let err = run_code(
+        "mc-replay",
+        &["-i", tp, "--shard", "0/1", "--start-at", &far],
+        "",
+        2,
+    );
+    assert!(
+        err.contains(&format!("--start-at {far} is")) && err.contains("more than the limit"),
+        "{err}"
+    );
+    let soon = (now_ms() + 2500).to_string();
+    let (_, err) = run_ok_both(
+        "mc-replay",
+        &[
+            "-i",
+            tp,
+            "--shard",
+            "0/1",
+            "--start-at",
+            &soon,
+            "--start-grace-ms",
+            "60000",
+        ],
+        "",
+    );
+    assert!(
+        err.contains("shard 0/1 waits") && err.contains(&format!("for --start-at {soon} (20")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_trace_larger_than_a_configmap_needs_a_volume() {
+    // Issue 36: the Job always mounted the trace from a ConfigMap (1 MiB
+    // at most), so the project's own 2.9 MB trace could not run.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = trace(20, 2000);
+    while text.len() <= 1 << 20 {
+        text = text.clone() + &text;
+    }
+    let t = crate::util::write_file(dir.path(), "big.jsonl", &text);
+    let tp = t.to_str().unwrap();
+    let base = [
+        "--url",
+        "http://vllm:8000",
+        "-i",
+        tp,
+        "--emit-k8s-job",
+        "--shards",
+        "2",
+        "--image",
+        "mctrace:0.1",
+        "--job-name",
+        "r2",
+    ];
+    let err = run_code("mc-replay", &base, "", 65);
+    assert!(
+        err.contains(&format!("is {} bytes", text.len()))
+            && err.contains("1048576 bytes")
+            && err.contains("--trace-volume CLAIM"),
+        "{err}"
+    );
+    let mut with = base.to_vec();
+    with.extend(["--trace-volume", "traces"]);
+    let job = run_ok("mc-replay", &with, "");
+    assert!(
+        job.contains(
+            "      - name: \"trace\"\n        persistentVolumeClaim:\n          claimName: \"traces\"\n          readOnly: true\n"
+        ),
+        "{job}"
+    );
+    assert!(job.contains("- \"/trace/big.jsonl\""), "{job}");
+    assert!(
+        !job.contains("configMap") && !job.contains("configmap"),
+        "{job}"
+    );
+    // Only for the Job.
+    let mut slurm: Vec<&str> = base[..4].to_vec();
+    slurm.extend(["--emit-slurm", "--shards", "2", "--trace-volume", "traces"]);
+    run_code("mc-replay", &slurm, "", 2);
 }

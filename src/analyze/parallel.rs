@@ -32,7 +32,17 @@ enum Line {
     Bad(Error),
 }
 
-/// What a worker made of one chunk. Reused from chunk to chunk.
+/// Most lines one [`ReadChunk`] holds. A chunk is cut by bytes, and a
+/// parsed line costs [`Line`]'s size (about 100 bytes) however short its
+/// text: 2 MB of `{}` rows made 700,000 lines, 90 MB a chunk in flight,
+/// and mc-analyze used 297 MB for 6 MB of input (106 MB on one thread).
+/// Past this many, the worker stops and the in-order side reads the rest
+/// of the chunk itself, this many lines at a time; rows of 32 bytes or
+/// more (every real trace) never reach it.
+pub const MAX_LINES_PER_READ: usize = 65_536;
+
+/// What a worker made of one chunk (or of its first [`MAX_LINES_PER_READ`]
+/// lines). Reused from chunk to chunk.
 #[derive(Default)]
 struct ReadChunk {
     lines: Vec<Line>,
@@ -40,21 +50,33 @@ struct ReadChunk {
     ids: Vec<u64>,
     /// The line rules' `first` after the chunk (no non-blank line yet).
     first_after: bool,
+    /// Where the read stopped at the line cap: the index (in
+    /// `Chunk::lines`' walk) of the first line not read.
+    rest: Option<usize>,
 }
 
 /// Reads the lines of `chunk` into `out`, from the rules' `first` state
 /// `first` (the one walk of `Chunk::lines`, so line numbers and bad-line
-/// verdicts are the one-thread reader's).
-fn read_chunk(chunk: &Chunk, first: bool, max_line: usize, out: &mut ReadChunk) {
+/// verdicts are the one-thread reader's), skipping the walk's first `skip`
+/// lines and stopping after [`MAX_LINES_PER_READ`] (`out.rest` says where).
+fn read_chunk(chunk: &Chunk, first: bool, max_line: usize, skip: usize, out: &mut ReadChunk) {
     out.lines.clear();
     out.ids.clear();
+    out.rest = None;
     let data = chunk.bufs.data();
     let mut rules = LineRules {
         first,
         ..LineRules::jsonl()
     };
     let mut ids = Vec::new();
-    for ChunkLine { no, text, .. } in chunk.lines(&mut rules, max_line) {
+    for (k, ChunkLine { no, text, .. }) in chunk.lines(&mut rules, max_line).enumerate() {
+        if k < skip {
+            continue;
+        }
+        if out.lines.len() == MAX_LINES_PER_READ {
+            out.rest = Some(k);
+            return;
+        }
         let line = match text {
             Err(e) => Line::Bad(e),
             Ok(None) => continue, // blank
@@ -122,7 +144,7 @@ pub fn read_into(
                 for chunk in jobs {
                     let first = chunk.seq == 0;
                     let mut read = spare.try_recv().unwrap_or_default();
-                    read_chunk(&chunk, first, max_line, &mut read);
+                    read_chunk(&chunk, first, max_line, 0, &mut read);
                     if done.send(Done { chunk, read, first }).is_err() {
                         break; // the in-order side stopped
                     }
@@ -139,6 +161,27 @@ pub fn read_into(
             .unwrap_or_else(|_| Err(Error::Io(std::io::Error::other("the reader thread failed"))));
         applied.and(read)
     })
+}
+
+/// Applies what a read made of a chunk (`data`), in order.
+fn apply(
+    read: &mut ReadChunk,
+    data: &[u8],
+    policy: &mut ErrorPolicy,
+    analyzer: &mut Analyzer,
+) -> Result<()> {
+    for line in read.lines.drain(..) {
+        match line {
+            Line::Bad(e) => policy.handle(e)?,
+            Line::Row { no, row, ids } => {
+                let row = row.map_session(|r| &data[r]);
+                if let Err(e) = analyzer.apply(no, row, &read.ids[ids]) {
+                    policy.record(no, e)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The in-order end of [`read_into`]: takes chunks as workers finish them
@@ -167,21 +210,16 @@ fn apply_in_order(
             if guessed != first {
                 // Blank lines only before this chunk: read it again as the
                 // start of the input.
-                read_chunk(&chunk, first, max_line, &mut read);
+                read_chunk(&chunk, first, max_line, 0, &mut read);
+            }
+            let data = chunk.bufs.data();
+            loop {
+                apply(&mut read, data, policy, analyzer)?;
+                // A chunk of more lines than a read holds: the rest, here.
+                let Some(k) = read.rest else { break };
+                read_chunk(&chunk, first, max_line, k, &mut read);
             }
             first = read.first_after;
-            let data = chunk.bufs.data();
-            for line in read.lines.drain(..) {
-                match line {
-                    Line::Bad(e) => policy.handle(e)?,
-                    Line::Row { no, row, ids } => {
-                        let row = row.map_session(|r| &data[r]);
-                        if let Err(e) = analyzer.apply(no, row, &read.ids[ids]) {
-                            policy.record(no, e)?;
-                        }
-                    }
-                }
-            }
             bytes += data.len() as u64;
             progress(chunk.line_base + chunk.lines, bytes);
             let _ = free.send(chunk.bufs);
@@ -190,4 +228,92 @@ fn apply_in_order(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chunks `text` is cut into (chunks of `size` bytes).
+    fn chunks_of(text: &[u8], size: usize) -> Vec<Chunk> {
+        let (free_tx, free_rx) = crossbeam_channel::unbounded();
+        for _ in 0..64 {
+            free_tx.send(Buffers::default()).unwrap();
+        }
+        let mut out = Vec::new();
+        chunks::read_chunks(text, size, 1 << 20, &free_rx, |c| {
+            out.push(c);
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_read_holds_at_most_the_line_cap() {
+        // Issue 36: 2 MB of `{}` rows were 700,000 parsed lines in one
+        // read, 90 MB a chunk in flight.
+        let n = 2 * MAX_LINES_PER_READ + 5;
+        let text = "{}\n\n".repeat(n);
+        let chunks = chunks_of(text.as_bytes(), text.len());
+        assert_eq!(chunks.len(), 1);
+        let mut read = ReadChunk::default();
+        let (mut rows, mut reads, mut skip) = (0, 0, 0);
+        loop {
+            read_chunk(&chunks[0], true, 1 << 20, skip, &mut read);
+            assert!(read.lines.len() <= MAX_LINES_PER_READ);
+            assert!(read.lines.capacity() <= 2 * MAX_LINES_PER_READ);
+            rows += read.lines.len();
+            reads += 1;
+            match read.rest {
+                Some(k) => skip = k,
+                None => break,
+            }
+        }
+        assert_eq!((rows, reads), (n, 3));
+        assert!(!read.first_after);
+    }
+
+    #[test]
+    fn capped_reads_analyze_as_one_thread_does() {
+        let mut text = String::new();
+        for i in 0..3 * MAX_LINES_PER_READ as u64 {
+            // Short rows: a 2 MB chunk holds more than a read's cap.
+            if i % 2 == 0 {
+                text.push_str(&format!("{{\"timestamp\":{i}}}\n"));
+            } else {
+                text.push_str(&format!("{{\"hash_ids\":[{}]}}\n", i % 7));
+            }
+            if i % 1000 == 0 {
+                text.push_str("not json\n");
+            }
+        }
+        assert!(chunks_of(text.as_bytes(), chunks::DEFAULT_CHUNK_BYTES)
+            .iter()
+            .any(|c| c.lines > MAX_LINES_PER_READ as u64));
+        let opts = <crate::analyze::AnalyzeArgs as clap::Parser>::parse_from(["mc-analyze"]);
+        let mut policy = ErrorPolicy::new(crate::jsonl::OnError::Skip);
+        let mut analyzer = Analyzer::default();
+        let src: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(text.clone().into_bytes()));
+        read_into(src, 1 << 20, 2, &mut policy, &mut analyzer, &mut |_, _| {}).unwrap();
+        let skipped = policy.skipped().clone();
+        let report = analyzer.finish(&opts, &policy);
+        assert_eq!(skipped.count, 197);
+        assert_eq!(skipped.first_lines[0], 2);
+        // The one-thread reader's report.
+        let mut policy = ErrorPolicy::new(crate::jsonl::OnError::Skip);
+        let mut analyzer = Analyzer::default();
+        let mut src = crate::jsonl::LineReader::new(text.as_bytes(), 1 << 20);
+        crate::filter::for_each_line(
+            &mut src,
+            &mut policy,
+            |no, bytes, policy| match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+                Ok(()) => Ok(()),
+                Err(e) => policy.record(no, e),
+            },
+        )
+        .unwrap();
+        assert_eq!(policy.skipped(), &skipped);
+        assert_eq!(analyzer.finish(&opts, &policy), report);
+    }
 }

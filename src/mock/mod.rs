@@ -197,6 +197,13 @@ pub fn run(args: &MockArgs) -> Result<()> {
     let opts_max_connections = opts.max_connections;
     let opts_keep_alive = opts.keep_alive_timeout_s;
     opts.faults.validate().map_err(Error::usage)?;
+    // The profile is checked before the socket is announced: a client
+    // (or a script waiting for `listening`) must not see a server that is
+    // about to refuse its own options.
+    let params = opts
+        .engine
+        .then(|| opts.engine_model.params())
+        .transpose()?;
     let listener = listen(&opts.host, opts.port)
         .with_context(|| format!("cannot listen on {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
@@ -204,8 +211,7 @@ pub fn run(args: &MockArgs) -> Result<()> {
     log.listening(addr);
     eprintln!("{TOOL}: serving {} on http://{addr}", opts.model);
     let mut server = Server::new(opts, log);
-    if server.opts.engine {
-        let params = server.opts.engine_model.params()?;
+    if let Some(params) = params {
         eprintln!(
             "mc-mock: answers timed by the engine model {} in real time",
             params.profile.name

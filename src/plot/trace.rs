@@ -254,6 +254,8 @@ pub struct TraceRead {
     pub block_size: u64,
     /// Rows in the file (drawn or not).
     pub rows: u64,
+    /// The line number of each row drawn (in `data`'s order).
+    pub lines: Vec<u64>,
 }
 
 /// Reads a trace into what the figure needs: every row, or with `keep`
@@ -277,6 +279,7 @@ pub fn read(
     let mut ids = Vec::new();
     let mut cache = RowByRow::new(block_size, cache_blocks);
     let mut rows = 0u64;
+    let mut lines = Vec::new();
     let mut one = |no: u64, bytes: &[u8], policy: &mut ErrorPolicy| -> Result<()> {
         rows += 1;
         if keep.is_some_and(|k| !k.contains(&no)) {
@@ -284,7 +287,10 @@ pub fn read(
         }
         match Record::parse(bytes).and_then(|r| data.push(&r, &mut sessions, &mut ids, &mut cache))
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                lines.push(no);
+                Ok(())
+            }
             Err(e) => policy.record(no, e),
         }
     };
@@ -299,6 +305,7 @@ pub fn read(
         data,
         block_size,
         rows,
+        lines,
     })
 }
 

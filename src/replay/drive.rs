@@ -297,33 +297,12 @@ fn run_info(plan: &Plan, run: &Run, target: &str, model: Option<String>) -> RunI
         seed: run.prompt_seed,
         block_size: plan.block_size,
         start_unix_ms: now.as_micros() as f64 / 1000.0,
-        start_time: utc_iso8601(now.as_secs()),
+        start_time: crate::results::summary::utc_iso8601(now.as_secs()),
         host: host_name(),
         shard: plan.shard.clone(),
         max_delay: plan.delay_cap,
+        options: Some(plan.described.options.clone()),
     }
-}
-
-/// `2026-11-23T12:41:28Z` from seconds since the Unix epoch (proleptic
-/// Gregorian calendar; Howard Hinnant's days-to-civil algorithm).
-pub fn utc_iso8601(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
 }
 
 /// The machine's name (Linux: the kernel's; elsewhere `$HOSTNAME`).
@@ -416,13 +395,5 @@ mod tests {
         .unwrap();
         assert_eq!(made_with, Some(0));
         assert_eq!(summary.requests.ok, 1);
-    }
-
-    #[test]
-    fn iso8601_dates() {
-        // Checked with `date -u -d @SECS +%FT%TZ`.
-        assert_eq!(utc_iso8601(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_iso8601(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc_iso8601(1_795_437_688), "2026-11-23T12:41:28Z");
     }
 }

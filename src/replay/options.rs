@@ -105,7 +105,9 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "NAME")]
     pub model: Option<String>,
 
-    /// API key, sent as a bearer token; never printed or written.
+    /// API key, sent as a bearer token; never printed or written (not even
+    /// into --emit-slurm's script or --emit-k8s-job's Job: the shards read
+    /// it from OPENAI_API_KEY).
     #[arg(
         long,
         env = "OPENAI_API_KEY",
@@ -405,7 +407,8 @@ pub struct ReplayArgs {
     pub plan_shards: Option<u32>,
 
     /// The schedule's zero is this wall-clock instant (ms since the Unix
-    /// epoch): the shard waits for it, then runs on the monotonic clock.
+    /// epoch): the shard waits for it (saying when, on stderr), then runs
+    /// on the monotonic clock. At most about 11.6 days ahead.
     #[arg(long, value_name = "UNIX_MS", help_heading = "Shards")]
     pub start_at: Option<u64>,
 
@@ -420,8 +423,12 @@ pub struct ReplayArgs {
     pub start_grace_ms: u64,
 
     /// Print an sbatch script that runs --shards N tasks (srun, one per
-    /// shard) of this same command with --shard env and a --start-at
-    /// computed when the job starts; results in --results-dir.
+    /// shard, one task a node: --nodes N --ntasks-per-node 1) of this same command with --shard env and a --start-at
+    /// computed when the job starts; results in --results-dir. Secrets are
+    /// not written into it: the tasks read them from the environment sbatch
+    /// passes on (OPENAI_API_KEY for the key, MC_REPLAY_URL for a URL with
+    /// credentials, MC_REPLAY_HEADER_I for a credential header), and the
+    /// script says which to export and stops when one is missing.
     #[arg(
         long,
         requires = "shards",
@@ -432,9 +439,24 @@ pub struct ReplayArgs {
 
     /// Print a Kubernetes Indexed Job (batch/v1) that runs --shards N pods
     /// of this command in --image, one per node, the trace from a
-    /// ConfigMap, results on a volume.
+    /// ConfigMap (at most 1 MiB) or --trace-volume, results on a volume. Secrets (the API key, a URL with
+    /// credentials, credential headers) are not written into it: the pods
+    /// read them from the Secret JOB-NAME-secrets (`secretKeyRef`), and the
+    /// file's comments give the `kubectl create secret` line.
     #[arg(long, requires_all = ["shards", "image"], help_heading = "Shards")]
     pub emit_k8s_job: bool,
+
+    /// --emit-k8s-job: the pods read the trace from this
+    /// PersistentVolumeClaim (mounted read-only at /trace; copy the trace
+    /// onto it under its file name) instead of a ConfigMap. A ConfigMap
+    /// holds at most 1 MiB: a larger trace is refused without this.
+    #[arg(
+        long,
+        value_name = "CLAIM",
+        requires = "emit_k8s_job",
+        help_heading = "Shards"
+    )]
+    pub trace_volume: Option<String>,
 
     /// The container image holding mc-replay (--emit-k8s-job).
     #[arg(long, value_name = "IMAGE", help_heading = "Shards")]

@@ -31,7 +31,7 @@ use crate::engine::EngineParams;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::report_skipped;
 use crate::jsonl::{ErrorPolicy, OnError};
-use crate::results::summary::ShardRun;
+use crate::results::summary::{LoadOptions, ShardRun};
 use crate::results::sweep::{run_name, under, Param};
 use crate::results::Slo;
 
@@ -111,6 +111,9 @@ pub struct Described {
     /// The input's path, `-` for stdin.
     pub input: String,
     pub turns: &'static str,
+    /// The options that change what the server sees (compared across a
+    /// sharded run's shards by mc-report).
+    pub options: LoadOptions,
 }
 
 /// Where the trace comes from and how it is read: what a replay and a
@@ -186,6 +189,15 @@ pub struct Job {
     pub start_grace_ms: u64,
     /// `--timeout`, in seconds.
     pub timeout: f64,
+    /// `--url` given (a job replays a server, never an engine model per
+    /// shard).
+    pub has_url: bool,
+    /// `--engine`.
+    pub engine: bool,
+    /// `--api-key` given (it reaches the shards through the environment).
+    pub has_api_key: bool,
+    /// `--trace-volume`: the PersistentVolumeClaim holding the trace.
+    pub trace_volume: Option<String>,
 }
 
 /// The job of `--emit-*` (`args` parsed from `argv`).
@@ -214,6 +226,10 @@ pub fn job(args: ReplayArgs, argv: &[OsString]) -> Result<Job> {
         start_in: args.start_in,
         start_grace_ms: args.start_grace_ms,
         timeout: args.timeout,
+        has_url: args.url.is_some(),
+        engine: args.engine,
+        has_api_key: args.api_key.is_some(),
+        trace_volume: args.trace_volume,
     })
 }
 
@@ -286,6 +302,41 @@ struct Checked {
     delay_cap: Option<crate::delays::DelayCap>,
 }
 
+/// The options that change what the server sees, as the run description
+/// records them (secrets left out: header names only, a digest of the
+/// extra body).
+fn load_options(args: &ReplayArgs, engine: bool) -> LoadOptions {
+    use sha2::{Digest, Sha256};
+    let mut header_names: Vec<String> = args
+        .headers
+        .iter()
+        .map(|(k, _)| k.to_ascii_lowercase())
+        .collect();
+    header_names.sort();
+    LoadOptions {
+        exact_output: !args.no_exact_output,
+        timeout_s: args.timeout,
+        extra_body_sha256: args.extra_body.as_ref().map(|b| {
+            let json = serde_json::Value::Object(b.clone()).to_string();
+            let hash = Sha256::digest(json.as_bytes());
+            hash.iter().map(|b| format!("{b:02x}")).collect()
+        }),
+        header_names,
+        tokenizer: args.tokenizer.clone(),
+        max_requests: args.max_requests,
+        duration_s: args.duration,
+        warmup: args.warmup,
+        max_connections: args.max_connections as u64,
+        reset_prefix_cache: args.reset_prefix_cache,
+        engine_profile: engine.then(|| {
+            args.engine_model
+                .engine_profile
+                .clone()
+                .unwrap_or_else(|| "default".into())
+        }),
+    }
+}
+
 /// Every check, then the plan; the options are consumed. Its errors have
 /// the options' secrets hidden.
 pub fn plan(args: ReplayArgs) -> Result<Plan> {
@@ -311,6 +362,7 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
             Turns::Cumulative => "cumulative",
             Turns::Delta => "delta",
         },
+        options: load_options(&args, matches!(c.target, TargetKind::Engine { .. })),
     };
     Ok(Plan {
         trace: c.trace,
@@ -481,7 +533,7 @@ fn shard_part(
 ) -> Result<(Trace, ShardRun)> {
     let p = shard::plan(trace, block_size, count, sha);
     if let Some(at) = args.start_at {
-        shard::check_not_late(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
+        shard::check_start_at(at, args.start_grace_ms, &format!("shard {index}/{count}"))?;
     }
     eprintln!(
         "mc-replay: shard {index}/{count}: {} rows, {} sessions, {} tokens (plan {})",

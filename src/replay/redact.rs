@@ -1,6 +1,8 @@
 //! Secrets never leave mc-replay: the API key, the credentials of a URL
 //! (`http://user:password@host`, also as the Basic-auth header a server may
-//! echo), and the values of `--header`s that carry credentials are replaced
+//! echo), a credential in the URL's query (`?api_key=…`, `key`, `token`,
+//! … as `options::url_secrets` names them), and the values of `--header`s
+//! that carry credentials are replaced
 //! by `***` in everything mc-replay writes: stderr, result lines (a server's
 //! error body that quotes the request's `Authorization`), the summary,
 //! `--metrics-out`.
@@ -14,7 +16,7 @@ pub struct Redactor {
 }
 
 /// Header names whose values are credentials.
-const SECRET_HEADERS: [&str; 5] = [
+pub const SECRET_HEADERS: [&str; 5] = [
     "authorization",
     "proxy-authorization",
     "x-api-key",
@@ -37,6 +39,10 @@ impl Redactor {
             secrets.push(k.to_string());
         }
         for url in urls {
+            // Query credentials (`?api_key=…`) are hidden as they are.
+            for part in crate::options::url_secrets(url) {
+                secrets.push(part.to_string());
+            }
             let Some(userinfo) = userinfo(url) else {
                 continue;
             };
@@ -46,7 +52,6 @@ impl Redactor {
                     secrets.push(password.to_string());
                 }
             }
-            secrets.push(userinfo.to_string());
         }
         for (k, v) in headers {
             if SECRET_HEADERS.contains(&k.to_ascii_lowercase().as_str()) && !v.is_empty() {
@@ -186,6 +191,13 @@ mod tests {
             out.contains("http://***@h:1/v1") && out.contains("visible"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_key_in_the_urls_query_is_hidden() {
+        let r = Redactor::new(None, ["http://h:1/v1?Api_Key=qk-777&model=m"], &[]);
+        let out = r.redact("GET http://h:1/v1?Api_Key=qk-777&model=m failed: qk-777");
+        assert!(!out.contains("qk-777") && out.contains("model=m"), "{out}");
     }
 
     #[test]

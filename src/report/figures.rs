@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use crate::error::{Error, Result};
 use crate::plot::fmt::human;
 use crate::plot::{cdf, Body, Panel, Series, Style, Unit};
 use crate::results::RequestResult;
@@ -303,11 +304,22 @@ pub fn in_flight(r: &RunData, w: f64, n: usize) -> Vec<(f64, f64)> {
 /// The windows of the figures: (per-window rates, per-window
 /// percentiles). Rates get about 40 windows over the run; percentiles
 /// also at least about 10 requests a window, so p99 is not one request.
-pub fn windows(runs: &[RunData], window_s: Option<f64>) -> (f64, f64) {
-    if let Some(w) = window_s {
-        return (w, w);
-    }
+/// A `--window-s` is held to `limits::MAX_WINDOWS` windows over the run,
+/// as mc-plot's `--window-ms` is (every window is a slot in memory).
+pub fn windows(runs: &[RunData], window_s: Option<f64>) -> Result<(f64, f64)> {
     let span = span_s(runs);
+    if let Some(w) = window_s {
+        let n = span / w;
+        if n.is_nan() || n >= crate::limits::MAX_WINDOWS as f64 {
+            return Err(Error::usage(format!(
+                "--window-s {w}: the runs span {span:.3} s, {n:.3e} windows, above the limit of \
+                 {}; give --window-s {:.3e} or more",
+                crate::limits::MAX_WINDOWS,
+                span / crate::limits::MAX_WINDOWS as f64 * 1.001
+            )));
+        }
+        return Ok((w, w));
+    }
     let most = runs
         .iter()
         .map(|r| measured(r).count())
@@ -315,7 +327,7 @@ pub fn windows(runs: &[RunData], window_s: Option<f64>) -> (f64, f64) {
         .unwrap_or(1)
         .max(1);
     let per_request = span * 10.0 / most as f64;
-    (auto_window_s(span), nice(per_request.max(span / 40.0)))
+    Ok((auto_window_s(span), nice(per_request.max(span / 40.0))))
 }
 
 /// Every panel of the runs' report (sessions last, one per run that has

@@ -11,6 +11,7 @@ pub mod figures;
 pub mod html;
 pub mod input;
 pub mod merge;
+pub mod replayed;
 pub mod summary;
 
 use std::collections::HashSet;
@@ -99,7 +100,10 @@ pub struct ReportArgs {
 
     /// The replayed trace: the HTML report adds mc-plot's figure of the
     /// rows the run replayed (all of them, or the part a run cut short by
-    /// --max-requests sent).
+    /// --max-requests sent). It must be the file mc-replay read (after
+    /// mc-scale, mc-cap, ...): a trace whose rows, prompt sizes or
+    /// timestamps do not match the run's result lines is refused (exit 65)
+    /// rather than drawn as the replayed one.
     #[arg(long, value_name = "TRACE", requires = "html")]
     pub trace: Option<PathBuf>,
 
@@ -330,7 +334,7 @@ pub fn html_page(r: &Report, args: &ReportArgs) -> Result<String> {
             results: &x.results,
         })
         .collect();
-    let windows = figures::windows(&data, args.window_s);
+    let windows = figures::windows(&data, args.window_s)?;
     let run_panels = figures::panels(&data, windows, args.max_sessions);
     let sweep_panels = match &r.sweep {
         Some(_) => figures::sweep_panels(&r.summaries.iter().collect::<Vec<_>>()),
@@ -365,6 +369,7 @@ fn trace_section(r: &Report, args: &ReportArgs, trace: &Path) -> Result<html::Tr
         .flat_map(|run| run.results.iter().map(|x| x.line))
         .collect();
     let read = trace_plot::read(TOOL, &io, size, None, Some(&replayed))?;
+    replayed::check(&r.runs, trace, &read)?;
     let data = &read.data;
     let drawn = data.t_ms.len() as u64;
     if drawn == 0 {

@@ -127,6 +127,7 @@ fn undescribed(target: &str) -> RunInfo {
         host: None,
         shard: None,
         max_delay: None,
+        options: None,
     }
 }
 

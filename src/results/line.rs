@@ -7,8 +7,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{open_input, LineReader, DEFAULT_MAX_LINE_BYTES};
+use crate::limits;
 
 /// One request's result line (stdout, JSONL). Times are ms from run start
 /// (µs resolution).
@@ -92,6 +93,64 @@ pub struct RequestResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+impl RequestResult {
+    /// The same documented limits as a trace row's (`limits`): every
+    /// token count at most `MAX_ROW_TOKENS`, every time finite and within
+    /// `MAX_TIME_MS` (durations at least 0). A reader that sizes memory or
+    /// a model by these values (mc-fit, mc-report) trusts them after this.
+    pub fn check(&self) -> std::result::Result<(), RecordError> {
+        for (field, v) in [
+            ("input_tokens", self.input_tokens),
+            ("prompt_tokens", self.prompt_tokens),
+            ("cached_tokens", self.cached_tokens),
+            ("output_tokens", self.output_tokens),
+            ("completion_tokens", self.completion_tokens),
+            ("chunks", Some(self.chunks)),
+        ] {
+            if let Some(v) = v {
+                limits::tokens(field, v)?;
+            }
+        }
+        // Times on the run's clock; lag may be a hair below 0.
+        for (field, v) in [
+            ("t_sched_ms", Some(self.t_sched_ms)),
+            ("t_send_ms", Some(self.t_send_ms)),
+            ("t_first_ms", self.t_first_ms),
+            ("t_last_ms", self.t_last_ms),
+            ("t_end_ms", Some(self.t_end_ms)),
+            ("lag_ms", Some(self.lag_ms)),
+        ] {
+            if let Some(v) = v {
+                limits::time_ms(field, v.abs())?;
+            }
+        }
+        let itl = self.itl_ms.as_ref();
+        for (field, v) in [
+            ("ttft_ms", self.ttft_ms),
+            ("e2e_ms", self.e2e_ms),
+            ("tpot_ms", self.tpot_ms),
+            ("sched_latency_ms", self.sched_latency_ms),
+            ("itl_ms.mean", itl.map(|i| i.mean)),
+            ("itl_ms.min", itl.map(|i| i.min)),
+            ("itl_ms.p50", itl.map(|i| i.p50)),
+            ("itl_ms.p99", itl.map(|i| i.p99)),
+            ("itl_ms.max", itl.map(|i| i.max)),
+            (
+                "error.retry_after_s",
+                self.error.as_ref().and_then(|e| e.retry_after_s),
+            ),
+        ] {
+            if let Some(v) = v {
+                limits::time_ms(field, v)?;
+            }
+        }
+        for &g in &self.itl_gaps_ms {
+            limits::time_ms("itl_gaps_ms", g)?;
+        }
+        Ok(())
+    }
 }
 
 /// Why a request failed, as written in its result line.
@@ -258,6 +317,8 @@ pub fn read_file_numbered(path: &Path, each: &mut dyn FnMut(u64, RequestResult))
                 line.no
             ))
         })?;
+        r.check()
+            .map_err(|e| Error::Input(format!("{name}: line {}: {e}", line.no)))?;
         each(line.no, r);
     }
     Ok(())

@@ -93,6 +93,40 @@ pub struct RunInfo {
     /// when no cap was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_delay: Option<crate::delays::DelayCap>,
+    /// The other options that change what the server sees (the load, the
+    /// requests' bodies and heads). Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<LoadOptions>,
+}
+
+/// The options of a run that change what the server sees, beyond the
+/// fields of [`RunInfo`] itself: two runs that differ here are not the
+/// same load, and the shards of one run must agree on every one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LoadOptions {
+    /// Answers asked for at exactly `output_length` (min_tokens,
+    /// ignore_eos); false under `--no-exact-output`.
+    pub exact_output: bool,
+    /// `--timeout`, seconds per request.
+    pub timeout_s: f64,
+    /// SHA-256 (hex) of `--extra-body`'s JSON: its values may be private.
+    pub extra_body_sha256: Option<String>,
+    /// The names of the `--header`s (lower case, sorted; values are not
+    /// written: they may be credentials).
+    pub header_names: Vec<String>,
+    /// `--tokenizer`.
+    pub tokenizer: Option<String>,
+    /// `--max-requests`, `--duration` (s) and `--warmup`.
+    pub max_requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub warmup: u64,
+    /// `--max-connections` (0: one per request in flight).
+    pub max_connections: u64,
+    /// `--reset-prefix-cache`.
+    pub reset_prefix_cache: bool,
+    /// `--engine-profile` on the engine model (`default` without it).
+    pub engine_profile: Option<String>,
 }
 
 /// A sharded run's part in its plan: the same `plan_digest`, `rows` and
@@ -675,8 +709,38 @@ impl std::fmt::Display for Ms {
     }
 }
 
+/// `2026-11-23T12:41:28Z` from seconds since the Unix epoch (proleptic
+/// Gregorian calendar; Howard Hinnant's days-to-civil algorithm).
+pub fn utc_iso8601(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn iso8601_dates() {
+        // Checked with `date -u -d @SECS +%FT%TZ`.
+        assert_eq!(utc_iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_iso8601(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_iso8601(1_795_437_688), "2026-11-23T12:41:28Z");
+    }
+
     use super::*;
 
     fn stats(count: u64, base: f64) -> Stats {
@@ -720,6 +784,7 @@ mod tests {
                 host: Some("h".into()),
                 shard: None,
                 max_delay: None,
+                options: None,
             },
             requests: Counts {
                 sent: 10,

@@ -8,6 +8,13 @@
 //! input's path as the nodes see it). The trace is read and planned here
 //! first, so a bad trace fails before the job is submitted, and the plan's
 //! digest is written into the job for `mc-report` to match.
+//!
+//! Secrets are never written into the job (a Job's args are readable by
+//! anyone who may `get jobs`, a batch script by anyone who may read the
+//! file or `scontrol show job`): the API key, a URL with credentials
+//! (userinfo or a `?api_key=`-like query) and credential headers reach the
+//! shards through their environment ([`Secret`]): the submitter's for
+//! sbatch (which passes it on), a Kubernetes Secret for the Job.
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -19,7 +26,8 @@ use super::super::plan::{load_hashed, Job};
 use crate::error::{Error, Result};
 
 /// Options that belong to the job, not to a shard: (name, takes a value).
-const JOB_OPTIONS: [(&str, bool); 13] = [
+const JOB_OPTIONS: [(&str, bool); 14] = [
+    ("--trace-volume", true),
     ("--start-grace-ms", true),
     ("--emit-slurm", false),
     ("--emit-k8s-job", false),
@@ -38,9 +46,103 @@ const JOB_OPTIONS: [(&str, bool); 13] = [
 /// Options a shard cannot take from one command line shared by all.
 const REFUSED: [&str; 3] = ["--summary", "--summary-csv", "--metrics-out"];
 
+/// The most data a ConfigMap holds (Kubernetes refuses a larger one): a
+/// larger trace needs `--trace-volume`.
+pub const CONFIGMAP_MAX_BYTES: u64 = 1 << 20;
+
 /// The slack `activeDeadlineSeconds` gives past the start, the schedule
 /// and `--timeout` (the last request's drain).
 const DEADLINE_SLACK_S: u64 = 300;
+
+/// A secret a shard needs, passed through its environment: `env` in the
+/// shard's environment, `key` in the Kubernetes Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub env: String,
+    pub key: String,
+    /// The option it is the value of (`--api-key` takes it from `env`).
+    pub option: &'static str,
+}
+
+/// A shard's argument: written as it is, or the value of a [`Secret`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    Plain(String),
+    Secret(usize),
+}
+
+/// The environment variable mc-replay's `--api-key` reads.
+const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// `rest` (from [`shard_args`]) with every secret taken out: `--api-key`
+/// dropped (the shard reads [`API_KEY_ENV`]), the value of a URL option
+/// with credentials and of a credential header replaced by a [`Secret`].
+/// `api_key`: the key this invocation has (from `--api-key` or the
+/// environment), which the shards need too.
+pub fn split_secrets(rest: &[String], api_key: bool) -> (Vec<Arg>, Vec<Secret>) {
+    let mut args = Vec::new();
+    let mut secrets = Vec::new();
+    if api_key {
+        secrets.push(Secret {
+            env: API_KEY_ENV.into(),
+            key: "api-key".into(),
+            option: "--api-key",
+        });
+    }
+    let mut headers = 0;
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let option = match name {
+            "--api-key" => {
+                if inline.is_none() {
+                    it.next();
+                }
+                continue;
+            }
+            "--url" | "--base-url" => "--url",
+            "--metrics-url" => "--metrics-url",
+            "--header" => "--header",
+            _ => {
+                args.push(Arg::Plain(a.clone()));
+                continue;
+            }
+        };
+        let Some(value) = inline.or_else(|| it.next().cloned()) else {
+            args.push(Arg::Plain(a.clone()));
+            continue;
+        };
+        let secret = match option {
+            "--header" => value.split_once(':').is_some_and(|(k, _)| {
+                super::super::redact::SECRET_HEADERS
+                    .contains(&k.trim().to_ascii_lowercase().as_str())
+            }),
+            _ => !crate::options::url_secrets(&value).is_empty(),
+        };
+        args.push(Arg::Plain(option.into()));
+        if !secret {
+            args.push(Arg::Plain(value));
+            continue;
+        }
+        let (env, key) = match option {
+            "--url" => ("MC_REPLAY_URL".to_string(), "url".to_string()),
+            "--metrics-url" => ("MC_REPLAY_METRICS_URL".into(), "metrics-url".into()),
+            _ => {
+                headers += 1;
+                (
+                    format!("MC_REPLAY_HEADER_{headers}"),
+                    format!("header-{headers}"),
+                )
+            }
+        };
+        args.push(Arg::Secret(secrets.len()));
+        secrets.push(Secret { env, key, option });
+    }
+    (args, secrets)
+}
 
 /// This invocation's arguments less the job's options (`-i`/`-o` too).
 pub fn shard_args(argv: &[OsString]) -> Result<Vec<String>> {
@@ -100,9 +202,18 @@ pub fn run(opts: &Job) -> Result<()> {
 }
 
 /// The job's text for the options of `--emit-*` ([`Job`]).
-pub fn job(opts: &Job) -> Result<String> {
-    let (n, input, rest) = (opts.shards, opts.input.as_path(), &opts.rest);
-    let (trace, block_size, sha) = load_hashed(&opts.source, true)?;
+pub fn job(args: &Job) -> Result<String> {
+    let n = args.shards;
+    if !args.has_url || args.engine {
+        return Err(Error::usage(
+            "--emit-*: without --url (or with --engine) every shard would replay on an engine \
+             model of its own, and the shards would not be one run of one server: give --url \
+             (to replay the whole trace on the engine model, leave --emit-* and --shards out)",
+        ));
+    }
+    let input = args.input.as_path();
+    let (rest, secrets) = split_secrets(&args.rest, args.has_api_key);
+    let (trace, block_size, sha) = load_hashed(&args.source, true)?;
     let plan = super::plan(&trace, block_size, n, sha);
     let span_s = super::super::schedule::first_timestamp(&trace)
         .map(|t0| {
@@ -111,25 +222,25 @@ pub fn job(opts: &Job) -> Result<String> {
                 .iter()
                 .filter_map(|t| t.timestamp_ms)
                 .fold(t0, f64::max);
-            ((last - t0) / opts.speedup / 1000.0).ceil() as u64
+            ((last - t0) / args.speedup / 1000.0).ceil() as u64
         })
         .unwrap_or(0);
-    if opts.k8s {
-        k8s(opts, n, rest, input, &plan.digest, span_s)
+    if args.k8s {
+        k8s(args, n, (&rest, &secrets), input, &plan.digest, span_s)
     } else {
-        slurm(opts, n, rest, input, &plan)
+        slurm(args, n, (&rest, &secrets), input, &plan)
     }
 }
 
 fn slurm(
-    opts: &Job,
+    args: &Job,
     n: u32,
-    rest: &[String],
+    (rest, secrets): (&[Arg], &[Secret]),
     input: &Path,
     plan: &super::ShardPlan,
 ) -> Result<String> {
     let results = absolute(
-        opts.results_dir
+        args.results_dir
             .as_deref()
             .unwrap_or(Path::new("mc-replay-results")),
     )?;
@@ -137,12 +248,12 @@ fn slurm(
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "mc-replay".into());
-    let name = &opts.job_name;
+    let name = &args.job_name;
     let mut s = String::new();
     let _ = writeln!(s, "#!/bin/bash");
     let _ = writeln!(
         s,
-        "# Written by mc-replay --emit-slurm: {n} shards of {}, one task each.",
+        "# Written by mc-replay --emit-slurm: {n} shards of {}, one task each, one task a node.",
         input.display()
     );
     let _ = writeln!(s, "# plan digest {}", plan.digest);
@@ -156,10 +267,9 @@ fn slurm(
         "# Submit: sbatch THIS; then: mc-report {}/shard-*.jsonl",
         results.display()
     );
-    let _ = writeln!(s, "#SBATCH --job-name={name}");
-    let _ = writeln!(s, "#SBATCH --ntasks={n}");
-    let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
+    sbatch_options(&mut s, n, name, &results);
     let _ = writeln!(s, "set -euo pipefail");
+    slurm_secrets(&mut s, secrets);
     let _ = writeln!(
         s,
         "export RESULTS={}",
@@ -174,12 +284,12 @@ fn slurm(
     let _ = writeln!(
         s,
         "# Every shard's schedule starts at one wall-clock instant, {} s after the job does.",
-        opts.start_in
+        args.start_in
     );
     let _ = writeln!(
         s,
         "export START_AT=$(( $(date +%s%3N) + {} ))",
-        opts.start_in * 1000
+        args.start_in * 1000
     );
     let _ = writeln!(
         s,
@@ -187,12 +297,16 @@ fn slurm(
         plan.digest.get(..12).unwrap_or_default()
     );
     let mut cmd = vec![sh_quote(&input.display().to_string())];
-    cmd.extend(rest.iter().map(|a| sh_quote(a)));
+    cmd.extend(rest.iter().map(|a| match a {
+        Arg::Plain(a) => sh_quote(a),
+        // Expanded by the batch shell from the submitter's environment.
+        Arg::Secret(i) => format!("\"${}\"", secrets[*i].env),
+    }));
     let _ = writeln!(
         s,
-        "srun --ntasks={n} ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
+        "srun --nodes={n} --ntasks={n} --ntasks-per-node=1 ${{MC_SRUN_ARGS:-}} bash -c 'exec \"$MC_REPLAY\" --input \"$@\" --shard env \
          --start-at \"$START_AT\" --start-grace-ms {} --output \"$RESULTS/shard-$SLURM_PROCID.jsonl\"' mc-replay \\\n    {}",
-        opts.start_grace_ms,
+        args.start_grace_ms,
         cmd.join(" ")
     );
     let _ = writeln!(
@@ -202,24 +316,136 @@ fn slurm(
     Ok(s)
 }
 
+/// The `#SBATCH` lines: the job, its tasks one a node, its log.
+fn sbatch_options(s: &mut String, n: u32, name: &str, results: &Path) {
+    let _ = writeln!(s, "#SBATCH --job-name={name}");
+    // One task a node: shards on one node would share its CPU and network,
+    // which a sharded run exists to avoid.
+    let _ = writeln!(s, "#SBATCH --nodes={n}");
+    let _ = writeln!(s, "#SBATCH --ntasks={n}");
+    let _ = writeln!(s, "#SBATCH --ntasks-per-node=1");
+    let _ = writeln!(s, "#SBATCH --output={}/{name}-%j.log", results.display());
+    let _ = writeln!(
+        s,
+        "# (on fewer nodes: sbatch --nodes=M --ntasks-per-node=K THIS, and the same in \
+         MC_SRUN_ARGS, which comes after srun's own options and wins)"
+    );
+}
+
+/// The script's word on its secrets: which to export before sbatch, and
+/// a stop before srun when one is missing.
+fn slurm_secrets(s: &mut String, secrets: &[Secret]) {
+    if !secrets.is_empty() {
+        let _ = writeln!(
+            s,
+            "# Secrets are never written here: sbatch passes the environment of the shell \
+             that runs it on to every task. Export before sbatch:"
+        );
+    }
+    for x in secrets {
+        let _ = writeln!(s, "#   export {}=...   (the value of {})", x.env, x.option);
+    }
+    for x in secrets {
+        let _ = writeln!(
+            s,
+            ": \"${{{}:?export {} (the value of {}) before sbatch; it is not written in this script}}\"",
+            x.env, x.env, x.option
+        );
+    }
+}
+
+/// The Job's comment on its secrets: the `kubectl create secret` line.
+fn k8s_secrets(s: &mut String, secret_name: &str, secrets: &[Secret]) {
+    if secrets.is_empty() {
+        return;
+    }
+    let literals: Vec<String> = secrets
+        .iter()
+        .map(|x| format!("--from-literal={}=\"${}\"", x.key, x.env))
+        .collect();
+    let _ = writeln!(
+        s,
+        "#   kubectl create secret generic {secret_name} {}",
+        literals.join(" ")
+    );
+    let _ = writeln!(
+        s,
+        "#   (secrets are never written here: the pods read them from that Secret; {})",
+        secrets
+            .iter()
+            .map(|x| format!("{} is {}", x.env, x.option))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// The pod's environment: its index (what sets JOB_COMPLETION_INDEX, for
+/// the file name in `args`) and each secret from the Secret.
+fn pod_env(secret_name: &str, secrets: &[Secret]) -> Vec<Value> {
+    let mut env = vec![json!({
+        "name": "MC_SHARD",
+        "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+        }},
+    })];
+    for x in secrets {
+        env.push(json!({
+            "name": x.env,
+            "valueFrom": {"secretKeyRef": {"name": secret_name, "key": x.key}},
+        }));
+    }
+    env
+}
+
+/// The trace's volume: `--trace-volume`'s claim, else the ConfigMap
+/// `NAME-trace` (refused when the trace would not fit in one).
+fn trace_volume(args: &Job, input: &Path) -> Result<Value> {
+    if let Some(claim) = &args.trace_volume {
+        return Ok(
+            json!({"name": "trace", "persistentVolumeClaim": {"claimName": claim, "readOnly": true}}),
+        );
+    }
+    let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
+    if size > CONFIGMAP_MAX_BYTES {
+        return Err(Error::Input(format!(
+            "--emit-k8s-job: {} is {size} bytes, more than a ConfigMap holds \
+             ({CONFIGMAP_MAX_BYTES} bytes, 1 MiB): put it on a PersistentVolumeClaim and give \
+             --trace-volume CLAIM",
+            input.display()
+        )));
+    }
+    Ok(json!({"name": "trace", "configMap": {"name": format!("{}-trace", args.job_name)}}))
+}
+
 fn k8s(
-    opts: &Job,
+    args: &Job,
     n: u32,
-    rest: &[String],
+    (rest, secrets): (&[Arg], &[Secret]),
     input: &Path,
     digest: &str,
     span_s: u64,
 ) -> Result<String> {
-    let image = opts
+    let image = args
         .image
         .as_deref()
         .ok_or_else(|| Error::usage("--emit-k8s-job: give --image IMAGE"))?;
-    let name = &opts.job_name;
+    let name = &args.job_name;
     let file = input
         .file_name()
         .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
-    let start_at = super::now_unix_ms() as u64 + opts.start_in * 1000;
-    let mut shard_args: Vec<Value> = rest.iter().map(|a| json!(a)).collect();
+    let trace_volume = trace_volume(args, input)?;
+    let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
+    let secret_name = format!("{name}-secrets");
+    // Kubernetes expands `$(VAR)` in args from the container's env, and
+    // reads `$$(` as a literal `$(`.
+    let mut shard_args: Vec<Value> = rest
+        .iter()
+        .map(|a| match a {
+            Arg::Plain(a) => json!(a.replace("$(", "$$(")),
+            Arg::Secret(i) => json!(format!("$({})", secrets[*i].env)),
+        })
+        .collect();
+    let env = pod_env(&secret_name, secrets);
     for a in [
         "--input".to_string(),
         format!("/trace/{file}"),
@@ -230,13 +456,13 @@ fn k8s(
         "--start-at".into(),
         start_at.to_string(),
         "--start-grace-ms".into(),
-        opts.start_grace_ms.to_string(),
+        args.start_grace_ms.to_string(),
         "--output".into(),
         "/results/shard-$(MC_SHARD).jsonl".into(),
     ] {
         shard_args.push(json!(a));
     }
-    let deadline = opts.start_in + span_s + opts.timeout.ceil() as u64 + DEADLINE_SLACK_S;
+    let deadline = args.start_in + span_s + args.timeout.ceil() as u64 + DEADLINE_SLACK_S;
     let labels = json!({"app.kubernetes.io/name": "mc-replay", "mctrace/job": name});
     let job = json!({
         "apiVersion": "batch/v1",
@@ -282,21 +508,14 @@ fn k8s(
                         "image": image,
                         "command": ["mc-replay"],
                         "args": shard_args,
-                        // The pod's index (what sets JOB_COMPLETION_INDEX),
-                        // for the file name in `args`.
-                        "env": [{
-                            "name": "MC_SHARD",
-                            "valueFrom": {"fieldRef": {
-                                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
-                            }},
-                        }],
+                        "env": env,
                         "volumeMounts": [
                             {"name": "trace", "mountPath": "/trace", "readOnly": true},
                             {"name": "results", "mountPath": "/results"},
                         ],
                     }],
                     "volumes": [
-                        {"name": "trace", "configMap": {"name": format!("{name}-trace")}},
+                        trace_volume,
                         {"name": "results", "persistentVolumeClaim": {"claimName": format!("{name}-results")}},
                     ],
                 },
@@ -313,26 +532,40 @@ fn k8s(
     let _ = writeln!(
         s,
         "# The shards start at {start_at} (ms since the Unix epoch, {} s after this was written):",
-        opts.start_in
+        args.start_in
     );
     let _ = writeln!(s, "# apply it at once. Before:");
-    let _ = writeln!(
-        s,
-        "#   kubectl create configmap {name}-trace --from-file={file}={}",
-        input.display()
-    );
+    k8s_secrets(&mut s, &secret_name, secrets);
+    match &args.trace_volume {
+        Some(claim) => {
+            let _ = writeln!(
+                s,
+                "#   {} on the PersistentVolumeClaim {claim} as {file} (mounted read-only at /trace)",
+                input.display()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "#   kubectl create configmap {name}-trace --from-file={file}={}",
+                input.display()
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "#   a ReadWriteMany PersistentVolumeClaim {name}-results (every pod writes shard-I.jsonl)"
     );
-    let _ = writeln!(
-        s,
-        "#   (a ConfigMap holds at most 1 MiB: a larger trace goes on a volume mounted at /trace)"
-    );
+    if args.trace_volume.is_none() {
+        let _ = writeln!(
+            s,
+            "#   (a ConfigMap holds at most 1 MiB: a larger trace needs --trace-volume CLAIM)"
+        );
+    }
     let _ = writeln!(
         s,
         "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
-        opts.start_grace_ms
+        args.start_grace_ms
     );
     let _ = writeln!(s, "# Then: mc-report RESULTS/shard-*.jsonl");
     s.push_str("---\n");

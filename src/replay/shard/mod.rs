@@ -39,9 +39,8 @@ use super::trace::{Frame, Session, Trace};
 use crate::error::{Error, Result};
 use crate::results::summary::ShardRun;
 
-/// The most shards a plan may have (a shard's index fits in 16 bits of the
-/// run id, which keeps request ids unique across shards).
-pub const MAX_SHARDS: u32 = 65_535;
+/// Most shards a plan may have (the one limit; defined with the others).
+pub use crate::limits::MAX_SHARDS;
 
 /// `--shard`: a fixed shard, or one taken from the scheduler's environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,6 +428,30 @@ pub fn check_not_late(start_at: u64, grace_ms: u64, what: &str) -> Result<()> {
              --start-at {start_at} (give a later --start-at, a larger --start-grace-ms, or start \
              the shards sooner); nothing was sent"
         )));
+    }
+    Ok(())
+}
+
+/// `--start-at` before anything waits for it: not late past the grace
+/// (exit 75), at most `MAX_SECONDS` ahead (as `--timeout` is: an instant
+/// years away is a typo, in s or µs instead of ms, and would wait silently
+/// forever), and a wait of more than a second is said with its UTC time.
+pub fn check_start_at(start_at: u64, grace_ms: u64, what: &str) -> Result<()> {
+    check_not_late(start_at, grace_ms, what)?;
+    let ahead_s = (start_at as f64 - now_unix_ms()) / 1000.0;
+    if ahead_s > crate::options::MAX_SECONDS {
+        return Err(Error::usage(format!(
+            "--start-at {start_at} is {ahead_s:.0} s from now, more than the limit of {} s \
+             (about 11.6 days): it is ms since the Unix epoch (now {:.0})",
+            crate::options::MAX_SECONDS,
+            now_unix_ms()
+        )));
+    }
+    if ahead_s > 1.0 {
+        eprintln!(
+            "mc-replay: {what} waits {ahead_s:.1} s for --start-at {start_at} ({})",
+            crate::results::summary::utc_iso8601(start_at / 1000)
+        );
     }
     Ok(())
 }
