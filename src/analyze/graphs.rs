@@ -121,7 +121,9 @@ impl GraphTracker {
         agent: Option<&AgentFields>,
     ) {
         let graph_row = agent.is_some_and(AgentFields::is_graph_row);
-        let in_graph_session = session.is_some_and(|s| self.graph_sessions.contains(s));
+        // No hashing of session ids while the trace has no graph.
+        let in_graph_session = !self.graph_sessions.is_empty()
+            && session.is_some_and(|s| self.graph_sessions.contains(s));
         if !graph_row && !in_graph_session {
             return;
         }

@@ -157,8 +157,7 @@ impl<'a> ReadRow<&'a [u8]> {
         let timestamp = length(Field::Timestamp)?;
         let delay = length(Field::Delay)?;
         let session = rec.session_id()?;
-        let agent = AgentFields::read(rec)?;
-        let agent = (agent != AgentFields::default()).then(|| Box::new(agent));
+        let agent = AgentFields::read_if_any(rec)?.map(Box::new);
         let has_ids = rec.hash_ids_into(ids)?;
         if let Some(&big) = ids.iter().find(|&&h| h > idtable::MAX_ID) {
             return Err(RecordError::field(

@@ -111,6 +111,8 @@ impl Problem {
 pub struct Problems {
     pub counts: BTreeMap<ProblemKind, Finding>,
     pub first: Vec<Problem>,
+    /// The problem on the earliest line (kept even past [`Problems::KEPT`]).
+    earliest: Option<Problem>,
 }
 
 impl Problems {
@@ -118,14 +120,18 @@ impl Problems {
 
     fn add(&mut self, at: Place, kind: ProblemKind, err: RecordError) {
         self.counts.entry(kind).or_default().add(at.line);
+        let p = Problem {
+            line: at.line,
+            file: at.file,
+            row: at.row,
+            kind,
+            err,
+        };
+        if self.earliest.as_ref().is_none_or(|e| p.row < e.row) {
+            self.earliest = Some(p.clone());
+        }
         if self.first.len() < Self::KEPT {
-            self.first.push(Problem {
-                line: at.line,
-                file: at.file,
-                row: at.row,
-                kind,
-                err,
-            });
+            self.first.push(p);
         }
     }
 
@@ -135,11 +141,7 @@ impl Problems {
 
     /// The problem on the earliest row, as the error a tool exits with.
     pub fn first_error(&self) -> Option<Error> {
-        self.first
-            .iter()
-            .min_by_key(|p| p.row)
-            .cloned()
-            .map(Problem::into_error)
+        self.earliest.clone().map(Problem::into_error)
     }
 }
 

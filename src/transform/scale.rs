@@ -249,7 +249,9 @@ impl RowScaler {
         }
         // A call's tool time shrinks with its think time, so a sped-up
         // agent keeps the shape of its waits (docs/guide/agents.md).
-        if scale_delay {
+        // `has` first: most rows have no tool wait, and the lookup is a
+        // call per row otherwise (cachegrind).
+        if scale_delay && rec.has(Field::ToolWaitMs) {
             if let Some(w) = rec.number(Field::ToolWaitMs)? {
                 tool_wait.clear();
                 let w = speed_up_wait("tool_wait_ms", w, o.speedup, "--speedup")?;
