@@ -155,9 +155,9 @@ pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
     let mut p = i;
     // Whether the byte before the window is a digit, a comma, an id's leading `0`.
     let (mut prev_d, mut prev_c, mut prev_z) = (0u64, 0u64, 0u64);
-    // carry[k]: whether the byte before the window is at least the
-    // (k+1)-th digit of its id.
-    let mut carry = [0u64; FAST_MAX_DIGITS];
+    // Bit k: whether the byte before the window is at least the (k+1)-th
+    // digit of its id (bits, not an array: no bounds checks, no clearing).
+    let mut carries = 0u64;
     let mut commas = 0usize;
     let mut longest = 0usize;
     loop {
@@ -191,17 +191,19 @@ pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
         commas += (m.comma & inside).count_ones() as usize;
         let mut level = d; // bytes at least the (k+1)-th digit of their id
         let mut k = 0;
+        let mut carries_out = 0u64;
         while level != 0 {
             if k == FAST_MAX_DIGITS {
                 return None;
             }
-            let next = ((level << 1) | carry[k]) & d;
-            carry[k] = level >> 63;
+            let next = ((level << 1) | ((carries >> k) & 1)) & d;
+            carries_out |= (level >> 63) << k;
             level = next;
             k += 1;
         }
-        // Levels from k on are empty in this window: nothing to carry.
-        carry[k..].fill(0);
+        // A level empty in this window is empty in all after it (a byte
+        // that is the (k+1)-th digit is also the k-th): their bits stay 0.
+        carries = carries_out;
         longest = longest.max(k);
         if other != 0 {
             let e = other.trailing_zeros();
