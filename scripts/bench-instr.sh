@@ -44,7 +44,7 @@ fi
 notes=()
 row() { # LABEL TOOL ARGS...
   local label=$1 tool=$2; shift 2
-  local out="$dir/cachegrind.$tool.out"
+  local out; out="$dir/cachegrind.$((${#notes[@]} + 1)).$tool.out"
   local now; now=$(count "$out" "$bin/$tool" --line-buffered "$@")
   notes+=("$out")
   if [ -z "${BASE_BIN:-}" ]; then
@@ -56,7 +56,12 @@ row() { # LABEL TOOL ARGS...
     "$(awk -v a="$now" -v b="$before" 'BEGIN { printf "%.3f", a / b }')"
 }
 
-printf '| `cat` | %s |\n' "$(per_byte "$(count /dev/null cat)")"
+cat_now=$(per_byte "$(count /dev/null cat)")
+if [ -n "${BASE_BIN:-}" ]; then
+  printf '| `cat` | %s | %s | |\n' "$cat_now" "$cat_now"
+else
+  printf '| `cat` | %s |\n' "$cat_now"
+fi
 row "mc-cap --max-osl 512" mc-cap --max-osl 512
 row "mc-scale --speedup 2" mc-scale --speedup 2
 row "mc-roots --roots 4" mc-roots --roots 4
@@ -67,6 +72,6 @@ if [ -n "${ANNOTATE:-}" ]; then
   for out in "${notes[@]}"; do
     echo
     echo "== $out"
-    cg_annotate "$out" 2>/dev/null | sed -n '/^-- File:function summary/,/^-- Function:file summary/p' | head -40
+    cg_annotate "$out" 2>/dev/null | awk '/file:function/ { p = 1 } p && n++ < 24' 
   done
 fi

@@ -173,13 +173,8 @@ pub fn write_id_array(ids: &[u64], out: &mut Vec<u8>) {
 /// Writes ids in the spacing of the array they replace: `[1,2]` when the
 /// original was written compactly, else `[1, 2]` (the Mooncake traces' style).
 pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u8>) {
-    // Commas found by memchr, and a `[1, 2]` array decided at its first:
-    // comparing a pair of bytes at every place cost mc-roots about 40
-    // instructions an id (cachegrind, docs/decisions/0029-*.md).
-    let compact = original.is_some_and(|raw| {
-        let mut commas = memchr::memchr_iter(b',', raw).peekable();
-        commas.peek().is_some() && commas.all(|at| raw.get(at + 1) != Some(&b' '))
-    });
+    let compact =
+        original.is_some_and(|raw| raw.contains(&b',') && !raw.windows(2).any(|w| w == b", "));
     if compact {
         write_ids(ids, b",", out);
     } else {
