@@ -26,6 +26,10 @@
 # gives the same answer twice (times there swing by 15-30% run to run). It
 # does not see cache misses or branch mispredictions: a change that moves
 # those needs the timed comparison on a quiet machine.
+#
+# The per-tool table of issue 37 (instructions per byte on one thread,
+# `--line-buffered`, a 16 MB slice, with cachegrind's per-function
+# counts on request) is scripts/bench-instr.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size="${1:-1G}"

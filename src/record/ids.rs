@@ -31,20 +31,25 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// always found exactly.
 #[inline]
 fn digit_run(b: &[u8]) -> usize {
-    const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    const THREES: u64 = 0x3030_3030_3030_3030;
-    const SIXES: u64 = 0x0606_0606_0606_0606;
     let mut k = 0;
     while let Some(chunk) = b[k..].first_chunk::<8>() {
-        let x = u64::from_le_bytes(*chunk);
-        let not_digit =
-            ((x & HIGH_NIBBLES) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH_NIBBLES) ^ THREES);
+        let not_digit = not_digits(u64::from_le_bytes(*chunk));
         if not_digit != 0 {
             return k + (not_digit.trailing_zeros() / 8) as usize;
         }
         k += 8;
     }
     k + b[k..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+/// Nonzero bits in the bytes of `x` that are not ASCII digits (see
+/// [`digit_run`]; only the lowest flagged byte is sure to be exact).
+#[inline]
+fn not_digits(x: u64) -> u64 {
+    const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    ((x & HIGH_NIBBLES) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH_NIBBLES) ^ THREES)
 }
 
 /// Walks a JSON array of plain non-negative integers from `i`, just after
@@ -114,6 +119,170 @@ pub(crate) fn walk(
     }
 }
 
+/// The end and shape of the id array from `i` (just after its `[`), as
+/// [`walk`] gives them without the digits: the fast path when the array
+/// is in the form it takes, else the walk.
+#[inline]
+pub(crate) fn measure(b: &[u8], i: usize) -> Result<(usize, IdArrayShape), usize> {
+    match walk_fast(b, i) {
+        Some(found) => Ok(found),
+        None => walk(b, i, |_| {}),
+    }
+}
+
+/// The longest id the fast path measures; a longer one sends the array to
+/// [`walk`] (such ids are rare, and the ladder below costs a step a digit).
+const FAST_MAX_DIGITS: usize = 8;
+
+/// [`walk`] for the form Mooncake traces write, 64 bytes at a time: from
+/// `i`, just after the `[`, ids of 1 to [`FAST_MAX_DIGITS`] digits without
+/// leading zeros, separated by `,` or `, `, then `]`. Returns what `walk`
+/// returns for such an array, or `None` for anything else (`[]`, other
+/// spacing, long ids, anything invalid): the caller then runs [`walk`],
+/// which decides, so this path only has to be right about what it accepts
+/// (a property test holds it to `walk` on generated and mutated arrays).
+///
+/// Each 64-byte window is classified into bit masks (one bit a byte:
+/// digit, comma, space, `0`; [`classify`]) and the grammar is checked on
+/// the masks: a comma follows a digit, a space follows a comma, a `0` that
+/// starts an id is not followed by a digit, the first byte that is none of
+/// these is the `]` and follows a digit. The ids are the commas plus one;
+/// the longest is found by a ladder of masks (bytes that are at least the
+/// k-th digit of their id). Walking id by id, the scanner spent 62
+/// instructions an id, this path 31 (cachegrind, 16 MB generated trace;
+/// docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
+#[inline(never)]
+pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
+    let mut p = i;
+    // Whether the byte before the window is a digit, a comma, an id's leading `0`.
+    let (mut prev_d, mut prev_c, mut prev_z) = (0u64, 0u64, 0u64);
+    // Bit k: whether the byte before the window is at least the (k+1)-th
+    // digit of its id (bits, not an array: no bounds checks, no clearing).
+    let mut carries = 0u64;
+    let mut commas = 0usize;
+    let mut longest = 0usize;
+    loop {
+        let rest = b.get(p..)?;
+        let m = match rest.first_chunk::<64>() {
+            Some(w) => classify(w),
+            None => {
+                // The last bytes: padded with NULs, which are no class and
+                // so stop the array where the line stops.
+                let mut w = [0u8; 64];
+                w[..rest.len()].copy_from_slice(rest);
+                classify(&w)
+            }
+        };
+        let after_d = (m.digit << 1) | prev_d;
+        let after_c = (m.comma << 1) | prev_c;
+        let other = !(m.digit | m.comma | m.space);
+        // Bits below the first byte of no class: the window's part of the array.
+        let inside = if other == 0 {
+            !0
+        } else {
+            (1u64 << other.trailing_zeros()) - 1
+        };
+        let zero_start = m.zero & !after_d;
+        let bad =
+            (m.comma & !after_d) | (m.space & !after_c) | (m.digit & ((zero_start << 1) | prev_z));
+        if bad & inside != 0 {
+            return None;
+        }
+        let d = m.digit & inside;
+        commas += (m.comma & inside).count_ones() as usize;
+        let mut level = d; // bytes at least the (k+1)-th digit of their id
+        let mut k = 0;
+        let mut carries_out = 0u64;
+        while level != 0 {
+            if k == FAST_MAX_DIGITS {
+                return None;
+            }
+            let next = ((level << 1) | ((carries >> k) & 1)) & d;
+            carries_out |= (level >> 63) << k;
+            level = next;
+            k += 1;
+        }
+        // A level empty in this window is empty in all after it (a byte
+        // that is the (k+1)-th digit is also the k-th): their bits stay 0.
+        carries = carries_out;
+        longest = longest.max(k);
+        if other != 0 {
+            let e = other.trailing_zeros();
+            let end = p + e as usize;
+            if b.get(end) != Some(&b']') || (after_d >> e) & 1 == 0 {
+                return None;
+            }
+            let shape = IdArrayShape {
+                count: commas + 1,
+                longest_digits: longest,
+            };
+            return Some((end + 1, shape));
+        }
+        prev_d = m.digit >> 63;
+        prev_c = m.comma >> 63;
+        prev_z = zero_start >> 63;
+        p += 64;
+    }
+}
+
+/// One bit a byte of a 64-byte window, the first byte in the lowest bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Classes {
+    digit: u64,
+    comma: u64,
+    space: u64,
+    /// `0` (also in `digit`).
+    zero: u64,
+}
+
+/// The classes of 64 bytes, sixteen at a time with SSE2 (every x86_64 CPU
+/// has it): per 16 bytes one load, five compares and four mask moves.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn classify(w: &[u8; 64]) -> Classes {
+    // SAFETY: SSE2 is part of the x86_64 baseline, so the target feature
+    // the function asks for is always there.
+    unsafe { classify_sse2(w) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn classify_sse2(w: &[u8; 64]) -> Classes {
+    use std::arch::x86_64::*;
+    let zero = _mm_set1_epi8(b'0' as i8);
+    let nine = _mm_set1_epi8(9);
+    let comma = _mm_set1_epi8(b',' as i8);
+    let space = _mm_set1_epi8(b' ' as i8);
+    let mut m = Classes::default();
+    for k in 0..4 {
+        // SAFETY: bytes 16k..16k+16 lie within `w`; the load takes any alignment.
+        let v = unsafe { _mm_loadu_si128(w.as_ptr().add(16 * k).cast()) };
+        // A digit is a byte whose distance from `0`, wrapping, is at most 9.
+        let from_zero = _mm_sub_epi8(v, zero);
+        let digit = _mm_cmpeq_epi8(_mm_min_epu8(from_zero, nine), from_zero);
+        let bits = |x: __m128i| u64::from(_mm_movemask_epi8(x) as u16) << (16 * k);
+        m.digit |= bits(digit);
+        m.comma |= bits(_mm_cmpeq_epi8(v, comma));
+        m.space |= bits(_mm_cmpeq_epi8(v, space));
+        m.zero |= bits(_mm_cmpeq_epi8(v, zero));
+    }
+    m
+}
+
+/// The classes of 64 bytes, a byte at a time (targets without SSE2 code here).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn classify(w: &[u8; 64]) -> Classes {
+    let mut m = Classes::default();
+    for (k, &c) in w.iter().enumerate() {
+        m.digit |= u64::from(c.is_ascii_digit()) << k;
+        m.comma |= u64::from(c == b',') << k;
+        m.space |= u64::from(c == b' ') << k;
+        m.zero |= u64::from(c == b'0') << k;
+    }
+    m
+}
+
 /// Reads the id array that starts at `b[i]` (its `[`), appending its ids
 /// to `out`: arrays `walk` takes whose ids have at most 19 digits (so
 /// none can overflow; serde reads exactly these as `Vec<u64>`, to the same
@@ -168,7 +337,7 @@ fn expect_array(raw: &[u8]) -> Result<(), String> {
 /// anything but non-negative integers.
 pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
     expect_array(raw)?;
-    walk(raw, 1, |_| {})
+    measure(raw, 1)
         .map(|(_, shape)| shape)
         .map_err(|at| not_ids(raw, at))
 }
@@ -209,10 +378,30 @@ pub(crate) fn decode(
 /// (the walk did), which is what makes it the fast path. Reading a byte at
 /// a time, this loop was mc-roots' and mc-scale's largest function (21% and
 /// 19% of their samples, `perf record` on a 256 MB trace).
+///
+/// An id of up to seven digits with eight bytes to read (all of them in
+/// the Mooncake traces, but for the end of the array) is found and read
+/// from one load, and the `, ` after it is stepped over at once: the
+/// general loop below cost about 100 instructions an id, this one 66
+/// (cachegrind, mc-roots, docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
 fn decode_proven(raw: &[u8], count: usize, out: &mut Vec<u64>) {
     out.reserve(count);
     let mut i = 1;
     while i < raw.len() {
+        if let Some(chunk) = raw[i..].first_chunk::<8>() {
+            let x = u64::from_le_bytes(*chunk);
+            let len = (not_digits(x).trailing_zeros() / 8) as usize;
+            if (1..8).contains(&len) {
+                out.push(eight_digits(x, len));
+                // What follows an id the walk accepted is `,` or `]` or
+                // whitespace; `, ` is the common pair.
+                i += len + 1;
+                if raw.get(i) == Some(&b' ') {
+                    i += 1;
+                }
+                continue;
+            }
+        }
         if !raw[i].is_ascii_digit() {
             i += 1;
             continue;
@@ -433,6 +622,147 @@ mod tests {
             let expected: u64 = text[8 - len..].parse().unwrap();
             proptest::prop_assert_eq!(eight_digits(u64::from_le_bytes(bytes), len), expected);
         }
+    }
+
+    /// An id array as the tests write it: ids with the separators given
+    /// (cycled), then `tail` after the `]`.
+    fn array_text(ids: &[u64], seps: &[&str], tail: &str) -> Vec<u8> {
+        let mut raw = String::from("[");
+        for (k, id) in ids.iter().enumerate() {
+            if k > 0 {
+                raw.push_str(seps[k % seps.len()]);
+            }
+            raw.push_str(&id.to_string());
+        }
+        raw.push(']');
+        raw.push_str(tail);
+        raw.into_bytes()
+    }
+
+    proptest::proptest! {
+        /// The 64-byte fast path takes every array in the Mooncake form
+        /// (ids of 1 to 8 digits, `,` or `, ` between them), anywhere in a
+        /// line and across any number of windows, and gives what the walk
+        /// gives.
+        #[test]
+        fn the_fast_path_takes_the_mooncake_form_as_the_walk_does(
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![0u64..10, 0u64..1000, 0u64..100_000_000], 1..60),
+            compact in proptest::bool::ANY,
+            mixed in proptest::bool::ANY,
+            lead in 0usize..70,
+            tail in proptest::prop_oneof![
+                proptest::strategy::Just(""), proptest::strategy::Just("}"),
+                proptest::strategy::Just(", \"x\": [1, 2]}"), proptest::strategy::Just("0123456789")],
+        ) {
+            let seps: &[&str] = match (compact, mixed) {
+                (_, true) => &[",", ", ", ", ", ","],
+                (true, false) => &[","],
+                (false, false) => &[", "],
+            };
+            let mut line = vec![b'x'; lead];
+            line.extend_from_slice(&array_text(&ids, seps, tail));
+            let fast = walk_fast(&line, lead + 1);
+            proptest::prop_assert!(fast.is_some());
+            proptest::prop_assert_eq!(Ok(fast.unwrap()), walk(&line, lead + 1, |_| {}));
+        }
+
+        /// On anything else, mutated or spaced or with long ids, the fast
+        /// path either gives what the walk gives or leaves the array to it.
+        #[test]
+        fn the_fast_path_never_disagrees_with_the_walk(
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![0u64..1000, 0u64..100_000_000, 0u64..u64::MAX], 0..40),
+            seps in proptest::collection::vec(
+                proptest::prop_oneof![proptest::strategy::Just(", "), proptest::strategy::Just(","),
+                    proptest::strategy::Just(" , "), proptest::strategy::Just(",\n"),
+                    proptest::strategy::Just(",  "), proptest::strategy::Just(" ,")], 1..5),
+            edits in proptest::collection::vec((proptest::num::usize::ANY, proptest::prop_oneof![
+                proptest::strategy::Just(b'0'), proptest::strategy::Just(b'7'),
+                proptest::strategy::Just(b','), proptest::strategy::Just(b' '),
+                proptest::strategy::Just(b']'), proptest::strategy::Just(b'['),
+                proptest::strategy::Just(b'-'), proptest::strategy::Just(b'.'),
+                proptest::strategy::Just(b'\t'), proptest::strategy::Just(b'x'),
+                proptest::strategy::Just(0u8), proptest::strategy::Just(0xC3u8)]), 0..4),
+            cut in proptest::option::of(proptest::num::usize::ANY),
+            tail in proptest::prop_oneof![proptest::strategy::Just(""), proptest::strategy::Just("}"),
+                proptest::strategy::Just("], 7]")],
+            leading_zero in proptest::option::of(proptest::num::usize::ANY),
+        ) {
+            let mut line = array_text(&ids, &seps, tail);
+            // A leading zero (`01`, not JSON) before one id.
+            if let Some(k) = leading_zero {
+                let starts: Vec<usize> = (1..line.len())
+                    .filter(|&i| line[i].is_ascii_digit() && !line[i - 1].is_ascii_digit())
+                    .collect();
+                if !starts.is_empty() {
+                    line.insert(starts[k % starts.len()], b'0');
+                }
+            }
+            for (at, byte) in edits {
+                let at = at % line.len();
+                line[at] = byte;
+            }
+            if let Some(c) = cut {
+                line.truncate(1 + c % line.len());
+            }
+            if let Some(fast) = walk_fast(&line, 1) {
+                proptest::prop_assert_eq!(Ok(fast), walk(&line, 1, |_| {}), "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_path_leaves_other_forms_to_the_walk() {
+        for raw in [
+            "[]",
+            "[ ]",
+            "[ 1, 2]",
+            "[1 ]",
+            "[1 , 2]",
+            "[1,\t2]",
+            "[1,  2]",
+            "[123456789]",
+            "[1, 2,]",
+            "[01]",
+            "[1, 00]",
+            "[1, 2",
+            "[1, 2 3]",
+            "[,1]",
+            "[1,,2]",
+            "[-1]",
+            "[1.5]",
+        ] {
+            assert_eq!(walk_fast(raw.as_bytes(), 1), None, "{raw}");
+        }
+        // Zero is an id; a `0` inside an id is a digit like any other.
+        assert_eq!(
+            walk_fast(b"[0, 10, 100,0]", 1),
+            Some((
+                14,
+                IdArrayShape {
+                    count: 4,
+                    longest_digits: 3
+                }
+            ))
+        );
+        // Eight digits is the longest the fast path measures, also when an
+        // id runs across two windows.
+        let long = format!("[{}12345678]", "1, ".repeat(20));
+        assert_eq!(
+            walk_fast(long.as_bytes(), 1),
+            Some((
+                long.len(),
+                IdArrayShape {
+                    count: 21,
+                    longest_digits: 8
+                }
+            ))
+        );
+        assert_eq!(
+            walk_fast(format!("[{}123456789]", "1, ".repeat(20)).as_bytes(), 1),
+            None
+        );
     }
 
     #[test]

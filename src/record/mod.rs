@@ -77,26 +77,34 @@ const FIELDS: usize = 15;
 
 impl Field {
     pub fn name(self) -> &'static str {
-        match self {
-            Field::Timestamp => "timestamp",
-            Field::SessionId => "session_id",
-            Field::Delay => "delay",
-            Field::InputLength => "input_length",
-            Field::OutputLength => "output_length",
-            Field::HashIds => "hash_ids",
-            Field::TextInput => "text_input",
-            Field::Messages => "messages",
-            Field::Tools => "tools",
-            Field::Extra => "extra",
-            Field::RequestId => "request_id",
-            Field::WaitFor => "wait_for",
-            Field::Branches => "branches",
-            Field::ToolWaitMs => "tool_wait_ms",
-            Field::PrefixReset => "prefix_reset",
-        }
+        FIELD_NAMES[self as usize]
     }
 
+    /// The field a key names. Keys are told apart by their length and two
+    /// words (`key_words`), one compare each: a match on byte strings
+    /// called `memcmp` per candidate, 40 instructions a key (cachegrind,
+    /// docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
     fn from_key(key: &[u8]) -> Option<Field> {
+        use Field::*;
+        let words = key_words(key)?;
+        let candidates: &[Field] = match key.len() {
+            5 => &[Delay, Tools, Extra],
+            8 => &[HashIds, Messages, WaitFor, Branches],
+            9 => &[Timestamp],
+            10 => &[SessionId, TextInput, RequestId],
+            12 => &[InputLength, ToolWaitMs, PrefixReset],
+            13 => &[OutputLength],
+            _ => return None,
+        };
+        candidates
+            .iter()
+            .copied()
+            .find(|&f| KEY_WORDS[f as usize] == words)
+    }
+
+    /// The byte-string match `from_key` stands for (the tests hold it to it).
+    #[cfg(test)]
+    fn from_key_slow(key: &[u8]) -> Option<Field> {
         Some(match key {
             b"timestamp" => Field::Timestamp,
             b"session_id" => Field::SessionId,
@@ -116,6 +124,72 @@ impl Field {
             _ => return None,
         })
     }
+}
+
+/// Every field's key as [`key_words`] gives it, in `Field` order.
+const KEY_WORDS: [(u64, u64); FIELDS] = {
+    let mut words = [(0, 0); FIELDS];
+    let mut k = 0;
+    while k < FIELDS {
+        words[k] = match key_words_const(FIELD_NAMES[k].as_bytes()) {
+            Some(w) => w,
+            None => panic!("a key of 4 to 16 bytes"),
+        };
+        k += 1;
+    }
+    words
+};
+
+const FIELD_NAMES: [&str; FIELDS] = [
+    "timestamp",
+    "session_id",
+    "delay",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "text_input",
+    "messages",
+    "tools",
+    "extra",
+    "request_id",
+    "wait_for",
+    "branches",
+    "tool_wait_ms",
+    "prefix_reset",
+];
+
+/// A key of 4 to 16 bytes as two words that, with its length, tell it
+/// apart: its first and last eight bytes (overlapping under 16), or for a
+/// key under 8 its first and last four. `None` for other lengths.
+#[inline]
+fn key_words(key: &[u8]) -> Option<(u64, u64)> {
+    let n = key.len();
+    if n >= 8 {
+        let first = u64::from_le_bytes(*key.first_chunk::<8>()?);
+        let last = u64::from_le_bytes(*key.last_chunk::<8>()?);
+        (n <= 16).then_some((first, last))
+    } else {
+        let first = u32::from_le_bytes(*key.first_chunk::<4>()?);
+        let last = u32::from_le_bytes(*key.last_chunk::<4>()?);
+        Some((u64::from(first), u64::from(last)))
+    }
+}
+
+/// [`key_words`] for the constant table.
+const fn key_words_const(key: &[u8]) -> Option<(u64, u64)> {
+    let n = key.len();
+    if n < 4 || n > 16 {
+        return None;
+    }
+    let size = if n >= 8 { 8 } else { 4 };
+    let (mut first, mut last) = (0u64, 0u64);
+    let mut k = 0;
+    while k < size {
+        first |= (key[k] as u64) << (8 * k);
+        last |= (key[n - size + k] as u64) << (8 * k);
+        k += 1;
+    }
+    Some((first, last))
 }
 
 /// One record: the line and where its known fields' values are.
@@ -303,6 +377,44 @@ mod tests {
         assert_eq!(r.hash_ids_len().unwrap(), Some(3));
         assert_eq!(r.raw(Field::Delay), None);
         assert_eq!(r.session_id().unwrap(), None);
+    }
+
+    #[test]
+    fn keys_are_found_by_their_words_as_by_their_bytes() {
+        let mut keys: Vec<Vec<u8>> = FIELD_NAMES.iter().map(|k| k.as_bytes().to_vec()).collect();
+        for name in FIELD_NAMES {
+            let b = name.as_bytes();
+            // Each key cut, grown and with each byte changed.
+            keys.push(b[..b.len() - 1].to_vec());
+            keys.push([b, b"s"].concat());
+            for at in 0..b.len() {
+                let mut k = b.to_vec();
+                k[at] ^= 0x20;
+                keys.push(k);
+            }
+        }
+        keys.extend(
+            [
+                &b""[..],
+                b"a",
+                b"abcd",
+                b"timestamp_x",
+                b"xxxxxxxxxxxxxxxxxx",
+            ]
+            .map(<[u8]>::to_vec),
+        );
+        for k in keys {
+            assert_eq!(
+                Field::from_key(&k),
+                Field::from_key_slow(&k),
+                "{}",
+                String::from_utf8_lossy(&k)
+            );
+        }
+        for (k, name) in FIELD_NAMES.iter().enumerate() {
+            let f = Field::from_key(name.as_bytes()).unwrap();
+            assert_eq!((f as usize, f.name()), (k, *name));
+        }
     }
 
     #[test]
