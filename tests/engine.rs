@@ -55,6 +55,7 @@ fn params(profile: &str, kv_tokens: u64, block: u64, budget: u64) -> EngineParam
         block_size: block,
         max_batched_tokens: budget,
         max_seqs: 8,
+        max_model_len: None,
     }
 }
 
@@ -195,6 +196,7 @@ struct ParamsOut {
     block_size: u64,
     max_batched_tokens: u64,
     max_seqs: u64,
+    max_model_len: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -533,6 +535,77 @@ fn a_row_too_large_for_the_kv_cache_is_a_failed_request() {
     assert_eq!(e.kind, "http_4xx");
     assert!(e.message.contains("needs 7 KV blocks"), "{}", e.message);
     assert!(e.message.contains("raise --kv-tokens"));
+}
+
+#[test]
+fn a_row_past_the_context_limit_fails_as_vllm_fails_it() {
+    // 131,000 + 200 = 131,200 > 131,072 (Llama-3.1-8B's context, the
+    // default profile's), while 130,000 + 200 fits; the KV cache (467,000
+    // tokens) holds either, so only the context limit refuses the first.
+    let trace = "{\"timestamp\":0,\"input_length\":131000,\"output_length\":200}\n\
+                 {\"timestamp\":0,\"input_length\":130000,\"output_length\":200}\n";
+    let out = tool("mc-replay").write_stdin(trace).output().unwrap();
+    // One of two failed: the run itself succeeds (exit 1 is for all failed).
+    assert_eq!(out.status.code(), Some(0));
+    let mut r: Vec<RequestResult> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    r.sort_by_key(|r| r.line);
+    let e = r[0]
+        .error
+        .as_ref()
+        .expect("past the limit: an error, never ok");
+    assert_eq!(e.kind, "http_4xx");
+    assert_eq!(r[0].http_status, Some(400));
+    assert_eq!(
+        e.message,
+        "HTTP 400 Bad Request: This model's maximum context length is 131072 tokens. \
+         However, you requested 131200 tokens (131000 in the messages, 200 in the \
+         completion). Please reduce the length of the messages or completion."
+    );
+    assert!(r[1].error.is_none(), "{:?}", r[1].error);
+    // A profile's or the flag's limit replaces the built-in one.
+    let out = tool("mc-replay")
+        .args(["--max-model-len", "8192"])
+        .write_stdin("{\"timestamp\":0,\"input_length\":8000,\"output_length\":193}\n")
+        .output()
+        .unwrap();
+    let r: RequestResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.error.unwrap().message.contains("is 8192 tokens"));
+}
+
+#[test]
+fn mc_mock_engine_answers_a_request_past_the_context_limit_with_400() {
+    let mock = crate::util::MockServer::start(&["--engine", "--max-model-len", "40"]);
+    let body = |words: usize, max_tokens: u64| {
+        let prompt = vec!["w"; words].join(" ");
+        serde_json::json!({"model": "m", "prompt": prompt, "max_tokens": max_tokens}).to_string()
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |b: String| {
+        agent
+            .post(format!("{}/v1/completions", mock.url()))
+            .header("content-type", "application/json")
+            .send(b)
+            .unwrap()
+    };
+    let mut over = post(body(30, 11));
+    assert_eq!(over.status(), 400);
+    let v: serde_json::Value =
+        serde_json::from_str(&over.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "This model's maximum context length is 40 tokens. However, you requested 41 \
+         tokens (30 in the messages, 11 in the completion). Please reduce the length \
+         of the messages or completion."
+    );
+    assert_eq!(v["error"]["code"], 400);
+    assert_eq!(post(body(30, 10)).status(), 200);
 }
 
 #[test]

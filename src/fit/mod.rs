@@ -198,6 +198,7 @@ fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) 
             .or(profile.max_batched_tokens)
             .unwrap_or(shape.max_batched_tokens),
         max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
+        max_model_len: o.max_model_len.or(profile.max_model_len),
         profile,
     };
     check_shape(&p)?;

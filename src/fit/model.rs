@@ -49,11 +49,14 @@ pub fn params(r: Roofline, s: Shape, name: &str) -> EngineParams {
             block_size: Some(s.block_size),
             max_batched_tokens: Some(s.max_batched_tokens),
             max_seqs: Some(s.max_seqs),
+            // The runs' requests were all served: no limit to apply.
+            max_model_len: None,
         },
         kv_tokens: s.kv_tokens,
         block_size: s.block_size,
         max_batched_tokens: s.max_batched_tokens,
         max_seqs: s.max_seqs,
+        max_model_len: None,
     }
 }
 
