@@ -17,8 +17,8 @@ mod stats;
 pub use args::{check_shape, EngineArgs, EngineShapeArgs, MODEL_HELP};
 pub use blocks::{chain, row_blocks, text_blocks, token_blocks};
 pub use profile::{
-    Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN, DYNAMO_POLYNOMIAL,
-    H100_LLAMA3_8B, LLAMA31_8B_MAX_MODEL_LEN,
+    Calibrated, Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN,
+    DYNAMO_POLYNOMIAL, H100_LLAMA3_8B, LLAMA31_8B_MAX_MODEL_LEN,
 };
 pub use sched::{context_length_message, Engine, EngineLoad, EngineRequest, Finished};
 pub use stats::EngineStats;

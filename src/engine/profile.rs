@@ -148,6 +148,22 @@ pub struct Profile {
     /// request whose prompt and output together pass it is refused with
     /// a 400, as vLLM refuses it. `None`: no limit.
     pub max_model_len: Option<u64>,
+    /// The load a fitted profile was calibrated at (mc-fit writes it), so
+    /// a prediction beyond it can say so.
+    pub calibrated: Option<Calibrated>,
+}
+
+/// The load of the runs a profile was fitted to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrated {
+    /// The highest rate of any run (requests sent per second).
+    pub max_rate_rps: f64,
+    /// The most requests any run had in flight at once.
+    pub max_in_flight: u64,
+    /// Whether the runs pinned `max_seqs` (some run had more in flight than
+    /// the limit), or it was given, or left at vLLM's default unidentified.
+    pub max_seqs_identified: bool,
 }
 
 /// Llama-3.1-8B's context (`max_position_embeddings` 131072), which vLLM
@@ -178,6 +194,7 @@ impl Profile {
             max_batched_tokens: None,
             max_seqs: None,
             max_model_len,
+            calibrated: None,
         })
     }
 
@@ -237,6 +254,8 @@ pub struct ProfileFile {
     pub max_batched_tokens: Option<u64>,
     pub max_seqs: Option<u64>,
     pub max_model_len: Option<u64>,
+    /// Written by mc-fit: the load the profile was fitted at.
+    pub calibrated: Option<Calibrated>,
 }
 
 impl ProfileFile {
@@ -296,6 +315,7 @@ impl ProfileFile {
             max_batched_tokens: self.max_batched_tokens,
             max_seqs: self.max_seqs,
             max_model_len: self.max_model_len,
+            calibrated: self.calibrated,
         })
     }
 }

@@ -14,6 +14,7 @@ fn params(model: StepModel, kv_tokens: u64, block_size: u64, max_batched: u64) -
             max_batched_tokens: None,
             max_seqs: None,
             max_model_len: None,
+            calibrated: None,
         },
         kv_tokens,
         block_size,
