@@ -219,13 +219,10 @@ impl Engine {
     /// vLLM answers with a 400 before the request reaches its engine), or
     /// need more KV blocks than there are.
     pub fn never_fits(&self, prompt_tokens: u64, output_tokens: u64) -> Option<String> {
-        let prompt = prompt_tokens.max(1);
-        if let Some(max) = self.params.max_model_len {
-            let total = prompt.saturating_add(output_tokens);
-            if total > max {
-                return Some(context_length_message(max, prompt, output_tokens));
-            }
+        if let Some(why) = self.past_context(prompt_tokens, output_tokens) {
+            return Some(why);
         }
+        let prompt = prompt_tokens.max(1);
         let need = (prompt + output_tokens).div_ceil(self.bs);
         (need > self.kv.capacity() as u64).then(|| {
             format!(
@@ -237,6 +234,16 @@ impl Engine {
                 self.kv.capacity()
             )
         })
+    }
+
+    /// vLLM's refusal when the prompt plus `max_tokens` (what the request
+    /// asks for, which may be more than it generates) passes the context
+    /// limit, or `None`.
+    pub fn past_context(&self, prompt_tokens: u64, max_tokens: u64) -> Option<String> {
+        let max = self.params.max_model_len?;
+        let prompt = prompt_tokens.max(1);
+        (prompt.saturating_add(max_tokens) > max)
+            .then(|| context_length_message(max, prompt, max_tokens))
     }
 
     /// Queues a request (add requests in arrival order: the queue is
