@@ -6,8 +6,8 @@
 # leave-one-run-out) and the predictions of the held-out runs by the fitted
 # profile, by the fitted coefficients at max seqs 64 (what mc-fit picked
 # before it stopped choosing limits the runs cannot tell apart), and by the
-# true profile (the floor: wall-clock noise). Opt-in: about 5 minutes.
-# REQUESTS (default 120) sizes the workload.
+# true profile (the floor: wall-clock noise). Opt-in: about 6 minutes.
+# REQUESTS (default 240) sizes the workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${CAL_DIR:-/tmp/mctrace-calibrate-shape}
@@ -24,8 +24,10 @@ mock_pid=$!
 for _ in $(seq 100); do [[ -s "$work/mock.log" ]] && break; sleep 0.05; done
 url="http://$(head -1 "$work/mock.log" | jq -r .addr)"
 
-n=${REQUESTS:-120}
-"$bin/mc-gen" sessions --sessions $((n / 3)) --session-rate 2 --turns 3 --new-tokens 300 --osl 64 \
+# Independent requests (no sessions: a session waits for its answers, so
+# its rate does not follow --rate), replayed open loop at each rate.
+n=${REQUESTS:-240}
+"$bin/mc-gen" constant --qps 1 --num-requests "$n" --isl uniform:500:3000 --osl uniform:100:500 \
     --block-size 16 --seed 1 > "$work/t.jsonl" 2>/dev/null
 shape=(--engine-block-size 16 --kv-tokens 467000 --max-batched-tokens 2048)
 seed=0
