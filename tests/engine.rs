@@ -55,6 +55,7 @@ fn params(profile: &str, kv_tokens: u64, block: u64, budget: u64) -> EngineParam
         block_size: block,
         max_batched_tokens: budget,
         max_seqs: 8,
+        max_model_len: None,
     }
 }
 
@@ -195,6 +196,7 @@ struct ParamsOut {
     block_size: u64,
     max_batched_tokens: u64,
     max_seqs: u64,
+    max_model_len: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -533,6 +535,144 @@ fn a_row_too_large_for_the_kv_cache_is_a_failed_request() {
     assert_eq!(e.kind, "http_4xx");
     assert!(e.message.contains("needs 7 KV blocks"), "{}", e.message);
     assert!(e.message.contains("raise --kv-tokens"));
+}
+
+#[test]
+fn a_row_past_the_context_limit_fails_as_vllm_fails_it() {
+    // 131,000 + 200 = 131,200 > 131,072 (Llama-3.1-8B's context, the
+    // default profile's), while 130,000 + 200 fits; the KV cache (467,000
+    // tokens) holds either, so only the context limit refuses the first.
+    let trace = "{\"timestamp\":0,\"input_length\":131000,\"output_length\":200}\n\
+                 {\"timestamp\":0,\"input_length\":130000,\"output_length\":200}\n";
+    let out = tool("mc-replay").write_stdin(trace).output().unwrap();
+    // One of two failed: the run itself succeeds (exit 1 is for all failed).
+    assert_eq!(out.status.code(), Some(0));
+    let mut r: Vec<RequestResult> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    r.sort_by_key(|r| r.line);
+    let e = r[0]
+        .error
+        .as_ref()
+        .expect("past the limit: an error, never ok");
+    assert_eq!(e.kind, "http_4xx");
+    assert_eq!(r[0].http_status, Some(400));
+    assert_eq!(
+        e.message,
+        "HTTP 400 Bad Request: This model's maximum context length is 131072 tokens. \
+         However, you requested 131200 tokens (131000 in the messages, 200 in the \
+         completion). Please reduce the length of the messages or completion."
+    );
+    assert!(r[1].error.is_none(), "{:?}", r[1].error);
+    // A profile's or the flag's limit replaces the built-in one.
+    let out = tool("mc-replay")
+        .args(["--max-model-len", "8192"])
+        .write_stdin("{\"timestamp\":0,\"input_length\":8000,\"output_length\":193}\n")
+        .output()
+        .unwrap();
+    let r: RequestResult = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.error.unwrap().message.contains("is 8192 tokens"));
+}
+
+#[test]
+fn mc_mock_engine_answers_a_request_past_the_context_limit_with_400() {
+    let mock =
+        crate::util::MockServer::start(&["--engine", "--max-model-len", "40", "--eos-after", "5"]);
+    let body = |words: usize, max_tokens: u64| {
+        let prompt = vec!["w"; words].join(" ");
+        serde_json::json!({"model": "m", "prompt": prompt, "max_tokens": max_tokens}).to_string()
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |b: String| {
+        agent
+            .post(format!("{}/v1/completions", mock.url()))
+            .header("content-type", "application/json")
+            .send(b)
+            .unwrap()
+    };
+    let mut over = post(body(30, 11));
+    assert_eq!(over.status(), 400);
+    let v: serde_json::Value =
+        serde_json::from_str(&over.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "This model's maximum context length is 40 tokens. However, you requested 41 \
+         tokens (30 in the messages, 11 in the completion). Please reduce the length \
+         of the messages or completion."
+    );
+    assert_eq!(v["error"]["code"], 400);
+    assert_eq!(post(body(30, 10)).status(), 200);
+    // What is asked for counts, not what is answered (vLLM checks
+    // max_tokens): 30 + 20 > 40 although the answer would stop at 5.
+    let mut early: serde_json::Value = serde_json::from_str(&body(30, 20)).unwrap();
+    early["ignore_eos"] = false.into();
+    assert_eq!(post(early.to_string()).status(), 400);
+}
+
+/// One request of 20 words and 3 tokens on steps of at least 100 ms
+/// (`--t-fix-ms 100`): the prefill step takes 100 + 0.0044 + sqrt(6.5² +
+/// 0.4²) + 8.5e-7·20·10 ≈ 106.5 ms and each decode step about as long, so TTFT ≈ 0.107 s,
+/// two ITLs ≈ 0.107 s, decode ≈ 0.213 s, inference ≈ 0.32 s, queue ≈ 0;
+/// three steps of 21, 1 and 1 tokens (the prompt counts in the step of its
+/// first token, as vLLM counts it).
+#[test]
+fn mc_mock_engine_exports_vllms_request_histograms() {
+    let mock = crate::util::MockServer::start(&["--engine", "--t-fix-ms", "100", "--model", "m"]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let prompt = vec!["w"; 20].join(" ");
+    let resp = agent
+        .post(format!("{}/v1/completions", mock.url()))
+        .header("content-type", "application/json")
+        .send(serde_json::json!({"model": "m", "prompt": prompt, "max_tokens": 3}).to_string())
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = agent
+        .get(format!("{}/metrics", mock.url()))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let scrape = mctrace::prom::parse(&text).unwrap();
+    let get = |name: &str, le: Option<&str>| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.name == name && s.labels.get("le").map(String::as_str) == le)
+            .unwrap_or_else(|| panic!("{name} {le:?} missing:\n{text}"))
+            .value
+    };
+    for name in [
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_inference_time_seconds",
+        "vllm:time_to_first_token_seconds",
+    ] {
+        assert_eq!(get(&format!("{name}_count"), None), 1.0, "{name}");
+    }
+    let b = |name: &str, le: &str| get(&format!("{name}_bucket"), Some(le));
+    assert_eq!(b("vllm:time_to_first_token_seconds", "0.1"), 0.0);
+    assert_eq!(b("vllm:time_to_first_token_seconds", "0.25"), 1.0);
+    assert_eq!(get("vllm:inter_token_latency_seconds_count", None), 2.0);
+    assert_eq!(b("vllm:inter_token_latency_seconds", "0.1"), 0.0);
+    assert_eq!(b("vllm:inter_token_latency_seconds", "0.15"), 2.0);
+    assert_eq!(b("vllm:request_queue_time_seconds", "0.3"), 1.0);
+    assert_eq!(b("vllm:request_decode_time_seconds", "0.3"), 1.0);
+    assert_eq!(b("vllm:request_inference_time_seconds", "0.3"), 0.0);
+    assert_eq!(b("vllm:request_inference_time_seconds", "0.5"), 1.0);
+    assert_eq!(get("vllm:iteration_tokens_total_count", None), 3.0);
+    assert_eq!(get("vllm:iteration_tokens_total_sum", None), 23.0);
+    assert_eq!(b("vllm:iteration_tokens_total", "1.0"), 2.0);
+    assert_eq!(b("vllm:iteration_tokens_total", "32.0"), 3.0);
 }
 
 #[test]

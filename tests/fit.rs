@@ -276,3 +276,142 @@ fn result_lines_are_held_to_the_trace_rows_limits() {
         );
     }
 }
+
+/// A 256-wide server whose runs never had many requests in flight: every
+/// limit from their peak up fits them alike, so the fit must not pick one
+/// (it picked 64 for such a server and then predicted a faster run 874%
+/// off). It keeps vLLM's 256, says max seqs is not identified and which
+/// load would pin it, states the held-out error fold by fold with its
+/// bias, and a prediction at a higher load says it is beyond the
+/// calibrated load.
+#[test]
+fn a_concurrency_limit_the_runs_cannot_tell_apart_is_flagged_not_picked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let trace = tool("mc-gen")
+        .args(["sessions", "--sessions", "12", "--session-rate", "2"])
+        .args(["--turns", "2", "--new-tokens", "200", "--osl", "16"])
+        .args(["--block-size", "16"])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(d.join("t.jsonl"), &trace.stdout).unwrap();
+    std::fs::write(
+        d.join("wide.json"),
+        HIDDEN.replace("\"max_seqs\": 64", "\"max_seqs\": 256"),
+    )
+    .unwrap();
+    for (name, speedup) in [("x1", "1"), ("x2", "2"), ("x8", "8")] {
+        let out = tool("mc-replay")
+            .current_dir(d)
+            .args(["--engine-profile", "wide.json", "-i", "t.jsonl"])
+            .args(["--speedup", speedup, "-o", &format!("{name}.jsonl")])
+            .output()
+            .unwrap();
+        assert_success(&out);
+        // A server's runs: nothing says the shape.
+        std::fs::remove_file(d.join(format!("{name}.summary.json"))).unwrap();
+    }
+    let shape = [
+        "--engine-block-size",
+        "16",
+        "--kv-tokens",
+        "200000",
+        "--max-batched-tokens",
+        "2048",
+    ];
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args([
+            "--trace",
+            "t.jsonl",
+            "x1.jsonl",
+            "x2.jsonl",
+            "-o",
+            "fitted.json",
+        ])
+        .args(shape)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: max seqs not identified"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("left at 256"), "{stderr}");
+    assert!(stderr.contains("would pin it"), "{stderr}");
+    let fitted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("fitted.json")).unwrap()).unwrap();
+    assert_eq!(fitted["max_seqs"], 256);
+    assert_eq!(fitted["calibrated"]["max_seqs_identified"], false);
+    // The held-out error: each of the two runs predicted by a fit to the
+    // other, every metric with a bias.
+    assert!(
+        stderr.contains("held-out error (leave-one-run-out"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  fold 1: x1.jsonl\n  fold 2: x2.jsonl\n"),
+        "{stderr}"
+    );
+    let ttft = stderr
+        .lines()
+        .skip_while(|l| !l.contains("held-out error"))
+        .find(|l| l.starts_with("TTFT p50 (ms)"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        ttft.ends_with(')') && (ttft.contains("over (") || ttft.contains("under (")),
+        "{ttft}"
+    );
+    // Eight times the trace's pace is beyond what it was fitted to.
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args(["--trace", "t.jsonl", "--predict", "fitted.json", "x8.jsonl"])
+        .args(shape)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("x8.jsonl: a prediction beyond the calibrated load"),
+        "{stderr}"
+    );
+    // A run within it says nothing of the kind.
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args(["--trace", "t.jsonl", "--predict", "fitted.json", "x1.jsonl"])
+        .args(shape)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("beyond"));
+}
+
+#[test]
+fn help_and_docs_say_the_same_of_the_error_metric_and_the_shape_search() {
+    let out = tool("mc-fit").arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "mean squared log ratio",
+        "mean of the three",
+        "only among the limits the runs can tell apart",
+        "leave-one-run-out",
+    ] {
+        assert!(help.contains(want), "--help lacks {want:?}");
+    }
+    assert!(!help.contains("mean absolute log error"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for doc in ["docs/tools/mc-fit.md", "docs/guide/calibrate.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for want in [
+            "mean squared log",
+            "only among the limits the runs can tell apart",
+            "leave-one-run-out",
+        ] {
+            assert!(text.contains(want), "{doc} lacks {want:?}");
+        }
+        assert!(!text.contains("mean absolute log error"), "{doc}");
+    }
+}

@@ -26,7 +26,9 @@ is Dynamo's mocker timing. --engine-profile FILE reads a JSON object: {\"model\"
 \"roofline\", \"t_fix_ms\", \"c_seq_ms\", \"t_w_ms\", \"c_lin_ms\", \"k_ms\", \"c_kv_ms\"} or \
 {\"model\": \"dynamo-polynomial\", \"prefill_ms\": [a,b,c], \"decode_ms\": [a,b,c], \
 \"decode_min_ms\"}, optionally with \"name\", \"kv_tokens\", \"block_size\", \
-\"max_batched_tokens\", \"max_seqs\". Left out: speculative decoding, tensor/pipeline \
+\"max_batched_tokens\", \"max_seqs\", \"max_model_len\". A request whose prompt plus output \
+passes max_model_len (h100-llama3-8b: 131072, Llama-3.1-8B's) is refused with HTTP 400 and \
+vLLM's message. Left out: speculative decoding, tensor/pipeline \
 parallelism, CPU offload of KV, prefill/decode disaggregation, sampling stops (every \
 request generates exactly output_length tokens) and network time.";
 
@@ -53,14 +55,26 @@ pub struct EngineShapeArgs {
     /// runs'), else 256].
     #[arg(long, value_name = "N")]
     pub max_seqs: Option<u64>,
+
+    /// The model's context limit in tokens: a request whose prompt plus
+    /// output passes it is refused with HTTP 400, as vLLM refuses it
+    /// [default: the profile's (h100-llama3-8b: 131072, Llama-3.1-8B's);
+    /// dynamo-polynomial: no limit].
+    #[arg(long, value_name = "TOKENS")]
+    pub max_model_len: Option<u64>,
 }
 
 /// The checks every engine shape passes, wherever it came from: no zero
 /// sizes, room for a block, and at most the blocks the engine can hold.
 pub fn check_shape(params: &EngineParams) -> Result<()> {
-    if params.block_size == 0 || params.max_batched_tokens == 0 || params.max_seqs == 0 {
+    if params.block_size == 0
+        || params.max_batched_tokens == 0
+        || params.max_seqs == 0
+        || params.max_model_len == Some(0)
+    {
         return Err(Error::Usage(
-            "--engine-block-size, --max-batched-tokens and --max-seqs must be at least 1".into(),
+            "--engine-block-size, --max-batched-tokens, --max-seqs and --max-model-len must be at least 1"
+                .into(),
         ));
     }
     if params.kv_tokens < params.block_size {
@@ -220,6 +234,7 @@ impl EngineArgs {
                 .max_seqs
                 .or(profile.max_seqs)
                 .unwrap_or(DEFAULT_MAX_SEQS),
+            max_model_len: self.shape.max_model_len.or(profile.max_model_len),
             profile,
         };
         check_shape(&params)?;

@@ -17,10 +17,10 @@ mod stats;
 pub use args::{check_shape, EngineArgs, EngineShapeArgs, MODEL_HELP};
 pub use blocks::{chain, row_blocks, text_blocks, token_blocks};
 pub use profile::{
-    Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN, DYNAMO_POLYNOMIAL,
-    H100_LLAMA3_8B,
+    Calibrated, Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN,
+    DYNAMO_POLYNOMIAL, H100_LLAMA3_8B, LLAMA31_8B_MAX_MODEL_LEN,
 };
-pub use sched::{Engine, EngineLoad, EngineRequest, Finished};
+pub use sched::{context_length_message, Engine, EngineLoad, EngineRequest, Finished};
 pub use stats::EngineStats;
 
 use serde::Serialize;
@@ -37,6 +37,8 @@ pub struct EngineParams {
     pub max_batched_tokens: u64,
     /// Requests running at once.
     pub max_seqs: u64,
+    /// The context limit (vLLM's `max_model_len`); `None`: no limit.
+    pub max_model_len: Option<u64>,
 }
 
 /// What vLLM gives Llama-3.1-8B in KV on one 80 GB H100.
@@ -54,6 +56,7 @@ impl Default for EngineParams {
             block_size: DEFAULT_BLOCK_SIZE,
             max_batched_tokens: DEFAULT_MAX_BATCHED_TOKENS,
             max_seqs: DEFAULT_MAX_SEQS,
+            max_model_len: Some(profile::LLAMA31_8B_MAX_MODEL_LEN),
         }
     }
 }
@@ -70,6 +73,9 @@ pub struct ParamsOut {
     pub block_size: u64,
     pub max_batched_tokens: u64,
     pub max_seqs: u64,
+    /// Absent in summaries written before the engine had a context limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u64>,
 }
 
 impl EngineParams {
@@ -107,6 +113,7 @@ impl EngineParams {
             block_size: self.block_size,
             max_batched_tokens: self.max_batched_tokens,
             max_seqs: self.max_seqs,
+            max_model_len: self.max_model_len,
         }
     }
 }

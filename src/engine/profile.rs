@@ -144,16 +144,46 @@ pub struct Profile {
     pub block_size: Option<u64>,
     pub max_batched_tokens: Option<u64>,
     pub max_seqs: Option<u64>,
+    /// The model's context limit in tokens (vLLM's `max_model_len`): a
+    /// request whose prompt and output together pass it is refused with
+    /// a 400, as vLLM refuses it. `None`: no limit.
+    pub max_model_len: Option<u64>,
+    /// The load a fitted profile was calibrated at (mc-fit writes it), so
+    /// a prediction beyond it can say so.
+    pub calibrated: Option<Calibrated>,
 }
+
+/// The load of the runs a profile was fitted to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrated {
+    /// The highest rate of any run (requests sent per second).
+    pub max_rate_rps: f64,
+    /// The most requests any run had in flight at once.
+    pub max_in_flight: u64,
+    /// Whether the runs pinned `max_seqs` (some run had more in flight than
+    /// the limit), or it was given, or left at vLLM's default unidentified.
+    pub max_seqs_identified: bool,
+}
+
+/// Llama-3.1-8B's context (`max_position_embeddings` 131072), which vLLM
+/// takes as `max_model_len` when none is given. `h100-llama3-8b` models
+/// Llama-3.1-8B (its coefficients and [`super::DEFAULT_KV_TOKENS`] are
+/// Llama-3.1-8B's on an H100), not Llama-3-8B's 8192.
+pub const LLAMA31_8B_MAX_MODEL_LEN: u64 = 131_072;
 
 /// The built-in profile names.
 pub const BUILTIN: [&str; 2] = ["h100-llama3-8b", "dynamo-polynomial"];
 
 impl Profile {
     pub fn builtin(name: &str) -> Option<Profile> {
-        let model = match name {
-            "h100-llama3-8b" => StepModel::Roofline(H100_LLAMA3_8B),
-            "dynamo-polynomial" => StepModel::Polynomial(DYNAMO_POLYNOMIAL),
+        // Dynamo's mocker timing names no model, so it gets no limit.
+        let (model, max_model_len) = match name {
+            "h100-llama3-8b" => (
+                StepModel::Roofline(H100_LLAMA3_8B),
+                Some(LLAMA31_8B_MAX_MODEL_LEN),
+            ),
+            "dynamo-polynomial" => (StepModel::Polynomial(DYNAMO_POLYNOMIAL), None),
             _ => return None,
         };
         Some(Profile {
@@ -163,6 +193,8 @@ impl Profile {
             block_size: None,
             max_batched_tokens: None,
             max_seqs: None,
+            max_model_len,
+            calibrated: None,
         })
     }
 
@@ -200,8 +232,9 @@ impl Profile {
 /// ```
 ///
 /// `model` picks the formula and its fields are then all required;
-/// `kv_tokens`, `block_size`, `max_batched_tokens` and `max_seqs` are
-/// optional defaults that command-line flags override.
+/// `kv_tokens`, `block_size`, `max_batched_tokens`, `max_seqs` and
+/// `max_model_len` (the context limit; none: no limit) are optional
+/// defaults that command-line flags override.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileFile {
@@ -220,6 +253,9 @@ pub struct ProfileFile {
     pub block_size: Option<u64>,
     pub max_batched_tokens: Option<u64>,
     pub max_seqs: Option<u64>,
+    pub max_model_len: Option<u64>,
+    /// Written by mc-fit: the load the profile was fitted at.
+    pub calibrated: Option<Calibrated>,
 }
 
 impl ProfileFile {
@@ -278,6 +314,8 @@ impl ProfileFile {
             block_size: self.block_size,
             max_batched_tokens: self.max_batched_tokens,
             max_seqs: self.max_seqs,
+            max_model_len: self.max_model_len,
+            calibrated: self.calibrated,
         })
     }
 }

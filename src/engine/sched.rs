@@ -16,6 +16,18 @@ use super::stats::{EngineStats, Tally};
 use super::EngineParams;
 use crate::hash::splitmix64;
 
+/// vLLM's refusal of a request past the context limit, word for word
+/// (`OpenAIServing._validate_input`), so a client that matches it (to
+/// shorten the prompt and retry) matches the model's too.
+pub fn context_length_message(max_model_len: u64, prompt: u64, max_tokens: u64) -> String {
+    format!(
+        "This model's maximum context length is {max_model_len} tokens. However, you requested \
+         {} tokens ({prompt} in the messages, {max_tokens} in the completion). Please reduce \
+         the length of the messages or completion.",
+        prompt.saturating_add(max_tokens)
+    )
+}
+
 /// A request as the engine sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineRequest {
@@ -202,9 +214,14 @@ impl Engine {
         }
     }
 
-    /// Why a request of this size could never run (its prompt and output
-    /// need more KV blocks than there are), or `None` if it fits.
+    /// Why a request of this size could never run, or `None` if it fits:
+    /// its prompt and output pass the context limit (vLLM's message, which
+    /// vLLM answers with a 400 before the request reaches its engine), or
+    /// need more KV blocks than there are.
     pub fn never_fits(&self, prompt_tokens: u64, output_tokens: u64) -> Option<String> {
+        if let Some(why) = self.past_context(prompt_tokens, output_tokens) {
+            return Some(why);
+        }
         let prompt = prompt_tokens.max(1);
         let need = (prompt + output_tokens).div_ceil(self.bs);
         (need > self.kv.capacity() as u64).then(|| {
@@ -217,6 +234,16 @@ impl Engine {
                 self.kv.capacity()
             )
         })
+    }
+
+    /// vLLM's refusal when the prompt plus `max_tokens` (what the request
+    /// asks for, which may be more than it generates) passes the context
+    /// limit, or `None`.
+    pub fn past_context(&self, prompt_tokens: u64, max_tokens: u64) -> Option<String> {
+        let max = self.params.max_model_len?;
+        let prompt = prompt_tokens.max(1);
+        (prompt.saturating_add(max_tokens) > max)
+            .then(|| context_length_message(max, prompt, max_tokens))
     }
 
     /// Queues a request (add requests in arrival order: the queue is

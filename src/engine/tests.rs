@@ -13,11 +13,14 @@ fn params(model: StepModel, kv_tokens: u64, block_size: u64, max_batched: u64) -
             block_size: None,
             max_batched_tokens: None,
             max_seqs: None,
+            max_model_len: None,
+            calibrated: None,
         },
         kv_tokens,
         block_size,
         max_batched_tokens: max_batched,
         max_seqs: 256,
+        max_model_len: None,
     }
 }
 
@@ -239,6 +242,52 @@ fn a_request_that_can_never_fit_is_rejected() {
         .unwrap()
         .contains("raise --kv-tokens"));
     assert_eq!(f[0].end_us, 5);
+}
+
+#[test]
+fn a_request_past_the_context_limit_is_refused_and_one_at_it_runs() {
+    let mut p = params(StepModel::Roofline(LINEAR), 1600, 16, 100);
+    p.max_model_len = Some(100);
+    let mut e = Engine::new(p);
+    // 90 + 11 = 101 > 100: refused at once, nothing computed.
+    e.add(req(1, 5, vec![], 90, 11));
+    // 90 + 10 = 100: exactly the limit, runs.
+    e.add(req(2, 5, vec![], 90, 10));
+    let f = run_all(&mut e);
+    let refused = f.iter().find(|f| f.id == 1).unwrap();
+    assert_eq!(
+        refused.rejected.as_deref(),
+        Some(
+            "This model's maximum context length is 100 tokens. However, you requested 101 \
+             tokens (90 in the messages, 11 in the completion). Please reduce the length of \
+             the messages or completion."
+        )
+    );
+    assert_eq!((refused.output_tokens, refused.end_us), (0, 5));
+    let ran = f.iter().find(|f| f.id == 2).unwrap();
+    assert_eq!((ran.rejected.as_deref(), ran.output_tokens), (None, 10));
+}
+
+#[test]
+fn the_builtin_profiles_carry_their_models_context() {
+    // h100-llama3-8b models Llama-3.1-8B (131,072), not Llama-3-8B (8,192).
+    let p = Profile::builtin("h100-llama3-8b").unwrap();
+    assert_eq!(p.max_model_len, Some(131_072));
+    assert_eq!(EngineParams::default().max_model_len, Some(131_072));
+    assert_eq!(
+        Profile::builtin("dynamo-polynomial").unwrap().max_model_len,
+        None
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("p.json");
+    std::fs::write(
+        &f,
+        r#"{"model":"dynamo-polynomial","prefill_ms":[0,0,1],"decode_ms":[0,0,1],
+            "decode_min_ms":1,"max_model_len":8192}"#,
+    )
+    .unwrap();
+    let p = Profile::load(f.to_str().unwrap()).unwrap();
+    assert_eq!(p.max_model_len, Some(8192));
 }
 
 #[test]

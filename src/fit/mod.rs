@@ -6,7 +6,9 @@
 //! - [`model`]: the fit by simulation (each run's actual send times through
 //!   the engine model) and the search.
 //! - [`table`]: predicted against measured, metric by metric.
+//! - [`heldout`]: the error on runs a fit did not see (k-fold over runs).
 
+pub mod heldout;
 pub mod model;
 pub mod runs;
 pub mod table;
@@ -17,10 +19,11 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::engine::{
-    check_shape, EngineParams, EngineShapeArgs, Profile, Roofline, StepModel, DEFAULT_BLOCK_SIZE,
-    DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
+    check_shape, Calibrated, EngineParams, EngineShapeArgs, Profile, Roofline, StepModel,
+    DEFAULT_BLOCK_SIZE, DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
+use crate::progress::Progress;
 use model::{Prepared, Shape, NAMES};
 
 pub const TOOL: &str = "mc-fit";
@@ -31,19 +34,32 @@ pub const TOOL: &str = "mc-fit";
 /// real server, and the trace they replayed (--trace). Each run's requests
 /// go through the engine model at the times they were actually sent, and
 /// the six coefficients of the roofline step-time model are searched
-/// (Nelder–Mead in log space) to minimise the mean absolute log error of
-/// per-request TTFT, ITL and E2E. The engine's shape is not searched: it
-/// comes from the options, else from the runs' summaries (the engine model's
-/// own runs), else vLLM's defaults, and is named on stderr.
+/// (Nelder–Mead, then golden-section rounds, in log space) to minimise the
+/// error: for each of per-request TTFT, ITL and E2E its mean squared log
+/// ratio of predicted to measured, then the mean of the three (each metric
+/// weighs a third, so none dominates). Progress is shown on stderr.
+///
+/// The engine's shape (KV tokens, block size, step budget) is not searched:
+/// it comes from the options, else from the runs' summaries (the engine
+/// model's own runs), else vLLM's defaults, and is named on stderr. The
+/// concurrency limit (max seqs), when neither options nor runs give it, is
+/// searched only among the limits the runs can tell apart (1, 2, 4, …
+/// below the most requests any run had in flight); when none of them fits
+/// better, it stays at vLLM's default 256 and is reported as not
+/// identified, with the load that would pin it.
 ///
 /// Writes the fitted profile as JSON (stdout, or -o), which
-/// `mc-replay --engine-profile FILE` and `mc-mock --engine` load; prints on
-/// stderr the coefficients, the in-sample error of every metric, and a
-/// warning for each coefficient the data cannot identify (for example no
-/// long prompts: the attention term is free).
+/// `mc-replay --engine-profile FILE` and `mc-mock --engine` load, with the
+/// load it was calibrated at; prints on stderr the coefficients, a warning
+/// for each coefficient the data cannot identify (for example no long
+/// prompts: the attention term is free), the in-sample error, and the
+/// held-out error: each run predicted by a fit to the others
+/// (leave-one-run-out up to 5 runs, 5 folds beyond), per metric, with the
+/// direction of the bias (over or under).
 ///
 /// With --predict PROFILE, fits nothing: prints predicted against measured
-/// for the runs given, which should be runs the profile was not fitted to.
+/// for the runs given, which should be runs the profile was not fitted to,
+/// and says when they are beyond the load the profile was calibrated at.
 ///
 /// Exit codes: 0 done; 2 usage; 65 a bad trace line or result file; 66 an
 /// input missing; 73 an output that cannot be created.
@@ -82,7 +98,8 @@ pub struct FitArgs {
     /// The server's shape (vLLM reports its block size and KV blocks in
     /// `vllm:cache_config_info`; its CPU build uses blocks of 128). Without
     /// --max-seqs (and without a run on the engine model that says), the
-    /// fit also tries 1, 2, 4, … 256 and keeps the one that fits best.
+    /// fit also tries 1, 2, 4, … below the most requests any run had in
+    /// flight, and keeps 256 unless one fits better.
     #[command(flatten)]
     pub shape: EngineShapeArgs,
 }
@@ -149,15 +166,98 @@ pub fn run(args: &FitArgs) -> Result<()> {
             )))
         }
     };
-    let (fitted, err) = if seqs_known {
-        model::fit(&prepared, shape, start)
+    let load = Load::of(&runs);
+    let mut ticker = Ticker::new();
+    let (fitted, err, identified) = if seqs_known {
+        ticker.stage(format!("fit at max seqs {}", shape.max_seqs));
+        let (f, e) = model::fit(&prepared, shape, start, &mut |e| ticker.tick(e));
+        (f, e, true)
     } else {
-        let (fitted, err, seqs) = fit_max_seqs(&prepared, shape, start);
+        let (fitted, err, seqs) = fit_max_seqs(&prepared, shape, start, &load, &mut ticker);
+        let identified = seqs != shape.max_seqs;
         shape.max_seqs = seqs;
-        (fitted, err)
+        (fitted, err, identified)
     };
-    report_fit(&prepared, shape, fitted, err);
-    write_profile(args, shape, &fitted)
+    report_fit(&prepared, shape, fitted, err, &mut ticker);
+    heldout::report(&prepared, shape, start, &mut ticker);
+    ticker.done();
+    let calibrated = Calibrated {
+        max_rate_rps: load.max_rate_rps,
+        max_in_flight: load.peak,
+        max_seqs_identified: identified,
+    };
+    write_profile(args, shape, &fitted, calibrated)
+}
+
+/// The progress line of a fit (through the one reporter): the stage, the
+/// simulations so far and the best error yet. A fit runs thousands of
+/// simulations; minutes of silence look like a hang.
+pub struct Ticker {
+    progress: Progress,
+    stage: String,
+    sims: u64,
+    best: f64,
+}
+
+impl Ticker {
+    fn new() -> Ticker {
+        Ticker {
+            progress: Progress::for_stderr(TOOL, std::time::Duration::from_secs(5)),
+            stage: String::new(),
+            sims: 0,
+            best: f64::INFINITY,
+        }
+    }
+
+    pub fn stage(&mut self, stage: String) {
+        self.stage = stage;
+        self.sims = 0;
+        self.best = f64::INFINITY;
+    }
+
+    pub fn tick(&mut self, err: f64) {
+        self.sims += 1;
+        self.best = self.best.min(err);
+        let (stage, sims, best) = (&self.stage, self.sims, self.best);
+        self.progress
+            .tick(|| format!("{stage}: {sims} simulations, best error {best:.5}"));
+    }
+
+    /// Erases a live line before a report is printed.
+    pub fn done(&mut self) {
+        self.progress.finish();
+    }
+}
+
+/// The load of the runs: what a concurrency limit could be told from.
+struct Load {
+    /// The most requests in flight at once in any run, and that run.
+    peak: u64,
+    peak_run: String,
+    /// The rate of the run with the most in flight.
+    peak_run_rate: Option<f64>,
+    max_rate_rps: f64,
+}
+
+impl Load {
+    fn of(runs: &[runs::Run]) -> Load {
+        let mut load = Load {
+            peak: 0,
+            peak_run: String::new(),
+            peak_run_rate: None,
+            max_rate_rps: 0.0,
+        };
+        for r in runs {
+            let peak = r.peak_in_flight();
+            if peak > load.peak || load.peak_run.is_empty() {
+                load.peak = peak;
+                load.peak_run = r.label.clone();
+                load.peak_run_rate = r.rate();
+            }
+            load.max_rate_rps = load.max_rate_rps.max(r.rate().unwrap_or(0.0));
+        }
+        load
+    }
 }
 
 /// The trace and the runs, checked: both given, and the profile's file
@@ -190,6 +290,7 @@ fn read_runs(args: &FitArgs) -> Result<Vec<runs::Run>> {
 fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) -> Result<()> {
     let profile = Profile::load(spec)?;
     let o = &args.shape;
+    let calibrated = profile.calibrated;
     let p = EngineParams {
         kv_tokens: o.kv_tokens.or(profile.kv_tokens).unwrap_or(shape.kv_tokens),
         block_size: shape.block_size,
@@ -198,49 +299,134 @@ fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) 
             .or(profile.max_batched_tokens)
             .unwrap_or(shape.max_batched_tokens),
         max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
+        max_model_len: o.max_model_len.or(profile.max_model_len),
         profile,
     };
     check_shape(&p)?;
     eprintln!("{TOOL}: predicting with {spec}");
+    if let Some(c) = calibrated {
+        for prep in prepared {
+            if let Some(why) = beyond(prep.run, &c, p.max_seqs) {
+                eprintln!("{TOOL}: warning: {}: {why}", prep.run.label);
+            }
+        }
+    }
     eprint!("{}", table::render(&table::compare(prepared, &p)));
     Ok(())
 }
 
-/// The fit at each usual concurrency limit, the one with the least error
-/// kept: (coefficients, error, max seqs).
+/// Why a run is beyond the load the profile was calibrated at, if it is:
+/// a higher rate, or more requests in flight (where a concurrency limit
+/// the fit could not identify starts to matter).
+fn beyond(run: &runs::Run, c: &Calibrated, max_seqs: u64) -> Option<String> {
+    let peak = run.peak_in_flight();
+    let rate = run.rate().unwrap_or(0.0);
+    // 5% over the highest calibrated rate is the same load within noise.
+    let faster = rate > c.max_rate_rps * 1.05;
+    let wider = peak > c.max_in_flight;
+    if !faster && !wider {
+        return None;
+    }
+    let mut why = format!(
+        "a prediction beyond the calibrated load: this run sends {rate:.2} req/s with up to \
+         {peak} requests in flight; the profile was fitted to at most {:.2} req/s and {} in \
+         flight",
+        c.max_rate_rps, c.max_in_flight
+    );
+    if wider && !c.max_seqs_identified {
+        why.push_str(&format!(
+            "; its max seqs {max_seqs} was not identified (no calibration run exceeded the \
+             smaller limits), and this run puts more in flight than any did"
+        ));
+    }
+    Some(why)
+}
+
+/// The fit at each concurrency limit the runs can tell apart, the one with
+/// the least error kept: (coefficients, error, max seqs).
 ///
 /// The server's concurrency limit is structure, not a coefficient, and
 /// coefficients fitted at one limit say little of another (a server that
 /// runs one request at a time, fitted as 256 wide, then probed at 1,
-/// looks worse than at 4).
-fn fit_max_seqs(prepared: &[Prepared<'_>], shape: Shape, start: Roofline) -> (Roofline, f64, u64) {
-    let (mut fitted, mut err) = model::fit(prepared, shape, start);
+/// looks worse than at 4). A limit at or above the most requests any run
+/// had in flight never held one back, so every such limit fits the runs
+/// alike (the search once chose 64 for a 256-wide server whose runs never
+/// had more than 49 in flight, and predicted a run at a higher rate 874%
+/// off): only smaller limits are tried, and unless one fits clearly
+/// better, vLLM's default stays, reported as not identified.
+fn fit_max_seqs(
+    prepared: &[Prepared<'_>],
+    shape: Shape,
+    start: Roofline,
+    load: &Load,
+    ticker: &mut Ticker,
+) -> (Roofline, f64, u64) {
+    ticker.stage(format!("fit at max seqs {}", shape.max_seqs));
+    let (mut fitted, mut err) = model::fit(prepared, shape, start, &mut |e| ticker.tick(e));
     let mut best = shape.max_seqs;
-    for n in [1u64, 2, 4, 8, 16, 32, 64, 128, 256] {
-        if n == shape.max_seqs {
-            continue;
-        }
+    let told_apart: Vec<u64> = (0..8)
+        .map(|k| 1u64 << k)
+        .filter(|&n| n < load.peak && n < shape.max_seqs)
+        .collect();
+    for n in told_apart {
         let s = Shape {
             max_seqs: n,
             ..shape
         };
-        let (f, e) = model::fit(prepared, s, start);
-        if e < err {
+        ticker.stage(format!("fit at max seqs {n}"));
+        let (f, e) = model::fit(prepared, s, start, &mut |e| ticker.tick(e));
+        // Clearly better, not by the search's noise: 2% less error.
+        if e < err * 0.98 {
             (fitted, err, best) = (f, e, n);
         }
     }
-    eprintln!("{TOOL}: max seqs {best} fits best (not given, not reported)");
+    ticker.done();
+    if best != shape.max_seqs {
+        eprintln!(
+            "{TOOL}: max seqs {best} fits best of the limits the runs can tell apart \
+             (up to {} requests were in flight, in {})",
+            load.peak, load.peak_run
+        );
+    } else {
+        let pin = match load.peak_run_rate {
+            Some(r) if load.peak > 0 => format!(
+                " (about {:.0} req/s on {}'s workload, which ran at {r:.2} req/s)",
+                r * shape.max_seqs as f64 / load.peak as f64,
+                load.peak_run
+            ),
+            _ => String::new(),
+        };
+        eprintln!(
+            "{TOOL}: warning: max seqs not identified: no run had more than {} requests in \
+             flight ({}), so every limit from {} up fits the runs alike; left at {} (vLLM's \
+             default; give the server's with --max-seqs). A run with more than {} in flight \
+             would pin it{pin}",
+            load.peak, load.peak_run, load.peak, shape.max_seqs, shape.max_seqs
+        );
+    }
     (fitted, err, best)
 }
 
 /// The fitted coefficients, the ones the runs cannot identify, and the
 /// in-sample error, on stderr.
-fn report_fit(prepared: &[Prepared<'_>], shape: Shape, fitted: Roofline, err: f64) {
-    eprintln!("{TOOL}: fitted roofline coefficients (mean squared log error {err:.5}):");
+fn report_fit(
+    prepared: &[Prepared<'_>],
+    shape: Shape,
+    fitted: Roofline,
+    err: f64,
+    ticker: &mut Ticker,
+) {
+    ticker.stage("checking which coefficients the runs identify".into());
+    let unidentified = model::unidentified(prepared, shape, fitted, err, &mut |e| ticker.tick(e));
+    ticker.done();
+    eprintln!(
+        "{TOOL}: fitted roofline coefficients (error {err:.5}: mean over TTFT, ITL and E2E \
+         of each one's mean squared log error):"
+    );
     for (name, value) in NAMES.iter().zip(model::to_vec(&fitted)) {
         eprintln!("  {name:<10} {value:.6e}");
     }
-    for name in model::unidentified(prepared, shape, fitted, err) {
+    for name in unidentified {
         eprintln!(
             "{TOOL}: warning: the runs cannot identify {name} (halved or doubled, the other \
              coefficients make up for it); add runs that exercise it (long prompts for k_ms, \
@@ -254,7 +440,12 @@ fn report_fit(prepared: &[Prepared<'_>], shape: Shape, fitted: Roofline, err: f6
 
 /// The fitted profile (JSON, `--engine-profile`'s format) to `-o` or
 /// stdout.
-fn write_profile(args: &FitArgs, shape: Shape, fitted: &Roofline) -> Result<()> {
+fn write_profile(
+    args: &FitArgs,
+    shape: Shape,
+    fitted: &Roofline,
+    calibrated: Calibrated,
+) -> Result<()> {
     let mut profile = json!({"name": "fitted", "model": "roofline"});
     for (name, value) in NAMES.iter().zip(model::to_vec(fitted)) {
         profile[*name] = json!(value);
@@ -263,6 +454,10 @@ fn write_profile(args: &FitArgs, shape: Shape, fitted: &Roofline) -> Result<()> 
     profile["block_size"] = json!(shape.block_size);
     profile["max_batched_tokens"] = json!(shape.max_batched_tokens);
     profile["max_seqs"] = json!(shape.max_seqs);
+    if let Some(m) = args.shape.max_model_len {
+        profile["max_model_len"] = json!(m);
+    }
+    profile["calibrated"] = json!(calibrated);
     let mut text = serde_json::to_string_pretty(&profile).map_err(|e| Error::Other(e.into()))?;
     text.push('\n');
     match &args.output {

@@ -49,11 +49,15 @@ pub fn params(r: Roofline, s: Shape, name: &str) -> EngineParams {
             block_size: Some(s.block_size),
             max_batched_tokens: Some(s.max_batched_tokens),
             max_seqs: Some(s.max_seqs),
+            // The runs' requests were all served: no limit to apply.
+            max_model_len: None,
+            calibrated: None,
         },
         kv_tokens: s.kv_tokens,
         block_size: s.block_size,
         max_batched_tokens: s.max_batched_tokens,
         max_seqs: s.max_seqs,
+        max_model_len: None,
     }
 }
 
@@ -69,6 +73,7 @@ pub struct Predicted {
 
 /// A run's requests with their engine blocks worked out once (they do not
 /// depend on the coefficients).
+#[derive(Clone)]
 pub struct Prepared<'a> {
     pub run: &'a Run,
     blocks: Vec<Vec<u64>>,
@@ -128,16 +133,35 @@ impl<'a> Prepared<'a> {
     }
 }
 
-/// The error the fit minimises: the mean squared log ratio of predicted to
-/// measured TTFT, ITL and E2E over every scored request (a factor of 2 off
-/// counts the same either way). Squared, not absolute: the absolute error
+/// The metrics the fit weighs, in [`error`]'s order.
+pub const METRICS: [&str; 3] = ["TTFT", "ITL", "E2E"];
+
+/// The error the fit minimises: for each of TTFT, ITL and E2E, the mean
+/// squared log ratio of predicted to measured over the scored requests (a
+/// factor of 2 off counts the same either way); then the mean of the three,
+/// so each metric weighs a third however many requests it has (ITL needs two
+/// tokens) and however large its values (E2E is the largest, and a pooled
+/// mean let it decide the fit). Squared, not absolute: the absolute error
 /// is flat in too many directions where batches change, and the search
 /// stalled far from known coefficients with it.
 pub fn error(runs: &[Prepared<'_>], p: &EngineParams) -> f64 {
-    let (mut sum, mut n) = (0.0, 0u64);
-    let mut add = |pred: f64, meas: f64| {
-        sum += (pred.max(1.0) / meas.max(1.0)).ln().powi(2);
-        n += 1;
+    let per = metric_errors(runs, p);
+    let known: Vec<f64> = per.iter().flatten().copied().collect();
+    if known.is_empty() {
+        f64::INFINITY
+    } else {
+        known.iter().sum::<f64>() / known.len() as f64
+    }
+}
+
+/// Each metric's mean squared log error ([`METRICS`] order); `None` for a
+/// metric no scored request measured.
+pub fn metric_errors(runs: &[Prepared<'_>], p: &EngineParams) -> [Option<f64>; 3] {
+    let mut sum = [0.0f64; 3];
+    let mut n = [0u64; 3];
+    let mut add = |k: usize, pred: f64, meas: f64| {
+        sum[k] += (pred.max(1.0) / meas.max(1.0)).ln().powi(2);
+        n[k] += 1;
     };
     for prep in runs {
         let pred = prep.simulate(p);
@@ -146,21 +170,17 @@ pub fn error(runs: &[Prepared<'_>], p: &EngineParams) -> f64 {
                 continue;
             }
             if let (Some(a), Some(b)) = (q.ttft_us, m.ttft_us) {
-                add(a as f64, b as f64);
+                add(0, a as f64, b as f64);
             }
             if let (Some(a), Some(b)) = (q.itl_us, m.itl_us) {
-                add(a, b);
+                add(1, a, b);
             }
             if let Some(b) = m.e2e_us {
-                add(q.e2e_us as f64, b as f64);
+                add(2, q.e2e_us as f64, b as f64);
             }
         }
     }
-    if n == 0 {
-        f64::INFINITY
-    } else {
-        sum / n as f64
-    }
+    std::array::from_fn(|k| (n[k] > 0).then(|| sum[k] / n[k] as f64))
 }
 
 /// Nelder–Mead on `f` from `x0` with initial steps `step`; at most
@@ -238,10 +258,19 @@ pub fn nelder_mead<const N: usize>(
 /// shrinking bracket (the error is piecewise flat where steps round to
 /// whole µs and batches change, which stalls a simplex alone), then
 /// Nelder–Mead again from the best point.
-pub fn fit(runs: &[Prepared<'_>], shape: Shape, start: Roofline) -> (Roofline, f64) {
+///
+/// `tick` hears every evaluation's error (for the progress line).
+pub fn fit(
+    runs: &[Prepared<'_>],
+    shape: Shape,
+    start: Roofline,
+    tick: &mut dyn FnMut(f64),
+) -> (Roofline, f64) {
     let mut objective = |lx: &[f64; 6]| {
         let v: [f64; 6] = lx.map(f64::exp);
-        error(runs, &params(from_vec(&v), shape, "fitted"))
+        let e = error(runs, &params(from_vec(&v), shape, "fitted"));
+        tick(e);
+        e
     };
     let x0 = to_vec(&start).map(|v| v.max(1e-12).ln());
     let (mut x, mut best) = nelder_mead(&mut objective, x0, 2.0, 800);
@@ -310,6 +339,7 @@ pub fn unidentified(
     shape: Shape,
     r: Roofline,
     at: f64,
+    tick: &mut dyn FnMut(f64),
 ) -> Vec<&'static str> {
     let v = to_vec(&r).map(|x| x.max(1e-12).ln());
     let mut out = Vec::new();
@@ -321,7 +351,9 @@ pub fn unidentified(
                 let mut refit = |lx: &[f64; 6]| {
                     let mut y = *lx;
                     y[i] = fixed;
-                    error(runs, &params(from_vec(&y.map(f64::exp)), shape, "probe"))
+                    let e = error(runs, &params(from_vec(&y.map(f64::exp)), shape, "probe"));
+                    tick(e);
+                    e
                 };
                 nelder_mead(&mut refit, v, 0.3, 300).1
             })
@@ -346,6 +378,60 @@ mod tests {
             "{x:?}"
         );
         assert!(v < 1e-6);
+    }
+
+    /// Ten lone requests, TTFT measured e (2.718…) times what the model
+    /// predicts, ITL (on one request only) and E2E exactly: TTFT's error is
+    /// 1 and the others 0, so the fit's error is 1/3. Pooled over all 21
+    /// measurements it would be 10/21: the metric with the most values
+    /// would weigh most.
+    #[test]
+    fn each_metric_weighs_a_third_whatever_its_count() {
+        use super::super::runs::{Measured, Row, Run};
+        let shape = Shape {
+            kv_tokens: 100_000,
+            block_size: 16,
+            max_batched_tokens: 2048,
+            max_seqs: 256,
+        };
+        let p = params(crate::engine::H100_LLAMA3_8B, shape, "t");
+        let mut run = Run {
+            label: "r".into(),
+            requests: (0..10u64)
+                .map(|i| Measured {
+                    send_us: i * 10_000_000,
+                    prompt_tokens: 100,
+                    output_tokens: if i == 0 { 3 } else { 1 },
+                    row: Row {
+                        hash_ids: vec![],
+                        input_length: Some(100),
+                    },
+                    line: i + 1,
+                    ttft_us: None,
+                    e2e_us: None,
+                    itl_us: None,
+                    cached_tokens: None,
+                    scored: true,
+                })
+                .collect(),
+            trace_block: 16,
+            engine: None,
+        };
+        let pred = Prepared::new(&run, 16).simulate(&p);
+        for (m, q) in run.requests.iter_mut().zip(&pred) {
+            // Measured e times the prediction (to the µs).
+            m.ttft_us = q
+                .ttft_us
+                .map(|t| (t as f64 * std::f64::consts::E).round() as u64);
+            m.itl_us = q.itl_us;
+            m.e2e_us = Some(q.e2e_us);
+        }
+        let per = metric_errors(&[Prepared::new(&run, 16)], &p);
+        let ttft = per[0].unwrap();
+        assert!((ttft - 1.0).abs() < 1e-3, "{per:?}");
+        assert_eq!((per[1], per[2]), (Some(0.0), Some(0.0)), "{per:?}");
+        let e = error(&[Prepared::new(&run, 16)], &p);
+        assert!((e - ttft / 3.0).abs() < 1e-12, "{e} vs {per:?}");
     }
 
     #[test]

@@ -90,6 +90,36 @@ pub struct Run {
 }
 
 impl Run {
+    /// The most requests in flight at once (sent, not yet answered), as
+    /// the client saw them: queued at the server or running. A concurrency
+    /// limit at or above it never held a request back in this run.
+    pub fn peak_in_flight(&self) -> u64 {
+        // (time, +1 sent / -1 answered); an answer sorts before a send at
+        // the same µs, as the request was gone when the next arrived.
+        let mut events: Vec<(u64, i64)> = Vec::with_capacity(self.requests.len() * 2);
+        for m in &self.requests {
+            events.push((m.send_us, 1));
+            if let Some(e2e) = m.e2e_us {
+                events.push((m.send_us.saturating_add(e2e), -1));
+            }
+        }
+        events.sort_unstable();
+        let (mut now, mut peak) = (0i64, 0i64);
+        for (_, d) in events {
+            now += d;
+            peak = peak.max(now);
+        }
+        peak as u64
+    }
+
+    /// Requests sent per second over the span of the sends (`None` for a
+    /// run of one request or sends all at once).
+    pub fn rate(&self) -> Option<f64> {
+        let first = self.requests.iter().map(|m| m.send_us).min()?;
+        let last = self.requests.iter().map(|m| m.send_us).max()?;
+        (last > first).then(|| (self.requests.len() - 1) as f64 / ((last - first) as f64 / 1e6))
+    }
+
     /// Engine blocks of request `i` at engine block size `eb`.
     pub fn blocks(&self, i: usize, eb: u64) -> Vec<u64> {
         let m = &self.requests[i];

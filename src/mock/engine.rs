@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, EngineParams, EngineRequest, Finished};
+use crate::mock::metrics::EngineHistograms;
 
 /// What a request's connection thread hears from the engine.
 enum Event {
@@ -23,7 +24,18 @@ enum Event {
 struct State {
     engine: Engine,
     next_id: u64,
-    waiting: HashMap<u64, Sender<Event>>,
+    waiting: HashMap<u64, Waiter>,
+    /// vLLM's per-request and per-step histograms, for `/metrics`.
+    hist: EngineHistograms,
+}
+
+/// A request in the engine, as its connection thread and `/metrics` need it.
+struct Waiter {
+    tx: Sender<Event>,
+    arrival_us: u64,
+    prompt_tokens: u64,
+    /// When its last token so far was made.
+    last_token_us: Option<u64>,
 }
 
 /// The engine shared by the connection threads.
@@ -43,6 +55,7 @@ impl LiveEngine {
                 engine,
                 next_id: 0,
                 waiting: HashMap::new(),
+                hist: EngineHistograms::default(),
             }),
             wake: Condvar::new(),
             start,
@@ -63,28 +76,49 @@ impl LiveEngine {
         self.lock().engine.load()
     }
 
+    /// vLLM's histograms (queue, prefill, decode, inference, TTFT, ITL,
+    /// tokens per step), appended to a `/metrics` exposition.
+    pub fn render_histograms(&self, out: &mut String, model: &str, created: f64) {
+        self.lock().hist.render(out, model, created);
+    }
+
     fn now_us(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Queues a request that arrived at `arrival`. Err: it can never fit.
+    /// Queues a request that arrived at `arrival`, asking for up to
+    /// `max_tokens` and answered with `output_tokens`. Err: it can never
+    /// fit (vLLM checks the context limit against what is asked for).
     pub fn submit(
         &self,
         arrival: Instant,
         blocks: Vec<u64>,
         prompt_tokens: u64,
+        max_tokens: u64,
         output_tokens: u64,
     ) -> Result<Ticket, String> {
         let mut st = self.lock();
-        if let Some(why) = st.engine.never_fits(prompt_tokens, output_tokens) {
+        let refused = st
+            .engine
+            .past_context(prompt_tokens, max_tokens.max(output_tokens))
+            .or_else(|| st.engine.never_fits(prompt_tokens, output_tokens));
+        if let Some(why) = refused {
             return Err(why);
         }
         let id = st.next_id;
         st.next_id += 1;
         let (tx, rx) = mpsc::channel();
-        st.waiting.insert(id, tx);
         let arrival_us =
             u64::try_from(arrival.saturating_duration_since(self.start).as_micros()).unwrap_or(0);
+        st.waiting.insert(
+            id,
+            Waiter {
+                tx,
+                arrival_us,
+                prompt_tokens,
+                last_token_us: None,
+            },
+        );
         st.engine.add(EngineRequest {
             id,
             arrival_us,
@@ -118,14 +152,41 @@ impl LiveEngine {
                 }
             }
             st.engine.drain_tokens(&mut tokens);
+            let State { waiting, hist, .. } = &mut *st;
+            // One step's tokens share its end time and come together.
+            let mut step: Option<(u64, u64)> = None;
             for (id, t) in tokens.drain(..) {
-                if let Some(tx) = st.waiting.get(&id) {
-                    let _ = tx.send(Event::Token(t));
+                let Some(w) = waiting.get_mut(&id) else {
+                    continue;
+                };
+                let mut counted = 1;
+                match w.last_token_us {
+                    None => {
+                        hist.first_token(w.arrival_us, t);
+                        counted += w.prompt_tokens;
+                    }
+                    Some(prev) => hist.next_token(t.saturating_sub(prev)),
                 }
+                w.last_token_us = Some(t);
+                step = match step {
+                    Some((end, n)) if end == t => Some((end, n + counted)),
+                    Some((_, n)) => {
+                        hist.iteration(n);
+                        Some((t, counted))
+                    }
+                    None => Some((t, counted)),
+                };
+                let _ = w.tx.send(Event::Token(t));
+            }
+            if let Some((_, n)) = step {
+                hist.iteration(n);
             }
             for f in fin.drain(..) {
-                if let Some(tx) = st.waiting.remove(&f.id) {
-                    let _ = tx.send(Event::Done {
+                if let Some(w) = waiting.remove(&f.id) {
+                    if f.rejected.is_none() {
+                        hist.finished(f.arrival_us, f.first_scheduled_us, &f.token_us);
+                    }
+                    let _ = w.tx.send(Event::Done {
                         cached: f.cached_tokens,
                     });
                 }

@@ -481,6 +481,9 @@ impl Server {
             }
         };
         let mut out = metrics::render(&self.opts.model, cache, load, created);
+        if let Some(e) = &self.engine {
+            e.render_histograms(&mut out, &self.opts.model, created);
+        }
         let pacers = self.pacer.iter().flat_map(pacer::Pacer::delays);
         metrics::render_send_delay(&mut out, pacers.chain([&self.send_delay]));
         out
@@ -544,6 +547,7 @@ impl Server {
                     req.arrival,
                     ask.prefix_hashes.clone(),
                     ask.prompt_tokens,
+                    ask.max_tokens.unwrap_or(answer.tokens),
                     answer.tokens,
                 ) {
                     Ok(t) => Some(std::cell::RefCell::new(t)),

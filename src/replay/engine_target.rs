@@ -82,10 +82,17 @@ impl EngineTarget {
 
     fn outcome(f: &Finished) -> Outcome {
         if let Some(why) = &f.rejected {
+            // What a real server's refusal looks like in a result line
+            // (`answer::status_message`): vLLM answers a request it can
+            // never run (past the context limit) with a 400.
             return Outcome {
+                http_status: Some(400),
                 t_send_us: f.arrival_us,
                 t_end_us: f.end_us,
-                error: Some(Failure::new(ErrorKind::Http4xx, why.clone())),
+                error: Some(Failure::new(
+                    ErrorKind::Http4xx,
+                    format!("HTTP 400 Bad Request: {why}"),
+                )),
                 ..Outcome::default()
             };
         }
