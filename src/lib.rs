@@ -14,6 +14,7 @@ pub mod filter;
 pub mod finding;
 pub mod fit;
 pub mod gen;
+pub mod graph;
 pub mod hash;
 pub mod idmap;
 pub mod import;

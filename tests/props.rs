@@ -301,3 +301,161 @@ proptest! {
         prop_assert_eq!(canonical(&run("mc-roots", &roots, &input)), canonical(&run("mc-roots", &roots, &other)));
     }
 }
+
+/// A generated agent trace: graph sessions `g0`…, each call waiting for
+/// some earlier calls of its session (through its `wait_for` or their
+/// `branches`), plain sessions `p0`… and rows without session between
+/// them. Every row has a timestamp (mc-merge interleave orders by it) and
+/// prefix-shaped, consistent ids.
+fn agent_trace() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            0u32..3,
+            any::<bool>(),
+            prop::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 0..3),
+            0u64..500,
+            prop::option::of(0u64..300),
+            1u64..40,
+        ),
+        1..30,
+    )
+    .prop_map(|specs| {
+        let mut rows: Vec<serde_json::Map<String, Value>> = Vec::new();
+        // Per graph session: the rows of its calls.
+        let mut calls: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut next_id = 0u64;
+        for (i, (sess, graph, deps, delay, tool, len)) in specs.into_iter().enumerate() {
+            let mut row = serde_json::Map::new();
+            row.insert("timestamp".into(), Value::from(i as u64 * 10));
+            let n = len.div_ceil(B);
+            let ids: Vec<u64> = (next_id..next_id + n).collect();
+            next_id += n;
+            if graph {
+                let id = format!("c{i}");
+                let earlier = calls.entry(sess).or_default();
+                let mut wait = Vec::new();
+                for (pick, via_branch) in deps {
+                    if earlier.is_empty() {
+                        break;
+                    }
+                    let p = earlier[pick.index(earlier.len())];
+                    if via_branch {
+                        let b = rows[p]
+                            .entry("branches")
+                            .or_insert_with(|| Value::Array(Vec::new()));
+                        b.as_array_mut().unwrap().push(Value::from(id.clone()));
+                    } else {
+                        wait.push(Value::from(format!("c{p}")));
+                    }
+                }
+                earlier.push(i);
+                row.insert("session_id".into(), Value::from(format!("g{sess}")));
+                row.insert("request_id".into(), Value::from(id));
+                if !wait.is_empty() {
+                    row.insert("wait_for".into(), Value::Array(wait));
+                }
+                if let Some(t) = tool {
+                    row.insert("tool_wait_ms".into(), Value::from(t));
+                }
+            } else if sess > 0 {
+                row.insert("session_id".into(), Value::from(format!("p{sess}")));
+            }
+            row.insert("delay".into(), Value::from(delay));
+            row.insert("input_length".into(), Value::from(len));
+            row.insert("output_length".into(), Value::from(5));
+            row.insert("hash_ids".into(), Value::from(ids));
+            rows.push(row);
+        }
+        rows.into_iter()
+            .map(|r| format!("{}\n", Value::Object(r)))
+            .collect()
+    })
+}
+
+/// Each row's dependencies named by request id, or by session and turn
+/// for a plain turn, with the merge's `f{t}:` prefix taken off; with the
+/// graph checks passed.
+fn graph_structure(text: &str) -> Vec<(String, Vec<String>)> {
+    let g = mctrace::graph::Graphs::from_lines(text).unwrap();
+    let strip = |s: &str| {
+        let s = s.trim_matches('"');
+        match s.split_once(':') {
+            Some((f, rest)) if f.starts_with('f') => rest.to_string(),
+            _ => s.to_string(),
+        }
+    };
+    let mut turns: HashMap<Option<u32>, usize> = HashMap::new();
+    let names: Vec<String> = (0..g.len())
+        .map(|r| {
+            let sess = g.session(r);
+            let k = turns.entry(sess).or_default();
+            *k += 1;
+            match g.request_id(r) {
+                Some(id) => strip(id),
+                None => format!(
+                    "{}#{k}",
+                    sess.map_or(String::new(), |s| strip(&String::from_utf8_lossy(
+                        g.session_id(s)
+                    )))
+                ),
+            }
+        })
+        .collect();
+    (0..g.len())
+        .map(|r| {
+            let mut deps: Vec<String> = g
+                .deps(r)
+                .iter()
+                .map(|&d| names[d as usize].clone())
+                .collect();
+            deps.sort();
+            (names[r].clone(), deps)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any transform of a valid graph is a valid graph with the same
+    /// dependency structure (docs/guide/agents.md).
+    #[test]
+    fn transforms_keep_agent_graphs(text in agent_trace(), pick in 0usize..8) {
+        let want = graph_structure(&text);
+        let (tool, args): (&str, Vec<&str>) = match pick {
+            0 => ("mc-scale", vec!["--speedup", "3"]),
+            1 => ("mc-scale", vec!["--speedup", "0.5", "--output-len-multiplier", "2"]),
+            2 => ("mc-scale", vec!["--prefix-len-multiplier", "2", "--prompt-len-multiplier", "0.5", "--block-size", "8"]),
+            3 => ("mc-roots", vec!["--roots", "3"]),
+            4 => ("mc-cap", vec!["--max-isl", "12", "--block-size", "8"]),
+            5 => ("mc-cap", vec!["--max-osl", "2"]),
+            6 => ("mc-merge", vec!["interleave", "--scale-rate", "2", "-"]),
+            _ => ("mc-merge", vec!["concat", "-"]),
+        };
+        let out = run(tool, &s(&args), &text);
+        prop_assert_eq!(graph_structure(&out), want);
+    }
+}
+
+#[test]
+fn merging_two_agent_traces_keeps_both_graphs() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        "{\"session_id\": \"s\", \"timestamp\": 0, \"request_id\": \"a\", \"branches\": [\"b\"]}\n\
+                {\"session_id\": \"s\", \"timestamp\": 5, \"request_id\": \"b\", \"delay\": 1}\n";
+    let a = crate::util::write_file(dir.path(), "a.jsonl", text);
+    let b = crate::util::write_file(dir.path(), "b.jsonl", text);
+    let out = run_ok(
+        "mc-merge",
+        &[
+            std::ffi::OsStr::new("interleave"),
+            a.as_os_str(),
+            b.as_os_str(),
+        ],
+        "",
+    );
+    // By hand: rows a(f0), a(f1), b(f0), b(f1); each b waits for its a.
+    let g = mctrace::graph::Graphs::from_lines(&out).unwrap();
+    assert_eq!(g.deps(2), &[0]);
+    assert_eq!(g.deps(3), &[1]);
+}

@@ -10,6 +10,7 @@ mod engine;
 mod faults;
 mod fit;
 mod gen;
+mod graph;
 mod hostile;
 mod import;
 mod merge;

@@ -30,8 +30,11 @@ use rewrite::{FileRule, Rewriter};
 /// Session ids and hash ids of different files are made disjoint (two traces
 /// that both number ids from 0 share nothing in reality) by mc-roots' rule:
 /// in file t of k, hash id h becomes h*k + t; a numeric session id the same,
-/// a string session id gets the prefix `f{t}:`. --shared-ids keeps them.
-/// Every other byte of a row is written as read. A one-line summary (rows
+/// a string session id gets the prefix `f{t}:`, and so does every agent
+/// graph id (`request_id`, and the ids in `wait_for` and `branches`, written
+/// as strings), so two files' calls never wait for each other.
+/// --scale-rate scales `tool_wait_ms` as it does `delay`. --shared-ids
+/// keeps all ids as they are. Every other byte of a row is written as read. A one-line summary (rows
 /// per file, rows written, time span) goes to stderr.
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -103,8 +106,9 @@ pub struct InterleaveArgs {
 /// What both modes take.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Keep session and hash ids as they are: equal ids in two files then
-    /// name the same session and the same block content.
+    /// Keep session, hash and request ids as they are: equal ids in two
+    /// files then name the same session and the same block content (and an
+    /// agent-graph `request_id` in both files is a duplicate).
     #[arg(long)]
     pub shared_ids: bool,
 

@@ -7,7 +7,7 @@ use crate::error::RecordError;
 use crate::hash::{splitmix64, stable_hash, unit, GOLDEN_GAMMA};
 use crate::record::{self, Edit, Field, Number, Record};
 use crate::transform::roots::namespace_id;
-use crate::transform::scale::{speed_up_delay, speed_up_timestamp};
+use crate::transform::scale::{speed_up_delay, speed_up_timestamp, speed_up_wait};
 
 /// Largest integer written as an integer after a shift: beyond 2^53 a
 /// reader that parses numbers as doubles (jq, JavaScript) loses it.
@@ -44,6 +44,9 @@ pub struct Rewriter {
     session: Vec<u8>,
     ts: Vec<u8>,
     delay: Vec<u8>,
+    tool_wait: Vec<u8>,
+    /// `request_id`, `wait_for`, `branches` in the file's namespace.
+    graph_ids: [Vec<u8>; 3],
 }
 
 impl Rewriter {
@@ -55,6 +58,8 @@ impl Rewriter {
             session: Vec::new(),
             ts: Vec::new(),
             delay: Vec::new(),
+            tool_wait: Vec::new(),
+            graph_ids: Default::default(),
         }
     }
 
@@ -130,8 +135,31 @@ impl Rewriter {
                     value: &self.delay,
                 });
             }
+            if let Some(w) = rec.number(Field::ToolWaitMs)? {
+                self.tool_wait.clear();
+                let scaled = speed_up_wait("tool_wait_ms", w, self.rule.rate, "--scale-rate")?;
+                record::write_number(scaled, &mut self.tool_wait);
+                edits.push(Edit {
+                    field: Field::ToolWaitMs,
+                    value: &self.tool_wait,
+                });
+            }
         }
         if self.rule.k > 1 {
+            // Request ids are unique per file: two files' calls must not
+            // wait for each other (`f{t}:`, as string session ids).
+            let prefix = format!("f{}:", self.rule.t);
+            let [rid, wait, branch] = &mut self.graph_ids;
+            for (field, buf) in [
+                (Field::RequestId, rid),
+                (Field::WaitFor, wait),
+                (Field::Branches, branch),
+            ] {
+                buf.clear();
+                if crate::graph::write_prefixed(&rec, field, &prefix, buf)? {
+                    edits.push(Edit { field, value: buf });
+                }
+            }
             if let Some(raw) = rec.session_id()? {
                 self.session.clear();
                 namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;

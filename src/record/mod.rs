@@ -63,9 +63,17 @@ pub enum Field {
     Messages,
     Tools,
     Extra,
+    /// The agent-graph fields (docs/guide/agents.md, `graph`): known to the
+    /// scanner so tools can rewrite them in place (mc-merge's id namespaces,
+    /// mc-scale's tool waits, mc-cap's re-wiring).
+    RequestId,
+    WaitFor,
+    Branches,
+    ToolWaitMs,
+    PrefixReset,
 }
 
-const FIELDS: usize = 10;
+const FIELDS: usize = 15;
 
 impl Field {
     pub fn name(self) -> &'static str {
@@ -80,6 +88,11 @@ impl Field {
             Field::Messages => "messages",
             Field::Tools => "tools",
             Field::Extra => "extra",
+            Field::RequestId => "request_id",
+            Field::WaitFor => "wait_for",
+            Field::Branches => "branches",
+            Field::ToolWaitMs => "tool_wait_ms",
+            Field::PrefixReset => "prefix_reset",
         }
     }
 
@@ -95,6 +108,11 @@ impl Field {
             b"messages" => Field::Messages,
             b"tools" => Field::Tools,
             b"extra" => Field::Extra,
+            b"request_id" => Field::RequestId,
+            b"wait_for" => Field::WaitFor,
+            b"branches" => Field::Branches,
+            b"tool_wait_ms" => Field::ToolWaitMs,
+            b"prefix_reset" => Field::PrefixReset,
             _ => return None,
         })
     }
@@ -210,7 +228,7 @@ impl<'a> Record<'a> {
 }
 
 /// A value for messages: at most 40 bytes of it.
-fn shorten(raw: &[u8]) -> String {
+pub(crate) fn shorten(raw: &[u8]) -> String {
     let s = String::from_utf8_lossy(raw);
     if s.chars().count() > 40 {
         format!("{}…", s.chars().take(40).collect::<String>())

@@ -29,7 +29,10 @@ pub const DEFAULT_FRESH_ID_BASE: u64 = 1 << 48;
 /// keeping the hash ids of the blocks that still hold tokens, so every row
 /// stays consistent; a block the cap cuts short gets a fresh id (the same for
 /// every row cut at the same place). With --drop such rows are removed
-/// instead (AIPerf profile's rule) and the count is printed on stderr.
+/// instead (AIPerf profile's rule) and the count is printed on stderr;
+/// --drop refuses (exit 65) a call of an agent graph that others may wait
+/// for (a row with a `request_id`): its dependents would wait for a call
+/// that is gone. A graph row without a `request_id` (a leaf) is dropped.
 /// output_length above --max-osl becomes --max-osl. Streams; rows that need
 /// no change are copied byte for byte, and with no caps the output equals
 /// the input.
@@ -47,7 +50,9 @@ pub struct CapArgs {
           value_parser = clap::value_parser!(u64).range(..=MAX_INT))]
     pub max_isl: Option<u64>,
 
-    /// Drop rows longer than --max-isl instead of truncating them.
+    /// Drop rows longer than --max-isl instead of truncating them. Refuses
+    /// an agent-graph call with a `request_id` (others may wait for it):
+    /// truncate such traces instead.
     #[arg(long)]
     pub drop: bool,
 
@@ -161,6 +166,25 @@ impl Capper {
     }
 }
 
+/// --drop and agent graphs: a row with a `request_id` may be waited for
+/// (through `wait_for` or its own `branches`), and a streaming filter
+/// cannot see the whole graph to re-wire its dependents, so dropping it is
+/// refused rather than leaving calls waiting for nothing.
+fn refuse_dropping_a_call(rec: &Record<'_>, max: u64) -> std::result::Result<(), RecordError> {
+    let Some(raw) = rec.raw(Field::RequestId).filter(|v| *v != b"null") else {
+        return Ok(());
+    };
+    Err(RecordError::field(
+        "request_id",
+        format!(
+            "the row is longer than --max-isl {max} and a call of an agent graph ({}) \
+             that others may wait for: --drop would leave them waiting for a call that \
+             is gone; truncate instead (leave out --drop)",
+            String::from_utf8_lossy(raw)
+        ),
+    ))
+}
+
 impl Step for Capper {
     /// Everything but a fresh id is a function of the row; a row whose cut
     /// needs one asks to run in order, where the table of fresh ids is.
@@ -176,6 +200,7 @@ impl Step for Capper {
             let len = rec.uint(Field::InputLength)?;
             if self.opts.drop {
                 if len.is_some_and(|l| l > max) {
+                    refuse_dropping_a_call(rec, max)?;
                     self.dropped += 1;
                     return Ok(Emit::Dropped);
                 }

@@ -36,7 +36,9 @@ pub mod whole;
 )]
 pub struct ScaleArgs {
     /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
-    /// delays are divided by R (integer delays truncated) unless --keep-delays.
+    /// delays and an agent graph's tool waits (`tool_wait_ms`) are divided
+    /// by R (integer values truncated) unless --keep-delays; graph edges
+    /// (`request_id`, `wait_for`, `branches`) are kept as they are.
     /// (AIPerf's name, --synthesis-speedup-ratio, is accepted too.)
     #[arg(
         long,
@@ -47,7 +49,7 @@ pub struct ScaleArgs {
     )]
     pub speedup: f64,
 
-    /// Leave `delay` values unchanged under --speedup.
+    /// Leave `delay` and `tool_wait_ms` values unchanged under --speedup.
     #[arg(long)]
     pub keep_delays: bool,
 
@@ -156,7 +158,7 @@ pub struct RowScaler {
     opts: ScaleArgs,
     ids: Vec<u64>,
     new_ids: Vec<u64>,
-    values: [Vec<u8>; 5],
+    values: [Vec<u8>; 6],
     /// `--max-delay`: the delays cut so far.
     cap: Option<crate::delays::DelayCap>,
 }
@@ -210,8 +212,8 @@ impl RowScaler {
         prefix: Option<&mut PrefixPlan<'_>>,
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
-        let [ts, delay, osl, ids_text, isl] = &mut self.values;
-        let mut edits: [Option<(Field, &[u8])>; 5] = [None; 5];
+        let [ts, delay, osl, ids_text, isl, tool_wait] = &mut self.values;
+        let mut edits: [Option<(Field, &[u8])>; 6] = [None; 6];
         let o = &self.opts;
 
         if o.speedup != 1.0 {
@@ -243,6 +245,16 @@ impl RowScaler {
                     record::write_number(d, delay);
                     edits[1] = Some((Field::Delay, delay));
                 }
+            }
+        }
+        // A call's tool time shrinks with its think time, so a sped-up
+        // agent keeps the shape of its waits (docs/guide/agents.md).
+        if scale_delay {
+            if let Some(w) = rec.number(Field::ToolWaitMs)? {
+                tool_wait.clear();
+                let w = speed_up_wait("tool_wait_ms", w, o.speedup, "--speedup")?;
+                record::write_number(w, tool_wait);
+                edits[5] = Some((Field::ToolWaitMs, tool_wait));
             }
         }
         if o.output_mult != 1.0 {
@@ -309,11 +321,21 @@ fn capped_delay(d: Number, max_ms: f64) -> Number {
 /// a fractional one `d / R`, so a session's think time shrinks with its
 /// arrivals.
 pub fn speed_up_delay(d: Number, r: f64, option: &str) -> std::result::Result<Number, RecordError> {
+    speed_up_wait("delay", d, r, option)
+}
+
+/// The same rule for any wait of field `field` (`delay`, `tool_wait_ms`).
+pub fn speed_up_wait(
+    field: &str,
+    d: Number,
+    r: f64,
+    option: &str,
+) -> std::result::Result<Number, RecordError> {
     match d {
-        Number::Int(_) | Number::UInt(_) => whole("delay", d.as_f64() / r, option).map(Number::Int),
+        Number::Int(_) | Number::UInt(_) => whole(field, d.as_f64() / r, option).map(Number::Int),
         Number::Float(f) => match f / r {
             v if v.is_finite() => Ok(Number::Float(v)),
-            v => Err(too_big("delay", v, option)),
+            v => Err(too_big(field, v, option)),
         },
     }
 }
