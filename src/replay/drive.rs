@@ -158,7 +158,8 @@ pub fn drive<T: Target>(
         run.limits(plan.limits),
         plan.turns == Turns::Delta,
         stop,
-    );
+    )
+    .on_failed_call(plan.on_failed_call);
     wait_for_start(plan, stop)?;
     let mut target = make()?;
     let info = run_info(plan, run, target.name(), model);
@@ -178,6 +179,7 @@ pub fn drive<T: Target>(
                     s.plan_digest.clone(),
                 )
             }),
+            gap_scale: super::schedule::gap_scale(run.arrivals),
         },
     );
     SENDING.store(true, Ordering::SeqCst);
@@ -187,6 +189,7 @@ pub fn drive<T: Target>(
     });
     let ending = Ending {
         not_sent: end.not_sent,
+        skipped_dep_failed: end.skipped_dep_failed,
         interrupted: end.interrupted,
         stopped_early: rec.stopped_early.take(),
         workers: end.workers,

@@ -7,6 +7,7 @@ use clap::Parser;
 use serde_json::{Map, Value};
 
 use super::http::body::Endpoint;
+pub use super::schedule::OnFailedCall;
 use crate::filter::IoArgs;
 use crate::results::Slo;
 
@@ -137,6 +138,16 @@ pub struct ReplayArgs {
     #[arg(long = "speedup", default_value = "1", value_name = "X[,X…]",
           value_delimiter = ',', value_parser = positive)]
     pub speedups: Vec<f64>,
+
+    /// What becomes of the calls of an agent graph (and the later turns of
+    /// a session) that wait for a call that failed: `send` releases them
+    /// at its end as if it had succeeded (the trace's load whatever the
+    /// server answers: a server failing under load is not relieved by its
+    /// failures), `skip` sends none of them nor anything that waits for
+    /// them (an agent that gives up its task); the summary counts the
+    /// skipped ones.
+    #[arg(long, value_enum, default_value_t = OnFailedCall::Send)]
+    pub on_failed_call: OnFailedCall,
 
     /// Cap every think time (`delay`) at MS, in the trace's ms (before
     /// --speedup); the run description counts the delays it cut. A trace

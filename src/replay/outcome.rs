@@ -238,6 +238,10 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
             && matches!((id.output_tokens, lat.completion_tokens), (Some(want), Some(got)) if got < want),
         shard: None,
         plan_digest: None,
+        call_id: None,
+        wait_for: Vec::new(),
+        think_ms: None,
+        tool_ms: None,
     }
 }
 

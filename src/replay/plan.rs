@@ -80,6 +80,8 @@ pub struct Plan {
     pub recording: Recording,
     /// `--turns`.
     pub turns: Turns,
+    /// `--on-failed-call`.
+    pub on_failed_call: super::schedule::OnFailedCall,
     /// `--seed` (a run's prompts have their own: [`Run::prompt_seed`]).
     pub seed: u64,
     /// `--start-at` and `--start-grace-ms`, for a shard.
@@ -330,6 +332,7 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
             line_buffered: args.io.line_buffered,
         },
         turns: args.turns,
+        on_failed_call: args.on_failed_call,
         seed: args.seed,
         start_at: args.start_at,
         start_grace_ms: args.start_grace_ms,

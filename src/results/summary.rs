@@ -146,6 +146,11 @@ pub struct Counts {
     pub warmup: u64,
     /// Rows never sent (limits, stop, sessions cut short).
     pub not_sent: u64,
+    /// Of those, the calls (and later turns) skipped because a call they
+    /// wait for failed (`mc-replay --on-failed-call skip`). Absent in
+    /// files of older versions and when none were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_dep_failed: u64,
     /// Stopped by a signal or a closed output.
     pub interrupted: bool,
     /// Ok answers shorter than the exact length asked for.
@@ -200,12 +205,19 @@ pub struct Goodput {
 pub struct Ending {
     /// Rows never sent (limits, a stop, a session cut short).
     pub not_sent: u64,
+    /// Of those, the calls skipped because a call they wait for failed
+    /// (`--on-failed-call skip`).
+    pub skipped_dep_failed: u64,
     /// Stopped by a signal (or a closed output).
     pub interrupted: bool,
     /// Stopped by `--max-consecutive-failures`.
     pub stopped_early: Option<StoppedEarly>,
     /// Requests the client could have in flight at once.
     pub workers: usize,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub fn summarize(
@@ -240,6 +252,7 @@ pub fn summarize(
             failed: t.failed,
             warmup: t.warmup,
             not_sent: end.not_sent,
+            skipped_dep_failed: end.skipped_dep_failed,
             interrupted: end.interrupted,
             short: t.short,
             cut_at_done: t.cut_at_done,
@@ -367,6 +380,13 @@ impl Summary {
         }
         if r.not_sent > 0 {
             let _ = write!(s, "; {} rows not sent", r.not_sent);
+            if r.skipped_dep_failed > 0 {
+                let _ = write!(
+                    s,
+                    " ({} skipped: a call they wait for failed)",
+                    r.skipped_dep_failed
+                );
+            }
         }
         if r.interrupted {
             s.push_str("; interrupted");
@@ -577,6 +597,9 @@ impl Summary {
         scalar("requests_failed", &r.failed);
         scalar("requests_warmup", &r.warmup);
         scalar("rows_not_sent", &r.not_sent);
+        if r.skipped_dep_failed > 0 {
+            scalar("calls_skipped_dep_failed", &r.skipped_dep_failed);
+        }
         scalar("duration_s", &self.duration_s);
         scalar("request_throughput", &self.request_throughput);
         scalar("output_token_throughput", &self.output_token_throughput);
@@ -703,6 +726,7 @@ mod tests {
                 failed: 2,
                 warmup: 1,
                 not_sent: 3,
+                skipped_dep_failed: 0,
                 interrupted: false,
                 short: 0,
                 cut_at_done: 0,

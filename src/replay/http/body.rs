@@ -109,6 +109,7 @@ mod tests {
             hash_ids: Box::new([]),
             content: Content::Synth,
             extra: extra.and_then(|e| e.as_object().cloned()),
+            call: None,
         }
     }
 

@@ -136,6 +136,7 @@ mod tests {
             hash_ids: Box::new([]),
             content,
             extra: None,
+            call: None,
         }
     }
 

@@ -296,9 +296,13 @@ pub fn restrict(trace: &Trace, plan: &ShardPlan, index: u32) -> Trace {
     };
     let mut session_map: BTreeMap<usize, usize> = BTreeMap::new();
     let mut rank = 0u64;
+    // A graph call's edges name rows of its own session, which is whole
+    // in this part: they are renumbered to the part's rows.
+    let mut new_row = vec![u32::MAX; trace.turns.len()];
     for (i, t) in trace.turns.iter().enumerate() {
         let start = t.turn == 0;
         if plan.row_shard[i] == index {
+            new_row[i] = part.turns.len() as u32;
             let mut t = t.clone();
             if let Some(s) = t.session {
                 let next = part.sessions.len();
@@ -321,6 +325,13 @@ pub fn restrict(trace: &Trace, plan: &ShardPlan, index: u32) -> Trace {
         }
         if start {
             rank += 1;
+        }
+    }
+    for t in &mut part.turns {
+        if let Some(c) = t.call.as_mut() {
+            for r in c.deps.iter_mut().chain(c.dependents.iter_mut()) {
+                *r = new_row[*r as usize];
+            }
         }
     }
     part
