@@ -752,13 +752,13 @@ fn arrivals(
         });
     }
     check_span(trace, speedup)?;
+    // A task (graph session) starts at its earliest root: timed when any
+    // of its rows has a timestamp.
     let untimed = trace
         .starts()
-        .map(|i| &trace.turns[i])
-        .find(|t| t.timestamp_ms.is_none());
-    let any_timed = trace
-        .starts()
-        .any(|i| trace.turns[i].timestamp_ms.is_some());
+        .find(|&i| trace.start_ms(i).is_none())
+        .map(|i| &trace.turns[i]);
+    let any_timed = trace.starts().any(|i| trace.start_ms(i).is_some());
     match (untimed, any_timed) {
         (None, _) => Ok(Arrivals::Timed { speedup }),
         (Some(t), true) => Err(Error::Data {
