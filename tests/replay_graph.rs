@@ -299,3 +299,133 @@ fn the_servers_peak_concurrency_is_the_recorded_one() {
     let at_server = peak(seen.values().map(|s| (s.arrival_us, s.end_us)));
     assert_eq!(at_server, recorded);
 }
+
+/// Runs mc-replay against `mock` with a summary file; (result lines,
+/// summary).
+fn replay_summary(mock: &Mock, args: &[&str], trace: &str) -> (Vec<Value>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let sum = dir.path().join("s.json");
+    let mut all = vec!["--summary", sum.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let results = replay(mock, &all, trace);
+    let summary = serde_json::from_str(&std::fs::read_to_string(&sum).unwrap()).unwrap();
+    (results, summary)
+}
+
+#[test]
+fn a_failed_call_skips_what_waits_for_it_only_under_skip() {
+    let tasks = 30;
+    let trace = graph_trace(tasks, 20.0);
+    let g = Graphs::from_lines(&trace).unwrap();
+    let faults = ["--status", "500", "--fail-rate", "0.2", "--seed", "3"];
+    let mock = Mock::start(&faults);
+    let (results, summary) = replay_summary(&mock, &["--on-failed-call", "skip"], &trace);
+    let failed: Vec<usize> = results
+        .iter()
+        .filter(|r| r["status"] == "error")
+        .map(|r| r["line"].as_u64().unwrap() as usize - 1)
+        .collect();
+    assert!(!failed.is_empty(), "the mock failed nothing");
+    // Everything downstream of a failed call, by the graph.
+    let mut down = vec![false; g.len()];
+    let mut stack: Vec<usize> = failed.clone();
+    while let Some(r) = stack.pop() {
+        for &d in g.dependents(r) {
+            if !std::mem::replace(&mut down[d as usize], true) {
+                stack.push(d as usize);
+            }
+        }
+    }
+    let skipped = down.iter().filter(|&&d| d).count();
+    assert!(skipped > 0);
+    let sent: Vec<usize> = results
+        .iter()
+        .map(|r| r["line"].as_u64().unwrap() as usize - 1)
+        .collect();
+    assert!(
+        sent.iter().all(|&r| !down[r]),
+        "a call after a failed one was sent"
+    );
+    // The server never saw them either.
+    let seen = seen(&mock.log_of(sent.len()));
+    assert!(seen.keys().all(|&line| !down[line as usize - 1]));
+    assert_eq!(sent.len() + skipped, g.len());
+    assert_eq!(summary["requests"]["skipped_dep_failed"], skipped as u64);
+    assert_eq!(summary["requests"]["not_sent"], skipped as u64);
+    let failed_tasks: std::collections::BTreeSet<&str> = results
+        .iter()
+        .filter(|r| r["status"] == "error")
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        summary["tasks"]["tasks_with_failed_call"],
+        failed_tasks.len() as u64
+    );
+    // Under send (the default) every call goes out.
+    let mock = Mock::start(&faults);
+    let (results, summary) = replay_summary(&mock, &[], &trace);
+    assert_eq!(results.len(), g.len());
+    assert_eq!(summary["requests"]["not_sent"], 0);
+    assert!(summary["requests"].get("skipped_dep_failed").is_none());
+}
+
+#[test]
+fn the_task_section_is_the_same_from_mc_replay_and_mc_report() {
+    // The engine model: a graph with think and tool time.
+    let trace = graph_trace(20, 100.0);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("g.jsonl");
+    std::fs::write(&input, &trace).unwrap();
+    let res = dir.path().join("r.jsonl");
+    let out = tool("mc-replay")
+        .args(["-i", input.to_str().unwrap(), "-o", res.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("tasks: 20 (160 calls; 0 with a failed call)"),
+        "{stderr}"
+    );
+    let side: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.summary.json")).unwrap())
+            .unwrap();
+    let t = &side["tasks"];
+    assert_eq!(
+        (t["tasks"].as_u64(), t["calls"].as_u64()),
+        (Some(20), Some(160))
+    );
+    // Each task's critical path holds its think (10 + 2) and tool (5 + 3)
+    // time: j after a, b or c (tool 5, think 10), m after k or l (think 2,
+    // tool 3).
+    assert_eq!(t["critical_path_ms"]["think"], 20.0 * 12.0);
+    assert_eq!(t["critical_path_ms"]["tool"], 20.0 * 8.0);
+    // Three siblings (a, b, c) run at once, as the graph implies.
+    assert_eq!(t["parallelism"]["recorded_max"], 3);
+    assert_eq!(t["parallelism"]["achieved_max"], 3);
+    // mc-report recomputes it from the result lines.
+    let html = dir.path().join("r.html");
+    let out = tool("mc-report")
+        .args([
+            res.to_str().unwrap(),
+            "--json",
+            "--html",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let again = report["tasks"].clone();
+    assert_eq!(&again, t, "{report}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>Tasks (agent graphs)</h2>"));
+}

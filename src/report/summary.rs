@@ -94,6 +94,7 @@ pub fn recompute(run: &Run, slo: Option<Slo>) -> Recomputed {
         slo: c.slo,
         goodput: c.goodput,
         degraded: c.degraded,
+        tasks: c.tasks,
         ..side.clone()
     };
     Recomputed {
