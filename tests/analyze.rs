@@ -95,7 +95,28 @@ mod schema {
         pub cache: Cache,
         pub timing: Timing,
         pub sessions: Sessions,
+        pub graphs: Graphs,
         pub lint: Lint,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Graphs {
+        pub graph_rows: u64,
+        pub plain_session_rows: u64,
+        pub tasks: u64,
+        pub calls_per_task: Option<Stats>,
+        pub fan_out: Vec<u64>,
+        pub max_fan_out: u64,
+        pub depth: Option<Stats>,
+        pub parallelism: Option<Stats>,
+        pub peak_parallelism: u64,
+        pub critical_path_share: Option<Stats>,
+        pub critical_path_ms: Option<Stats>,
+        pub think_ms: f64,
+        pub tool_wait_ms: f64,
+        pub prefix_resets: u64,
+        pub first_problems: Vec<String>,
     }
 
     /// AIPerf's `analyze-trace` keys, in AIPerf's order (the parity test
@@ -217,6 +238,11 @@ mod schema {
         pub missing_hash_ids: Finding,
         pub missing_timing: Finding,
         pub delay_over_an_hour: Finding,
+        pub graph_unknown_id: Finding,
+        pub graph_duplicate_id: Finding,
+        pub graph_cycle: Finding,
+        pub graph_other_session: Finding,
+        pub graph_negative_delay: Finding,
     }
 }
 
@@ -856,4 +882,70 @@ fn the_parallel_reader_keeps_the_first_line_rules_across_chunk_edges() {
         "{}",
         out.stderr
     );
+}
+
+/// Agent graphs: one task of five calls, a plain session and a lone row.
+const AGENT: &str = r#"{"session_id":"s","timestamp":0,"request_id":"root","branches":["b"],"input_length":8,"output_length":1,"hash_ids":[0]}
+{"session_id":"s","request_id":"a","wait_for":["root"],"delay":10,"tool_wait_ms":7,"input_length":8,"output_length":1,"hash_ids":[1]}
+{"session_id":"s","request_id":"b","delay":20,"tool_wait_ms":300,"input_length":8,"output_length":1,"hash_ids":[2]}
+{"session_id":"s","request_id":"c","wait_for":["root"],"delay":5,"input_length":8,"output_length":1,"hash_ids":[3]}
+{"session_id":"s","request_id":"join","wait_for":["a","b","c"],"delay":1,"prefix_reset":true,"input_length":8,"output_length":1,"hash_ids":[4]}
+{"session_id":"p","timestamp":50,"input_length":8,"output_length":1,"hash_ids":[5]}
+{"session_id":"p","delay":100,"input_length":8,"output_length":1,"hash_ids":[6]}
+{"timestamp":70,"input_length":8,"output_length":1,"hash_ids":[7]}
+"#;
+
+#[test]
+fn agent_graphs_by_hand() {
+    let g = report(&[], AGENT).graphs;
+    assert_eq!((g.graph_rows, g.plain_session_rows, g.tasks), (5, 2, 1));
+    assert_eq!(g.calls_per_task.unwrap().max, 5.0);
+    // root has 3 dependents (a, b through its branches, c); a, b, c one
+    // each (join); join none.
+    assert_eq!(g.fan_out, vec![1, 3, 0, 1]);
+    assert_eq!(g.max_fan_out, 3);
+    // root → a|b|c → join.
+    assert_eq!(g.depth.unwrap().max, 3.0);
+    assert_eq!(g.peak_parallelism, 3);
+    // Gaps (delay + tool_wait_ms): root 0 (timestamped), a 17, b 320,
+    // c 5, join 1; total 343. Longest chain root → b → join: 321.
+    assert_eq!(g.critical_path_ms.unwrap().max, 321.0);
+    let share = g.critical_path_share.unwrap();
+    assert!((share.mean - 321.0 / 343.0).abs() < 1e-12, "{share:?}");
+    assert_eq!((g.think_ms, g.tool_wait_ms), (36.0, 307.0));
+    assert_eq!(g.prefix_resets, 1);
+    assert!(g.first_problems.is_empty());
+    let text = run_ok("mc-analyze", &[] as &[&str], AGENT);
+    assert!(text.contains("\nAgent graphs"), "{text}");
+    assert!(text.contains("graph: cycle"), "{text}");
+    // A plain trace's report has no graph section.
+    let plain = run_ok("mc-analyze", &[] as &[&str], SEVEN_ROWS);
+    assert!(!plain.contains("Agent graphs") && !plain.contains("graph:"));
+}
+
+#[test]
+fn graph_checks_are_lint_findings() {
+    let bad = r#"{"session_id":"s","request_id":"x","wait_for":["y"],"input_length":1,"output_length":1}
+{"session_id":"s","request_id":"y","wait_for":["x"],"input_length":1,"output_length":1}
+{"session_id":"s","request_id":"z","wait_for":["nope"],"input_length":1,"output_length":1}
+{"session_id":"t","request_id":"z","input_length":1,"output_length":1}
+{"session_id":"t","request_id":"w","wait_for":["x"],"delay":-2,"input_length":1,"output_length":1}
+"#;
+    let r = report(&[], bad);
+    let l = &r.lint;
+    assert_eq!(
+        (l.graph_cycle.count, l.graph_cycle.first_lines.clone()),
+        (1, vec![1])
+    );
+    assert_eq!(l.graph_unknown_id.first_lines, vec![3]);
+    assert_eq!(l.graph_duplicate_id.first_lines, vec![4]);
+    assert_eq!(l.graph_other_session.first_lines, vec![5]);
+    assert_eq!(l.graph_negative_delay.first_lines, vec![5]);
+    assert_eq!(
+        r.graphs.first_problems[0],
+        "line 1: fields `wait_for`/`branches`: the calls `x` → `y` → `x` wait for each other \
+         (a cycle, lines 1, 2): remove one of these edges"
+    );
+    let text = run_ok("mc-analyze", &[] as &[&str], bad);
+    assert!(text.contains("graph: unknown request id"), "{text}");
 }

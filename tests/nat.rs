@@ -103,13 +103,26 @@ fn rows_ids_lengths_and_timing() {
     // after B ends; D (request 1) starts at 100.2 -> timestamp 200 ms;
     // J at 104.0 -> 4000 ms.
     let want = vec![
-        json!({"session_id": "conv_0", "timestamp": 0, "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}),
-        json!({"session_id": "conv_0", "delay": 200, "input_length": 10, "output_length": 4, "hash_ids": [0, 2, 3]}),
-        json!({"session_id": "conv_0", "delay": 500, "input_length": 7, "output_length": 3, "hash_ids": [0, 1]}),
-        json!({"session_id": "conv_1", "timestamp": 200, "input_length": 7, "output_length": 5, "hash_ids": [0, 1]}),
-        json!({"session_id": "conv_3", "timestamp": 4000, "input_length": 9, "output_length": 7, "hash_ids": [4, 5, 6]}),
+        json!({"session_id": "conv_0", "timestamp": 0, "input_length": 7, "output_length": 2, "hash_ids": [0, 1], "request_id": "conv_0:0"}),
+        json!({"session_id": "conv_0", "delay": 200, "input_length": 10, "output_length": 4, "hash_ids": [0, 2, 3], "request_id": "conv_0:1", "wait_for": ["conv_0:0"]}),
+        json!({"session_id": "conv_0", "delay": 500, "input_length": 7, "output_length": 3, "hash_ids": [0, 1], "request_id": "conv_0:2", "wait_for": ["conv_0:1"]}),
+        json!({"session_id": "conv_1", "timestamp": 200, "input_length": 7, "output_length": 5, "hash_ids": [0, 1], "request_id": "conv_1:0"}),
+        json!({"session_id": "conv_3", "timestamp": 4000, "input_length": 9, "output_length": 7, "hash_ids": [4, 5, 6], "request_id": "conv_3:0"}),
     ];
     assert_eq!(rows, want);
+    // --linear: today's chain, the same rows without the graph fields.
+    let (linear, _) = convert(&["--linear"], &nat_file());
+    let chain: Vec<Value> = want
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let o = r.as_object_mut().unwrap();
+            o.remove("request_id");
+            o.remove("wait_for");
+            r
+        })
+        .collect();
+    assert_eq!(linear, chain);
     // Key order as in Mooncake rows.
     assert!(stderr.contains("4 requests, 10 calls, 5 rows, 5 skipped (unmatched 2, empty text 1, no metadata 1, no usage 1), 3 sessions"), "{stderr}");
     assert!(
@@ -143,7 +156,7 @@ fn key_order_is_mooncake_like() {
         .to_string();
     assert_eq!(
         first,
-        r#"{"timestamp": 0, "session_id": "conv_0", "input_length": 7, "output_length": 2, "hash_ids": [0, 1]}"#
+        r#"{"timestamp": 0, "session_id": "conv_0", "input_length": 7, "output_length": 2, "hash_ids": [0, 1], "request_id": "conv_0:0"}"#
     );
 }
 
@@ -601,4 +614,173 @@ fn structural_errors_name_the_request_and_the_place_in_the_file() {
             .code(65)
             .stderr(want);
     }
+}
+
+fn tool_start(uuid: &str, t: f64) -> Value {
+    json!({"payload": {"event_type": "TOOL_START", "event_timestamp": t, "UUID": uuid, "name": "search"}})
+}
+
+fn tool_end(uuid: &str, t: f64) -> Value {
+    json!({"payload": {"event_type": "TOOL_END", "event_timestamp": t, "UUID": uuid, "name": "search"}})
+}
+
+fn function_event(kind: &str, t: f64) -> Value {
+    json!({"payload": {"event_type": kind, "event_timestamp": t, "UUID": "sub", "name": "sub_agent"}})
+}
+
+/// The rows' graph fields and timing, as (request_id, wait_for, branches,
+/// timestamp, delay, tool_wait_ms) with absent ones as null.
+fn graph_of(rows: &[Value]) -> Vec<Value> {
+    rows.iter()
+        .map(|r| {
+            json!([
+                r["request_id"],
+                r["wait_for"],
+                r["branches"],
+                r["timestamp"],
+                r["delay"],
+                r["tool_wait_ms"]
+            ])
+        })
+        .collect()
+}
+
+/// Calls that overlap become branches of the call they wait for; a join
+/// waits for the latest calls that ended before it; tool spans between a
+/// call and its dependency are its tool_wait_ms. Every edge and time below
+/// worked out by hand from the event times.
+#[test]
+fn overlapping_calls_and_a_sub_agent_make_a_graph() {
+    let q = || json!([lc("human", "q1 q2")]);
+    // Request 0, two overlapping calls: P 0–1 plans; tool 1.0–1.3; X
+    // 1.5–3 and Y 1.6–2.5 run together (branches of P: X 500 ms after P,
+    // of which 300 in the tool; Y 600, 300 of it tool); J 4–5 joins them,
+    // 1 s after X (the later end, 3.0).
+    let r0 = json!({"request_number": 0, "intermediate_steps": [
+        start("P", 100.0, q()), end("P", 101.0, 2, 1),
+        tool_start("t1", 101.0), tool_end("t1", 101.3),
+        start("X", 101.5, q()), start("Y", 101.6, q()),
+        end("Y", 102.5, 2, 1), end("X", 103.0, 2, 1),
+        start("J", 104.0, q()), end("J", 105.0, 2, 1),
+    ]});
+    // Request 1, five overlapping calls after P2 (0–1), starting at 1.1,
+    // 1.2, …, 1.5 and all ending at 2.0–2.4 (before any of them ends, all
+    // have started): five branches of P2; no join.
+    let mut steps = vec![start("P2", 200.0, q()), end("P2", 201.0, 2, 1)];
+    for k in 0..5 {
+        steps.push(start(&format!("B{k}"), 201.1 + 0.1 * k as f64, q()));
+    }
+    for k in 0..5 {
+        steps.push(end(&format!("B{k}"), 202.0 + 0.1 * k as f64, 2, 1));
+    }
+    let r1 = json!({"request_number": 1, "intermediate_steps": steps});
+    // Request 2, a sub-agent: M 0–1 decides to delegate; the function span
+    // 1.2–4 holds the sub-agent's own calls S1 1.2–2 and S2 2.5–3.5 (a
+    // chain), with a tool 2.1–2.3 between them; M2 4.5–5 reads the result
+    // (waits for S2, 1 s after it ends).
+    let r2 = json!({"request_number": 2, "intermediate_steps": [
+        start("M", 300.0, q()), end("M", 301.0, 2, 1),
+        function_event("FUNCTION_START", 301.2),
+        start("S1", 301.2, q()), end("S1", 302.0, 2, 1),
+        tool_start("t2", 302.1), tool_end("t2", 302.3),
+        start("S2", 302.5, q()), end("S2", 303.5, 2, 1),
+        function_event("FUNCTION_END", 304.0),
+        start("M2", 304.5, q()), end("M2", 305.0, 2, 1),
+    ]});
+    let file = serde_json::to_string_pretty(&json!([r0, r1, r2])).unwrap();
+    let (rows, _) = convert(&[], &file);
+    let n = Value::Null;
+    let ids = |v: &[&str]| json!(v);
+    // Rows come in END order: P, Y, X, J; P2, B0..B4; M, S1, S2, M2.
+    let want = vec![
+        json!(["conv_0:0", n, ids(&["conv_0:1", "conv_0:2"]), 0, n, n]),
+        // Y (ends first): 101.6 − 101.0 = 600 ms, the tool 300 of it.
+        json!(["conv_0:1", n, n, n, 300, 300]),
+        // X: 500 ms, 300 of it the tool.
+        json!(["conv_0:2", n, n, n, 200, 300]),
+        // J: waits for both; 104.0 − 103.0 (X's end, the later) = 1000.
+        json!(["conv_0:3", ids(&["conv_0:1", "conv_0:2"]), n, n, 1000, n]),
+        json!([
+            "conv_1:0",
+            n,
+            ids(&["conv_1:1", "conv_1:2", "conv_1:3", "conv_1:4", "conv_1:5"]),
+            100000,
+            n,
+            n
+        ]),
+        json!(["conv_1:1", n, n, n, 100, n]),
+        json!(["conv_1:2", n, n, n, 200, n]),
+        json!(["conv_1:3", n, n, n, 300, n]),
+        json!(["conv_1:4", n, n, n, 400, n]),
+        json!(["conv_1:5", n, n, n, 500, n]),
+        json!(["conv_2:0", n, n, 200000, n, n]),
+        // S1: 200 ms after M.
+        json!(["conv_2:1", ids(&["conv_2:0"]), n, n, 200, n]),
+        // S2: 500 ms after S1, 200 of it the tool.
+        json!(["conv_2:2", ids(&["conv_2:1"]), n, n, 300, 200]),
+        // M2: 1000 ms after S2.
+        json!(["conv_2:3", ids(&["conv_2:2"]), n, n, 1000, n]),
+    ];
+    assert_eq!(graph_of(&rows), want);
+    // The graph is valid for every tool: mc-analyze finds no problem, one
+    // task of 4 calls with fan-out 2, one of 6 with fan-out 5, one chain.
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let report = tool("mc-analyze")
+        .arg("--json")
+        .write_stdin(text.clone())
+        .output()
+        .unwrap();
+    assert_success(&report);
+    let v: Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(v["graphs"]["tasks"], 3);
+    assert_eq!(v["graphs"]["max_fan_out"], 5);
+    assert_eq!(v["graphs"]["peak_parallelism"], 5);
+    assert_eq!(v["graphs"]["first_problems"], json!([]));
+    // --linear flattens it: the five branches become five turns, one
+    // after the other (the gap to the previous END, 0 when negative).
+    let (linear, _) = convert(&["--linear"], &file);
+    assert_eq!(linear[6]["delay"], 0);
+    assert!(linear.iter().all(|r| r.get("request_id").is_none()));
+}
+
+/// The shared sample has no overlapping calls: its graph times every call
+/// as the chain did (delay + tool_wait_ms = the chain's delay, the same
+/// timestamps), and --linear writes the chain byte for byte as before.
+#[test]
+fn the_real_nat_file_keeps_its_timing_as_a_graph() {
+    let Some(data) = data_dir("the_real_nat_file_keeps_its_timing_as_a_graph") else {
+        return;
+    };
+    let run = |extra: &[&str]| {
+        let out = tool("nat2mc")
+            .arg("--tokenizer")
+            .arg(data.join("tokenizers/deepseek-v4/tokenizer.json"))
+            .arg("--input")
+            .arg(data.join("nat/react_mock_4req/all_requests_profiler_traces.json"))
+            .args(["--output", "-"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_success(&out);
+        rows(&out.stdout)
+    };
+    let (graph, linear) = (run(&[]), run(&["--linear"]));
+    assert_eq!(graph.len(), linear.len());
+    let mut tool_ms = 0;
+    for (g, l) in graph.iter().zip(&linear) {
+        assert_eq!(g["timestamp"], l["timestamp"]);
+        assert_eq!(g["hash_ids"], l["hash_ids"]);
+        let gap = g["delay"]
+            .as_u64()
+            .map(|d| d + g["tool_wait_ms"].as_u64().unwrap_or(0));
+        assert_eq!(gap, l["delay"].as_u64(), "{g} against {l}");
+        tool_ms += g["tool_wait_ms"].as_u64().unwrap_or(0);
+        // A chain: each later call waits for the one before it.
+        assert_eq!(
+            g["wait_for"].as_array().map(Vec::len),
+            l["delay"].as_u64().map(|_| 1)
+        );
+    }
+    // The sample's 3 TOOL spans fall between calls.
+    assert!(tool_ms > 0);
 }

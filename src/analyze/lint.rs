@@ -23,6 +23,9 @@ pub struct Lint {
     /// whom a replay waits out (`--max-delay` caps it).
     #[serde(default)]
     pub delay_over_an_hour: Finding,
+    /// The agent-graph checks (`graph_unknown_id`, `graph_cycle`, …).
+    #[serde(flatten)]
+    pub graph: super::graphs::GraphLint,
 }
 
 impl Lint {

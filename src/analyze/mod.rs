@@ -5,6 +5,7 @@
 pub mod aiperf;
 pub mod blocksize;
 pub mod cache;
+pub mod graphs;
 pub mod idtable;
 pub mod lint;
 pub mod parallel;
@@ -20,12 +21,14 @@ use serde::Serialize;
 
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, IoArgs};
+use crate::graph::AgentFields;
 use crate::jsonl::{ErrorPolicy, Output};
 use crate::progress::Progress;
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
 use blocksize::BlockReport;
 use cache::{CacheModel, Order};
+use graphs::{GraphReport, GraphTracker};
 use idtable::IdTable;
 use lint::Lint;
 use rows::{RowFacts, RowStore};
@@ -96,6 +99,9 @@ pub struct Report {
     pub cache: CacheModel,
     pub timing: TimingStats,
     pub sessions: Sessions,
+    /// Agent graphs; absent from reports written before they were read.
+    #[serde(default)]
+    pub graphs: GraphReport,
     pub lint: Lint,
 }
 
@@ -117,6 +123,7 @@ pub struct Analyzer {
     table: IdTable,
     first_ids: FirstIds,
     sessions: SessionTracker,
+    graphs: GraphTracker,
     lint: Lint,
     ids: Vec<u64>,
 }
@@ -125,7 +132,7 @@ pub struct Analyzer {
 /// made on any thread (the parallel reader's workers), applied in input
 /// order by [`Analyzer::apply`]. The ids are kept apart, in the caller's
 /// buffer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ReadRow<S> {
     pub isl: Option<f64>,
     pub osl: Option<f64>,
@@ -134,6 +141,9 @@ pub struct ReadRow<S> {
     /// The raw `session_id` (a slice of the line, or where it is).
     pub session: Option<S>,
     pub has_ids: bool,
+    /// The agent-graph fields, when the row has any (boxed: most rows
+    /// have none, and the parallel reader holds rows by the thousand).
+    pub agent: Option<Box<AgentFields>>,
 }
 
 impl<'a> ReadRow<&'a [u8]> {
@@ -146,6 +156,7 @@ impl<'a> ReadRow<&'a [u8]> {
         let timestamp = length(Field::Timestamp)?;
         let delay = length(Field::Delay)?;
         let session = rec.session_id()?;
+        let agent = AgentFields::read_if_any(rec)?.map(Box::new);
         let has_ids = rec.hash_ids_into(ids)?;
         if let Some(&big) = ids.iter().find(|&&h| h > idtable::MAX_ID) {
             return Err(RecordError::field(
@@ -160,6 +171,7 @@ impl<'a> ReadRow<&'a [u8]> {
             delay,
             session,
             has_ids,
+            agent,
         })
     }
 }
@@ -174,6 +186,7 @@ impl<S> ReadRow<S> {
             delay: self.delay,
             session: self.session.map(f),
             has_ids: self.has_ids,
+            agent: self.agent,
         }
     }
 }
@@ -202,6 +215,7 @@ impl Analyzer {
             delay,
             session,
             has_ids,
+            agent,
         } = row;
         let stamp = u32::try_from(self.rows.rows.len() + 1)
             .map_err(|_| RecordError::new("more than 4 billion rows"))?;
@@ -243,6 +257,8 @@ impl Analyzer {
         };
         let row = self.rows.push(line, facts, first_unseen, ids);
         self.sessions.add(&self.rows, row, session, ids, delay);
+        self.graphs
+            .add(line, session, timestamp, delay, agent.as_deref());
         Ok(())
     }
 
@@ -276,6 +292,8 @@ impl Analyzer {
             first_skipped_lines: policy.skipped().first_lines.clone(),
         };
         let sessions = self.sessions.finish(&self.rows, b);
+        let (graphs, graph_lint) = self.graphs.finish(sessions.rows_in_sessions);
+        self.lint.graph = graph_lint;
         Report {
             aiperf,
             input,
@@ -283,6 +301,7 @@ impl Analyzer {
             cache,
             timing,
             sessions,
+            graphs,
             lint: self.lint,
         }
     }

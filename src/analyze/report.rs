@@ -141,7 +141,8 @@ pub fn render_text(r: &Report) -> String {
     cache(&mut out, &r.cache);
     timing(&mut out, &r.timing);
     sessions(&mut out, &r.sessions);
-    lint(&mut out, &r.lint);
+    graphs(&mut out, &r.graphs);
+    lint(&mut out, &r.lint, r.graphs.graph_rows > 0);
     input(&mut out, &r.input);
     out
 }
@@ -281,9 +282,66 @@ fn sessions(out: &mut String, s: &super::sessions::Sessions) {
     }
 }
 
-fn lint(out: &mut String, l: &super::lint::Lint) {
+/// The agent-graph section, for a trace with graph rows only (a plain
+/// trace's report is unchanged). What the numbers assume is in
+/// `analyze::graphs` and docs/guide/agents.md.
+fn graphs(out: &mut String, g: &super::graphs::GraphReport) {
+    if g.graph_rows == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nAgent graphs (calls taking no time; see docs/guide/agents.md)"
+    );
+    let fan_out: Vec<String> = g
+        .fan_out
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(k, n)| format!("{k}: {}", thousands(*n)))
+        .collect();
+    pairs(
+        out,
+        &[
+            pair("graph rows", thousands(g.graph_rows)),
+            pair("plain session rows", thousands(g.plain_session_rows)),
+            pair("tasks (graph sessions)", thousands(g.tasks)),
+            pair("max fan-out", thousands(g.max_fan_out)),
+            pair("calls by fan-out", fan_out.join(", ")),
+            pair("peak parallelism", thousands(g.peak_parallelism)),
+            pair("think time (ms)", decimal(g.think_ms, 2)),
+            pair("tool wait (ms)", decimal(g.tool_wait_ms, 2)),
+            pair("prefix resets", thousands(g.prefix_resets)),
+        ],
+    );
+    if g.tasks > 0 {
+        stats_table(
+            out,
+            &[
+                ("calls per task", g.calls_per_task),
+                ("depth", g.depth),
+                ("parallelism", g.parallelism),
+                ("critical path (ms)", g.critical_path_ms),
+                ("critical path share", g.critical_path_share),
+            ],
+            2,
+        );
+    }
+    for p in &g.first_problems {
+        let _ = writeln!(out, "  {p}");
+    }
+}
+
+fn lint(out: &mut String, l: &super::lint::Lint, with_graphs: bool) {
     let _ = writeln!(out, "\nLint");
-    let rows: Vec<Pair> = l.named().iter().map(|(name, f)| counted(name, f)).collect();
+    let graph = l.graph.named();
+    let shown = graph.iter().filter(|(_, f)| with_graphs || f.count > 0);
+    let rows: Vec<Pair> = l
+        .named()
+        .iter()
+        .chain(shown)
+        .map(|(name, f)| counted(name, f))
+        .collect();
     pairs(out, &rows);
 }
 

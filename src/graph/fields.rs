@@ -59,6 +59,23 @@ impl AgentFields {
         Ok(f)
     }
 
+    /// [`AgentFields::read`] for a row that has any of the fields, `None`
+    /// (nothing built, nothing to drop) for the plain row most traces hold
+    /// only: mc-analyze reads every row through it.
+    pub fn read_if_any(rec: &Record<'_>) -> Result<Option<AgentFields>, RecordError> {
+        const FIELDS: [Field; 5] = [
+            Field::RequestId,
+            Field::WaitFor,
+            Field::Branches,
+            Field::ToolWaitMs,
+            Field::PrefixReset,
+        ];
+        if !FIELDS.iter().any(|&f| rec.has(f)) {
+            return Ok(None);
+        }
+        Self::read(rec).map(Some)
+    }
+
     /// `request_id`'s value as text.
     fn read_id(raw: &[u8]) -> Result<String, RecordError> {
         id_text(raw).ok_or_else(|| {
@@ -202,6 +219,13 @@ mod tests {
         assert_eq!(
             read(r#"{"request_id": 12}"#).unwrap().request_id.as_deref(),
             Some("12")
+        );
+        let plain_rec = Record::parse(br#"{"timestamp": 1, "delay": 3}"#).unwrap();
+        assert_eq!(AgentFields::read_if_any(&plain_rec).unwrap(), None);
+        let null_rec = Record::parse(br#"{"prefix_reset": null}"#).unwrap();
+        assert_eq!(
+            AgentFields::read_if_any(&null_rec).unwrap(),
+            Some(AgentFields::default())
         );
         let plain = read(r#"{"timestamp": 1, "delay": 3}"#).unwrap();
         assert_eq!(plain, AgentFields::default());

@@ -101,6 +101,8 @@ impl Problem {
 pub struct Problems {
     pub counts: BTreeMap<ProblemKind, Finding>,
     pub first: Vec<Problem>,
+    /// The problem on the earliest line (kept even past [`Problems::KEPT`]).
+    earliest: Option<Problem>,
 }
 
 impl Problems {
@@ -108,8 +110,12 @@ impl Problems {
 
     fn add(&mut self, line: u64, kind: ProblemKind, err: RecordError) {
         self.counts.entry(kind).or_default().add(line);
+        let p = Problem { line, kind, err };
+        if self.earliest.as_ref().is_none_or(|e| line < e.line) {
+            self.earliest = Some(p.clone());
+        }
         if self.first.len() < Self::KEPT {
-            self.first.push(Problem { line, kind, err });
+            self.first.push(p);
         }
     }
 
@@ -119,11 +125,7 @@ impl Problems {
 
     /// The problem on the earliest line, as the error a tool exits with.
     pub fn first_error(&self) -> Option<Error> {
-        self.first
-            .iter()
-            .min_by_key(|p| p.line)
-            .cloned()
-            .map(Problem::into_error)
+        self.earliest.clone().map(Problem::into_error)
     }
 }
 

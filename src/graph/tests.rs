@@ -279,6 +279,12 @@ fn problems_keep_counts_past_the_messages_kept() {
     }
     let (_, p) = b.finish();
     assert_eq!(p.first.len(), Problems::KEPT);
+    // The earliest problem is the error, whatever was kept.
+    assert!(p
+        .first_error()
+        .unwrap()
+        .to_string()
+        .starts_with("line 1: field `wait_for`"));
     assert_eq!(p.counts[&ProblemKind::UnknownId].count, 120);
     assert_eq!(
         p.counts[&ProblemKind::UnknownId].first_lines,
@@ -317,4 +323,20 @@ fn task_facts_by_hand() {
     assert!(graphs("{\"session_id\": 1, \"timestamp\": 0}\n")
         .tasks(|_| 0.0)
         .is_empty());
+}
+
+#[test]
+fn the_error_is_the_earliest_line_even_past_the_messages_kept() {
+    // Line 1 waits for an unknown id (found at the end); lines 2.. repeat
+    // one id (found while reading, so they fill the messages kept first).
+    let mut text =
+        String::from("{\"session_id\": \"s\", \"request_id\": \"a\", \"wait_for\": [\"nope\"]}\n");
+    for _ in 0..(Problems::KEPT + 10) {
+        text.push_str("{\"session_id\": \"s\", \"request_id\": \"a\"}\n");
+    }
+    assert!(
+        error(&text).starts_with("line 1: field `wait_for`: no row has request_id `nope`"),
+        "{}",
+        error(&text)
+    );
 }

@@ -432,6 +432,8 @@ pub fn run(args: &ImportArgs) -> Result<()> {
             block_size: args.block_size.unwrap_or(128) as usize,
             timing: nat::TimingMode::Auto,
             delay: None,
+            // The profiler's graph, as nat2mc writes it by default.
+            linear: false,
             input_length: nat::InputLength::Tokens,
             messages: false,
             num_requests: None,

@@ -40,6 +40,9 @@ pub struct Extracted {
     pub calls: Vec<Call>,
     /// (UUID, reason) of every call left out.
     pub skipped: Vec<(String, SkipReason)>,
+    /// TOOL_START/TOOL_END spans paired by UUID, epoch seconds: the tool
+    /// time between calls (`tool_wait_ms`).
+    pub tools: Vec<(f64, f64)>,
 }
 
 fn seconds(v: &Option<serde_json::Value>) -> Option<f64> {
@@ -115,6 +118,31 @@ struct Start<'a> {
     used: bool,
 }
 
+/// The request's tool spans: each TOOL_END with the TOOL_START of its UUID
+/// (an unpaired one has no span to give).
+fn tool_spans(steps: &[&Payload]) -> Vec<(f64, f64)> {
+    let mut starts: HashMap<&str, f64> = HashMap::new();
+    for p in steps {
+        if let (Some("TOOL_START"), Some(uuid), Some(t)) = (
+            p.event_type.as_deref(),
+            p.uuid.as_deref(),
+            seconds(&p.event_timestamp),
+        ) {
+            starts.insert(uuid, t);
+        }
+    }
+    steps
+        .iter()
+        .filter_map(|p| {
+            let (Some("TOOL_END"), Some(uuid)) = (p.event_type.as_deref(), p.uuid.as_deref())
+            else {
+                return None;
+            };
+            Some((*starts.get(uuid)?, seconds(&p.event_timestamp)?))
+        })
+        .collect()
+}
+
 pub fn extract(req: &NatRequest) -> Extracted {
     let mut out = Extracted::default();
     let steps: Vec<&Payload> = req
@@ -168,6 +196,7 @@ pub fn extract(req: &NatRequest) -> Extracted {
             completion_tokens: usage.completion_tokens.map_or(0, |t| t.max(0.0) as u64),
         });
     }
+    out.tools = tool_spans(&steps);
     let mut unmatched: Vec<&str> = starts
         .iter()
         .filter(|(_, s)| !s.used)

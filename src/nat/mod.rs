@@ -3,6 +3,7 @@
 //! share a token prefix, and the agent's own pacing.
 
 pub mod calls;
+pub mod edges;
 pub mod hasher;
 pub mod reader;
 
@@ -21,9 +22,11 @@ use reader::End;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TimingMode {
-    /// First call of a session: `timestamp` (ms since the earliest LLM_START
-    /// of the file); later calls: `delay` = own LLM_START minus the previous
-    /// call's LLM_END (the agent's tool and think time).
+    /// A call that waits for no other (the first of a session, and any
+    /// call that started before another had ended): `timestamp` (ms since
+    /// the earliest LLM_START of the file); a call that waits: `delay` +
+    /// `tool_wait_ms` = own LLM_START minus the latest LLM_END it waits for
+    /// (with --linear: minus the previous call's LLM_END, all in `delay`).
     Auto,
     /// No `timestamp` and no `delay`.
     None,
@@ -48,6 +51,14 @@ pub enum InputLength {
 /// `<stem>_mooncake.jsonl`, else to stdout; a one-line summary goes to stderr.
 /// Timestamps and delays are whole milliseconds. A file cut off mid-write
 /// yields every complete request and exit code 0.
+///
+/// Rows are an agent graph (docs/guide/agents.md): each call has a
+/// `request_id`; a call waits for the calls of its request that had ended
+/// before it started, reduced to the latest ones (`wait_for`); calls that
+/// overlap in time are `branches` of the call they both wait for; the gap
+/// after the latest dependency is `tool_wait_ms` (the TOOL_START/TOOL_END
+/// spans inside it) plus `delay` (the rest). --linear writes the chain
+/// instead, for tools that cannot read graphs.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     version,
@@ -95,9 +106,20 @@ pub struct NatArgs {
     #[arg(long, value_enum, default_value_t = TimingMode::Auto)]
     pub timing: TimingMode,
 
-    /// A constant delay (ms) for later rows instead of the measured one.
+    /// A constant delay (ms) for later rows instead of the measured one
+    /// (and no `tool_wait_ms`).
     #[arg(long, value_name = "MS", value_parser = crate::options::delay_ms)]
     pub delay: Option<f64>,
+
+    /// Write each request as a chain of turns (each call waits for the one
+    /// that ended before it, `delay` the whole gap), without `request_id`,
+    /// `wait_for`, `branches` and `tool_wait_ms`: for tools that cannot read
+    /// graphs. AIPerf 0.13.0's Mooncake loader accepts the graph fields and
+    /// ignores them, so it would replay a graph as plain sessions (calls
+    /// that ran in parallel one after another) without a word: use --linear
+    /// to make that choice visible.
+    #[arg(long)]
+    pub linear: bool,
 
     /// input_length from the hashed text's tokens, or the server's prompt_tokens.
     #[arg(long, value_enum, default_value_t = InputLength::Tokens)]
@@ -140,6 +162,7 @@ struct OutRow {
     start: Option<f64>,
     /// Seconds since the previous call of the session ended.
     gap: Option<f64>,
+    graph: CallGraph,
     input_length: u64,
     output_length: u64,
     ids: Vec<u64>,
@@ -169,7 +192,19 @@ struct Pending {
     session: String,
     first_in_session: bool,
     gap: Option<f64>,
+    graph: CallGraph,
     call: Call,
+}
+
+/// A call's place in its request's graph ([`edges`]): calls named by their
+/// index in the request (END order).
+#[derive(Debug, Clone, Default)]
+struct CallGraph {
+    index: usize,
+    wait_for: Vec<usize>,
+    branches: Vec<usize>,
+    /// `None` for a call that waits for nothing.
+    gap: Option<edges::Gap>,
 }
 
 /// The tokenizer: being loaded beside the reading of the input, loaded, or
@@ -295,6 +330,15 @@ impl Converter {
         if !extracted.calls.is_empty() {
             self.counts.sessions += 1;
         }
+        let spans: Vec<edges::Span> = extracted
+            .calls
+            .iter()
+            .map(|c| edges::Span {
+                start: c.start,
+                end: c.end,
+            })
+            .collect();
+        let mut graph = edges::build(&spans, &extracted.tools);
         let mut prev_end: Option<f64> = None;
         for (k, call) in extracted.calls.into_iter().enumerate() {
             if let Some(s) = call.start {
@@ -310,6 +354,12 @@ impl Converter {
                 session: format!("conv_{number}"),
                 first_in_session: k == 0,
                 gap,
+                graph: CallGraph {
+                    index: k,
+                    wait_for: std::mem::take(&mut graph.wait_for[k]),
+                    branches: std::mem::take(&mut graph.branches[k]),
+                    gap: graph.gap[k],
+                },
                 call,
             });
         }
@@ -365,10 +415,7 @@ impl Converter {
                     Error::Input(format!("{}: call {}: {e}", p.session, p.call.uuid))
                 })?;
             }
-            let n = ids.len() as u64;
-            if !(n == 0 && input_length == 0
-                || n > 0 && (n - 1) * b < input_length && input_length <= n * b)
-            {
+            if !crate::blocks::is_consistent(ids.len(), input_length, b) {
                 self.counts.inconsistent += 1;
             }
             let messages = self.opts.messages.then(|| {
@@ -385,6 +432,7 @@ impl Converter {
                 first_in_session: p.first_in_session,
                 start: p.call.start,
                 gap: p.gap,
+                graph: p.graph,
                 input_length,
                 output_length: p.call.completion_tokens,
                 ids,
@@ -397,31 +445,50 @@ impl Converter {
     fn write_rows(&self, out: &mut Output) -> Result<()> {
         // Whole ms: the release files' integers; a time beyond 2^53 ms (an
         // event_timestamp far from the others) is refused, never saturated.
-        let ms = |v: f64, session: &str, what: &str| -> Result<Number> {
+        let whole = |v: f64, session: &str, what: &str| -> Result<u64> {
             crate::limits::time_ms(what, v.max(0.0))
-                .map(|v| Number::UInt(v.round() as u64))
+                .map(|v| v.round() as u64)
                 .map_err(|e| {
                     Error::Input(format!(
                         "{session}: {e} (check the calls' event_timestamp values)"
                     ))
                 })
         };
+        let ms = |v: f64, session: &str, what: &str| whole(v, session, what).map(Number::UInt);
+        let linear = self.opts.linear;
+        let mut text = Vec::new();
         for r in &self.rows {
             let ms = |v: f64, what: &str| ms(v, &r.session, what);
             let mut w = RowWriter::new(out.buffer());
-            let (timestamp, delay) = match (self.opts.timing, r.first_in_session) {
+            // A root of the graph (or the first turn of the chain) arrives
+            // at its time; any other call waits.
+            let root = if linear {
+                r.first_in_session
+            } else {
+                r.graph.gap.is_none()
+            };
+            let mut tool_wait = None;
+            let (timestamp, delay) = match (self.opts.timing, root) {
                 (TimingMode::None, _) => (None, None),
                 (TimingMode::Auto, true) => {
                     let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
                     (Some(ms(at, "timestamp")?), None)
                 }
-                (TimingMode::Auto, false) => {
-                    let gap = self
-                        .opts
-                        .delay
-                        .unwrap_or_else(|| r.gap.unwrap_or(0.0) * 1000.0);
-                    (None, Some(ms(gap, "delay")?))
-                }
+                (TimingMode::Auto, false) => match (self.opts.delay, linear, r.graph.gap) {
+                    (Some(d), _, _) => (None, Some(ms(d, "delay")?)),
+                    (None, false, Some(g)) => {
+                        // The gap is rounded once, and the tool part taken
+                        // out of it, so delay + tool_wait_ms is the gap in
+                        // whole ms, as the chain's delay is.
+                        let total = whole(g.total * 1000.0, &r.session, "delay")?;
+                        let tool = whole(g.tool * 1000.0, &r.session, "tool_wait_ms")?.min(total);
+                        if tool > 0 {
+                            tool_wait = Some(tool);
+                        }
+                        (None, Some(Number::UInt(total - tool)))
+                    }
+                    _ => (None, Some(ms(r.gap.unwrap_or(0.0) * 1000.0, "delay")?)),
+                },
             };
             if let Some(t) = timestamp {
                 w.timestamp(t);
@@ -433,6 +500,31 @@ impl Converter {
             w.input_length(r.input_length);
             w.output_length(r.output_length);
             w.hash_ids(&r.ids);
+            if !linear {
+                let id = |k: usize| format!("{}:{k}", r.session);
+                w.extra_str("request_id", &id(r.graph.index));
+                for (name, list) in [
+                    ("wait_for", &r.graph.wait_for),
+                    ("branches", &r.graph.branches),
+                ] {
+                    if list.is_empty() {
+                        continue;
+                    }
+                    text.clear();
+                    text.push(b'[');
+                    for (j, &k) in list.iter().enumerate() {
+                        if j > 0 {
+                            text.extend_from_slice(b", ");
+                        }
+                        crate::record::write_str(&id(k), &mut text);
+                    }
+                    text.push(b']');
+                    w.extra_raw(name, &text);
+                }
+                if let Some(t) = tool_wait {
+                    w.extra_raw("tool_wait_ms", itoa::Buffer::new().format(t).as_bytes());
+                }
+            }
             if let Some(m) = &r.messages {
                 w.extra_raw("messages", m.as_bytes());
             }
