@@ -5,10 +5,11 @@
 //!
 //! mc-mock logs each request's arrival (`t_us`, with the `x-trace-line`
 //! the client sent) but not its end. Its latency model sends the last
-//! token of an answer of `n` tokens at arrival + ttft + (n − 1) · itl and
-//! never before, so that is the earliest the call can end at the server:
-//! a dependent that arrives before it (plus its own think and tool time)
-//! was released before its dependency ended.
+//! token of an answer of `n` tokens at arrival + ttft + (n − 1) · itl, and
+//! its pacer at most [`PACER_EARLY_US`] before (src/mock/pacer.rs), so
+//! that is the earliest the call can end at the server: a dependent that
+//! arrives before it (plus its own think and tool time) was released
+//! before its dependency ended.
 
 use std::collections::HashMap;
 
@@ -21,6 +22,8 @@ use crate::util::tool;
 const TTFT_MS: f64 = 20.0;
 const ITL_MS: f64 = 2.0;
 const OUTPUT: u64 = 4;
+/// How early mc-mock's pacer may send a token (its `EARLY`).
+const PACER_EARLY_US: f64 = 100.0;
 
 /// The calls of one task: (id, wait_for, branches, delay, tool_wait_ms).
 /// r spawns a, b and c (siblings); j waits for the three; k and l wait for
@@ -108,7 +111,7 @@ fn seen_with(log: &[Value], ttft_ms: f64, itl_ms: f64) -> HashMap<u64, Seen> {
             line,
             Seen {
                 arrival_us,
-                end_us: arrival_us + service_ms * 1000.0,
+                end_us: arrival_us + service_ms * 1000.0 - PACER_EARLY_US,
             },
         );
         assert!(before.is_none(), "line {line} arrived twice");

@@ -28,6 +28,16 @@ pub use crate::options::MAX_SECONDS;
 /// session one after another (a later turn waits for the previous one to end,
 /// plus its `delay`). Rows without timestamps need --rate or --concurrency.
 ///
+/// Agent graphs (docs/guide/agents.md, rows with `request_id`, `wait_for`,
+/// `branches`, `tool_wait_ms`): a call is sent when the calls it waits for
+/// have ended plus its `delay` and `tool_wait_ms`, siblings together; a bad
+/// graph is refused before anything is sent (exit 65). --speedup divides
+/// timestamps, delays and tool waits; --rate sets when tasks (sessions)
+/// start, the gaps inside a task keep their recorded length; a released
+/// call waits for a --concurrency slot (counted as lag). Result lines name
+/// the call (`call_id`, `wait_for`); the summary adds a task section
+/// (makespan, critical path, LLM/think/tool time, parallelism).
+///
 /// Prompts: `messages` (and `tools`) are sent verbatim, `text_input` as one
 /// user message; otherwise the prompt is built from input_length and
 /// hash_ids so that equal ids give equal text (the server's prefix cache sees
