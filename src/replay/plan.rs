@@ -832,6 +832,14 @@ fn check_span(trace: &Trace, speedup: f64) -> Result<()> {
                 return Err(limit(t.line, "delay", format!("{d:.0} ms after --speedup")));
             }
         }
+        let w = t.tool_wait_ms / speedup;
+        if w > trace::MAX_SPAN_MS {
+            return Err(limit(
+                t.line,
+                "tool_wait_ms",
+                format!("{w:.0} ms after --speedup"),
+            ));
+        }
     }
     Ok(())
 }

@@ -143,7 +143,7 @@ impl Recorder {
             if !call.deps.is_empty() || turn.timestamp_ms.is_none() {
                 let applied = |ms: f64| line::round_us(ms * self.gap_scale);
                 r.think_ms = Some(applied(turn.delay_ms.unwrap_or(0.0)));
-                r.tool_ms = Some(applied(call.tool_wait_ms));
+                r.tool_ms = Some(applied(turn.tool_wait_ms));
             }
         }
         self.tally.add(&r, self.slo.as_ref());

@@ -537,8 +537,10 @@ impl<'a> Scheduler<'a> {
             Arrivals::Timed { speedup } => speedup,
             _ => 1.0,
         };
-        let after_prev =
-            t_end_us.saturating_add(to_us(next_turn.delay_ms.unwrap_or(0.0) / speedup));
+        // The release rule's gap (`graph::Graphs::release_ms`): `delay`
+        // and `tool_wait_ms` after the previous turn's end.
+        let gap_ms = next_turn.delay_ms.unwrap_or(0.0) + next_turn.tool_wait_ms;
+        let after_prev = t_end_us.saturating_add(to_us(gap_ms / speedup));
         let own = match (self.arrivals, next_turn.timestamp_ms) {
             (Arrivals::Timed { speedup }, Some(ts)) => to_us((ts - self.t0_ms) / speedup),
             _ => 0,
@@ -589,8 +591,7 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             let turn = &trace.turns[r];
-            let gap_ms =
-                turn.delay_ms.unwrap_or(0.0) + turn.call.as_ref().map_or(0.0, |c| c.tool_wait_ms);
+            let gap_ms = turn.delay_ms.unwrap_or(0.0) + turn.tool_wait_ms;
             self.unreleased = self.unreleased.saturating_sub(1);
             self.due.push(Reverse(Due {
                 at_us: self.deps_end_us[r].saturating_add(to_us(gap_ms * scale)),
@@ -1033,17 +1034,21 @@ mod tests {
         let plain = trace(
             "{\"session_id\":\"p\",\"timestamp\":0,\"input_length\":1}\n\
              {\"session_id\":\"p\",\"delay\":40,\"input_length\":1}\n\
-             {\"session_id\":\"p\",\"delay\":7,\"input_length\":1}\n",
+             {\"session_id\":\"p\",\"delay\":7,\"tool_wait_ms\":20,\"input_length\":1}\n",
         );
         let chain = trace(&graph_rows(&[
             ("t1", &[], ",\"timestamp\":0"),
             ("t2", &["t1"], ",\"delay\":40"),
-            ("t3", &["t2"], ",\"delay\":7"),
+            ("t3", &["t2"], ",\"delay\":7,\"tool_wait_ms\":20"),
         ]));
         for arrivals in [TIMED, Arrivals::Timed { speedup: 1.0 }] {
             let (p, pe) = run(&plain, arrivals, Limits::default(), 30_000);
             let (c, ce) = run(&chain, arrivals, Limits::default(), 30_000);
             assert_eq!(p, c);
+            // t3: t2 ends at 30 + 40 + 30 ms, then 7 + 20 ms (at --speedup 1).
+            if matches!(arrivals, Arrivals::Timed { speedup } if speedup == 1.0) {
+                assert_eq!(p[2], (127_000, 2));
+            }
             assert_eq!((pe.dispatched, pe.not_sent), (ce.dispatched, ce.not_sent));
         }
     }

@@ -50,6 +50,9 @@ pub struct Turn {
     pub turn: u32,
     pub timestamp_ms: Option<f64>,
     pub delay_ms: Option<f64>,
+    /// `tool_wait_ms`: tool time before the row, added to its release
+    /// time like `delay` (0 when absent).
+    pub tool_wait_ms: f64,
     pub input_length: Option<u64>,
     pub output_length: Option<u64>,
     pub hash_ids: Box<[u64]>,
@@ -70,8 +73,6 @@ pub struct Call {
     pub deps: Box<[u32]>,
     /// The rows that wait for it.
     pub dependents: Box<[u32]>,
-    /// `tool_wait_ms` (0 when absent).
-    pub tool_wait_ms: f64,
     /// For a call without dependencies (a root): its release time by the
     /// release rule, trace ms ([`crate::graph::Graphs::release_ms`]).
     pub root_ms: Option<f64>,
@@ -221,7 +222,6 @@ pub fn load<R: std::io::Read>(
             id: graphs.request_id(r).map(Into::into),
             deps: deps.into(),
             dependents: graphs.dependents(r).into(),
-            tool_wait_ms: graphs.tool_wait_ms(r),
             root_ms: deps.is_empty().then(|| graphs.release_ms(r, |_| f64::NAN)),
         }));
     }
@@ -233,6 +233,12 @@ type Parsed = (Turn, Option<Vec<u8>>, AgentFields);
 fn parse_turn(no: u64, bytes: &[u8]) -> Result<Parsed, RecordError> {
     let rec = Record::parse(bytes)?;
     let agent = AgentFields::read(&rec)?;
+    if agent.tool_wait_ms.is_some_and(|w| w > MAX_SPAN_MS) {
+        return Err(RecordError::field(
+            "tool_wait_ms",
+            format!("more than the limit of {MAX_SPAN_MS:e} ms (about 3 years)"),
+        ));
+    }
     let number = |f| -> Result<Option<f64>, RecordError> {
         let n = rec.number(f)?.map(|n| n.as_f64());
         match n {
@@ -309,6 +315,7 @@ fn parse_turn(no: u64, bytes: &[u8]) -> Result<Parsed, RecordError> {
         turn: 0,
         timestamp_ms,
         delay_ms,
+        tool_wait_ms: agent.tool_wait_ms.unwrap_or(0.0),
         input_length,
         output_length,
         hash_ids: ids.into_boxed_slice(),
@@ -428,6 +435,10 @@ mod tests {
                 "{\"input_length\":1,\"delay\":1e17}",
                 "line 1: field `delay`: more than the limit",
             ),
+            (
+                "{\"input_length\":1,\"tool_wait_ms\":1e12}",
+                "line 1: field `tool_wait_ms`: more than the limit",
+            ),
         ];
         for (line, want) in cases {
             let err = load_str(line).unwrap_err().to_string();
@@ -489,10 +500,8 @@ mod tests {
         )
         .unwrap();
         let b = t.turns[0].call.as_deref().unwrap();
-        assert_eq!(
-            (&*b.deps, b.tool_wait_ms, b.root_ms),
-            (&[1u32][..], 5.0, None)
-        );
+        assert_eq!((&*b.deps, b.root_ms), (&[1u32][..], None));
+        assert_eq!(t.turns[0].tool_wait_ms, 5.0);
         assert_eq!(&*t.turns[1].call.as_deref().unwrap().dependents, &[0u32]);
         // A root without a timestamp: its session's first timestamp + delay.
         assert_eq!(t.turns[2].call.as_deref().unwrap().root_ms, Some(130.0));

@@ -104,6 +104,7 @@ mod tests {
             turn: 0,
             timestamp_ms: None,
             delay_ms: None,
+            tool_wait_ms: 0.0,
             input_length: Some(3),
             output_length: out,
             hash_ids: Box::new([]),
