@@ -23,6 +23,7 @@ mod plot;
 mod props;
 mod real_data;
 mod replay;
+mod replay_graph;
 mod report;
 mod roots;
 mod scale;

@@ -158,11 +158,12 @@ pub fn drive<T: Target>(
         run.limits(plan.limits),
         plan.turns == Turns::Delta,
         stop,
-    );
+    )
+    .on_failed_call(plan.on_failed_call);
     wait_for_start(plan, stop)?;
     let mut target = make()?;
     let info = run_info(plan, run, target.name(), model);
-    let rec = Recorder::new(out, recorder_options(plan, run_id, target.name()));
+    let rec = Recorder::new(out, recorder_options(plan, run, run_id, target.name()));
     SENDING.store(true, Ordering::SeqCst);
     let progress = progress::Progress::for_stderr(plan.recording.status_every);
     let (end, mut rec) = recorder::record_on_thread(&plan.trace, rec, progress, stop, |sink| {
@@ -170,6 +171,7 @@ pub fn drive<T: Target>(
     });
     let ending = Ending {
         not_sent: end.not_sent,
+        skipped_dep_failed: end.skipped_dep_failed,
         interrupted: end.interrupted,
         stopped_early: rec.stopped_early.take(),
         workers: end.workers,
@@ -195,7 +197,12 @@ pub fn drive<T: Target>(
 }
 
 /// How the run's recorder writes its result lines.
-fn recorder_options(plan: &Plan, run_id: RunId, target: &'static str) -> RecorderOptions {
+fn recorder_options(
+    plan: &Plan,
+    run: &Run,
+    run_id: RunId,
+    target: &'static str,
+) -> RecorderOptions {
     RecorderOptions {
         slo: plan.recording.slo,
         run_id,
@@ -210,6 +217,7 @@ fn recorder_options(plan: &Plan, run_id: RunId, target: &'static str) -> Recorde
                 s.plan_digest.clone(),
             )
         }),
+        gap_scale: super::schedule::gap_scale(run.arrivals),
     }
 }
 

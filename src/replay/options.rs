@@ -7,6 +7,7 @@ use clap::Parser;
 use serde_json::{Map, Value};
 
 use super::http::body::Endpoint;
+pub use super::schedule::OnFailedCall;
 use crate::filter::IoArgs;
 use crate::results::Slo;
 
@@ -26,6 +27,16 @@ pub use crate::options::MAX_SECONDS;
 /// timestamps at start + (timestamp - first) / --speedup; the turns of a
 /// session one after another (a later turn waits for the previous one to end,
 /// plus its `delay`). Rows without timestamps need --rate or --concurrency.
+///
+/// Agent graphs (docs/guide/agents.md, rows with `request_id`, `wait_for`,
+/// `branches`, `tool_wait_ms`): a call is sent when the calls it waits for
+/// have ended plus its `delay` and `tool_wait_ms`, siblings together; a bad
+/// graph is refused before anything is sent (exit 65). --speedup divides
+/// timestamps, delays and tool waits; --rate sets when tasks (sessions)
+/// start, the gaps inside a task keep their recorded length; a released
+/// call waits for a --concurrency slot (counted as lag). Result lines name
+/// the call (`call_id`, `wait_for`); the summary adds a task section
+/// (makespan, critical path, LLM/think/tool time, parallelism).
 ///
 /// Prompts: `messages` (and `tools`) are sent verbatim, `text_input` as one
 /// user message; otherwise the prompt is built from input_length and
@@ -139,6 +150,16 @@ pub struct ReplayArgs {
     #[arg(long = "speedup", default_value = "1", value_name = "X[,X…]",
           value_delimiter = ',', value_parser = positive)]
     pub speedups: Vec<f64>,
+
+    /// What becomes of the calls of an agent graph (and the later turns of
+    /// a session) that wait for a call that failed: `send` releases them
+    /// at its end as if it had succeeded (the trace's load whatever the
+    /// server answers: a server failing under load is not relieved by its
+    /// failures), `skip` sends none of them nor anything that waits for
+    /// them (an agent that gives up its task); the summary counts the
+    /// skipped ones.
+    #[arg(long, value_enum, default_value_t = OnFailedCall::Send)]
+    pub on_failed_call: OnFailedCall,
 
     /// Cap every think time (`delay`) at MS, in the trace's ms (before
     /// --speedup); the run description counts the delays it cut. A trace

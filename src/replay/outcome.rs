@@ -241,6 +241,10 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
         resends: o.resends,
         shard: None,
         plan_digest: None,
+        call_id: None,
+        wait_for: Vec::new(),
+        think_ms: None,
+        tool_ms: None,
     }
 }
 

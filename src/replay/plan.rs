@@ -80,6 +80,8 @@ pub struct Plan {
     pub recording: Recording,
     /// `--turns`.
     pub turns: Turns,
+    /// `--on-failed-call`.
+    pub on_failed_call: super::schedule::OnFailedCall,
     /// `--seed` (a run's prompts have their own: [`Run::prompt_seed`]).
     pub seed: u64,
     /// `--start-at` and `--start-grace-ms`, for a shard.
@@ -382,6 +384,7 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
             line_buffered: args.io.line_buffered,
         },
         turns: args.turns,
+        on_failed_call: args.on_failed_call,
         seed: args.seed,
         start_at: args.start_at,
         start_grace_ms: args.start_grace_ms,
@@ -801,13 +804,13 @@ fn arrivals(
         });
     }
     check_span(trace, speedup)?;
+    // A task (graph session) starts at its earliest root: timed when any
+    // of its rows has a timestamp.
     let untimed = trace
         .starts()
-        .map(|i| &trace.turns[i])
-        .find(|t| t.timestamp_ms.is_none());
-    let any_timed = trace
-        .starts()
-        .any(|i| trace.turns[i].timestamp_ms.is_some());
+        .find(|&i| trace.start_ms(i).is_none())
+        .map(|i| &trace.turns[i]);
+    let any_timed = trace.starts().any(|i| trace.start_ms(i).is_some());
     match (untimed, any_timed) {
         (None, _) => Ok(Arrivals::Timed { speedup }),
         (Some(t), true) => Err(Error::Data {
@@ -880,6 +883,14 @@ fn check_span(trace: &Trace, speedup: f64) -> Result<()> {
             if d > trace::MAX_SPAN_MS {
                 return Err(limit(t.line, "delay", format!("{d:.0} ms after --speedup")));
             }
+        }
+        let w = t.tool_wait_ms / speedup;
+        if w > trace::MAX_SPAN_MS {
+            return Err(limit(
+                t.line,
+                "tool_wait_ms",
+                format!("{w:.0} ms after --speedup"),
+            ));
         }
     }
     Ok(())

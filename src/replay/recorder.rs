@@ -43,6 +43,7 @@ pub struct Recorder {
     /// 0: never stop on failures.
     max_consecutive_failures: u64,
     shard: Option<(String, String)>,
+    gap_scale: f64,
     consecutive_unreachable: u64,
     /// The message of the last failure (for a run stopped early).
     pub last_failure: Option<String>,
@@ -70,6 +71,9 @@ pub struct RecorderOptions {
     pub max_consecutive_failures: u64,
     /// A shard's `I/N` and plan digest, written into every result line.
     pub shard: Option<(String, String)>,
+    /// What the schedule multiplied a call's think and tool time by
+    /// (1/--speedup when following timestamps, else 1).
+    pub gap_scale: f64,
 }
 
 impl Recorder {
@@ -85,6 +89,7 @@ impl Recorder {
             redactor: o.redactor,
             max_consecutive_failures: o.max_consecutive_failures,
             shard: o.shard,
+            gap_scale: o.gap_scale,
             consecutive_unreachable: 0,
             last_failure: None,
             counts: Counts::default(),
@@ -124,6 +129,22 @@ impl Recorder {
         if let Some((tag, digest)) = &self.shard {
             r.shard = Some(tag.clone());
             r.plan_digest = Some(digest.clone());
+        }
+        if let Some(call) = &turn.call {
+            r.call_id = call.id.as_deref().map(str::to_string);
+            r.wait_for = call
+                .deps
+                .iter()
+                .filter_map(|&d| trace.turns[d as usize].call.as_ref()?.id.as_deref())
+                .map(str::to_string)
+                .collect();
+            // The gaps the release rule added (a root with a timestamp
+            // has none: it is due at its time).
+            if !call.deps.is_empty() || turn.timestamp_ms.is_none() {
+                let applied = |ms: f64| line::round_us(ms * self.gap_scale);
+                r.think_ms = Some(applied(turn.delay_ms.unwrap_or(0.0)));
+                r.tool_ms = Some(applied(turn.tool_wait_ms));
+            }
         }
         self.tally.add(&r, self.slo.as_ref());
         self.write(&r);

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::error::{RecordError, Result};
 use crate::filter::for_each_line;
 use crate::finding::Finding;
+use crate::graph::{AgentFields, Builder, RowKind};
 use crate::jsonl::{ErrorPolicy, LineReader};
 use crate::record::{Field, Record};
 
@@ -49,11 +50,32 @@ pub struct Turn {
     pub turn: u32,
     pub timestamp_ms: Option<f64>,
     pub delay_ms: Option<f64>,
+    /// `tool_wait_ms`: tool time before the row, added to its release
+    /// time like `delay` (0 when absent).
+    pub tool_wait_ms: f64,
     pub input_length: Option<u64>,
     pub output_length: Option<u64>,
     pub hash_ids: Box<[u64]>,
     pub content: Content,
     pub extra: Option<Map<String, Value>>,
+    /// Set on a call of an agent graph (docs/guide/agents.md).
+    pub call: Option<Box<Call>>,
+}
+
+/// A call of an agent graph: what the scheduler needs to release it, as
+/// [`crate::graph::Graphs`] resolved it (row indices are this trace's).
+#[derive(Debug, Clone, Default)]
+pub struct Call {
+    /// The row's `request_id` (a leaf may have none).
+    pub id: Option<Box<str>>,
+    /// The rows it waits for: its `wait_for` and the rows listing it in
+    /// `branches` (sorted, each once).
+    pub deps: Box<[u32]>,
+    /// The rows that wait for it.
+    pub dependents: Box<[u32]>,
+    /// For a call without dependencies (a root): its release time by the
+    /// release rule, trace ms ([`crate::graph::Graphs::release_ms`]).
+    pub root_ms: Option<f64>,
 }
 
 impl Turn {
@@ -112,6 +134,49 @@ impl Trace {
     pub fn session_id(&self, turn: &Turn) -> Option<&str> {
         turn.session.map(|s| self.sessions[s].id.as_str())
     }
+
+    /// True when some row is a call of an agent graph.
+    pub fn has_graph(&self) -> bool {
+        self.turns.iter().any(|t| t.call.is_some())
+    }
+
+    /// True when session `s` is an agent graph (a task): its rows follow
+    /// their edges, not each other.
+    pub fn is_graph_session(&self, s: usize) -> bool {
+        self.sessions[s]
+            .turns
+            .first()
+            .is_some_and(|&r| self.turns[r].call.is_some())
+    }
+
+    /// The roots of graph session `s` (calls without dependencies) and
+    /// their release times, trace ms, in file order.
+    pub fn roots(&self, s: usize) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.sessions[s].turns.iter().filter_map(|&r| {
+            let c = self.turns[r].call.as_ref()?;
+            Some((r, c.root_ms?))
+        })
+    }
+
+    /// When the row `start` (one of [`Trace::starts`]) starts its session,
+    /// trace ms: its timestamp; for a graph session, its earliest root's
+    /// release, when the session has a timestamp at all.
+    pub fn start_ms(&self, start: usize) -> Option<f64> {
+        let t = &self.turns[start];
+        match t.session {
+            Some(s) if t.call.is_some() => {
+                let timed = self.sessions[s]
+                    .turns
+                    .iter()
+                    .any(|&r| self.turns[r].timestamp_ms.is_some());
+                if !timed {
+                    return None;
+                }
+                self.roots(s).map(|(_, ms)| ms).min_by(f64::total_cmp)
+            }
+            _ => t.timestamp_ms,
+        }
+    }
 }
 
 /// Reads every record; bad lines follow `policy`.
@@ -121,9 +186,12 @@ pub fn load<R: std::io::Read>(
 ) -> Result<Trace> {
     let mut trace = Trace::default();
     let mut by_id: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut graph = Builder::new();
     for_each_line(reader, policy, |no, bytes, policy| {
         match parse_turn(no, bytes) {
-            Ok((mut turn, sid)) => {
+            Ok((mut turn, sid, agent)) => {
+                // Only rows kept go in, so the graph's rows are the trace's.
+                graph.push(no, sid.as_deref(), turn.timestamp_ms, turn.delay_ms, agent);
                 if let Some(raw) = sid {
                     let next = trace.sessions.len();
                     let s = *by_id.entry(raw.clone()).or_insert(next);
@@ -143,11 +211,34 @@ pub fn load<R: std::io::Read>(
             Err(e) => policy.record(no, e),
         }
     })?;
+    // A bad graph stops the run before anything is sent (exit 65).
+    let graphs = graph.check()?;
+    for (r, turn) in trace.turns.iter_mut().enumerate() {
+        if graphs.kind(r) != RowKind::Call {
+            continue;
+        }
+        let deps = graphs.deps(r);
+        turn.call = Some(Box::new(Call {
+            id: graphs.request_id(r).map(Into::into),
+            deps: deps.into(),
+            dependents: graphs.dependents(r).into(),
+            root_ms: deps.is_empty().then(|| graphs.release_ms(r, |_| f64::NAN)),
+        }));
+    }
     Ok(trace)
 }
 
-fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordError> {
+type Parsed = (Turn, Option<Vec<u8>>, AgentFields);
+
+fn parse_turn(no: u64, bytes: &[u8]) -> Result<Parsed, RecordError> {
     let rec = Record::parse(bytes)?;
+    let agent = AgentFields::read(&rec)?;
+    if agent.tool_wait_ms.is_some_and(|w| w > MAX_SPAN_MS) {
+        return Err(RecordError::field(
+            "tool_wait_ms",
+            format!("more than the limit of {MAX_SPAN_MS:e} ms (about 3 years)"),
+        ));
+    }
     let number = |f| -> Result<Option<f64>, RecordError> {
         let n = rec.number(f)?.map(|n| n.as_f64());
         match n {
@@ -195,13 +286,15 @@ fn parse_turn(no: u64, bytes: &[u8]) -> Result<(Turn, Option<Vec<u8>>), RecordEr
         turn: 0,
         timestamp_ms,
         delay_ms,
+        tool_wait_ms: agent.tool_wait_ms.unwrap_or(0.0),
         input_length,
         output_length,
         hash_ids: ids.into_boxed_slice(),
         content,
         extra,
+        call: None,
     };
-    Ok((turn, session))
+    Ok((turn, session, agent))
 }
 
 /// A field's JSON value; `null` is absent.
@@ -352,6 +445,10 @@ mod tests {
                 "{\"input_length\":1,\"delay\":1e17}",
                 "line 1: field `delay`: more than the limit",
             ),
+            (
+                "{\"input_length\":1,\"tool_wait_ms\":1e12}",
+                "line 1: field `tool_wait_ms`: more than the limit",
+            ),
         ];
         for (line, want) in cases {
             let err = load_str(line).unwrap_err().to_string();
@@ -377,5 +474,50 @@ mod tests {
             (c.broken.first_lines, c.tail.first_lines),
             (vec![2], vec![3])
         );
+    }
+
+    #[test]
+    fn a_bad_graph_stops_the_load_with_its_line_and_field() {
+        let cases = [
+            (
+                "{\"session_id\":\"s\",\"request_id\":\"a\",\"input_length\":1}\n\
+                 {\"session_id\":\"s\",\"request_id\":\"b\",\"wait_for\":[\"zz\"],\"input_length\":1}\n",
+                "line 2: field `wait_for`: no row has request_id `zz`",
+            ),
+            (
+                "{\"session_id\":\"s\",\"request_id\":\"a\",\"wait_for\":[\"b\"],\"input_length\":1}\n\
+                 {\"session_id\":\"s\",\"request_id\":\"b\",\"wait_for\":[\"a\"],\"input_length\":1}\n",
+                "line 1: fields `wait_for`/`branches`: the calls `a` → `b` → `a`",
+            ),
+            (
+                "{\"session_id\":\"s\",\"request_id\":\"a\",\"input_length\":1,\"tool_wait_ms\":-1}\n",
+                "line 1: field `tool_wait_ms`",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = load_str(text).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn graph_calls_carry_their_edges_and_roots_their_release() {
+        let t = load_str(
+            "{\"session_id\":\"s\",\"request_id\":\"b\",\"wait_for\":[\"a\"],\"input_length\":1,\"tool_wait_ms\":5}\n\
+             {\"session_id\":\"s\",\"request_id\":\"a\",\"timestamp\":100,\"input_length\":1}\n\
+             {\"session_id\":\"s\",\"request_id\":\"c\",\"delay\":30,\"input_length\":1}\n\
+             {\"session_id\":\"p\",\"timestamp\":50,\"input_length\":1}\n",
+        )
+        .unwrap();
+        let b = t.turns[0].call.as_deref().unwrap();
+        assert_eq!((&*b.deps, b.root_ms), (&[1u32][..], None));
+        assert_eq!(t.turns[0].tool_wait_ms, 5.0);
+        assert_eq!(&*t.turns[1].call.as_deref().unwrap().dependents, &[0u32]);
+        // A root without a timestamp: its session's first timestamp + delay.
+        assert_eq!(t.turns[2].call.as_deref().unwrap().root_ms, Some(130.0));
+        assert!(t.turns[3].call.is_none());
+        assert!(t.is_graph_session(0) && !t.is_graph_session(1));
+        // The task starts at its earliest root, not at its first row.
+        assert_eq!((t.start_ms(0), t.start_ms(3)), (Some(100.0), Some(50.0)));
     }
 }

@@ -157,6 +157,91 @@ fn distributions(out: &mut String, m: &crate::results::summary::Metrics) {
     out.push_str("</tbody>\n</table>\n");
 }
 
+/// The runs' agent-graph tasks (the summary's task section), one row per
+/// run that had any; nothing when none had.
+fn tasks_table(out: &mut String, labels: &[String], r: &Report) {
+    use crate::results::summary::Ms;
+    let rows: Vec<(&String, &crate::results::tasks::TaskSummary)> = labels
+        .iter()
+        .zip(&r.summaries)
+        .filter_map(|(l, rc)| Some((l, rc.summary.tasks.as_ref()?)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>Tasks (agent graphs)</h2>\n<p class=\"note\">Per task: makespan from its first \
+         send to its last end; the critical path back from the call that ended last through \
+         the dependency that ended last, and its share of the task's time; calls in flight \
+         at once, achieved and as the graph's own timing implies with the measured call \
+         times.</p>\n",
+    );
+    let columns: Vec<String> = [
+        "run",
+        "tasks",
+        "calls",
+        "with a failed call",
+        "makespan p50 ms",
+        "p90",
+        "p99",
+        "max",
+        "critical path share",
+        "LLM %",
+        "wait %",
+        "think %",
+        "tool %",
+        "in flight achieved (mean/max)",
+        "graph's timing (mean/max)",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    head(out, "tasks", &columns);
+    for (label, t) in rows {
+        out.push_str("<tr>");
+        cell(out, label, None);
+        for n in [t.tasks, t.calls, t.tasks_with_failed_call] {
+            cell(out, &n.to_string(), Some(n as f64));
+        }
+        match &t.makespan {
+            Some(m) => {
+                for v in [m.p50, m.p90, m.p99, m.max] {
+                    cell(out, &Ms(v).to_string(), Some(v));
+                }
+            }
+            None => {
+                for _ in 0..4 {
+                    cell(out, "-", None);
+                }
+            }
+        }
+        let share = t.critical_path_share * 100.0;
+        cell(out, &format!("{share:.0}%"), Some(share));
+        let p = &t.critical_path_ms;
+        for v in [p.llm, p.wait, p.think, p.tool] {
+            let pct = if p.total() > 0.0 {
+                v / p.total() * 100.0
+            } else {
+                0.0
+            };
+            cell(out, &format!("{pct:.1}"), Some(pct));
+        }
+        let q = &t.parallelism;
+        cell(
+            out,
+            &format!("{} / {}", q.achieved_mean, q.achieved_max),
+            Some(q.achieved_mean),
+        );
+        cell(
+            out,
+            &format!("{} / {}", q.recorded_mean, q.recorded_max),
+            Some(q.recorded_mean),
+        );
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
 /// The replayed trace's figure (mc-plot's panels) and what it covers.
 pub struct TraceSection {
     pub panels: Vec<Panel>,
@@ -277,6 +362,7 @@ pub fn page(
     } else {
         compare_table(&mut s, &labels, &r.rows());
     }
+    tasks_table(&mut s, &labels, r);
     let (over, rest) = run_panels.split_at(3.min(run_panels.len()));
     let (cdfs, rest) = rest.split_at(3.min(rest.len()));
     let (load, sessions) = rest.split_at(3.min(rest.len()));

@@ -355,6 +355,7 @@ fn merged(shards: &BTreeMap<u32, (Summary, PathBuf)>, plan: ShardRun) -> Summary
         ..plan
     });
     m.requests.not_sent = all.iter().map(|s| s.requests.not_sent).sum();
+    m.requests.skipped_dep_failed = all.iter().map(|s| s.requests.skipped_dep_failed).sum();
     m.requests.interrupted = all.iter().any(|s| s.requests.interrupted);
     m.stopped_early = all.iter().find_map(|s| s.stopped_early.clone());
     m.workers = all.iter().map(|s| s.workers).sum();

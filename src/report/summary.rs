@@ -71,6 +71,7 @@ pub fn recompute(run: &Run, slo: Option<Slo>) -> Recomputed {
     };
     let end = Ending {
         not_sent: side.requests.not_sent,
+        skipped_dep_failed: side.requests.skipped_dep_failed,
         interrupted: side.requests.interrupted,
         stopped_early: side.stopped_early.clone(),
         workers: side.workers,
@@ -93,6 +94,7 @@ pub fn recompute(run: &Run, slo: Option<Slo>) -> Recomputed {
         slo: c.slo,
         goodput: c.goodput,
         degraded: c.degraded,
+        tasks: c.tasks,
         ..side.clone()
     };
     Recomputed {

@@ -89,6 +89,24 @@ pub struct RequestResult {
     /// one run carries the same one. Absent like `shard`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_digest: Option<String>,
+    /// A call of an agent graph: the row's own `request_id` (not to be
+    /// confused with `request_id` above, this request's name in the run).
+    /// Absent for rows that are not graph calls and in files of older
+    /// versions; so are the three fields below.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The `call_id`s this call waited for: its `wait_for` and the calls
+    /// that list it in their `branches`. It was due (`t_sched_ms`) at the
+    /// latest of their ends plus `think_ms` and `tool_ms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_for: Vec<String>,
+    /// The call's `delay` as the schedule applied it (after --speedup,
+    /// --max-delay), ms: think time before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
+    /// Its `tool_wait_ms` as applied (after --speedup), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_ms: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -9,6 +9,8 @@
 //! - [`summary`]: the run's summary (table, JSON, CSV), the run
 //!   description inside it, and [`summary::summarize`].
 //! - [`fidelity`]: the summary's fidelity section as data.
+//! - [`tasks`]: the summary's task section (agent graphs), from result
+//!   lines.
 //! - [`sweep`]: `sweep.json`, `sweep.csv`, and what a sweep keeps of each
 //!   run.
 
@@ -17,6 +19,7 @@ pub mod line;
 pub mod summary;
 pub mod sweep;
 pub mod tally;
+pub mod tasks;
 
 pub use line::{ErrorKind, RequestResult};
 pub use summary::{Ending, RunInfo, Summary};

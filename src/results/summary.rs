@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::fidelity::Fidelity;
 use super::line::{ms, ErrorKind};
 use super::tally::{Slo, Stats, Tally};
+use super::tasks::TaskSummary;
 use crate::error::{Error, Result};
 
 /// Schedule lag p99 above this means the client could not keep the schedule.
@@ -53,6 +54,10 @@ pub struct Summary {
     pub engine: Option<serde_json::Value>,
     /// Did the server see the run the trace describes (real servers only).
     pub fidelity: Option<Fidelity>,
+    /// How the agent-graph tasks went (runs of traces with graphs only;
+    /// absent in files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<TaskSummary>,
 }
 
 /// The run's description.
@@ -180,6 +185,11 @@ pub struct Counts {
     pub warmup: u64,
     /// Rows never sent (limits, stop, sessions cut short).
     pub not_sent: u64,
+    /// Of those, the calls (and later turns) skipped because a call they
+    /// wait for failed (`mc-replay --on-failed-call skip`). Absent in
+    /// files of older versions and when none were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_dep_failed: u64,
     /// Stopped by a signal or a closed output.
     pub interrupted: bool,
     /// Ok answers shorter than the exact length asked for.
@@ -239,12 +249,19 @@ pub struct Goodput {
 pub struct Ending {
     /// Rows never sent (limits, a stop, a session cut short).
     pub not_sent: u64,
+    /// Of those, the calls skipped because a call they wait for failed
+    /// (`--on-failed-call skip`).
+    pub skipped_dep_failed: u64,
     /// Stopped by a signal (or a closed output).
     pub interrupted: bool,
     /// Stopped by `--max-consecutive-failures`.
     pub stopped_early: Option<StoppedEarly>,
     /// Requests the client could have in flight at once.
     pub workers: usize,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub fn summarize(
@@ -279,6 +296,7 @@ pub fn summarize(
             failed: t.failed,
             warmup: t.warmup,
             not_sent: end.not_sent,
+            skipped_dep_failed: end.skipped_dep_failed,
             interrupted: end.interrupted,
             short: t.short,
             cut_at_done: t.cut_at_done,
@@ -317,6 +335,7 @@ pub fn summarize(
         stopped_early: end.stopped_early.clone(),
         engine: None,
         fidelity: None,
+        tasks: t.tasks.summary(),
     }
 }
 
@@ -379,6 +398,9 @@ impl Summary {
         self.table_goodput(&mut s);
         self.table_metrics(&mut s);
         self.table_counts(&mut s);
+        if let Some(t) = &self.tasks {
+            t.table(&mut s);
+        }
         if let Some(f) = &self.fidelity {
             f.table(&mut s);
         }
@@ -407,6 +429,13 @@ impl Summary {
         }
         if r.not_sent > 0 {
             let _ = write!(s, "; {} rows not sent", r.not_sent);
+            if r.skipped_dep_failed > 0 {
+                let _ = write!(
+                    s,
+                    " ({} skipped: a call they wait for failed)",
+                    r.skipped_dep_failed
+                );
+            }
         }
         if r.interrupted {
             s.push_str("; interrupted");
@@ -635,6 +664,9 @@ impl Summary {
         if r.resends > 0 {
             scalar("requests_resent", &r.resends);
         }
+        if r.skipped_dep_failed > 0 {
+            scalar("calls_skipped_dep_failed", &r.skipped_dep_failed);
+        }
         scalar("duration_s", &self.duration_s);
         scalar("request_throughput", &self.request_throughput);
         scalar("output_token_throughput", &self.output_token_throughput);
@@ -674,6 +706,9 @@ impl Summary {
                 "{name},,{},{},{},{},{},{},{},{},{},{}",
                 st.count, st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max
             );
+        }
+        if let Some(t) = &self.tasks {
+            t.csv(&mut s);
         }
         s
     }
@@ -729,6 +764,99 @@ pub fn utc_iso8601(secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// The task section's lines in the table and the CSV.
+impl TaskSummary {
+    /// The summary table's task lines.
+    pub fn table(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let _ = write!(
+            s,
+            "tasks: {} ({} calls; {} with a failed call)",
+            self.tasks, self.calls, self.tasks_with_failed_call
+        );
+        if let Some(m) = &self.makespan {
+            let _ = write!(
+                s,
+                "; makespan ms p50 {} p90 {} p99 {} max {}",
+                Ms(m.p50),
+                Ms(m.p90),
+                Ms(m.p99),
+                Ms(m.max)
+            );
+        }
+        s.push('\n');
+        let p = &self.critical_path_ms;
+        let share = |x: f64| {
+            if p.total() > 0.0 {
+                x / p.total() * 100.0
+            } else {
+                0.0
+            }
+        };
+        let _ = writeln!(
+            s,
+            "tasks: critical path {:.0}% of a task's time (mean); on it LLM {:.1}%, \
+             wait {:.1}%, think {:.1}%, tool {:.1}%",
+            self.critical_path_share * 100.0,
+            share(p.llm),
+            share(p.wait),
+            share(p.think),
+            share(p.tool)
+        );
+        let q = &self.parallelism;
+        let _ = write!(
+            s,
+            "tasks: calls in flight per task: achieved mean {} max {}, the graph's timing \
+             mean {} max {}",
+            q.achieved_mean, q.achieved_max, q.recorded_mean, q.recorded_max
+        );
+        if q.tasks_below_recorded > 0 {
+            let _ = write!(
+                s,
+                " ({} tasks below: calls held back by the client or --concurrency)",
+                q.tasks_below_recorded
+            );
+        }
+        s.push('\n');
+    }
+
+    /// The summary CSV's task rows (scalars, then the makespan's
+    /// distribution as `task_makespan`).
+    pub fn csv(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let p = &self.critical_path_ms;
+        let q = &self.parallelism;
+        let scalars: [(&str, f64); 13] = [
+            ("tasks", self.tasks as f64),
+            ("task_calls", self.calls as f64),
+            ("tasks_with_failed_call", self.tasks_with_failed_call as f64),
+            ("task_critical_path_share", self.critical_path_share),
+            ("task_critical_path_llm_ms", p.llm),
+            ("task_critical_path_wait_ms", p.wait),
+            ("task_critical_path_think_ms", p.think),
+            ("task_critical_path_tool_ms", p.tool),
+            ("task_parallelism_achieved_mean", q.achieved_mean),
+            ("task_parallelism_achieved_max", f64::from(q.achieved_max)),
+            ("task_parallelism_recorded_mean", q.recorded_mean),
+            ("task_parallelism_recorded_max", f64::from(q.recorded_max)),
+            (
+                "tasks_below_recorded_parallelism",
+                q.tasks_below_recorded as f64,
+            ),
+        ];
+        for (name, v) in scalars {
+            let _ = writeln!(s, "{name},{v},,,,,,,,,,");
+        }
+        if let Some(st) = &self.makespan {
+            let _ = writeln!(
+                s,
+                "task_makespan,,{},{},{},{},{},{},{},{},{},{}",
+                st.count, st.mean, st.std, st.min, st.p50, st.p90, st.p95, st.p99, st.p99_9, st.max
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -792,6 +920,7 @@ mod tests {
                 failed: 2,
                 warmup: 1,
                 not_sent: 3,
+                skipped_dep_failed: 0,
                 interrupted: false,
                 short: 0,
                 cut_at_done: 0,
@@ -834,6 +963,7 @@ mod tests {
             stopped_early: None,
             engine: None,
             fidelity: None,
+            tasks: None,
         }
     }
 

@@ -176,6 +176,53 @@ pub struct Tally {
     pub e2e: Dist,
     pub sched_latency: Dist,
     pub lag: Dist,
+    /// The agent-graph calls, for the task section.
+    pub tasks: TaskTally,
+}
+
+/// What a task's measures need of one call's result line.
+#[derive(Debug, Clone)]
+pub(super) struct CallLine {
+    pub(super) session: String,
+    pub(super) id: Option<String>,
+    pub(super) wait_for: Vec<String>,
+    pub(super) sched_us: u64,
+    pub(super) send_us: u64,
+    pub(super) end_us: u64,
+    pub(super) think_us: u64,
+    pub(super) tool_us: u64,
+    pub(super) ok: bool,
+}
+
+/// The graph calls of a run, fed one result line at a time (the task
+/// section: [`super::tasks`]).
+#[derive(Debug, Clone, Default)]
+pub struct TaskTally {
+    pub(super) calls: Vec<CallLine>,
+}
+
+impl TaskTally {
+    /// A measured result line; lines of rows that are not graph calls (or
+    /// have no session) are not part of a task.
+    pub fn add(&mut self, r: &RequestResult) {
+        let Some(session) = &r.session_id else {
+            return;
+        };
+        if r.call_id.is_none() && r.wait_for.is_empty() {
+            return;
+        }
+        self.calls.push(CallLine {
+            session: session.clone(),
+            id: r.call_id.clone(),
+            wait_for: r.wait_for.clone(),
+            sched_us: us(r.t_sched_ms),
+            send_us: us(r.t_send_ms),
+            end_us: us(r.t_end_ms),
+            think_us: r.think_ms.map_or(0, us),
+            tool_us: r.tool_ms.map_or(0, us),
+            ok: r.is_ok(),
+        });
+    }
 }
 
 /// How many sends, and the first and last send time (µs).
@@ -223,6 +270,7 @@ impl Tally {
         }
         self.last_end_us = self.last_end_us.max(us(r.t_end_ms));
         self.lag.add(us(r.lag_ms));
+        self.tasks.add(r);
         self.output_requested += r.output_tokens.unwrap_or(0);
         self.output_received += r.completion_tokens.unwrap_or(0);
         self.resends += r.resends;

@@ -104,11 +104,13 @@ mod tests {
             turn: 0,
             timestamp_ms: None,
             delay_ms: None,
+            tool_wait_ms: 0.0,
             input_length: Some(3),
             output_length: out,
             hash_ids: Box::new([]),
             content: Content::Synth,
             extra: extra.and_then(|e| e.as_object().cloned()),
+            call: None,
         }
     }
 

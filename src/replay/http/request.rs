@@ -131,11 +131,13 @@ mod tests {
             turn: 0,
             timestamp_ms: None,
             delay_ms: None,
+            tool_wait_ms: 0.0,
             input_length,
             output_length: Some(2),
             hash_ids: Box::new([]),
             content,
             extra: None,
+            call: None,
         }
     }
 

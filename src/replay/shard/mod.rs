@@ -295,9 +295,13 @@ pub fn restrict(trace: &Trace, plan: &ShardPlan, index: u32) -> Trace {
     };
     let mut session_map: BTreeMap<usize, usize> = BTreeMap::new();
     let mut rank = 0u64;
+    // A graph call's edges name rows of its own session, which is whole
+    // in this part: they are renumbered to the part's rows.
+    let mut new_row = vec![u32::MAX; trace.turns.len()];
     for (i, t) in trace.turns.iter().enumerate() {
         let start = t.turn == 0;
         if plan.row_shard[i] == index {
+            new_row[i] = part.turns.len() as u32;
             let mut t = t.clone();
             if let Some(s) = t.session {
                 let next = part.sessions.len();
@@ -320,6 +324,13 @@ pub fn restrict(trace: &Trace, plan: &ShardPlan, index: u32) -> Trace {
         }
         if start {
             rank += 1;
+        }
+    }
+    for t in &mut part.turns {
+        if let Some(c) = t.call.as_mut() {
+            for r in c.deps.iter_mut().chain(c.dependents.iter_mut()) {
+                *r = new_row[*r as usize];
+            }
         }
     }
     part
@@ -528,6 +539,65 @@ mod tests {
         assert!(resolve(ShardArg::Env, None, &k8s).is_err());
         assert!(resolve(ShardArg::Env, Some(7), &k8s).is_err());
         assert!(resolve(ShardArg::Env, Some(7), &|_| None).is_err());
+    }
+
+    #[test]
+    fn a_graph_task_stays_whole_and_its_edges_name_the_same_calls() {
+        // Six tasks of a root, two branches and a join, interleaved in the
+        // file, and rows without a session between them.
+        let mut s = String::new();
+        for i in 0..6u64 {
+            s.push_str(&format!(
+                "{{\"timestamp\":{},\"session_id\":\"g{i}\",\"request_id\":\"{i}r\",\"branches\":[\"{i}a\",\"{i}b\"],\"input_length\":{}}}\n\
+                 {{\"timestamp\":{},\"input_length\":5}}\n",
+                i * 100,
+                50 + 30 * i,
+                i * 100 + 1
+            ));
+        }
+        for i in 0..6u64 {
+            s.push_str(&format!(
+                "{{\"session_id\":\"g{i}\",\"request_id\":\"{i}j\",\"wait_for\":[\"{i}a\",\"{i}b\"],\"input_length\":9}}\n\
+                 {{\"session_id\":\"g{i}\",\"request_id\":\"{i}a\",\"input_length\":9}}\n\
+                 {{\"session_id\":\"g{i}\",\"request_id\":\"{i}b\",\"input_length\":9}}\n"
+            ));
+        }
+        let t = trace(&s);
+        let p = plan(&t, 16, 3, [0; 32]);
+        // The edges of a call, by id.
+        let edges = |t: &Trace, r: usize| -> (Vec<String>, Vec<String>) {
+            let c = t.turns[r].call.as_deref().unwrap();
+            let ids = |rows: &[u32]| -> Vec<String> {
+                rows.iter()
+                    .map(|&d| {
+                        t.turns[d as usize]
+                            .call
+                            .as_ref()
+                            .unwrap()
+                            .id
+                            .as_deref()
+                            .unwrap()
+                            .to_string()
+                    })
+                    .collect()
+            };
+            (ids(&c.deps), ids(&c.dependents))
+        };
+        let mut calls = 0;
+        for i in 0..3 {
+            let part = restrict(&t, &p, i);
+            for (r, turn) in part.turns.iter().enumerate() {
+                let Some(c) = &turn.call else { continue };
+                calls += 1;
+                // The same row of the whole trace has the same edges.
+                let whole = t.turns.iter().position(|w| w.line == turn.line).unwrap();
+                assert_eq!(edges(&part, r), edges(&t, whole), "{:?}", c.id);
+            }
+            for sess in &part.sessions {
+                assert_eq!(sess.turns.len(), 4, "{}", sess.id);
+            }
+        }
+        assert_eq!(calls, 24);
     }
 
     #[test]
