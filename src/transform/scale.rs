@@ -225,27 +225,10 @@ impl RowScaler {
             }
         }
         let scale_delay = o.speedup != 1.0 && !o.keep_delays;
-        if scale_delay || self.cap.is_some() {
-            if let Some(d) = rec.number(Field::Delay)? {
-                let capped = match &mut self.cap {
-                    Some(c) if d.as_f64() > c.max_ms => {
-                        c.apply(d.as_f64());
-                        Some(capped_delay(d, c.max_ms))
-                    }
-                    _ => None,
-                };
-                let d = capped.unwrap_or(d);
-                if scale_delay || capped.is_some() {
-                    let d = if scale_delay {
-                        speed_up_delay(d, o.speedup, "--speedup")?
-                    } else {
-                        d
-                    };
-                    delay.clear();
-                    record::write_number(d, delay);
-                    edits[1] = Some((Field::Delay, delay));
-                }
-            }
+        if (scale_delay || self.cap.is_some())
+            && write_delay(rec, &mut self.cap, scale_delay.then_some(o.speedup), delay)?
+        {
+            edits[1] = Some((Field::Delay, delay));
         }
         // A call's tool time shrinks with its think time, so a sped-up
         // agent keeps the shape of its waits (docs/guide/agents.md).
@@ -282,25 +265,68 @@ impl RowScaler {
                 edits[4] = Some((Field::InputLength, isl));
             }
         }
-
-        // On the stack: a Vec here was an allocation and a free a row, 4%
-        // of `--speedup 2`'s instructions (cachegrind,
-        // docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
-        let mut list: [Edit<'_>; 6] = std::array::from_fn(|_| Edit {
-            field: Field::Timestamp,
-            value: &[],
-        });
-        let mut n = 0;
-        for &(field, value) in edits.iter().flatten() {
-            list[n] = Edit { field, value };
-            n += 1;
-        }
-        if n == 0 {
-            return Ok(Emit::Unchanged);
-        }
-        rec.write_edited(&mut list[..n], out);
-        Ok(Emit::Written)
+        write_edits(rec, &edits, out)
     }
+}
+
+/// Writes `rec`'s `delay` into `buf`, cut to `cap` and then sped up by
+/// `speedup` when given; whether it was written (a delay neither cut nor
+/// sped up stays as it was).
+#[inline]
+fn write_delay(
+    rec: &Record<'_>,
+    cap: &mut Option<crate::delays::DelayCap>,
+    speedup: Option<f64>,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    let Some(d) = rec.number(Field::Delay)? else {
+        return Ok(false);
+    };
+    let capped = match cap {
+        Some(c) if d.as_f64() > c.max_ms => {
+            c.apply(d.as_f64());
+            Some(capped_delay(d, c.max_ms))
+        }
+        _ => None,
+    };
+    if speedup.is_none() && capped.is_none() {
+        return Ok(false);
+    }
+    let d = capped.unwrap_or(d);
+    let d = match speedup {
+        Some(r) => speed_up_delay(d, r, "--speedup")?,
+        None => d,
+    };
+    buf.clear();
+    record::write_number(d, buf);
+    Ok(true)
+}
+
+/// Writes `rec` with `edits` applied into `out`, or nothing when there is
+/// no edit.
+#[inline]
+fn write_edits(
+    rec: &Record<'_>,
+    edits: &[Option<(Field, &[u8])>; 6],
+    out: &mut Vec<u8>,
+) -> std::result::Result<Emit, RecordError> {
+    // On the stack: a Vec here was an allocation and a free a row, 4%
+    // of `--speedup 2`'s instructions (cachegrind,
+    // docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
+    let mut list: [Edit<'_>; 6] = std::array::from_fn(|_| Edit {
+        field: Field::Timestamp,
+        value: &[],
+    });
+    let mut n = 0;
+    for &(field, value) in edits.iter().flatten() {
+        list[n] = Edit { field, value };
+        n += 1;
+    }
+    if n == 0 {
+        return Ok(Emit::Unchanged);
+    }
+    rec.write_edited(&mut list[..n], out);
+    Ok(Emit::Written)
 }
 
 /// The time rule of `--speedup R` (shared with mc-merge's `--scale-rate`):
@@ -461,6 +487,59 @@ impl<'c> PrefixPlan<'c> {
         Ok(())
     }
 
+    /// Fills `new_ids` with the core prefix `core_ids` (`prefix_tokens`
+    /// tokens) stretched or cut by --prefix-len-multiplier, and returns its
+    /// new token count.
+    fn rescale_prefix(
+        &mut self,
+        core_ids: &[u64],
+        prefix_tokens: u64,
+        partial_tail: bool,
+        o: &ScaleArgs,
+        new_ids: &mut Vec<u64>,
+    ) -> std::result::Result<u64, RecordError> {
+        let b = o.block_size;
+        let core = core_ids.len() as u64;
+        let p = o.prefix_mult;
+        if p > 1.0 {
+            let k = self.k;
+            for &h in core_ids {
+                let base = h
+                    .checked_mul(k)
+                    .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
+                new_ids.extend(base..base + k);
+            }
+            if partial_tail {
+                // The last stretched id carries the partial tail. Fresh ids for
+                // the fractional part of P would have to follow it and break
+                // the block rule, so such rows are stretched by floor(P) only.
+                Ok((new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b))
+            } else {
+                let target = (core as f64 * p).ceil() as u64;
+                let extra = target.saturating_sub(core * k);
+                self.fresh(extra, new_ids)?;
+                Ok(new_ids.len() as u64 * b)
+            }
+        } else if p < 1.0 {
+            // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
+            // prefix keeps none (AIPerf would grow it by one block).
+            let keep = if core == 0 {
+                0
+            } else {
+                ((core as f64 * p).floor() as u64).max(1)
+            };
+            new_ids.extend_from_slice(&core_ids[..keep as usize]);
+            Ok(if keep == core {
+                prefix_tokens
+            } else {
+                keep * b
+            })
+        } else {
+            new_ids.extend_from_slice(core_ids);
+            Ok(prefix_tokens)
+        }
+    }
+
     /// Rescales one row's prompt: fills `new_ids` and returns the new input length.
     ///
     /// The row's core prefix is its leading run of shared ids; its tokens are
@@ -510,44 +589,8 @@ impl<'c> PrefixPlan<'c> {
 
         new_ids.clear();
         let core_ids = &ids[..core as usize];
-        let p = o.prefix_mult;
-        let new_prefix_tokens = if p > 1.0 {
-            let k = self.k;
-            for &h in core_ids {
-                let base = h
-                    .checked_mul(k)
-                    .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
-                new_ids.extend(base..base + k);
-            }
-            if partial_tail {
-                // The last stretched id carries the partial tail. Fresh ids for
-                // the fractional part of P would have to follow it and break
-                // the block rule, so such rows are stretched by floor(P) only.
-                (new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b)
-            } else {
-                let target = (core as f64 * p).ceil() as u64;
-                let extra = target.saturating_sub(core * k);
-                self.fresh(extra, new_ids)?;
-                new_ids.len() as u64 * b
-            }
-        } else if p < 1.0 {
-            // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
-            // prefix keeps none (AIPerf would grow it by one block).
-            let keep = if core == 0 {
-                0
-            } else {
-                ((core as f64 * p).floor() as u64).max(1)
-            };
-            new_ids.extend_from_slice(&core_ids[..keep as usize]);
-            if keep == core {
-                prefix_tokens
-            } else {
-                keep * b
-            }
-        } else {
-            new_ids.extend_from_slice(core_ids);
-            prefix_tokens
-        };
+        let new_prefix_tokens =
+            self.rescale_prefix(core_ids, prefix_tokens, partial_tail, o, new_ids)?;
 
         // AIPerf's int(prompt_len * Q), then fresh ids private to the row.
         self.fresh(blocks::blocks_for(new_prompt_tokens, b), new_ids)?;
