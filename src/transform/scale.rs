@@ -225,108 +225,127 @@ impl RowScaler {
             }
         }
         let scale_delay = o.speedup != 1.0 && !o.keep_delays;
-        if (scale_delay || self.cap.is_some())
-            && write_delay(rec, &mut self.cap, scale_delay.then_some(o.speedup), delay)?
-        {
-            edits[1] = Some((Field::Delay, delay));
+        if scale_delay || self.cap.is_some() {
+            if let Some(d) = rec.number(Field::Delay)? {
+                let capped = match &mut self.cap {
+                    Some(c) if d.as_f64() > c.max_ms => {
+                        c.apply(d.as_f64());
+                        Some(capped_delay(d, c.max_ms))
+                    }
+                    _ => None,
+                };
+                let d = capped.unwrap_or(d);
+                if scale_delay || capped.is_some() {
+                    let d = if scale_delay {
+                        speed_up_delay(d, o.speedup, "--speedup")?
+                    } else {
+                        d
+                    };
+                    delay.clear();
+                    record::write_number(d, delay);
+                    edits[1] = Some((Field::Delay, delay));
+                }
+            }
         }
         // A call's tool time shrinks with its think time, so a sped-up
         // agent keeps the shape of its waits (docs/guide/agents.md).
         // `has` first: most rows have no tool wait, and the lookup is a
         // call per row otherwise (cachegrind).
-        if scale_delay && rec.has(Field::ToolWaitMs) {
-            if let Some(w) = rec.number(Field::ToolWaitMs)? {
-                tool_wait.clear();
-                let w = speed_up_wait("tool_wait_ms", w, o.speedup, "--speedup")?;
-                record::write_number(w, tool_wait);
-                edits[5] = Some((Field::ToolWaitMs, tool_wait));
-            }
+        if scale_delay && rec.has(Field::ToolWaitMs) && write_tool_wait(rec, o.speedup, tool_wait)?
+        {
+            edits[5] = Some((Field::ToolWaitMs, tool_wait));
         }
-        if o.output_mult != 1.0 {
-            if let Some(n) = rec.uint(Field::OutputLength)? {
-                osl.clear();
-                let scaled = (n as f64 * o.output_mult).round_ties_even().max(1.0);
-                let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
-                record::write_number(Number::Int(scaled), osl);
-                edits[2] = Some((Field::OutputLength, osl));
-            }
+        if o.output_mult != 1.0 && write_output_length(rec, o.output_mult, osl)? {
+            edits[2] = Some((Field::OutputLength, osl));
         }
         if let Some(plan) = prefix {
-            if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
-                let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
-                    RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
-                })?;
-                let new_len = plan.rescale_row(&self.ids, len, o, &mut self.new_ids)?;
-                ids_text.clear();
-                record::write_id_array_like(&self.new_ids, rec.raw(Field::HashIds), ids_text);
+            let ids = (&mut self.ids, &mut self.new_ids);
+            if rescale_prompt(rec, plan, o, ids, ids_text, isl)? {
                 edits[3] = Some((Field::HashIds, ids_text));
-                isl.clear();
-                record::write_number(Number::UInt(new_len), isl);
                 edits[4] = Some((Field::InputLength, isl));
             }
         }
-        write_edits(rec, &edits, out)
+
+        // On the stack: a Vec here was an allocation and a free a row, 4%
+        // of `--speedup 2`'s instructions (cachegrind,
+        // docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
+        let mut list: [Edit<'_>; 6] = std::array::from_fn(|_| Edit {
+            field: Field::Timestamp,
+            value: &[],
+        });
+        let mut n = 0;
+        for &(field, value) in edits.iter().flatten() {
+            list[n] = Edit { field, value };
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(Emit::Unchanged);
+        }
+        rec.write_edited(&mut list[..n], out);
+        Ok(Emit::Written)
     }
 }
 
-/// Writes `rec`'s `delay` into `buf`, cut to `cap` and then sped up by
-/// `speedup` when given; whether it was written (a delay neither cut nor
-/// sped up stays as it was).
-#[inline]
-fn write_delay(
+/// Writes `rec`'s `tool_wait_ms` sped up by `speedup` into `buf`; whether
+/// there was one. This and the next two stay out of `apply`: inlined, they
+/// made its common path (`--speedup` alone) cost more (cachegrind).
+#[inline(never)]
+fn write_tool_wait(
     rec: &Record<'_>,
-    cap: &mut Option<crate::delays::DelayCap>,
-    speedup: Option<f64>,
+    speedup: f64,
     buf: &mut Vec<u8>,
 ) -> std::result::Result<bool, RecordError> {
-    let Some(d) = rec.number(Field::Delay)? else {
+    let Some(w) = rec.number(Field::ToolWaitMs)? else {
         return Ok(false);
-    };
-    let capped = match cap {
-        Some(c) if d.as_f64() > c.max_ms => {
-            c.apply(d.as_f64());
-            Some(capped_delay(d, c.max_ms))
-        }
-        _ => None,
-    };
-    if speedup.is_none() && capped.is_none() {
-        return Ok(false);
-    }
-    let d = capped.unwrap_or(d);
-    let d = match speedup {
-        Some(r) => speed_up_delay(d, r, "--speedup")?,
-        None => d,
     };
     buf.clear();
-    record::write_number(d, buf);
+    let w = speed_up_wait("tool_wait_ms", w, speedup, "--speedup")?;
+    record::write_number(w, buf);
     Ok(true)
 }
 
-/// Writes `rec` with `edits` applied into `out`, or nothing when there is
-/// no edit.
-#[inline]
-fn write_edits(
+/// Writes `rec`'s `output_length` times `mult` (at least 1) into `buf`;
+/// whether there was one.
+#[inline(never)]
+fn write_output_length(
     rec: &Record<'_>,
-    edits: &[Option<(Field, &[u8])>; 6],
-    out: &mut Vec<u8>,
-) -> std::result::Result<Emit, RecordError> {
-    // On the stack: a Vec here was an allocation and a free a row, 4%
-    // of `--speedup 2`'s instructions (cachegrind,
-    // docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
-    let mut list: [Edit<'_>; 6] = std::array::from_fn(|_| Edit {
-        field: Field::Timestamp,
-        value: &[],
-    });
-    let mut n = 0;
-    for &(field, value) in edits.iter().flatten() {
-        list[n] = Edit { field, value };
-        n += 1;
+    mult: f64,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    let Some(n) = rec.uint(Field::OutputLength)? else {
+        return Ok(false);
+    };
+    buf.clear();
+    let scaled = (n as f64 * mult).round_ties_even().max(1.0);
+    let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
+    record::write_number(Number::Int(scaled), buf);
+    Ok(true)
+}
+
+/// Rescales `rec`'s prompt by `plan`: its new `hash_ids` into `ids_text`
+/// and `input_length` into `isl` (`ids` are the scratch id lists, old and
+/// new); whether the row had ids to rescale.
+#[inline(never)]
+fn rescale_prompt(
+    rec: &Record<'_>,
+    plan: &mut PrefixPlan<'_>,
+    o: &ScaleArgs,
+    (ids, new_ids): (&mut Vec<u64>, &mut Vec<u64>),
+    ids_text: &mut Vec<u8>,
+    isl: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    if !rec.hash_ids_into(ids)? || ids.is_empty() {
+        return Ok(false);
     }
-    if n == 0 {
-        return Ok(Emit::Unchanged);
-    }
-    rec.write_edited(&mut list[..n], out);
-    Ok(Emit::Written)
+    let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
+        RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
+    })?;
+    let new_len = plan.rescale_row(ids, len, o, new_ids)?;
+    ids_text.clear();
+    record::write_id_array_like(new_ids, rec.raw(Field::HashIds), ids_text);
+    isl.clear();
+    record::write_number(Number::UInt(new_len), isl);
+    Ok(true)
 }
 
 /// The time rule of `--speedup R` (shared with mc-merge's `--scale-rate`):
