@@ -152,6 +152,36 @@ impl<'a> Iterator for ChunkLines<'a> {
     }
 }
 
+/// Puts the carried start of a line at the front of `bufs.input` and
+/// empties `carry`; returns its length.
+#[inline]
+fn take_carry(bufs: &mut Buffers, carry: &mut Vec<u8>) -> usize {
+    let len = carry.len();
+    if bufs.input.len() < len {
+        bufs.input.resize(len, 0);
+    }
+    bufs.input[..len].copy_from_slice(carry);
+    carry.clear();
+    len
+}
+
+/// Ends the chunk of `len` bytes in `bufs` at `cut` (its last `\n`), the
+/// bytes after it carried to the next chunk, and returns its line count.
+#[inline]
+fn end_chunk(bufs: &mut Buffers, mut len: usize, cut: Option<usize>, carry: &mut Vec<u8>) -> u64 {
+    if let Some(i) = cut {
+        carry.extend_from_slice(&bufs.input[i + 1..len]);
+        len = i + 1;
+    }
+    bufs.len = len;
+    let data = bufs.data();
+    let mut lines = memchr::memchr_iter(b'\n', data).count() as u64;
+    if data.last().is_some_and(|&b| b != b'\n') {
+        lines += 1; // the last line, without its `\n`
+    }
+    lines
+}
+
 /// Reads `src` into chunks of whole lines, each ending at the last `\n` of
 /// the carried start of a line and `size` more bytes (more when one line
 /// is longer), each in
@@ -179,12 +209,7 @@ pub fn read_chunks(
         // The carried start of a line first, then reads until the chunk
         // holds `size` bytes and a `\n` past the carried part, or the
         // input ends.
-        let mut len = carry.len();
-        if bufs.input.len() < len {
-            bufs.input.resize(len, 0);
-        }
-        bufs.input[..len].copy_from_slice(&carry);
-        carry.clear();
+        let mut len = take_carry(&mut bufs, &mut carry);
         let mut scanned = 0;
         let mut cut = None;
         while cut.is_none() && !eof {
@@ -214,16 +239,7 @@ pub fn read_chunks(
         if len == 0 {
             return Ok(()); // the input ended on a chunk edge
         }
-        if let Some(i) = cut {
-            carry.extend_from_slice(&bufs.input[i + 1..len]);
-            len = i + 1;
-        }
-        bufs.len = len;
-        let data = bufs.data();
-        let mut lines = memchr::memchr_iter(b'\n', data).count() as u64;
-        if data.last().is_some_and(|&b| b != b'\n') {
-            lines += 1; // the last line, without its `\n`
-        }
+        let lines = end_chunk(&mut bufs, len, cut, &mut carry);
         let chunk = Chunk {
             seq,
             bufs,

@@ -235,33 +235,7 @@ impl IdTable {
             let pos32 = pos as u32;
             let f = self.flags_of(id);
             if f == 0 {
-                self.distinct += 1;
-                self.nodes += 1;
-                // `parent == id - 1` only when the block before was the
-                // primary node of id - 1 (overflow keys are above every id).
-                let follows = match prev {
-                    Some((p, pp)) => {
-                        parent == p && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN
-                    }
-                    None => false,
-                };
-                let primary = if follows {
-                    *self.flags.slot(id) = SEEN | FOLLOWS;
-                    let pp = prev.map_or(0, |(_, pp)| pp.chain);
-                    Primary {
-                        parent,
-                        pos: pos32,
-                        chain: pp + 1,
-                    }
-                } else {
-                    *self.flags.slot(id) = SEEN;
-                    self.heads.insert(id, parent, pos32);
-                    Primary {
-                        parent,
-                        pos: pos32,
-                        chain: 0,
-                    }
-                };
+                let primary = self.first_sight(id, parent, pos32, prev);
                 if v.first_unseen == ids.len() {
                     v.first_unseen = pos;
                 }
@@ -275,33 +249,79 @@ impl IdTable {
             } else if v.first_unseen < pos {
                 v.not_prefix_shaped = true;
             }
-            let mut f = f | MULTI;
-            let same_pair = primary.pos == pos32;
-            if same_pair {
-                f |= PAIRED_TWICE;
-            } else {
-                *self.extra_pairs.entry((pos32, id)).or_insert(0) += 1;
-            }
-            let key = if primary.parent == parent {
-                f |= VISITED_TWICE;
-                id
-            } else {
-                let next_key = OVERFLOW + self.extra_nodes.len() as u64;
-                let node = self
-                    .extra_nodes
-                    .entry((parent, id))
-                    .or_insert((next_key, 0));
-                if node.1 == 0 {
-                    self.nodes += 1;
-                }
-                node.1 += 1;
-                node.0
-            };
-            *self.flags.slot(id) = f;
+            let key = self.seen_again(id, f, primary, parent, pos32);
             prev = Some((id, primary));
             parent = key;
         }
         v
+    }
+
+    /// Records the first sight of `id`, at `pos` under trie node `parent`
+    /// after `prev`, and returns its primary node.
+    #[inline]
+    fn first_sight(
+        &mut self,
+        id: u64,
+        parent: u64,
+        pos: u32,
+        prev: Option<(u64, Primary)>,
+    ) -> Primary {
+        self.distinct += 1;
+        self.nodes += 1;
+        // `parent == id - 1` only when the block before was the
+        // primary node of id - 1 (overflow keys are above every id).
+        let follows = match prev {
+            Some((p, pp)) => parent == p && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN,
+            None => false,
+        };
+        if follows {
+            *self.flags.slot(id) = SEEN | FOLLOWS;
+            let pp = prev.map_or(0, |(_, pp)| pp.chain);
+            Primary {
+                parent,
+                pos,
+                chain: pp + 1,
+            }
+        } else {
+            *self.flags.slot(id) = SEEN;
+            self.heads.insert(id, parent, pos);
+            Primary {
+                parent,
+                pos,
+                chain: 0,
+            }
+        }
+    }
+
+    /// Records `id` (flags `f`, primary node `primary`) seen again at `pos`
+    /// under trie node `parent`: its pair and node counts, and returns its
+    /// trie node's key (an overflow key when the node is not the primary).
+    #[inline]
+    fn seen_again(&mut self, id: u64, f: u8, primary: Primary, parent: u64, pos: u32) -> u64 {
+        let mut f = f | MULTI;
+        let same_pair = primary.pos == pos;
+        if same_pair {
+            f |= PAIRED_TWICE;
+        } else {
+            *self.extra_pairs.entry((pos, id)).or_insert(0) += 1;
+        }
+        let key = if primary.parent == parent {
+            f |= VISITED_TWICE;
+            id
+        } else {
+            let next_key = OVERFLOW + self.extra_nodes.len() as u64;
+            let node = self
+                .extra_nodes
+                .entry((parent, id))
+                .or_insert((next_key, 0));
+            if node.1 == 0 {
+                self.nodes += 1;
+            }
+            node.1 += 1;
+            node.0
+        };
+        *self.flags.slot(id) = f;
+        key
     }
 
     /// Whether the (position, id) pair occurs more than once in the trace.

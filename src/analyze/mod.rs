@@ -400,13 +400,18 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     });
     let report = analyzer.finish(args, &policy);
     progress.finish();
-    // The block size decides half the report: never let a wrong one pass
-    // without a word on stderr, where a script sees it even when the report
-    // goes to a file or a pipe (with --pass the report is on stderr itself).
+    warn_block_size(&report, args.pass);
+    write_report(args, &report)
+}
+
+/// The block size decides half the report: never let a wrong one pass
+/// without a word on stderr, where a script sees it even when the report
+/// goes to a file or a pipe (with --pass the report is on stderr itself).
+fn warn_block_size(report: &Report, pass: bool) {
     let blocks = &report.blocks;
-    if blocks.inconsistent_rows.count > 0 && !args.pass {
+    if blocks.inconsistent_rows.count > 0 && !pass {
         eprintln!(
-            "{tool}: warning: {} rows are inconsistent with block size {}{} (first: {}); check --block-size",
+            "{TOOL}: warning: {} rows are inconsistent with block size {}{} (first: {}); check --block-size",
             blocks.inconsistent_rows.count,
             blocks.block_size,
             match blocks.detected {
@@ -416,6 +421,12 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
             blocks.inconsistent_rows.first_lines_text(),
         );
     }
+}
+
+/// Writes the report: AIPerf's JSON to --output-file, and the text (or
+/// JSON) to stdout, or to stderr with --pass (stdout has the records).
+fn write_report(args: &AnalyzeArgs, report: &Report) -> Result<()> {
+    let io = &args.io;
     if let Some(path) = &args.output_file {
         let text = serde_json::to_string_pretty(&report.aiperf).map_err(anyhow::Error::from)?;
         // Byte for byte what AIPerf writes (pydantic, indent 2, no final newline).
@@ -425,9 +436,9 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
         })?;
     }
     let text = if args.json {
-        serde_json::to_string(&report).map_err(anyhow::Error::from)? + "\n"
+        serde_json::to_string(report).map_err(anyhow::Error::from)? + "\n"
     } else {
-        report::render_text(&report)
+        report::render_text(report)
     };
     if args.pass {
         eprint!("{text}");

@@ -71,6 +71,76 @@ struct SessionLine {
     completions: Vec<Option<String>>,
 }
 
+/// A prompt file as it is read: its texts, and its prompts as indices
+/// into them.
+#[derive(Default)]
+struct Reading {
+    texts: Vec<String>,
+    // Per prompt: (text index, completion text index).
+    plain: Vec<Pair>,
+    sessions: Vec<(String, Vec<Pair>)>,
+}
+
+impl Reading {
+    /// Keeps `t` and returns its index.
+    fn push(&mut self, t: String) -> usize {
+        self.texts.push(t);
+        self.texts.len() - 1
+    }
+
+    fn add_plain(&mut self, l: PlainLine) {
+        let Some(p) = l.prompt else { return };
+        let pi = self.push(p);
+        let ci = l.completion.map(|c| self.push(c));
+        self.plain.push((pi, ci));
+    }
+
+    fn add_session(&mut self, l: SessionLine) {
+        if l.prompts.is_empty() {
+            return;
+        }
+        let id = match &l.session_id {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut comps = l.completions.into_iter();
+        let turns: Vec<Pair> = l
+            .prompts
+            .into_iter()
+            .map(|p| {
+                let c = comps.next().flatten();
+                (self.push(p), c.map(|c| self.push(c)))
+            })
+            .collect();
+        // AIBrix merges lines with the same session id.
+        match self.sessions.iter_mut().find(|(s, _)| *s == id) {
+            Some((_, t)) => t.extend(turns),
+            None => self.sessions.push((id, turns)),
+        }
+    }
+
+    /// The collection, with the token counts `lens` of the texts.
+    fn into_collection(self, lens: &[u64]) -> Collection {
+        let entry = |(p, c): (usize, Option<usize>)| Entry {
+            text: p,
+            plen: lens[p],
+            clen: c.map(|c| lens[c]),
+        };
+        Collection {
+            plain: self.plain.into_iter().map(entry).collect(),
+            sessions: self
+                .sessions
+                .into_iter()
+                .map(|(id, t)| Session {
+                    id,
+                    turns: t.into_iter().map(entry).collect(),
+                })
+                .collect(),
+            texts: self.texts,
+        }
+    }
+}
+
 impl Collection {
     /// Reads `path` and counts tokens with `tokenizer` (lengths are cached
     /// under `cache_dir`, keyed by the file and the tokenizer).
@@ -83,10 +153,7 @@ impl Collection {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut texts = Vec::new();
-        // Per prompt: (text index, completion text index).
-        let mut plain: Vec<Pair> = Vec::new();
-        let mut sessions: Vec<(String, Vec<Pair>)> = Vec::new();
+        let mut read = Reading::default();
         let mut sessioned = None;
         let bad = |no: usize, e: &dyn std::fmt::Display| {
             Error::Input(format!("{}: line {no}: {e}", path.display()))
@@ -105,39 +172,15 @@ impl Collection {
                 continue;
             }
             let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(no, &e))?;
-            let is_sessioned = *sessioned.get_or_insert_with(|| v.get("session_id").is_some());
-            let mut push = |t: String| {
-                texts.push(t);
-                texts.len() - 1
-            };
-            if is_sessioned {
+            // The first line decides the file's kind.
+            if *sessioned.get_or_insert_with(|| v.get("session_id").is_some()) {
                 let l: SessionLine = serde_json::from_value(v).map_err(|e| {
                     bad(
                         no,
                         &format!("{e} (a sessioned prompt file has `session_id` and `prompts`)"),
                     )
                 })?;
-                if l.prompts.is_empty() {
-                    continue;
-                }
-                let id = match &l.session_id {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let mut comps = l.completions.into_iter();
-                let turns = l
-                    .prompts
-                    .into_iter()
-                    .map(|p| {
-                        let c = comps.next().flatten();
-                        (push(p), c.map(&mut push))
-                    })
-                    .collect();
-                // AIBrix merges lines with the same session id.
-                match sessions.iter_mut().find(|(s, _)| *s == id) {
-                    Some((_, t)) => t.extend::<Vec<_>>(turns),
-                    None => sessions.push((id, turns)),
-                }
+                read.add_session(l);
             } else {
                 let l: PlainLine = serde_json::from_value(v).map_err(|e| {
                     bad(
@@ -147,38 +190,17 @@ impl Collection {
                         ),
                     )
                 })?;
-                let Some(p) = l.prompt else { continue };
-                let pi = push(p);
-                let ci = l.completion.map(push);
-                plain.push((pi, ci));
+                read.add_plain(l);
             }
         }
-        if plain.is_empty() && sessions.is_empty() {
+        if read.plain.is_empty() && read.sessions.is_empty() {
             return Err(Error::Input(format!(
                 "{}: no prompts (expected lines like {{\"prompt\": \"...\"}})",
                 path.display()
             )));
         }
-        let (lens, cached) = token_counts(path, &texts, tokenizer, cache_dir)?;
-        let entry = |(p, c): (usize, Option<usize>)| Entry {
-            text: p,
-            plen: lens[p],
-            clen: c.map(|c| lens[c]),
-        };
-        Ok((
-            Collection {
-                plain: plain.into_iter().map(entry).collect(),
-                sessions: sessions
-                    .into_iter()
-                    .map(|(id, t)| Session {
-                        id,
-                        turns: t.into_iter().map(entry).collect(),
-                    })
-                    .collect(),
-                texts,
-            },
-            cached,
-        ))
+        let (lens, cached) = token_counts(path, &read.texts, tokenizer, cache_dir)?;
+        Ok((read.into_collection(&lens), cached))
     }
 
     pub fn len(&self) -> usize {

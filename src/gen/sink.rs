@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::jsonl::Output;
 use crate::record::{Number, RowWriter};
 
-use super::prompts::Matcher;
+use super::prompts::{Matcher, Picked};
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -135,8 +135,23 @@ impl Sink {
     }
 
     pub fn emit(&mut self, req: &GenRequest<'_>) -> Result<()> {
-        // Every mode's times pass here: one beyond 2^53 ms comes from a rate
-        // too low for the run (its `as u64` saturated), never a real time.
+        self.check_time(req)?;
+        self.count(req);
+        let picked = self.pick_prompt(req);
+        // The summary counts the prompts actually attached.
+        self.counts.input_tokens = self
+            .counts
+            .input_tokens
+            .saturating_add(picked.as_ref().map_or(req.input_length, |p| p.prompt_len));
+        match self.format {
+            Format::Mooncake => self.write_mooncake(req, picked.as_ref()),
+            Format::Aibrix => self.write_aibrix(req, picked.as_ref()),
+        }
+    }
+
+    /// Every mode's times pass here: one beyond 2^53 ms comes from a rate
+    /// too low for the run (its `as u64` saturated), never a real time.
+    fn check_time(&self, req: &GenRequest<'_>) -> Result<()> {
         if req.at_ms as f64 > crate::limits::MAX_TIME_MS
             || req
                 .delay
@@ -149,6 +164,11 @@ impl Sink {
                 req.at_ms
             )));
         }
+        Ok(())
+    }
+
+    /// Counts `req` for the summary, and ticks the progress line.
+    fn count(&mut self, req: &GenRequest<'_>) {
         self.counts.requests += 1;
         self.counts.output_tokens = self.counts.output_tokens.saturating_add(req.output_length);
         self.counts.last_ms = self.counts.last_ms.max(req.at_ms);
@@ -163,7 +183,11 @@ impl Sink {
                 )
             });
         }
-        let picked = match (self.matcher.as_mut(), req.session_id) {
+    }
+
+    /// The prompt-file prompt for `req`, when there is a prompt file.
+    fn pick_prompt(&mut self, req: &GenRequest<'_>) -> Option<Picked> {
+        match (self.matcher.as_mut(), req.session_id) {
             (None, _) => None,
             (Some(m), None) => Some(m.pick(req.input_length, req.output_length)),
             // A generated conversation keeps its own id and timing; its
@@ -181,59 +205,57 @@ impl Sink {
                 p.session_id = None;
                 Some(p)
             }
-        };
-        // The summary counts the prompts actually attached.
-        self.counts.input_tokens = self
-            .counts
-            .input_tokens
-            .saturating_add(picked.as_ref().map_or(req.input_length, |p| p.prompt_len));
-        match self.format {
-            Format::Mooncake => {
-                let buf = self.out.buffer();
-                let start = buf.len();
-                match &picked {
-                    Some(p) => write_text_row(buf, req, &p.text, p.session_id.as_deref()),
-                    None => write_row(buf, req),
-                }
-                if let Some(plot) = self.plot.as_mut() {
-                    let row = buf[start..].strip_suffix(b"\n").unwrap_or(&buf[start..]);
-                    plot.add(row)
-                        .map_err(|e| Error::Other(anyhow::anyhow!("--plot: {e}")))?;
-                }
-                self.out.end_line()
-            }
-            Format::Aibrix => {
-                let (text, len, sid) = match &picked {
-                    Some(p) => (
-                        p.text.as_str(),
-                        p.prompt_len,
-                        p.session_id.as_deref().or(req.session_id),
-                    ),
-                    None => {
-                        filler(&mut self.scratch, req.input_length);
-                        (self.scratch.as_str(), req.input_length, req.session_id)
-                    }
-                };
-                let mut item = Vec::with_capacity(text.len() + 96);
-                write_aibrix_request(&mut item, text, len, req.output_length, sid);
-                if self.unordered {
-                    let slot = self.pending.entry(req.at_ms).or_default();
-                    if !slot.is_empty() {
-                        slot.push(b',');
-                    }
-                    slot.extend_from_slice(&item);
-                    return Ok(());
-                }
-                if self.group_ts != Some(req.at_ms) {
-                    self.flush_group()?;
-                    self.group_ts = Some(req.at_ms);
-                } else {
-                    self.group.push(b',');
-                }
-                self.group.extend_from_slice(&item);
-                Ok(())
-            }
         }
+    }
+
+    /// Writes `req` as one Mooncake row (and adds it to --plot's figure).
+    fn write_mooncake(&mut self, req: &GenRequest<'_>, picked: Option<&Picked>) -> Result<()> {
+        let buf = self.out.buffer();
+        let start = buf.len();
+        match picked {
+            Some(p) => write_text_row(buf, req, &p.text, p.session_id.as_deref()),
+            None => write_row(buf, req),
+        }
+        if let Some(plot) = self.plot.as_mut() {
+            let row = buf[start..].strip_suffix(b"\n").unwrap_or(&buf[start..]);
+            plot.add(row)
+                .map_err(|e| Error::Other(anyhow::anyhow!("--plot: {e}")))?;
+        }
+        self.out.end_line()
+    }
+
+    /// Adds `req` to the AIBrix line of its time: held back by time when
+    /// requests may come out of order, else written when the time moves on.
+    fn write_aibrix(&mut self, req: &GenRequest<'_>, picked: Option<&Picked>) -> Result<()> {
+        let (text, len, sid) = match picked {
+            Some(p) => (
+                p.text.as_str(),
+                p.prompt_len,
+                p.session_id.as_deref().or(req.session_id),
+            ),
+            None => {
+                filler(&mut self.scratch, req.input_length);
+                (self.scratch.as_str(), req.input_length, req.session_id)
+            }
+        };
+        let mut item = Vec::with_capacity(text.len() + 96);
+        write_aibrix_request(&mut item, text, len, req.output_length, sid);
+        if self.unordered {
+            let slot = self.pending.entry(req.at_ms).or_default();
+            if !slot.is_empty() {
+                slot.push(b',');
+            }
+            slot.extend_from_slice(&item);
+            return Ok(());
+        }
+        if self.group_ts != Some(req.at_ms) {
+            self.flush_group()?;
+            self.group_ts = Some(req.at_ms);
+        } else {
+            self.group.push(b',');
+        }
+        self.group.extend_from_slice(&item);
+        Ok(())
     }
 
     fn flush_group(&mut self) -> Result<()> {

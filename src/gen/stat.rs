@@ -210,6 +210,10 @@ pub struct Scales {
     pub output: f64,
 }
 
+/// One joined row of the exports: its time (ms), its rate, and the four
+/// input and output length quantiles.
+type StatRow = (f64, f64, [f64; 4], [f64; 4]);
+
 /// Reads the exports into windows, in time order. The window length is the
 /// mean spacing of the rows (AIBrix's rule).
 pub fn read(
@@ -219,95 +223,20 @@ pub fn read(
     output: Option<&Path>,
     scales: Scales,
 ) -> Result<(Vec<Window>, f64)> {
-    let mut rows: Vec<(f64, f64, [f64; 4], [f64; 4])> = Vec::new();
     let traffic = Csv::read(traffic)?;
     let lens = Csv::read(input)?;
-    let tt = traffic.col("Time")?;
-    let lt = lens.col("Time")?;
-    match kind {
+    // Both files need a Time column before anything else is read.
+    traffic.col("Time")?;
+    lens.col("Time")?;
+    let mut rows = match kind {
         StatType::Maas => {
             let out_path = output.ok_or_else(|| {
                 Error::Usage("--stat-type maas needs --completion-len-file".into())
             })?;
-            let outs = Csv::read(out_path)?;
-            let ot = outs.col("Time")?;
-            let rate_col = traffic.col("Success")?;
-            let icols = ["P50", "P70", "P90", "P99"]
-                .map(|c| lens.col(c))
-                .into_iter()
-                .collect::<Result<Vec<_>>>()?;
-            let ocols = ["P50", "P70", "P95", "P99"]
-                .map(|c| outs.col(c))
-                .into_iter()
-                .collect::<Result<Vec<_>>>()?;
-            // Inner join on Time, as AIBrix's merge.
-            let mut ins = std::collections::HashMap::new();
-            for r in &lens.rows {
-                let mut q = [0.0; 4];
-                for (k, &c) in icols.iter().enumerate() {
-                    q[k] = lens.num(r, c)?;
-                }
-                ins.insert(lens.time(r, lt)?.to_bits(), q);
-            }
-            let mut ous = std::collections::HashMap::new();
-            for r in &outs.rows {
-                let mut q = [0.0; 4];
-                for (k, &c) in ocols.iter().enumerate() {
-                    q[k] = outs.num(r, c)?;
-                }
-                ous.insert(outs.time(r, ot)?.to_bits(), q);
-            }
-            for r in &traffic.rows {
-                let t = traffic.time(r, tt)?;
-                let rate = traffic.num(r, rate_col)?;
-                if let (Some(i), Some(o)) = (ins.get(&t.to_bits()), ous.get(&t.to_bits())) {
-                    rows.push((t, rate, *i, *o));
-                }
-            }
+            maas_rows(&traffic, &lens, &Csv::read(out_path)?)?
         }
-        StatType::Cloudide => {
-            if traffic.header.len() < 2 {
-                return Err(Error::Input(format!(
-                    "{}: line 1: expected `Time` and a rate column",
-                    traffic.path
-                )));
-            }
-            let rate_col = usize::from(tt == 0);
-            let recv: Vec<usize> = (0..lens.header.len())
-                .filter(|&c| lens.header[c].starts_with("recv_bytes"))
-                .collect();
-            let sent: Vec<usize> = (0..lens.header.len())
-                .filter(|&c| lens.header[c].starts_with("sent_bytes"))
-                .collect();
-            if recv.is_empty() || sent.is_empty() {
-                return Err(Error::Input(format!(
-                    "{}: line 1: expected `recv_bytes…` and `sent_bytes…` columns",
-                    lens.path
-                )));
-            }
-            let mut bytes = std::collections::HashMap::new();
-            for r in &lens.rows {
-                let mut rs = 0.0;
-                for &c in &recv {
-                    rs += lens.num(r, c)?;
-                }
-                let mut ss = 0.0;
-                for &c in &sent {
-                    ss += lens.num(r, c)?;
-                }
-                bytes.insert(lens.time(r, lt)?.to_bits(), (rs, ss));
-            }
-            for r in &traffic.rows {
-                let t = traffic.time(r, tt)?;
-                let rate = traffic.num(r, rate_col)?;
-                let (rs, ss) = bytes.get(&t.to_bits()).copied().unwrap_or((0.0, 0.0));
-                // Bytes per second over requests per second: per-request
-                // sizes; the output from the sent bytes (AIBrix reuses recv).
-                let per = |b: f64| if rate > 0.0 { b / rate } else { 0.0 };
-                rows.push((t, rate, [per(rs); 4], [per(ss); 4]));
-            }
-        }
-    }
+        StatType::Cloudide => cloudide_rows(&traffic, &lens)?,
+    };
     if rows.is_empty() {
         return Err(Error::Input(format!(
             "{}: no rows (or no Time shared by all the files)",
@@ -315,6 +244,104 @@ pub fn read(
         )));
     }
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(windows(&rows, scales))
+}
+
+/// The columns `names` of `csv`.
+fn quantile_cols(csv: &Csv, names: [&str; 4]) -> Result<Vec<usize>> {
+    names.map(|c| csv.col(c)).into_iter().collect()
+}
+
+/// The quantile columns `cols` of `csv`, by the bits of each row's time.
+fn quantiles_by_time(
+    csv: &Csv,
+    cols: &[usize],
+) -> Result<std::collections::HashMap<u64, [f64; 4]>> {
+    let tcol = csv.col("Time")?;
+    let mut by_time = std::collections::HashMap::new();
+    for r in &csv.rows {
+        let mut q = [0.0; 4];
+        for (k, &c) in cols.iter().enumerate() {
+            q[k] = csv.num(r, c)?;
+        }
+        by_time.insert(csv.time(r, tcol)?.to_bits(), q);
+    }
+    Ok(by_time)
+}
+
+/// The rows of the MaaS exports: the traffic's successes, with the length
+/// quantiles of the same Time (an inner join on Time, as AIBrix's merge).
+fn maas_rows(traffic: &Csv, lens: &Csv, outs: &Csv) -> Result<Vec<StatRow>> {
+    let tt = traffic.col("Time")?;
+    outs.col("Time")?;
+    let rate_col = traffic.col("Success")?;
+    let icols = quantile_cols(lens, ["P50", "P70", "P90", "P99"])?;
+    let ocols = quantile_cols(outs, ["P50", "P70", "P95", "P99"])?;
+    let ins = quantiles_by_time(lens, &icols)?;
+    let ous = quantiles_by_time(outs, &ocols)?;
+    let mut rows = Vec::new();
+    for r in &traffic.rows {
+        let t = traffic.time(r, tt)?;
+        let rate = traffic.num(r, rate_col)?;
+        if let (Some(i), Some(o)) = (ins.get(&t.to_bits()), ous.get(&t.to_bits())) {
+            rows.push((t, rate, *i, *o));
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows of the CloudIDE exports: the traffic's rate, with per-request
+/// sizes from the byte counts of the same Time.
+fn cloudide_rows(traffic: &Csv, lens: &Csv) -> Result<Vec<StatRow>> {
+    let tt = traffic.col("Time")?;
+    let lt = lens.col("Time")?;
+    if traffic.header.len() < 2 {
+        return Err(Error::Input(format!(
+            "{}: line 1: expected `Time` and a rate column",
+            traffic.path
+        )));
+    }
+    let rate_col = usize::from(tt == 0);
+    let recv: Vec<usize> = (0..lens.header.len())
+        .filter(|&c| lens.header[c].starts_with("recv_bytes"))
+        .collect();
+    let sent: Vec<usize> = (0..lens.header.len())
+        .filter(|&c| lens.header[c].starts_with("sent_bytes"))
+        .collect();
+    if recv.is_empty() || sent.is_empty() {
+        return Err(Error::Input(format!(
+            "{}: line 1: expected `recv_bytes…` and `sent_bytes…` columns",
+            lens.path
+        )));
+    }
+    let mut bytes = std::collections::HashMap::new();
+    for r in &lens.rows {
+        let mut rs = 0.0;
+        for &c in &recv {
+            rs += lens.num(r, c)?;
+        }
+        let mut ss = 0.0;
+        for &c in &sent {
+            ss += lens.num(r, c)?;
+        }
+        bytes.insert(lens.time(r, lt)?.to_bits(), (rs, ss));
+    }
+    let mut rows = Vec::new();
+    for r in &traffic.rows {
+        let t = traffic.time(r, tt)?;
+        let rate = traffic.num(r, rate_col)?;
+        let (rs, ss) = bytes.get(&t.to_bits()).copied().unwrap_or((0.0, 0.0));
+        // Bytes per second over requests per second: per-request
+        // sizes; the output from the sent bytes (AIBrix reuses recv).
+        let per = |b: f64| if rate > 0.0 { b / rate } else { 0.0 };
+        rows.push((t, rate, [per(rs); 4], [per(ss); 4]));
+    }
+    Ok(rows)
+}
+
+/// The windows of `rows` (at least one, in time order), each from its
+/// row's time on, and the window length.
+fn windows(rows: &[StatRow], scales: Scales) -> (Vec<Window>, f64) {
     let t0 = rows[0].0;
     let window_ms = if rows.len() > 1 {
         (rows[rows.len() - 1].0 - t0) / (rows.len() - 1) as f64
@@ -336,7 +363,7 @@ pub fn read(
             output: fit(op, o, scales.output),
         })
         .collect();
-    Ok((windows, window_ms))
+    (windows, window_ms)
 }
 
 #[cfg(test)]

@@ -117,6 +117,23 @@ fn tokens(v: &Value, field: &str) -> std::result::Result<u64, RecordError> {
     crate::limits::tokens(field, n)
 }
 
+/// The house-style fields of one row, read and checked; every other field
+/// stays in the object they were taken from.
+struct Fields {
+    timestamp: Option<Number>,
+    session: Option<String>,
+    delay: Option<Number>,
+    text: Option<String>,
+    input: Option<u64>,
+    output: Option<u64>,
+    hash_ids: Option<Vec<u64>>,
+    request_id: Option<String>,
+    wait_for: Vec<String>,
+    branches: Vec<String>,
+    tool_wait: Option<Number>,
+    prefix_reset: Option<bool>,
+}
+
 /// Converts one line into a row in the house style.
 fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
     let mut obj: Map<String, Value> =
@@ -131,18 +148,57 @@ fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
              (`request_trace_to_mooncake --agentic` of ai-dynamo/dynamo PR #9728)",
         ));
     }
-    let timestamp = take(&mut obj, "timestamp", "created_time")
+    let fields = take_fields(&mut obj)?;
+    if fields.input.is_none() && fields.text.is_none() {
+        return Err(RecordError::field(
+            "input_length",
+            "missing: a row needs input_length (or input_tokens, or text_input)",
+        ));
+    }
+    Ok(write_row(&fields, &obj))
+}
+
+/// An optional time in ms under `name` (or its alias); null is absent.
+fn take_ms(
+    obj: &mut Map<String, Value>,
+    name: &str,
+    alias: &str,
+) -> std::result::Result<Option<Number>, RecordError> {
+    take(obj, name, alias)
         .filter(|v| !v.is_null())
-        .map(|v| ms(&v, "timestamp"))
-        .transpose()?;
-    let session = match take(&mut obj, "session_id", "session_id") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(id_text(&v, "session_id")?),
-    };
-    let delay = take(&mut obj, "delay", "delay_ms")
+        .map(|v| ms(&v, name))
+        .transpose()
+}
+
+/// An optional token count under `name` (or its alias); null is absent.
+fn take_tokens(
+    obj: &mut Map<String, Value>,
+    name: &str,
+    alias: &str,
+) -> std::result::Result<Option<u64>, RecordError> {
+    take(obj, name, alias)
         .filter(|v| !v.is_null())
-        .map(|v| ms(&v, "delay"))
-        .transpose()?;
+        .map(|v| tokens(&v, name))
+        .transpose()
+}
+
+/// An optional id under `name`; null is absent.
+fn take_id(
+    obj: &mut Map<String, Value>,
+    name: &str,
+) -> std::result::Result<Option<String>, RecordError> {
+    match obj.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => Ok(Some(id_text(&v, name)?)),
+    }
+}
+
+/// Takes the house-style fields out of `obj`, checked, in the order their
+/// errors are reported.
+fn take_fields(obj: &mut Map<String, Value>) -> std::result::Result<Fields, RecordError> {
+    let timestamp = take_ms(obj, "timestamp", "created_time")?;
+    let session = take_id(obj, "session_id")?;
+    let delay = take_ms(obj, "delay", "delay_ms")?;
     let text = match obj.remove("text_input") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
@@ -153,46 +209,13 @@ fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
             ))
         }
     };
-    let input = take(&mut obj, "input_length", "input_tokens")
-        .filter(|v| !v.is_null())
-        .map(|v| tokens(&v, "input_length"))
-        .transpose()?;
-    let output = take(&mut obj, "output_length", "output_tokens")
-        .filter(|v| !v.is_null())
-        .map(|v| tokens(&v, "output_length"))
-        .transpose()?;
-    let hash_ids = match obj.remove("hash_ids") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(a)) => Some(
-            a.iter()
-                .map(|x| {
-                    x.as_u64().ok_or_else(|| {
-                        RecordError::field(
-                            "hash_ids",
-                            format!("{x} is not a block id (an integer >= 0)"),
-                        )
-                    })
-                })
-                .collect::<std::result::Result<Vec<u64>, _>>()?,
-        ),
-        Some(v) => {
-            return Err(RecordError::field(
-                "hash_ids",
-                format!("{v} is not a list of block ids"),
-            ))
-        }
-    };
-    let request_id = match obj.remove("request_id") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(id_text(&v, "request_id")?),
-    };
+    let input = take_tokens(obj, "input_length", "input_tokens")?;
+    let output = take_tokens(obj, "output_length", "output_tokens")?;
+    let hash_ids = block_ids(obj.remove("hash_ids"))?;
+    let request_id = take_id(obj, "request_id")?;
     let wait_for = id_list(obj.remove("wait_for"), "wait_for")?;
     let branches = id_list(obj.remove("branches"), "branches")?;
-    let tool_wait = obj
-        .remove("tool_wait_ms")
-        .filter(|v| !v.is_null())
-        .map(|v| ms(&v, "tool_wait_ms"))
-        .transpose()?;
+    let tool_wait = take_ms(obj, "tool_wait_ms", "tool_wait_ms")?;
     let prefix_reset = match obj.remove("prefix_reset") {
         None | Some(Value::Null) => None,
         Some(Value::Bool(b)) => Some(b),
@@ -203,58 +226,93 @@ fn row(line: &[u8]) -> std::result::Result<Vec<u8>, RecordError> {
             ))
         }
     };
-    if input.is_none() && text.is_none() {
-        return Err(RecordError::field(
-            "input_length",
-            "missing: a row needs input_length (or input_tokens, or text_input)",
-        ));
+    Ok(Fields {
+        timestamp,
+        session,
+        delay,
+        text,
+        input,
+        output,
+        hash_ids,
+        request_id,
+        wait_for,
+        branches,
+        tool_wait,
+        prefix_reset,
+    })
+}
+
+/// `hash_ids`: absent, null, or a list of integers >= 0.
+fn block_ids(v: Option<Value>) -> std::result::Result<Option<Vec<u64>>, RecordError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| {
+                x.as_u64().ok_or_else(|| {
+                    RecordError::field(
+                        "hash_ids",
+                        format!("{x} is not a block id (an integer >= 0)"),
+                    )
+                })
+            })
+            .collect::<std::result::Result<Vec<u64>, _>>()
+            .map(Some),
+        Some(v) => Err(RecordError::field(
+            "hash_ids",
+            format!("{v} is not a list of block ids"),
+        )),
     }
+}
+
+/// Writes `f` in the house order, then every other field of `rest` as it
+/// was (in key order).
+fn write_row(f: &Fields, rest: &Map<String, Value>) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut w = RowWriter::new(&mut bytes);
-    if let Some(t) = timestamp {
+    if let Some(t) = f.timestamp {
         w.timestamp(t);
     }
-    if let Some(s) = &session {
+    if let Some(s) = &f.session {
         w.session_id(s);
     }
-    if let Some(d) = delay {
+    if let Some(d) = f.delay {
         w.delay(d);
     }
-    if let Some(t) = &text {
+    if let Some(t) = &f.text {
         w.text_input(t);
     }
-    if let Some(i) = input {
+    if let Some(i) = f.input {
         w.input_length(i);
     }
-    if let Some(o) = output {
+    if let Some(o) = f.output {
         w.output_length(o);
     }
-    if let Some(ids) = &hash_ids {
+    if let Some(ids) = &f.hash_ids {
         w.hash_ids(ids);
     }
-    if let Some(id) = &request_id {
+    if let Some(id) = &f.request_id {
         w.extra_str("request_id", id);
     }
-    for (name, list) in [("wait_for", &wait_for), ("branches", &branches)] {
+    for (name, list) in [("wait_for", &f.wait_for), ("branches", &f.branches)] {
         if !list.is_empty() {
             w.extra_str_list(name, list);
         }
     }
-    if let Some(t) = tool_wait {
+    if let Some(t) = f.tool_wait {
         let mut json = Vec::new();
         crate::record::write_number(t, &mut json);
         w.extra_raw("tool_wait_ms", &json);
     }
-    if let Some(b) = prefix_reset {
+    if let Some(b) = f.prefix_reset {
         w.extra_raw("prefix_reset", if b { b"true" } else { b"false" });
     }
-    // Every other field, as it was (in key order).
-    for (k, v) in &obj {
+    for (k, v) in rest {
         let json = serde_json::to_vec(v).unwrap_or_default();
         w.extra_raw(k, &json);
     }
     w.finish();
-    Ok(bytes)
+    bytes
 }
 
 impl Importer for Dynamo {

@@ -439,38 +439,10 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         first = Some(src);
     }
     if format == Format::Nat {
-        if inputs.len() > 1 {
-            return Err(Error::Usage(
-                "--from nat reads one profiler file at a time".into(),
-            ));
-        }
-        let opts = nat::NatArgs {
-            input: inputs[0].clone(),
-            output: Some(args.io.output.clone().unwrap_or_else(|| "-".into())),
-            tokenizer: args.tokenizer.clone(),
-            block_size: args.block_size.unwrap_or(128) as usize,
-            timing: nat::TimingMode::Auto,
-            delay: None,
-            // The profiler's graph, as nat2mc writes it by default.
-            linear: false,
-            input_length: nat::InputLength::Tokens,
-            messages: false,
-            num_requests: None,
-            skip_requests: 0,
-            force: false,
-        };
         let src = first.take().unwrap_or_else(|| Box::new(std::io::empty()));
-        return nat::run_from(src, opts);
+        return import_nat(args, &inputs, src);
     }
-    let mut importer: Box<dyn Importer> = match format {
-        Format::Azure => Box::new(azure::Azure::new(args)),
-        Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
-        Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
-        Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
-        Format::Weka => Box::new(weka::Weka::new(args)),
-        Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
-        Format::Auto | Format::Nat => unreachable!("handled above"),
-    };
+    let mut importer = importer_for(format, args);
     if format == Format::Ragpulse {
         // Its component files are inputs too, found only now.
         let comps = ragpulse::component_files(args);
@@ -482,32 +454,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         args.io.on_error,
         args.io.line_buffered,
     );
-    let many = inputs.len() > 1;
-    let mut result = Ok(());
-    for (k, path) in inputs.iter().enumerate() {
-        let src = match first.take() {
-            Some(s) => s,
-            None => match jsonl::open_input_send(path.as_deref()) {
-                Ok(s) => s,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            },
-        };
-        result = importer
-            .file(src, k, &mut sink)
-            .map_err(|e| match (many, path, e) {
-                // Name the file when there are several.
-                (true, Some(p), e @ (Error::Data { .. } | Error::Input(_))) => {
-                    Error::Input(format!("{}: {e}", p.display()))
-                }
-                (_, _, e) => e,
-            });
-        if result.is_err() {
-            break;
-        }
-    }
+    let mut result = import_files(importer.as_mut(), &inputs, first, &mut sink);
     if result.is_ok() {
         result = importer.finish(&mut sink);
     }
@@ -520,4 +467,75 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         eprintln!("{tool}: {}", sink.counts.summary(format.name()));
     }
     result.and(flushed)
+}
+
+/// `--from nat`: one profiler file, converted as nat2mc does by default.
+fn import_nat(
+    args: &ImportArgs,
+    inputs: &[Option<PathBuf>],
+    src: Box<dyn Read + Send>,
+) -> Result<()> {
+    if inputs.len() > 1 {
+        return Err(Error::Usage(
+            "--from nat reads one profiler file at a time".into(),
+        ));
+    }
+    let opts = nat::NatArgs {
+        input: inputs[0].clone(),
+        output: Some(args.io.output.clone().unwrap_or_else(|| "-".into())),
+        tokenizer: args.tokenizer.clone(),
+        block_size: args.block_size.unwrap_or(128) as usize,
+        timing: nat::TimingMode::Auto,
+        delay: None,
+        // The profiler's graph, as nat2mc writes it by default.
+        linear: false,
+        input_length: nat::InputLength::Tokens,
+        messages: false,
+        num_requests: None,
+        skip_requests: 0,
+        force: false,
+    };
+    nat::run_from(src, opts)
+}
+
+/// The importer of a row format (not `auto`, not `nat`: both are
+/// resolved before).
+fn importer_for(format: Format, args: &ImportArgs) -> Box<dyn Importer> {
+    match format {
+        Format::Azure => Box::new(azure::Azure::new(args)),
+        Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
+        Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
+        Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
+        Format::Weka => Box::new(weka::Weka::new(args)),
+        Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
+        Format::Auto | Format::Nat => unreachable!("handled above"),
+    }
+}
+
+/// Feeds every input to `importer` in order (`first`, already open, is
+/// the first one's), stopping at the first error; with several inputs a
+/// data error names its file.
+fn import_files(
+    importer: &mut dyn Importer,
+    inputs: &[Option<PathBuf>],
+    mut first: Option<Box<dyn Read + Send>>,
+    sink: &mut Sink,
+) -> Result<()> {
+    let many = inputs.len() > 1;
+    for (k, path) in inputs.iter().enumerate() {
+        let src = match first.take() {
+            Some(s) => s,
+            None => jsonl::open_input_send(path.as_deref())?,
+        };
+        importer
+            .file(src, k, sink)
+            .map_err(|e| match (many, path, e) {
+                // Name the file when there are several.
+                (true, Some(p), e @ (Error::Data { .. } | Error::Input(_))) => {
+                    Error::Input(format!("{}: {e}", p.display()))
+                }
+                (_, _, e) => e,
+            })?;
+    }
+    Ok(())
 }

@@ -254,96 +254,24 @@ impl Weka {
         let mut open: Vec<(usize, f64)> = Vec::new();
         let mut subs = 0usize;
         for (k, r) in reqs.iter().enumerate() {
+            let at = format!("{path}[{k}]");
             if r.kind.as_deref() == Some("subagent") {
                 subs += 1;
-                let Some(inner) = &r.requests else {
-                    return Err(RecordError::new(format!(
-                        "{path}[{k}]: a sub-agent without `requests`"
-                    )));
-                };
-                let name = match &r.agent_id {
-                    Some(a) => format!("{}/{a}", chain.session),
-                    None => format!("{}/subagent{subs}", chain.session),
-                };
-                let start_ms = crate::limits::time_ms(&format!("{path}[{k}].t"), ms(r.t))
-                    .and_then(|t| {
-                        crate::limits::time_ms(&format!("{path}[{k}].t"), chain.start_ms + t)
-                    })?;
-                let sub = Chain {
-                    session: &name,
-                    parent: Some(chain.session),
-                    agent: Some(
-                        r.agent_id
-                            .clone()
-                            .unwrap_or_else(|| format!("subagent{subs}")),
-                    ),
-                    start_ms,
-                    // Spawned by this chain's latest call, or, before any,
-                    // by whatever spawned this chain.
-                    spawner: prev_call.or(chain.spawner),
-                };
-                let first = calls.len();
-                self.collect(
-                    inner,
-                    &sub,
-                    b,
-                    &format!("{path}[{k}].requests"),
-                    calls,
-                    rows_before,
-                )?;
-                if calls.len() > first {
-                    let last = calls
-                        .iter()
-                        .rposition(|c| c.session == name)
-                        .unwrap_or(calls.len() - 1);
-                    open.push((last, calls[last].end_ms));
+                let spawner = prev_call.or(chain.spawner);
+                let sub = (r, subs, spawner);
+                if let Some(last) = self.collect_subagent(sub, chain, b, &at, calls, rows_before)? {
+                    open.push(last);
                 }
                 continue;
             }
-            let (Some(input), Some(output)) = (r.input, r.out) else {
-                return Err(RecordError::new(format!(
-                    "{path}[{k}]: a request needs `in` and `out`"
-                )));
-            };
-            let field = |f: &str| format!("{path}[{k}].{f}");
-            let ts = crate::limits::tokens(&field("in"), input)
-                .and_then(|_| crate::limits::tokens(&field("out"), output))
-                .and_then(|_| crate::limits::time_ms(&field("t"), ms(r.t)))
-                .and_then(|t| crate::limits::time_ms(&field("t"), chain.start_ms + t))?;
-            let delay = prev.map(|p| match r.think_time {
-                Some(th) => ms(th),
-                // Without a think time: the gap between the two
-                // requests, less the previous one's service time.
-                None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
-            });
-            if delay.is_some_and(|d| !d.is_finite() || d < 0.0) {
-                return Err(RecordError::new(format!(
-                    "{path}[{k}]: `think_time` must be at least 0"
-                )));
-            }
-            if let Some(d) = delay {
-                crate::limits::time_ms(&field("think_time"), d)?;
-            }
+            let (input, output, ts, delay) = checked_call(r, prev, chain.start_ms, &at)?;
             self.row_ids(&r.hash_ids, input, b);
             let end_ms = ts + ms(r.api_time.unwrap_or(0.0)).max(0.0);
-            // The graph's edges: the previous call of the chain, and the
-            // sub-agents that ended before this call started (the first
-            // call of the chain after a sub-agent's end joins it).
             let mut wait_for = Vec::new();
             let mut graph_delay = delay;
             if let Some(p) = prev_call {
                 wait_for.push(p);
-                let joined: Vec<(usize, f64)> =
-                    open.iter().copied().filter(|&(_, end)| end <= ts).collect();
-                open.retain(|&(_, end)| end > ts);
-                if let Some(latest) = joined.iter().map(|j| j.1).reduce(f64::max) {
-                    // Released at the latest end of what it waits for plus
-                    // the delay: the recorded start, so the delay is the
-                    // smaller of the think time and the gap after the
-                    // sub-agent's end.
-                    graph_delay = delay.map(|d| d.min(ts - latest).max(0.0));
-                }
-                wait_for.extend(joined.into_iter().map(|j| j.0));
+                graph_delay = join_ended(&mut open, ts, delay, &mut wait_for);
             }
             let spawned_by = if prev_call.is_none() {
                 chain.spawner
@@ -374,6 +302,59 @@ impl Weka {
             prev = Some(r);
         }
         Ok(())
+    }
+
+    /// Reads the sub-agent entry `r` (the `subs`-th of `chain`, started by
+    /// `spawner`) at `at` into `calls`, and returns its last call and that
+    /// call's end: the first later call of `chain` that starts after it
+    /// joins it.
+    fn collect_subagent(
+        &mut self,
+        (r, subs, spawner): (&WekaRequest, usize, Option<usize>),
+        chain: &Chain<'_>,
+        b: u64,
+        at: &str,
+        calls: &mut Vec<Call>,
+        rows_before: u64,
+    ) -> std::result::Result<Option<(usize, f64)>, RecordError> {
+        let Some(inner) = &r.requests else {
+            return Err(RecordError::new(format!(
+                "{at}: a sub-agent without `requests`"
+            )));
+        };
+        let agent = r
+            .agent_id
+            .clone()
+            .unwrap_or_else(|| format!("subagent{subs}"));
+        let name = format!("{}/{agent}", chain.session);
+        let start_ms = crate::limits::time_ms(&format!("{at}.t"), ms(r.t))
+            .and_then(|t| crate::limits::time_ms(&format!("{at}.t"), chain.start_ms + t))?;
+        let sub = Chain {
+            session: &name,
+            parent: Some(chain.session),
+            agent: Some(agent),
+            start_ms,
+            // Spawned by this chain's latest call, or, before any, by
+            // whatever spawned this chain.
+            spawner,
+        };
+        let first = calls.len();
+        self.collect(
+            inner,
+            &sub,
+            b,
+            &format!("{at}.requests"),
+            calls,
+            rows_before,
+        )?;
+        if calls.len() == first {
+            return Ok(None);
+        }
+        let last = calls
+            .iter()
+            .rposition(|c| c.session == name)
+            .unwrap_or(calls.len() - 1);
+        Ok(Some((last, calls[last].end_ms)))
     }
 
     /// Writes one session's calls: as sessions (each sub-agent a session
@@ -436,6 +417,40 @@ impl Weka {
         Ok(())
     }
 
+    /// Checks that session `name`'s block size `b` is --block-size's and
+    /// every earlier session's: one trace needs one block size.
+    fn check_block_size(&mut self, b: u64, name: &str) -> Result<()> {
+        match (&self.file_block, self.block_size) {
+            (_, Some(want)) if want != b => {
+                return Err(Error::Input(format!(
+                    "session `{name}` has block_size {b}, not --block-size {want} (weka keeps the file's block size)"
+                )))
+            }
+            (Some((seen, first)), _) if *seen != b => {
+                return Err(Error::Input(format!(
+                    "session `{name}` has block_size {b}, but `{first}` has {seen}: one trace needs one block size"
+                )))
+            }
+            (Some(_), _) => {}
+            (None, _) => self.file_block = Some((b, name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// The same id in another file (or the same file twice) is another
+    /// session, kept apart under the first free `<id>#<input no.>`.
+    fn unique_name(&mut self, name: &str, file_no: usize) -> String {
+        let base = format!("{name}#{}", file_no + 1);
+        let mut unique = base.clone();
+        let mut n = 1;
+        while self.names.contains_key(&unique) {
+            n += 1;
+            unique = format!("{base}.{n}");
+        }
+        self.renamed += 1;
+        unique
+    }
+
     fn one(
         &mut self,
         s: &Session,
@@ -457,32 +472,9 @@ impl Weka {
                     |n| n.to_string_lossy().into_owned(),
                 )
         });
-        match (&self.file_block, self.block_size) {
-            (_, Some(want)) if want != b => {
-                return Err(Error::Input(format!(
-                    "session `{name}` has block_size {b}, not --block-size {want} (weka keeps the file's block size)"
-                )))
-            }
-            (Some((seen, first)), _) if *seen != b => {
-                return Err(Error::Input(format!(
-                    "session `{name}` has block_size {b}, but `{first}` has {seen}: one trace needs one block size"
-                )))
-            }
-            (Some(_), _) => {}
-            (None, _) => self.file_block = Some((b, name.clone())),
-        }
+        self.check_block_size(b, &name)?;
         if self.names.get(&name).is_some_and(|&f| f != file_no) {
-            // The same id in another file (or the same file twice): another
-            // session, kept apart under the first free `<id>#<input no.>`.
-            let base = format!("{name}#{}", file_no + 1);
-            let mut unique = base.clone();
-            let mut n = 1;
-            while self.names.contains_key(&unique) {
-                n += 1;
-                unique = format!("{base}.{n}");
-            }
-            name = unique;
-            self.renamed += 1;
+            name = self.unique_name(&name, file_no);
         }
         self.names.insert(name.clone(), file_no);
         if s.hash_id_scope.as_deref() != Some("global") {
@@ -517,6 +509,65 @@ impl Weka {
         self.write(&calls, &name, sink)?;
         Ok(Ok(()))
     }
+}
+
+/// The checked lengths, start (ms on the common timeline) and delay
+/// after `prev` of the request `r` at `at` in a chain starting at
+/// `start_ms`.
+fn checked_call(
+    r: &WekaRequest,
+    prev: Option<&WekaRequest>,
+    start_ms: f64,
+    at: &str,
+) -> std::result::Result<(u64, u64, f64, Option<f64>), RecordError> {
+    let (Some(input), Some(output)) = (r.input, r.out) else {
+        return Err(RecordError::new(format!(
+            "{at}: a request needs `in` and `out`"
+        )));
+    };
+    let field = |f: &str| format!("{at}.{f}");
+    let ts = crate::limits::tokens(&field("in"), input)
+        .and_then(|_| crate::limits::tokens(&field("out"), output))
+        .and_then(|_| crate::limits::time_ms(&field("t"), ms(r.t)))
+        .and_then(|t| crate::limits::time_ms(&field("t"), start_ms + t))?;
+    let delay = prev.map(|p| match r.think_time {
+        Some(th) => ms(th),
+        // Without a think time: the gap between the two
+        // requests, less the previous one's service time.
+        None => (ms(r.t) - ms(p.t) - ms(p.api_time.unwrap_or(0.0))).max(0.0),
+    });
+    if delay.is_some_and(|d| !d.is_finite() || d < 0.0) {
+        return Err(RecordError::new(format!(
+            "{at}: `think_time` must be at least 0"
+        )));
+    }
+    if let Some(d) = delay {
+        crate::limits::time_ms(&field("think_time"), d)?;
+    }
+    Ok((input, output, ts, delay))
+}
+
+/// The graph's join edges of a call starting at `ts`: the sub-agents in
+/// `open` that ended by then are taken out and added to `wait_for` (the
+/// first call of the chain after a sub-agent's end joins it). Returns
+/// the call's delay in the graph.
+fn join_ended(
+    open: &mut Vec<(usize, f64)>,
+    ts: f64,
+    delay: Option<f64>,
+    wait_for: &mut Vec<usize>,
+) -> Option<f64> {
+    let joined: Vec<(usize, f64)> = open.iter().copied().filter(|&(_, end)| end <= ts).collect();
+    open.retain(|&(_, end)| end > ts);
+    let mut graph_delay = delay;
+    if let Some(latest) = joined.iter().map(|j| j.1).reduce(f64::max) {
+        // Released at the latest end of what it waits for plus the delay:
+        // the recorded start, so the delay is the smaller of the think
+        // time and the gap after the sub-agent's end.
+        graph_delay = delay.map(|d| d.min(ts - latest).max(0.0));
+    }
+    wait_for.extend(joined.into_iter().map(|j| j.0));
+    graph_delay
 }
 
 /// The 1-based line of byte `offset` in `bytes`.

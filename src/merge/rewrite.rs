@@ -109,92 +109,119 @@ impl Rewriter {
         if !self.keeps(&rec, line)? {
             return Ok(None);
         }
-        let mut edits: Vec<Edit<'_>> = Vec::new();
-        let timestamp = match self.scaled_time(&rec)? {
-            Some(t) => {
-                let shifted = shift(t, self.rule.offset)?;
-                if self.rule.rate != 1.0 || self.rule.offset != 0.0 {
-                    self.ts.clear();
-                    record::write_number(shifted, &mut self.ts);
-                    edits.push(Edit {
-                        field: Field::Timestamp,
-                        value: &self.ts,
-                    });
-                }
-                Some(shifted)
-            }
-            None => None,
-        };
-        if self.rule.rate != 1.0 {
-            if let Some(d) = rec.number(Field::Delay)? {
-                self.delay.clear();
-                let scaled = speed_up_delay(d, self.rule.rate, "--scale-rate")?;
-                record::write_number(scaled, &mut self.delay);
-                edits.push(Edit {
-                    field: Field::Delay,
-                    value: &self.delay,
-                });
-            }
-            if let Some(w) = rec.number(Field::ToolWaitMs)? {
-                self.tool_wait.clear();
-                let scaled = speed_up_wait("tool_wait_ms", w, self.rule.rate, "--scale-rate")?;
-                record::write_number(scaled, &mut self.tool_wait);
-                edits.push(Edit {
-                    field: Field::ToolWaitMs,
-                    value: &self.tool_wait,
-                });
-            }
-        }
-        if self.rule.k > 1 {
-            // Request ids are unique per file: two files' calls must not
-            // wait for each other (`f{t}:`, as string session ids).
-            let prefix = format!("f{}:", self.rule.t);
-            let [rid, wait, branch] = &mut self.graph_ids;
-            for (field, buf) in [
-                (Field::RequestId, rid),
-                (Field::WaitFor, wait),
-                (Field::Branches, branch),
-            ] {
-                buf.clear();
-                if crate::graph::write_prefixed(&rec, field, &prefix, buf)? {
-                    edits.push(Edit { field, value: buf });
-                }
-            }
-            if let Some(raw) = rec.session_id()? {
-                self.session.clear();
-                namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;
-                edits.push(Edit {
-                    field: Field::SessionId,
-                    value: &self.session,
-                });
-            }
-            if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
-                let (k, t) = (self.rule.k, self.rule.t);
-                for id in &mut self.ids {
-                    *id = namespace_id(*id, k, t).ok_or_else(|| {
-                        RecordError::field(
-                            "hash_ids",
-                            format!(
-                                "id {id} times {k} files overflows 64 bits (use --shared-ids, \
-                                 or renumber the ids)"
-                            ),
-                        )
-                    })?;
-                }
-                self.ids_text.clear();
-                record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.ids_text);
-                edits.push(Edit {
-                    field: Field::HashIds,
-                    value: &self.ids_text,
-                });
-            }
-        }
+        // The new values are written into the buffers first, then every
+        // written one becomes an edit (the edits borrow the buffers).
+        let (timestamp, new_ts) = self.shift_timestamp(&rec)?;
+        let (new_delay, new_wait) = self.scale_waits(&rec)?;
+        let renamed = self.namespace(&rec)?;
+        let [rid, wait, branch] = &self.graph_ids;
+        let edits_of = [
+            (new_ts, Field::Timestamp, &self.ts),
+            (new_delay, Field::Delay, &self.delay),
+            (new_wait, Field::ToolWaitMs, &self.tool_wait),
+            (renamed[0], Field::RequestId, rid),
+            (renamed[1], Field::WaitFor, wait),
+            (renamed[2], Field::Branches, branch),
+            (renamed[3], Field::SessionId, &self.session),
+            (renamed[4], Field::HashIds, &self.ids_text),
+        ];
+        let mut edits: Vec<Edit<'_>> = edits_of
+            .into_iter()
+            .filter(|&(written, _, _)| written)
+            .map(|(_, field, value)| Edit { field, value })
+            .collect();
         if edits.is_empty() {
             out.extend_from_slice(bytes);
         } else {
             rec.write_edited(&mut edits, out);
         }
         Ok(Some(Kept { timestamp }))
+    }
+
+    /// The row's time after --scale-rate and --offset, and whether it
+    /// changed (then its text is in `ts`).
+    fn shift_timestamp(&mut self, rec: &Record<'_>) -> Result<(Option<Number>, bool), RecordError> {
+        let Some(t) = self.scaled_time(rec)? else {
+            return Ok((None, false));
+        };
+        let shifted = shift(t, self.rule.offset)?;
+        let changed = self.rule.rate != 1.0 || self.rule.offset != 0.0;
+        if changed {
+            self.ts.clear();
+            record::write_number(shifted, &mut self.ts);
+        }
+        Ok((Some(shifted), changed))
+    }
+
+    /// `delay` and `tool_wait_ms` sped up by --scale-rate, into `delay` and
+    /// `tool_wait`; whether each was written.
+    fn scale_waits(&mut self, rec: &Record<'_>) -> Result<(bool, bool), RecordError> {
+        let mut written = (false, false);
+        if self.rule.rate == 1.0 {
+            return Ok(written);
+        }
+        if let Some(d) = rec.number(Field::Delay)? {
+            self.delay.clear();
+            let scaled = speed_up_delay(d, self.rule.rate, "--scale-rate")?;
+            record::write_number(scaled, &mut self.delay);
+            written.0 = true;
+        }
+        if let Some(w) = rec.number(Field::ToolWaitMs)? {
+            self.tool_wait.clear();
+            let scaled = speed_up_wait("tool_wait_ms", w, self.rule.rate, "--scale-rate")?;
+            record::write_number(scaled, &mut self.tool_wait);
+            written.1 = true;
+        }
+        Ok(written)
+    }
+
+    /// With several files, the row's ids put in its file's namespace: the
+    /// request ids, `wait_for` and `branches` into `graph_ids`, the session
+    /// id into `session`, the block ids into `ids_text`; whether each of
+    /// the five was written.
+    fn namespace(&mut self, rec: &Record<'_>) -> Result<[bool; 5], RecordError> {
+        let mut written = [false; 5];
+        if self.rule.k <= 1 {
+            return Ok(written);
+        }
+        // Request ids are unique per file: two files' calls must not
+        // wait for each other (`f{t}:`, as string session ids).
+        let prefix = format!("f{}:", self.rule.t);
+        let [rid, wait, branch] = &mut self.graph_ids;
+        for (k, (field, buf)) in [
+            (Field::RequestId, rid),
+            (Field::WaitFor, wait),
+            (Field::Branches, branch),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            buf.clear();
+            written[k] = crate::graph::write_prefixed(rec, field, &prefix, buf)?;
+        }
+        if let Some(raw) = rec.session_id()? {
+            self.session.clear();
+            namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;
+            written[3] = true;
+        }
+        if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
+            let (k, t) = (self.rule.k, self.rule.t);
+            for id in &mut self.ids {
+                *id = namespace_id(*id, k, t).ok_or_else(|| {
+                    RecordError::field(
+                        "hash_ids",
+                        format!(
+                            "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                             or renumber the ids)"
+                        ),
+                    )
+                })?;
+            }
+            self.ids_text.clear();
+            record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.ids_text);
+            written[4] = true;
+        }
+        Ok(written)
     }
 }
 

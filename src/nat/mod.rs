@@ -443,53 +443,11 @@ impl Converter {
     }
 
     fn write_rows(&self, out: &mut Output) -> Result<()> {
-        // Whole ms: the release files' integers; a time beyond 2^53 ms (an
-        // event_timestamp far from the others) is refused, never saturated.
-        let whole = |v: f64, session: &str, what: &str| -> Result<u64> {
-            crate::limits::time_ms(what, v.max(0.0))
-                .map(|v| v.round() as u64)
-                .map_err(|e| {
-                    Error::Input(format!(
-                        "{session}: {e} (check the calls' event_timestamp values)"
-                    ))
-                })
-        };
-        let ms = |v: f64, session: &str, what: &str| whole(v, session, what).map(Number::UInt);
         let linear = self.opts.linear;
         let mut text = Vec::new();
         for r in &self.rows {
-            let ms = |v: f64, what: &str| ms(v, &r.session, what);
+            let (timestamp, delay, tool_wait) = self.row_times(r)?;
             let mut w = RowWriter::new(out.buffer());
-            // A root of the graph (or the first turn of the chain) arrives
-            // at its time; any other call waits.
-            let root = if linear {
-                r.first_in_session
-            } else {
-                r.graph.gap.is_none()
-            };
-            let mut tool_wait = None;
-            let (timestamp, delay) = match (self.opts.timing, root) {
-                (TimingMode::None, _) => (None, None),
-                (TimingMode::Auto, true) => {
-                    let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
-                    (Some(ms(at, "timestamp")?), None)
-                }
-                (TimingMode::Auto, false) => match (self.opts.delay, linear, r.graph.gap) {
-                    (Some(d), _, _) => (None, Some(ms(d, "delay")?)),
-                    (None, false, Some(g)) => {
-                        // The gap is rounded once, and the tool part taken
-                        // out of it, so delay + tool_wait_ms is the gap in
-                        // whole ms, as the chain's delay is.
-                        let total = whole(g.total * 1000.0, &r.session, "delay")?;
-                        let tool = whole(g.tool * 1000.0, &r.session, "tool_wait_ms")?.min(total);
-                        if tool > 0 {
-                            tool_wait = Some(tool);
-                        }
-                        (None, Some(Number::UInt(total - tool)))
-                    }
-                    _ => (None, Some(ms(r.gap.unwrap_or(0.0) * 1000.0, "delay")?)),
-                },
-            };
             if let Some(t) = timestamp {
                 w.timestamp(t);
             }
@@ -532,6 +490,55 @@ impl Converter {
             out.end_line()?;
         }
         out.flush()
+    }
+
+    /// Row `r`'s timestamp, delay and tool wait (ms), as --timing and
+    /// --delay ask. A root of the graph (or the first turn of the chain)
+    /// arrives at its time; any other call waits.
+    fn row_times(&self, r: &OutRow) -> Result<(Option<Number>, Option<Number>, Option<u64>)> {
+        // Whole ms: the release files' integers; a time beyond 2^53 ms (an
+        // event_timestamp far from the others) is refused, never saturated.
+        let whole = |v: f64, what: &str| -> Result<u64> {
+            crate::limits::time_ms(what, v.max(0.0))
+                .map(|v| v.round() as u64)
+                .map_err(|e| {
+                    Error::Input(format!(
+                        "{}: {e} (check the calls' event_timestamp values)",
+                        r.session
+                    ))
+                })
+        };
+        let ms = |v: f64, what: &str| whole(v, what).map(Number::UInt);
+        let linear = self.opts.linear;
+        let root = if linear {
+            r.first_in_session
+        } else {
+            r.graph.gap.is_none()
+        };
+        Ok(match (self.opts.timing, root) {
+            (TimingMode::None, _) => (None, None, None),
+            (TimingMode::Auto, true) => {
+                let at = r.start.map_or(0.0, |s| (s - self.earliest_start) * 1000.0);
+                (Some(ms(at, "timestamp")?), None, None)
+            }
+            (TimingMode::Auto, false) => match (self.opts.delay, linear, r.graph.gap) {
+                (Some(d), _, _) => (None, Some(ms(d, "delay")?), None),
+                (None, false, Some(g)) => {
+                    // The gap is rounded once, and the tool part taken
+                    // out of it, so delay + tool_wait_ms is the gap in
+                    // whole ms, as the chain's delay is.
+                    let total = whole(g.total * 1000.0, "delay")?;
+                    let tool = whole(g.tool * 1000.0, "tool_wait_ms")?.min(total);
+                    let tool_wait = (tool > 0).then_some(tool);
+                    (None, Some(Number::UInt(total - tool)), tool_wait)
+                }
+                _ => (
+                    None,
+                    Some(ms(r.gap.unwrap_or(0.0) * 1000.0, "delay")?),
+                    None,
+                ),
+            },
+        })
     }
 
     fn summary(&self, end: &End) -> String {

@@ -252,6 +252,60 @@ impl<R: Read> ArraySplitter<R> {
         }
     }
 
+    /// Names the place: the byte offset, line and column in the file.
+    fn invalid(&self, what: &str) -> Error {
+        let at = self.place(self.pos);
+        Error::Input(format!(
+            "invalid {}: expected {what}, at byte {} ({at})",
+            self.document, at.offset
+        ))
+    }
+
+    /// Reads the array's `[`; returns true when the array is empty (its
+    /// `]` read too).
+    fn open_array(&mut self) -> Result<bool> {
+        match self.peek_token()? {
+            Some(b'[') => {
+                self.pos += 1;
+                self.started = true;
+            }
+            // Nothing at all is not a file cut off mid-write.
+            None => {
+                return Err(Error::Input(
+                    "the input is empty: expected the profiler's JSON array of requests \
+                     (all_requests_profiler_traces.json)"
+                        .into(),
+                ))
+            }
+            Some(_) => return Err(self.invalid("a JSON array of requests ([...])")),
+        }
+        if self.peek_token()? == Some(b']') {
+            self.pos += 1;
+            self.done = true;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Reads what follows an element: `,` before the next one, `]` at the
+    /// end, or nothing when the input was cut right after it.
+    fn after_element(&mut self) -> Result<()> {
+        match self.peek_token()? {
+            Some(b',') => self.pos += 1,
+            Some(b']') => {
+                self.pos += 1;
+                self.done = true;
+            }
+            // Cut right after a complete request.
+            None => self.cut = true,
+            Some(_) => {
+                let what = format!("`,` or `]` after {} {}", self.element, self.elements);
+                return Err(self.invalid(&what));
+            }
+        }
+        Ok(())
+    }
+
     /// The next element's bytes; `Ok(None)` after the closing `]`;
     /// `Ok(Some(Err(End::Truncated)))` when the input stops inside the array.
     pub fn next_element(&mut self) -> Result<Option<std::result::Result<Element, End>>> {
@@ -262,35 +316,8 @@ impl<R: Read> ArraySplitter<R> {
             self.done = true;
             return Ok(Some(Err(End::Truncated)));
         }
-        // Names the place: the byte offset, line and column in the file.
-        let bad = |this: &Self, what: &str| {
-            let at = this.place(this.pos);
-            Error::Input(format!(
-                "invalid {}: expected {what}, at byte {} ({at})",
-                this.document, at.offset
-            ))
-        };
-        if !self.started {
-            match self.peek_token()? {
-                Some(b'[') => {
-                    self.pos += 1;
-                    self.started = true;
-                }
-                // Nothing at all is not a file cut off mid-write.
-                None => {
-                    return Err(Error::Input(
-                        "the input is empty: expected the profiler's JSON array of requests \
-                         (all_requests_profiler_traces.json)"
-                            .into(),
-                    ))
-                }
-                Some(_) => return Err(bad(self, "a JSON array of requests ([...])")),
-            }
-            if self.peek_token()? == Some(b']') {
-                self.pos += 1;
-                self.done = true;
-                return Ok(None);
-            }
+        if !self.started && self.open_array()? {
+            return Ok(None);
         }
         match self.peek_token()? {
             None => return Ok(Some(Err(End::Truncated))),
@@ -301,7 +328,7 @@ impl<R: Read> ArraySplitter<R> {
                     self.element,
                     self.elements + 1
                 );
-                return Err(bad(self, &what));
+                return Err(self.invalid(&what));
             }
         }
         // Scan to the end of the object, across reads. `self.pos` stays at
@@ -333,22 +360,7 @@ impl<R: Read> ArraySplitter<R> {
                             };
                             self.elements += 1;
                             self.pos = i;
-                            match self.peek_token()? {
-                                Some(b',') => self.pos += 1,
-                                Some(b']') => {
-                                    self.pos += 1;
-                                    self.done = true;
-                                }
-                                // Cut right after a complete request.
-                                None => self.cut = true,
-                                Some(_) => {
-                                    let what = format!(
-                                        "`,` or `]` after {} {}",
-                                        self.element, self.elements
-                                    );
-                                    return Err(bad(self, &what));
-                                }
-                            }
+                            self.after_element()?;
                             return Ok(Some(Ok(element)));
                         }
                     }

@@ -210,16 +210,7 @@ impl Step for Capper {
                 // the longest id; only a row with an id long enough to reach
                 // the base is decoded.
                 let shape = rec.hash_ids_shape()?;
-                let base = self.opts.fresh_id_base;
-                if shape.is_some_and(|s| s.longest_digits >= decimal_digits(base)) {
-                    rec.hash_ids_into(&mut self.ids)?;
-                    if let Some(&big) = self.ids.iter().find(|&&h| h >= base) {
-                        return Err(RecordError::field(
-                            "hash_ids",
-                            format!("id {big} is in mc-cap's fresh-id range (>= {base}); pass a larger --fresh-id-base"),
-                        ));
-                    }
-                }
+                refuse_fresh_range_ids(rec, shape, self.opts.fresh_id_base, &mut self.ids)?;
                 // Truncation depends on the block size: a row that does not
                 // fit it would be cut wrongly, so it is a bad line instead.
                 if let (Some(shape), Some(len)) = (shape, len) {
@@ -285,6 +276,28 @@ impl Step for Capper {
         self.truncated += fork.truncated;
         self.capped_osl += fork.capped_osl;
     }
+}
+
+/// Refuses a row with an id at or above `base`, where mc-cap's fresh ids
+/// start. Only a row whose longest id (`shape`) has the digits to reach
+/// `base` is decoded (into `ids`).
+#[inline]
+fn refuse_fresh_range_ids(
+    rec: &Record<'_>,
+    shape: Option<record::IdArrayShape>,
+    base: u64,
+    ids: &mut Vec<u64>,
+) -> std::result::Result<(), RecordError> {
+    if shape.is_some_and(|s| s.longest_digits >= decimal_digits(base)) {
+        rec.hash_ids_into(ids)?;
+        if let Some(&big) = ids.iter().find(|&&h| h >= base) {
+            return Err(RecordError::field(
+                "hash_ids",
+                format!("id {big} is in mc-cap's fresh-id range (>= {base}); pass a larger --fresh-id-base"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn decimal_digits(n: u64) -> usize {

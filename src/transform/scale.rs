@@ -251,34 +251,17 @@ impl RowScaler {
         // agent keeps the shape of its waits (docs/guide/agents.md).
         // `has` first: most rows have no tool wait, and the lookup is a
         // call per row otherwise (cachegrind).
-        if scale_delay && rec.has(Field::ToolWaitMs) {
-            if let Some(w) = rec.number(Field::ToolWaitMs)? {
-                tool_wait.clear();
-                let w = speed_up_wait("tool_wait_ms", w, o.speedup, "--speedup")?;
-                record::write_number(w, tool_wait);
-                edits[5] = Some((Field::ToolWaitMs, tool_wait));
-            }
+        if scale_delay && rec.has(Field::ToolWaitMs) && write_tool_wait(rec, o.speedup, tool_wait)?
+        {
+            edits[5] = Some((Field::ToolWaitMs, tool_wait));
         }
-        if o.output_mult != 1.0 {
-            if let Some(n) = rec.uint(Field::OutputLength)? {
-                osl.clear();
-                let scaled = (n as f64 * o.output_mult).round_ties_even().max(1.0);
-                let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
-                record::write_number(Number::Int(scaled), osl);
-                edits[2] = Some((Field::OutputLength, osl));
-            }
+        if o.output_mult != 1.0 && write_output_length(rec, o.output_mult, osl)? {
+            edits[2] = Some((Field::OutputLength, osl));
         }
         if let Some(plan) = prefix {
-            if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
-                let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
-                    RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
-                })?;
-                let new_len = plan.rescale_row(&self.ids, len, o, &mut self.new_ids)?;
-                ids_text.clear();
-                record::write_id_array_like(&self.new_ids, rec.raw(Field::HashIds), ids_text);
+            let ids = (&mut self.ids, &mut self.new_ids);
+            if rescale_prompt(rec, plan, o, ids, ids_text, isl)? {
                 edits[3] = Some((Field::HashIds, ids_text));
-                isl.clear();
-                record::write_number(Number::UInt(new_len), isl);
                 edits[4] = Some((Field::InputLength, isl));
             }
         }
@@ -301,6 +284,68 @@ impl RowScaler {
         rec.write_edited(&mut list[..n], out);
         Ok(Emit::Written)
     }
+}
+
+/// Writes `rec`'s `tool_wait_ms` sped up by `speedup` into `buf`; whether
+/// there was one. This and the next two stay out of `apply`: inlined, they
+/// made its common path (`--speedup` alone) cost more (cachegrind).
+#[inline(never)]
+fn write_tool_wait(
+    rec: &Record<'_>,
+    speedup: f64,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    let Some(w) = rec.number(Field::ToolWaitMs)? else {
+        return Ok(false);
+    };
+    buf.clear();
+    let w = speed_up_wait("tool_wait_ms", w, speedup, "--speedup")?;
+    record::write_number(w, buf);
+    Ok(true)
+}
+
+/// Writes `rec`'s `output_length` times `mult` (at least 1) into `buf`;
+/// whether there was one.
+#[inline(never)]
+fn write_output_length(
+    rec: &Record<'_>,
+    mult: f64,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    let Some(n) = rec.uint(Field::OutputLength)? else {
+        return Ok(false);
+    };
+    buf.clear();
+    let scaled = (n as f64 * mult).round_ties_even().max(1.0);
+    let scaled = whole("output_length", scaled, "--output-len-multiplier")?;
+    record::write_number(Number::Int(scaled), buf);
+    Ok(true)
+}
+
+/// Rescales `rec`'s prompt by `plan`: its new `hash_ids` into `ids_text`
+/// and `input_length` into `isl` (`ids` are the scratch id lists, old and
+/// new); whether the row had ids to rescale.
+#[inline(never)]
+fn rescale_prompt(
+    rec: &Record<'_>,
+    plan: &mut PrefixPlan<'_>,
+    o: &ScaleArgs,
+    (ids, new_ids): (&mut Vec<u64>, &mut Vec<u64>),
+    ids_text: &mut Vec<u8>,
+    isl: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    if !rec.hash_ids_into(ids)? || ids.is_empty() {
+        return Ok(false);
+    }
+    let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
+        RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
+    })?;
+    let new_len = plan.rescale_row(ids, len, o, new_ids)?;
+    ids_text.clear();
+    record::write_id_array_like(new_ids, rec.raw(Field::HashIds), ids_text);
+    isl.clear();
+    record::write_number(Number::UInt(new_len), isl);
+    Ok(true)
 }
 
 /// The time rule of `--speedup R` (shared with mc-merge's `--scale-rate`):
@@ -461,6 +506,59 @@ impl<'c> PrefixPlan<'c> {
         Ok(())
     }
 
+    /// Fills `new_ids` with the core prefix `core_ids` (`prefix_tokens`
+    /// tokens) stretched or cut by --prefix-len-multiplier, and returns its
+    /// new token count.
+    fn rescale_prefix(
+        &mut self,
+        core_ids: &[u64],
+        prefix_tokens: u64,
+        partial_tail: bool,
+        o: &ScaleArgs,
+        new_ids: &mut Vec<u64>,
+    ) -> std::result::Result<u64, RecordError> {
+        let b = o.block_size;
+        let core = core_ids.len() as u64;
+        let p = o.prefix_mult;
+        if p > 1.0 {
+            let k = self.k;
+            for &h in core_ids {
+                let base = h
+                    .checked_mul(k)
+                    .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
+                new_ids.extend(base..base + k);
+            }
+            if partial_tail {
+                // The last stretched id carries the partial tail. Fresh ids for
+                // the fractional part of P would have to follow it and break
+                // the block rule, so such rows are stretched by floor(P) only.
+                Ok((new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b))
+            } else {
+                let target = (core as f64 * p).ceil() as u64;
+                let extra = target.saturating_sub(core * k);
+                self.fresh(extra, new_ids)?;
+                Ok(new_ids.len() as u64 * b)
+            }
+        } else if p < 1.0 {
+            // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
+            // prefix keeps none (AIPerf would grow it by one block).
+            let keep = if core == 0 {
+                0
+            } else {
+                ((core as f64 * p).floor() as u64).max(1)
+            };
+            new_ids.extend_from_slice(&core_ids[..keep as usize]);
+            Ok(if keep == core {
+                prefix_tokens
+            } else {
+                keep * b
+            })
+        } else {
+            new_ids.extend_from_slice(core_ids);
+            Ok(prefix_tokens)
+        }
+    }
+
     /// Rescales one row's prompt: fills `new_ids` and returns the new input length.
     ///
     /// The row's core prefix is its leading run of shared ids; its tokens are
@@ -510,44 +608,8 @@ impl<'c> PrefixPlan<'c> {
 
         new_ids.clear();
         let core_ids = &ids[..core as usize];
-        let p = o.prefix_mult;
-        let new_prefix_tokens = if p > 1.0 {
-            let k = self.k;
-            for &h in core_ids {
-                let base = h
-                    .checked_mul(k)
-                    .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
-                new_ids.extend(base..base + k);
-            }
-            if partial_tail {
-                // The last stretched id carries the partial tail. Fresh ids for
-                // the fractional part of P would have to follow it and break
-                // the block rule, so such rows are stretched by floor(P) only.
-                (new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b)
-            } else {
-                let target = (core as f64 * p).ceil() as u64;
-                let extra = target.saturating_sub(core * k);
-                self.fresh(extra, new_ids)?;
-                new_ids.len() as u64 * b
-            }
-        } else if p < 1.0 {
-            // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
-            // prefix keeps none (AIPerf would grow it by one block).
-            let keep = if core == 0 {
-                0
-            } else {
-                ((core as f64 * p).floor() as u64).max(1)
-            };
-            new_ids.extend_from_slice(&core_ids[..keep as usize]);
-            if keep == core {
-                prefix_tokens
-            } else {
-                keep * b
-            }
-        } else {
-            new_ids.extend_from_slice(core_ids);
-            prefix_tokens
-        };
+        let new_prefix_tokens =
+            self.rescale_prefix(core_ids, prefix_tokens, partial_tail, o, new_ids)?;
 
         // AIPerf's int(prompt_len * Q), then fresh ids private to the row.
         self.fresh(blocks::blocks_for(new_prompt_tokens, b), new_ids)?;

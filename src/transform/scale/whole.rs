@@ -30,13 +30,7 @@ pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
     let io = &args.io;
     let mut input = Twice::open(io.input())?;
     let mut policy = ErrorPolicy::new(io.on_error);
-    let mut facts = Facts {
-        given: match args.block {
-            BlockSize::Fixed(b) => b,
-            BlockSize::Auto => 1,
-        },
-        ..Facts::default()
-    };
+    let mut facts = Facts::for_block(args.block);
     let mut progress = Progress::for_stderr(tool, PROGRESS_EVERY);
     let first = input.first()?;
     let loaded = facts.count(
@@ -55,18 +49,12 @@ pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
                 .map_err(|e| Error::Input(e.to_string()))?;
             b
         }
-        BlockSize::Auto => match facts.sizes.decide() {
-            Ok(Some(b)) => {
-                eprintln!(
-                    "{tool}: block size {b} (detected from {} rows with hash_ids)",
-                    facts.sizes.rows
-                );
-                b
-            }
-            Ok(None) => DEFAULT_BLOCK_SIZE,
+        BlockSize::Auto => match facts.detected_block_size(tool) {
+            Ok(b) => b,
             Err(e) => {
+                // A bad line the first pass stopped at comes first.
                 loaded?;
-                return Err(Error::Input(format!("--block-size auto: {e}")));
+                return Err(e);
             }
         },
     };
@@ -137,6 +125,33 @@ struct Facts {
 }
 
 impl Facts {
+    /// No facts yet, for `--block-size` `block`.
+    fn for_block(block: BlockSize) -> Facts {
+        Facts {
+            given: match block {
+                BlockSize::Fixed(b) => b,
+                BlockSize::Auto => 1,
+            },
+            ..Facts::default()
+        }
+    }
+
+    /// The block size `--block-size auto` finds in the rows (said on
+    /// stderr), or the default when no row has ids.
+    fn detected_block_size(&self, tool: &str) -> Result<u64> {
+        match self.sizes.decide() {
+            Ok(Some(b)) => {
+                eprintln!(
+                    "{tool}: block size {b} (detected from {} rows with hash_ids)",
+                    self.sizes.rows
+                );
+                Ok(b)
+            }
+            Ok(None) => Ok(DEFAULT_BLOCK_SIZE),
+            Err(e) => Err(Error::Input(format!("--block-size auto: {e}"))),
+        }
+    }
+
     /// The first pass. Bad lines go to `policy`; under `--on-error fail`
     /// the pass stops at the first, and the rows before it are kept.
     fn count<R: Read>(
