@@ -19,7 +19,9 @@
 #           tiny random-weight Llama (config.json and a locally trained
 #           tokenizer from scripts/interop/). A session trace (36 rows) gives
 #           36 ok results of exactly 32 tokens; then 128 concurrent streams,
-#           whose TTFT and output tokens are compared with vLLM's /metrics.
+#           whose TTFT and output tokens are compared with vLLM's /metrics;
+#           then an agent graph (50 tasks, fan-out 4): the branches run
+#           together and share the prefix cache, by vLLM's own /metrics.
 #
 # Usage: scripts/interop.sh [llama] [vllm]      (default: both)
 #   INTEROP_DIR=dir   venvs, models and outputs (outputs in dir/out)
@@ -351,7 +353,57 @@ run_vllm() {
     check "$name: 128 in flight" "$([[ $peak == 128 ]] && echo true)" \
         "$peak in flight at once (result lines); server running max $(sq "$name" '.fidelity.server.running_max') at the scrapes"
     compare_vllm_metrics "$name" 400
+    vllm_agents "$url"
     stop_server
+}
+
+# An agent graph (issue 33): 50 tasks whose plan call fans out to 4 tool
+# calls released together (one tool latency for all four), joined by a
+# follow-up, twice a task; every call of a task starts with the same
+# system-prompt blocks. From vLLM's own /metrics, scraped every 0.25 s:
+# the branches ran together (vllm:num_requests_running reached 4 or more)
+# and the shared prefix was served from vLLM's prefix cache (its hits
+# increased by at least half of what the trace predicts at vLLM's block
+# size). From the result lines: every call ok, and no call sent before
+# the calls it waits for had ended.
+vllm_agents() { # url
+    local url=$1 name=vllm-agents trace=$out/vllm-agents.trace.jsonl cfg=$out/vllm-agents.json
+    cat > "$cfg" <<'EOF'
+{"num_sessions": 50, "session_arrival_rate_rps": 2, "turns_per_session": 2, "parallel_tools": 4,
+ "tool_latency_ms": 100, "think_time_ms": [100, 300], "retry_probability": 0,
+ "initial_prompt_tokens": 512, "context_growth_tokens": 128, "tool_result_tokens": 64,
+ "output_tokens": 32}
+EOF
+    "$bin/mc-gen" agent --graph tools --config "$cfg" --block-size 128 2> /dev/null > "$trace"
+    replay "$name" --url "$url" --tokenizer "$vllm_model" -i "$trace" \
+        --metrics-out "$out/$name.metrics.jsonl" --metrics-interval 0.25
+    check "$name: mc-replay exit 0" "$([[ $replay_rc == 0 ]] && echo true)" "exit $replay_rc"
+    check_one_result_per_row "$name" "$trace"
+    local rows ok running hits queries predicted observed
+    rows=$(grep -c . "$trace" || true)
+    ok=$(rq "$name" 'map(select(.status == "ok")) | length')
+    check "$name: all ok" "$([[ $ok == "$rows" ]] && echo true)" "$ok of $rows ok"
+    # Each call's send against the ends of the calls it waits for, by the
+    # trace's request ids (a result line's `line` is its row's line).
+    local early
+    early=$(jq -n --slurpfile t "$trace" --slurpfile r "$out/$name.jsonl" '
+        ($r | map({key: (.line | tostring), value: .}) | from_entries) as $res
+        | ($t | to_entries | map({key: .value.request_id, value: (.key + 1 | tostring)}) | from_entries) as $line
+        | [$t | to_entries[] | .value as $row | (.key + 1 | tostring) as $me
+           | ($row.wait_for // [])[] | $line[.] as $dep
+           | select($res[$me].t_send_ms < $res[$dep].t_end_ms)] | length')
+    check "$name: no call sent before the calls it waits for ended" "$([[ $early == 0 ]] && echo true)" "$early early"
+    running=$(jq -s '[.[] | select(.error == null) | .samples[]
+        | select(.name == "vllm:num_requests_running") | .value] | max // 0' "$out/$name.metrics.jsonl")
+    check "$name: the branches ran together at vLLM (num_requests_running >= 4)" \
+        "$(jq -n "$running >= 4")" "vllm:num_requests_running reached $running at the 0.25 s scrapes"
+    hits=$(metric_increase "$name" 'vllm:prefix_cache_hits_total')
+    queries=$(metric_increase "$name" 'vllm:prefix_cache_queries_total')
+    predicted=$(sq "$name" '.fidelity.hit_rate.predicted_at_kv // 0')
+    observed=$(jq -n "if $queries > 0 then $hits / $queries else 0 end")
+    check "$name: the shared prefix hit vLLM's prefix cache" \
+        "$(jq -n "$hits > 0 and $observed >= $predicted / 2")" \
+        "vLLM hits $hits of $queries prompt tokens ($(jq -n "$observed * 10000 | round / 100")%), the trace predicts $(jq -n "$predicted * 10000 | round / 100")% at vLLM's block size"
 }
 
 # The increase of a series (summed over labels, and over `le` for none:
