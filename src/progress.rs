@@ -143,17 +143,7 @@ mod tests {
     }
 
     /// Each `write` call it is given, apart.
-    struct Writes(Vec<Vec<u8>>);
-
-    impl Write for Writes {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.push(buf.to_vec());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::say::tests::Writes;
 
     #[test]
     fn a_status_line_is_one_write() {

@@ -31,7 +31,7 @@ pub fn line_into(out: &mut impl Write, text: &str) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Counts the `write` calls it is given.

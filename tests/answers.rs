@@ -6,8 +6,8 @@
 //! completion, tokens after `[DONE]`, a request sent twice, and interim
 //! heads without end.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,29 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::replay::{replay, Run};
-
-/// One request as the server read it: its head's lines (the request line
-/// first) and its body; `None` when the client closed first.
-fn read_request(r: &mut BufReader<TcpStream>) -> Option<(Vec<String>, Vec<u8>)> {
-    let (mut lines, mut len, mut line) = (Vec::new(), 0usize, String::new());
-    loop {
-        line.clear();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return None;
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        lines.push(l.to_string());
-    }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).ok()?;
-    Some((lines, body))
-}
+use crate::util::read_request;
 
 /// Every request a server read, in order, with the connection it came on.
 type Seen = Arc<Mutex<Vec<(usize, Vec<String>)>>>;

@@ -2,9 +2,11 @@
 //! raw bytes: every fault gives exactly one result line, of the right kind,
 //! and no cut stream passes as `ok`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
+
+use crate::util::read_request;
 
 use serde_json::json;
 
@@ -31,29 +33,6 @@ fn serve(bytes: &'static str, then: Then) -> String {
         }
     });
     url
-}
-
-/// Reads one request: its header lines (as sent, trimmed) and its body;
-/// `None` when the client closed the connection first.
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(Vec<String>, Vec<u8>)> {
-    let (mut headers, mut len, mut line) = (Vec::new(), 0usize, String::new());
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return None;
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-        headers.push(l.to_string());
-    }
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).ok()?;
-    Some((headers, body))
 }
 
 fn answer(conn: TcpStream, bytes: &str, then: Then) {

@@ -212,3 +212,30 @@ impl MockServer {
         format!("http://{}", self.addr)
     }
 }
+
+/// Reads one request off a raw test server's connection: its header lines
+/// (as sent, trimmed; the request line first) and its body; `None` when the
+/// client closed the connection first.
+pub fn read_request(
+    reader: &mut std::io::BufReader<std::net::TcpStream>,
+) -> Option<(Vec<String>, Vec<u8>)> {
+    use std::io::{BufRead, Read};
+    let (mut headers, mut len, mut line) = (Vec::new(), 0usize, String::new());
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        headers.push(l.to_string());
+    }
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).ok()?;
+    Some((headers, body))
+}
