@@ -154,7 +154,7 @@ const SECRET_QUERY_KEYS: [&str; 12] = [
 
 /// The parts of `url` that are credentials: its userinfo
 /// (`user:password` of `scheme://user:password@host`) and the values of
-/// credential query parameters ([`SECRET_QUERY_KEYS`]). The one rule for
+/// credential query parameters (`SECRET_QUERY_KEYS`). The one rule for
 /// what in a URL is secret: mc-replay's redactor and mc-report's reading
 /// of older run descriptions both use it.
 pub fn url_secrets(url: &str) -> Vec<&str> {

@@ -32,8 +32,8 @@ enum Line {
     Bad(Error),
 }
 
-/// Most lines one [`ReadChunk`] holds. A chunk is cut by bytes, and a
-/// parsed line costs [`Line`]'s size (about 100 bytes) however short its
+/// Most lines one `ReadChunk` holds. A chunk is cut by bytes, and a
+/// parsed line costs `Line`'s size (about 100 bytes) however short its
 /// text: 2 MB of `{}` rows made 700,000 lines, 90 MB a chunk in flight,
 /// and mc-analyze used 297 MB for 6 MB of input (106 MB on one thread).
 /// Past this many, the worker stops and the in-order side reads the rest

@@ -42,7 +42,7 @@ pub struct ServerOptions {
     pub http_client: HttpClient,
     /// 0: one per request in flight.
     pub max_connections: usize,
-    /// 0: [`default_loops`].
+    /// 0: `default_loops`.
     pub event_loops: u64,
     pub read_coalesce: Duration,
     pub max_event_bytes: usize,

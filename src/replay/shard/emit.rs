@@ -75,7 +75,7 @@ pub enum Arg {
 const API_KEY_ENV: &str = "OPENAI_API_KEY";
 
 /// `rest` (from [`shard_args`]) with every secret taken out: `--api-key`
-/// dropped (the shard reads [`API_KEY_ENV`]), the value of a URL option
+/// dropped (the shard reads `API_KEY_ENV`), the value of a URL option
 /// with credentials and of a credential header replaced by a [`Secret`].
 /// `api_key`: the key this invocation has (from `--api-key` or the
 /// environment), which the shards need too.

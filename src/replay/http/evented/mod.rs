@@ -9,9 +9,9 @@
 //! Three rooms, each with one job:
 //! - here, the target: the seam the scheduler sees ([`Target`]), which
 //!   hands jobs to the loops round-robin and collects their ends;
-//! - [`event_loop`], the loops: sockets, readiness, timers, connections
+//! - `event_loop`, the loops: sockets, readiness, timers, connections
 //!   kept alive and reclaimed, read coalescing, prefetch; one connection's
-//!   reads and writes (plaintext or through TLS) are in [`conn`];
+//!   reads and writes (plaintext or through TLS) are in `conn`;
 //! - [`exchange`], the protocol: one request's bytes out and its answer's
 //!   bytes in, sans-IO (no socket, no clock: every read comes with its
 //!   arrival time), so it is tested and fuzzed byte by byte.
