@@ -17,7 +17,7 @@ use mctrace::graph::Graphs;
 use serde_json::{json, Value};
 
 use crate::replay::Mock;
-use crate::util::tool;
+use crate::util::{assert_success, tool};
 
 const TTFT_MS: f64 = 20.0;
 const ITL_MS: f64 = 2.0;
@@ -129,11 +129,7 @@ fn replay(mock: &Mock, args: &[&str], trace: &str) -> Vec<Value> {
         .timeout(std::time::Duration::from_secs(120))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -390,11 +386,7 @@ fn the_task_section_is_the_same_from_mc_replay_and_mc_report() {
         .args(["-i", input.to_str().unwrap(), "-o", res.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         stderr.contains("tasks: 20 (160 calls; 0 with a failed call)"),
@@ -427,11 +419,7 @@ fn the_task_section_is_the_same_from_mc_replay_and_mc_report() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let again = report["tasks"].clone();
     assert_eq!(&again, t, "{report}");
@@ -473,11 +461,7 @@ fn a_nat_profile_with_overlapping_calls_peaks_at_the_server_as_recorded() {
         .write_stdin(nat_overlapping())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let trace = String::from_utf8(out.stdout).unwrap();
     // The recorded peak, as mc-analyze reads the graph nat2mc wrote: 5,
     // which the NAT times above give by hand.
