@@ -482,3 +482,42 @@ fn a_nat_profile_with_overlapping_calls_peaks_at_the_server_as_recorded() {
     let at_server = peak(seen.values().map(|s| (s.arrival_us, s.end_us)));
     assert_eq!(u64::from(at_server), recorded);
 }
+
+/// Rows without `session_id` are one session among themselves (Dynamo's
+/// agentic rows): mc-replay sends each once, a dependent after its
+/// dependency's end plus its `delay`, and counts them as one task; the
+/// same file passes mc-analyze and `mc-import --from dynamo` unchanged.
+#[test]
+fn calls_without_session_are_one_task_sent_once_each() {
+    let trace = "\
+{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 10, \"hash_ids\": [1], \"request_id\": \"a\"}
+{\"timestamp\": 0, \"delay\": 5, \"input_length\": 100, \"output_length\": 10, \"hash_ids\": [1], \"request_id\": \"b\", \"wait_for\": [\"a\"]}
+{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 10, \"hash_ids\": [2], \"request_id\": \"c\", \"wait_for\": [\"a\"]}
+";
+    let out = crate::util::run_ok_both("mc-replay", &["--engine", "--block-size", "16"], trace);
+    let lines: Vec<Value> = out
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_call =
+        |id: &str| -> Vec<&Value> { lines.iter().filter(|l| l["call_id"] == id).collect() };
+    for id in ["a", "b", "c"] {
+        assert_eq!(by_call(id).len(), 1, "call {id} sent once: {}", out.0);
+    }
+    let end_a = by_call("a")[0]["t_end_ms"].as_f64().unwrap();
+    let send = |id: &str| by_call(id)[0]["t_send_ms"].as_f64().unwrap();
+    assert!(
+        (send("b") - (end_a + 5.0)).abs() < 1e-6,
+        "b after a's end + 5 ms"
+    );
+    assert!((send("c") - end_a).abs() < 1e-6, "c at a's end");
+    assert!(lines.iter().all(|l| l["session_id"].is_null()));
+    assert!(out.1.contains("tasks: 1 (3 calls"), "{}", out.1);
+    let analyzed = crate::util::run_ok("mc-analyze", &["--json"], trace);
+    let v: Value = serde_json::from_str(&analyzed).unwrap();
+    assert_eq!(v["graphs"]["tasks"], 1, "{analyzed}");
+    // a has two dependents, b and c none.
+    assert_eq!(v["graphs"]["fan_out"], json!([2, 0, 1]), "{analyzed}");
+    crate::util::run_ok("mc-import", &["--from", "dynamo"], trace);
+}

@@ -157,7 +157,8 @@ impl GraphTracker {
         let tasks = graphs.tasks(|_| 0.0);
         let mut fan_out: Vec<u64> = Vec::new();
         for r in 0..graphs.len() {
-            if graphs.session(r).is_none() {
+            // Calls without a session are a task too (one among themselves).
+            if graphs.session(r).is_none() && graphs.kind(r) != crate::graph::RowKind::Call {
                 continue;
             }
             let k = graphs.dependents(r).len();

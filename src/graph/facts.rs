@@ -9,8 +9,9 @@ use super::{Graphs, RowIndex, RowKind};
 /// One task's shape and waits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskFacts {
-    /// The session's index ([`Graphs::session_id`] names it).
-    pub session: u32,
+    /// The session's index ([`Graphs::session_id`] names it); `None`: the
+    /// calls without `session_id`, one task among themselves.
+    pub session: Option<u32>,
     pub calls: u32,
     /// Calls without dependencies.
     pub roots: u32,
@@ -60,7 +61,9 @@ impl Graphs {
     /// The facts of every graph session, in order of first appearance,
     /// each call taking `duration_ms(r)` (mc-analyze: none).
     pub fn tasks(&self, duration_ms: impl Fn(usize) -> f64) -> Vec<TaskFacts> {
-        let mut index: Vec<Option<usize>> = vec![None; self.sessions()];
+        // One slot per session, and the last for the rows without one
+        // (one session among themselves).
+        let mut index: Vec<Option<usize>> = vec![None; self.sessions() + 1];
         let mut tasks: Vec<TaskFacts> = Vec::new();
         let depth = self.depths();
         let mut longest = vec![0f64; self.len()];
@@ -68,11 +71,12 @@ impl Graphs {
         let mut widths: Vec<Vec<u32>> = Vec::new();
         for &r in self.order() {
             let r = r as usize;
-            let Some(s) = self.session(r) else { continue };
             if self.kind(r) != RowKind::Call {
                 continue;
             }
-            let t = *index[s as usize].get_or_insert_with(|| {
+            let s = self.session(r);
+            let slot = s.map_or(self.sessions(), |s| s as usize);
+            let t = *index[slot].get_or_insert_with(|| {
                 tasks.push(TaskFacts {
                     session: s,
                     calls: 0,

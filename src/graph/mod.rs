@@ -18,6 +18,12 @@
 //! turn waits for the previous one. [`Graphs`] gives such a turn the
 //! previous turn as its one dependency, so a plain session *is* the chain
 //! graph t_i waits for t_(i-1), with the same `delay` (tested below).
+//!
+//! Rows without `session_id` are one session among themselves, Dynamo's
+//! rule (its agentic rows' `session_id` is optional), in every tool: an
+//! edge between two of them passes, and their calls are one task. Their
+//! kinds do not change: a row without session and without graph fields
+//! is still no turn of anything.
 
 mod facts;
 mod fields;
@@ -188,8 +194,6 @@ pub struct Builder {
     /// The inputs named by [`Builder::file`]: each with the first row
     /// pushed after it.
     files: Vec<(RowIndex, Arc<str>)>,
-    /// [`Builder::rows_without_session_are_one_session`].
-    sessionless_one: bool,
 }
 
 impl Builder {
@@ -202,16 +206,6 @@ impl Builder {
     /// problems name the input with the line (`FILE: line N`).
     pub fn file(&mut self, name: &str) {
         self.files.push((self.rows.len() as RowIndex, name.into()));
-    }
-
-    /// Rows without `session_id` are one session among themselves for the
-    /// edge check: an edge between two of them passes, between one of
-    /// them and a row with a `session_id` does not (Dynamo's agentic rows,
-    /// whose `session_id` is optional). By default an edge from or to such
-    /// a row is refused. Their kinds do not change: a row without session
-    /// and without graph fields is still no turn of anything.
-    pub fn rows_without_session_are_one_session(&mut self) {
-        self.sessionless_one = true;
     }
 
     /// Row `r`'s place, its input named when there are several.
@@ -382,8 +376,11 @@ impl Builder {
                 continue;
             };
             let other = &self.rows[t as usize];
-            let sessionless_apart = r.session == NO_SESSION && !self.sessionless_one;
-            if sessionless_apart || other.session != r.session {
+            // Rows without `session_id` are one session among themselves
+            // (Dynamo's agentic rows, whose `session_id` is optional): an
+            // edge between two of them passes, between one of them and a
+            // row with a `session_id` does not.
+            if other.session != r.session {
                 let name = |s: u32| {
                     if s == NO_SESSION {
                         "no session".to_string()

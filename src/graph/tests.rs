@@ -325,7 +325,7 @@ fn task_facts_by_hand() {
 }
 
 #[test]
-fn rows_without_session_can_be_one_session_among_themselves() {
+fn rows_without_session_are_one_session_among_themselves() {
     let text = r#"{"request_id": "a", "timestamp": 0}
 {"request_id": "b", "wait_for": ["a"], "delay": 5}
 {"session_id": "s", "request_id": "c", "timestamp": 0}
@@ -333,13 +333,8 @@ fn rows_without_session_can_be_one_session_among_themselves() {
 {"session_id": "s", "request_id": "e", "wait_for": ["a"]}
 {"timestamp": 3}
 "#;
-    // By default every edge from or to a row without session is refused.
-    let p = problems(text);
-    let lines: Vec<u64> = p.iter().map(|p| p.0).collect();
-    assert_eq!(lines, vec![2, 4, 5]);
-    // Asked, b → a passes; d → c and e → a still cross sessions.
+    // b → a passes; d → c and e → a cross sessions.
     let mut b = Builder::new();
-    b.rows_without_session_are_one_session();
     push_lines(&mut b, text);
     let (g, p) = b.finish();
     let lines: Vec<(u64, ProblemKind)> = p.first.iter().map(|p| (p.line, p.kind)).collect();
@@ -360,6 +355,10 @@ fn rows_without_session_can_be_one_session_among_themselves() {
     // Rows without graph fields are still no turns of anything.
     assert_eq!(g.kind(5), RowKind::Single);
     assert!(g.deps(5).is_empty());
+    // a, b and d (no session) are one task; c and e are session s's.
+    let tasks = g.tasks(|_| 0.0);
+    let calls: Vec<(Option<u32>, u32)> = tasks.iter().map(|t| (t.session, t.calls)).collect();
+    assert_eq!(calls, vec![(None, 3), (Some(0), 2)]);
 }
 
 #[test]

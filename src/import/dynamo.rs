@@ -44,8 +44,7 @@ pub struct Dynamo {
 
 impl Dynamo {
     pub fn new(args: &ImportArgs) -> Self {
-        let mut graph = graph::Builder::new();
-        graph.rows_without_session_are_one_session();
+        let graph = graph::Builder::new();
         Dynamo {
             max_line: args.io.max_line_bytes,
             files: args.inputs().cloned().collect(),

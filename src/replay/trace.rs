@@ -94,8 +94,10 @@ impl Turn {
 
 #[derive(Debug, Clone)]
 pub struct Session {
-    /// The id as the trace wrote it (a string's text, or a number).
-    pub id: String,
+    /// The id as the trace wrote it (a string's text, or a number);
+    /// `None` for the calls without `session_id`, which are one session
+    /// among themselves (the graph module's rule, Dynamo's).
+    pub id: Option<String>,
     /// Indices into [`Trace::turns`], in file order.
     pub turns: Vec<usize>,
 }
@@ -132,7 +134,7 @@ impl Trace {
     }
 
     pub fn session_id(&self, turn: &Turn) -> Option<&str> {
-        turn.session.map(|s| self.sessions[s].id.as_str())
+        turn.session.and_then(|s| self.sessions[s].id.as_deref())
     }
 
     /// True when some row is a call of an agent graph.
@@ -197,7 +199,7 @@ pub fn load<R: std::io::Read>(
                     let s = *by_id.entry(raw.clone()).or_insert(next);
                     if s == next {
                         trace.sessions.push(Session {
-                            id: session_text(&raw),
+                            id: Some(session_text(&raw)),
                             turns: Vec::new(),
                         });
                     }
@@ -213,9 +215,24 @@ pub fn load<R: std::io::Read>(
     })?;
     // A bad graph stops the run before anything is sent (exit 65).
     let graphs = graph.check()?;
+    // Calls without `session_id` are one session among themselves: one
+    // unnamed session, so they start and follow their edges as a task.
+    let mut sessionless: Option<usize> = None;
     for (r, turn) in trace.turns.iter_mut().enumerate() {
         if graphs.kind(r) != RowKind::Call {
             continue;
+        }
+        if turn.session.is_none() {
+            let s = *sessionless.get_or_insert_with(|| {
+                trace.sessions.push(Session {
+                    id: None,
+                    turns: Vec::new(),
+                });
+                trace.sessions.len() - 1
+            });
+            turn.session = Some(s);
+            turn.turn = trace.sessions[s].turns.len() as u32;
+            trace.sessions[s].turns.push(r);
         }
         let deps = graphs.deps(r);
         turn.call = Some(Box::new(Call {
@@ -393,8 +410,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.sessions.len(), 2);
-        assert_eq!(t.sessions[0].id, "a");
-        assert_eq!(t.sessions[1].id, "7");
+        assert_eq!(t.sessions[0].id.as_deref(), Some("a"));
+        assert_eq!(t.sessions[1].id.as_deref(), Some("7"));
         assert_eq!(t.sessions[0].turns, vec![0, 2]);
         assert_eq!(t.turns[2].turn, 1);
         assert_eq!(t.turns[2].delay_ms, Some(10.0));

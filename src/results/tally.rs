@@ -183,7 +183,8 @@ pub struct Tally {
 /// What a task's measures need of one call's result line.
 #[derive(Debug, Clone)]
 pub(super) struct CallLine {
-    pub(super) session: String,
+    /// `None`: a call without `session_id` (such calls are one task).
+    pub(super) session: Option<String>,
     pub(super) id: Option<String>,
     pub(super) wait_for: Vec<String>,
     pub(super) sched_us: u64,
@@ -202,17 +203,15 @@ pub struct TaskTally {
 }
 
 impl TaskTally {
-    /// A measured result line; lines of rows that are not graph calls (or
-    /// have no session) are not part of a task.
+    /// A measured result line; lines of rows that are not graph calls are
+    /// not part of a task. Calls without a session are one task among
+    /// themselves (the graph module's rule).
     pub fn add(&mut self, r: &RequestResult) {
-        let Some(session) = &r.session_id else {
-            return;
-        };
         if r.call_id.is_none() && r.wait_for.is_empty() {
             return;
         }
         self.calls.push(CallLine {
-            session: session.clone(),
+            session: r.session_id.clone(),
             id: r.call_id.clone(),
             wait_for: r.wait_for.clone(),
             sched_us: us(r.t_sched_ms),

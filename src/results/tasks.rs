@@ -84,10 +84,10 @@ impl TaskTally {
             return None;
         }
         // Tasks in order of first appearance, each its calls' indices.
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut index: HashMap<Option<&str>, usize> = HashMap::new();
         let mut tasks: Vec<Vec<usize>> = Vec::new();
         for (i, c) in self.calls.iter().enumerate() {
-            let t = *index.entry(&c.session).or_insert_with(|| {
+            let t = *index.entry(c.session.as_deref()).or_insert_with(|| {
                 tasks.push(Vec::new());
                 tasks.len() - 1
             });
@@ -201,7 +201,7 @@ impl TaskTally {
             let ms = |us: u64| us as f64 / 1000.0;
             b.push(
                 i as u64 + 1,
-                Some(c.session.as_bytes()),
+                c.session.as_deref().map(str::as_bytes),
                 c.wait_for.is_empty().then(|| ms(c.sched_us)),
                 Some(ms(c.think_us)),
                 AgentFields {

@@ -594,7 +594,7 @@ mod tests {
                 assert_eq!(edges(&part, r), edges(&t, whole), "{:?}", c.id);
             }
             for sess in &part.sessions {
-                assert_eq!(sess.turns.len(), 4, "{}", sess.id);
+                assert_eq!(sess.turns.len(), 4, "{:?}", sess.id);
             }
         }
         assert_eq!(calls, 24);
