@@ -194,10 +194,13 @@ fn a_concurrency_sweep_writes_each_value_and_an_index() {
         assert_eq!(run.summary.requests.ok, 4);
         assert_eq!(run.summary.tokens.output, 12);
         // TTFT is the mock's 30 ms plus local overhead; E2E 30 + 2 × 10.
+        // The upper bounds only say the runs were measured, not made up:
+        // a loaded 2-core machine adds tens of ms to a few requests.
         let ttft = run.summary.metrics.ttft.as_ref().unwrap();
-        assert!((30.0..80.0).contains(&ttft.p50), "{ttft:?}");
+        assert!((30.0..300.0).contains(&ttft.p50), "{ttft:?}");
         let e2e = run.summary.metrics.e2e.as_ref().unwrap();
-        assert!((50.0..100.0).contains(&e2e.p50), "{e2e:?}");
+        assert!((50.0..300.0).contains(&e2e.p50), "{e2e:?}");
+        assert!(e2e.p50 >= ttft.p50 + 19.0, "two gaps of 10 ms: {e2e:?}");
     }
     assert!(dir.path().join("concurrency-1/summary.csv").is_file());
     // summary.json is where mc-report looks: no second copy beside the results.

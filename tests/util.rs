@@ -39,6 +39,27 @@ pub fn data_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Runs a check that bounds wall-clock times up to `attempts` times and
+/// passes on the first that holds. A loaded machine (a 2-core CI runner,
+/// other builds) can stall a thread for tens of ms once; the bugs these
+/// checks catch (a request sent at the wrong time, a token stamped when
+/// read) move every attempt the same way. The last attempt's failure is
+/// the test's.
+pub fn within_attempts(attempts: u32, mut check: impl FnMut() -> Result<(), String>) {
+    let mut last = String::new();
+    for i in 0..attempts {
+        match check() {
+            Ok(()) => return,
+            Err(e) => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "attempt {} of {attempts}: {e}", i + 1);
+                last = e;
+            }
+        }
+    }
+    panic!("{last}");
+}
+
 /// Fails the test, showing the tool's stderr, unless it exited 0.
 pub fn assert_success(out: &std::process::Output) {
     assert!(
