@@ -69,6 +69,22 @@ done
 
 f=$data/mooncake/conversation_trace.jsonl
 [[ -f $f ]] || exit 0
+
+# The trace (an hour) over 8 engine models behind each router (issue 34
+# §2): target < 2 s on one core with --router prefix.
+printf '\nconversation trace over 8 engine workers (--engine-workers 8), by --router:\n'
+printf '%-14s %8s %12s %8s %9s %9s %s\n' router "wall s" "peak RSS MB" "hit %" "ttft p50" "ttft p99" "routed per worker"
+for router in round-robin least-loaded prefix; do
+    read -r s rss < <(measure "$bin/mc-replay" -i "$f" --engine-workers 8 --router "$router" \
+        --summary "$work/w8-$router.json")
+    jq -r --arg r "$router" --arg s "$s" --arg m "$rss" '[$r, $s, $m,
+        (.router.hit_rate * 1000 | round / 10), (.metrics.ttft.p50 | round), (.metrics.ttft.p99 | round),
+        (.router.workers | map(.routed) | join(","))] | @tsv' "$work/w8-$router.json" |
+        awk -F'\t' '{ printf "%-14s %8s %12s %8s %9s %9s %s\n", $1, $2, $3, $4, $5, $6, $7 }'
+    if [[ $router == prefix ]]; then
+        awk -v s="$s" 'BEGIN { printf "  target < 2 s on one core: %s (%.2f s)\n", (s < 2 ? "met" : "NOT met"), s }'
+    fi
+done
 printf '\nconversation trace against the engine model (h100-llama3-8b), by --speedup:\n'
 printf '%-8s %9s %9s %9s %9s %9s %8s %8s %8s %8s\n' speedup "ttft p50" "ttft p99" "tpot p50" \
     "e2e p50" "req/s" "hit %" preempt "batch" "KV %"
