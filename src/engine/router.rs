@@ -421,12 +421,15 @@ pub struct WorkerReport {
 
 /// The router's section of the summary table.
 pub fn table(r: &RouterReport) -> String {
+    let weight = match r.policy {
+        RouterKind::Prefix => format!(" (overlap weight {})", r.overlap_weight),
+        _ => String::new(),
+    };
     let mut s = format!(
-        "router        {} over {} workers (overlap weight {}): cluster hit rate {:.2}% \
+        "router        {} over {} workers{weight}: cluster hit rate {:.2}% \
          (router expected {:.2}%)\n",
         r.policy.name(),
         r.workers.len(),
-        r.overlap_weight,
         r.hit_rate * 100.0,
         r.expected_hit_rate * 100.0,
     );
