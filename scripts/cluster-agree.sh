@@ -12,17 +12,18 @@
 # runs; then the differences. Target: hit rate and TTFT p50 within 5%.
 #
 # Usage: scripts/cluster-agree.sh
-#   ROUTER=prefix (or round-robin, least-loaded)  SESSIONS=60  RATE=1
-#   SYSTEM=1024 (shared system-prompt tokens)  PROFILE=release
+#   ROUTER=prefix (or round-robin, least-loaded)  SESSIONS=200  RATE=8
+#   SYSTEM=2048 (shared system-prompt tokens)  PROFILE=release
 #   ENGINE_FLAGS="--t-fix-ms 20" (extra engine flags for both sides)
+#   NO_BUILD=1 (use the binaries already in target/$PROFILE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${PROFILE:-release}
 router=${ROUTER:-prefix}
-sessions=${SESSIONS:-60}
-rate=${RATE:-1}
-system=${SYSTEM:-1024}
+sessions=${SESSIONS:-200}
+rate=${RATE:-8}
+system=${SYSTEM:-2048}
 read -r -a engine_flags <<< "${ENGINE_FLAGS:-}"
 work=$(mktemp -d -p "${TMPDIR:-/tmp}" mctrace-cluster-agree.XXXXXX)
 pids=()
@@ -32,7 +33,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --quiet --profile "$profile" --bin mc-gen --bin mc-replay --bin mc-mock
+[[ -n ${NO_BUILD:-} ]] ||
+    cargo build --quiet --profile "$profile" --bin mc-gen --bin mc-replay --bin mc-mock
 bin=target/$profile
 
 "$bin/mc-gen" sessions --sessions "$sessions" --session-rate "$rate" \

@@ -93,6 +93,7 @@ fn one_worker_is_the_single_engine_exactly() {
         );
     }
     assert!(plain.summary.get("router").is_none());
+    assert!(plain.summary["run"]["options"].get("workers").is_none());
     assert!(!plain.stdout.contains("\"worker\""));
 }
 
@@ -176,6 +177,8 @@ fn prefix_routing_keeps_a_session_where_its_prefix_is_under_load() {
     let router = &px.summary["router"];
     let engine = &px.summary["engine"]["stats"];
     assert_eq!(router["policy"], "prefix");
+    assert_eq!(px.summary["run"]["options"]["workers"], 4);
+    assert_eq!(px.summary["run"]["options"]["router"], "prefix");
     assert_eq!(router["workers"].as_array().unwrap().len(), 4);
     let sum = |k: &str| -> u64 {
         router["workers"]

@@ -319,7 +319,11 @@ struct Checked {
 /// The options that change what the server sees, as the run description
 /// records them (secrets left out: header names only, a digest of the
 /// extra body).
-fn load_options(args: &ReplayArgs, engine: bool) -> LoadOptions {
+fn load_options(args: &ReplayArgs, target: &TargetKind) -> LoadOptions {
+    let engine = matches!(target, TargetKind::Engine { .. });
+    let router = match target {
+        TargetKind::Engine { router, .. } | TargetKind::Http { router, .. } => router.as_ref(),
+    };
     use sha2::{Digest, Sha256};
     let mut header_names: Vec<String> = args
         .headers
@@ -348,6 +352,8 @@ fn load_options(args: &ReplayArgs, engine: bool) -> LoadOptions {
                 .clone()
                 .unwrap_or_else(|| "default".into())
         }),
+        workers: router.map(|r| r.workers as u64),
+        router: router.map(|r| r.kind.name().to_string()),
     }
 }
 
@@ -376,7 +382,7 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
             Turns::Cumulative => "cumulative",
             Turns::Delta => "delta",
         },
-        options: load_options(&args, matches!(c.target, TargetKind::Engine { .. })),
+        options: load_options(&args, &c.target),
     };
     Ok(Plan {
         trace: c.trace,

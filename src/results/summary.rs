@@ -136,6 +136,13 @@ pub struct LoadOptions {
     pub reset_prefix_cache: bool,
     /// `--engine-profile` on the engine model (`default` without it).
     pub engine_profile: Option<String>,
+    /// Several workers behind mc-replay's router (`--engine-workers N`,
+    /// `--url A,B,…`): how many, and `--router`. Absent with one worker
+    /// and in summaries of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<String>,
 }
 
 /// A sharded run's part in its plan: the same `plan_digest`, `rows` and
