@@ -9,13 +9,16 @@
 
 mod args;
 mod blocks;
+mod cluster;
 mod kv;
 mod profile;
+pub mod router;
 mod sched;
 mod stats;
 
 pub use args::{check_shape, EngineArgs, EngineShapeArgs, MODEL_HELP};
 pub use blocks::{chain, row_blocks, text_blocks, token_blocks};
+pub use cluster::Cluster;
 pub use profile::{
     Calibrated, Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN,
     DYNAMO_POLYNOMIAL, H100_LLAMA3_8B, LLAMA31_8B_MAX_MODEL_LEN,

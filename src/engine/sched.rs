@@ -343,6 +343,50 @@ impl Engine {
         }
     }
 
+    /// When this engine's next step starts, or `None` with nothing to
+    /// run: at its clock with requests running, else at the first waiting
+    /// request's arrival (not before its clock). The cluster's event loop
+    /// (`super::cluster`) steps the engine whose next step is first.
+    pub fn next_step_at(&self) -> Option<u64> {
+        if !self.running.is_empty() {
+            return Some(self.now);
+        }
+        let &i = self.waiting.front()?;
+        Some(self.req(i).arrival_us.max(self.now))
+    }
+
+    /// Runs one step at [`next_step_at`](Engine::next_step_at) (nothing
+    /// without work); what it finished is appended to `out`. Returns
+    /// whether a request finished.
+    pub fn run_step(&mut self, out: &mut Vec<Finished>) -> bool {
+        let Some(at) = self.next_step_at() else {
+            return false;
+        };
+        self.now = at;
+        self.step(out)
+    }
+
+    /// Moves the requests [`add`](Engine::add) refused into `out`; returns
+    /// whether there were any (they end at once, before any step).
+    pub fn take_rejected(&mut self, out: &mut Vec<Finished>) -> bool {
+        let any = !self.rejected.is_empty();
+        out.append(&mut self.rejected);
+        any
+    }
+
+    /// An engine with nothing to run moves its clock to `t` (as
+    /// [`advance`](Engine::advance) jumps an idle engine to its deadline);
+    /// a busy one keeps its own.
+    pub fn idle_until(&mut self, t: u64) {
+        if self.next_step_at().is_none() {
+            self.now = self.now.max(t);
+        }
+    }
+
+    pub(crate) fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
     fn req(&self, i: usize) -> &Req {
         match &self.reqs[i] {
             Some(r) => r,

@@ -51,6 +51,40 @@ impl Tally {
         self.last_step_end_us = start_us + dur_us;
     }
 
+    /// Adds another engine's sums (a cluster's totals): counts and
+    /// histograms add, maxima take the larger, the busy span runs from the
+    /// first step to the last end of either.
+    pub fn merge(&mut self, o: &Tally) {
+        self.steps += o.steps;
+        self.busy_us += o.busy_us;
+        for (hist, other) in [
+            (&mut self.batch_hist, &o.batch_hist),
+            (&mut self.token_hist, &o.token_hist),
+        ] {
+            if hist.len() < other.len() {
+                hist.resize(other.len(), 0);
+            }
+            for (h, v) in hist.iter_mut().zip(other) {
+                *h += v;
+            }
+        }
+        self.batch_sum += o.batch_sum;
+        self.token_sum += o.token_sum;
+        self.kv_use_sum += o.kv_use_sum;
+        self.kv_use_max = self.kv_use_max.max(o.kv_use_max);
+        self.step_us_max = self.step_us_max.max(o.step_us_max);
+        self.preemptions += o.preemptions;
+        self.finished += o.finished;
+        self.rejected += o.rejected;
+        self.prompt_tokens += o.prompt_tokens;
+        self.cached_tokens += o.cached_tokens;
+        self.first_step_us = match (self.first_step_us, o.first_step_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_step_end_us = self.last_step_end_us.max(o.last_step_end_us);
+    }
+
     pub fn stats(&self) -> EngineStats {
         let per_step = |x: f64| {
             if self.steps == 0 {

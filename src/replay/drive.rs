@@ -19,6 +19,7 @@ use super::outcome::RunId;
 use super::plan::{Plan, Run, TargetKind};
 use super::progress;
 use super::recorder::{self, Recorder, RecorderOptions};
+use super::routed;
 use super::schedule::{Arrivals, Scheduler};
 use super::shard;
 use super::target::Target;
@@ -50,6 +51,7 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
     match &plan.target {
         TargetKind::Engine {
             params,
+            router,
             tokenizer,
             because,
         } => {
@@ -57,6 +59,7 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
                 plan.trace.clone(),
                 plan.block_size,
                 params.clone(),
+                router.clone(),
                 tokenizer.as_deref(),
                 because,
             )?;
@@ -80,10 +83,18 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
             Ok(summary)
         }
         TargetKind::Http {
+            urls,
+            router: Some(router),
+            cacert,
+            server: options,
+            ..
+        } => routed(plan, run, urls, router, options, cacert.as_ref(), stop),
+        TargetKind::Http {
             url,
             cacert,
             server: options,
             watch,
+            ..
         } => {
             let mut server = http::connect::connect(
                 options,
@@ -110,6 +121,60 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
             drive(plan, run, make, Some(model), run_id, watch, &stop)
         }
     }
+}
+
+/// A run on several servers behind mc-replay's router (`--url A,B,…`):
+/// each server found (and its model listed) as a single run's is, one run
+/// id and one clock for all; the servers' metrics are not scraped (the
+/// fidelity check compares one server with the whole trace).
+fn routed(
+    plan: &Plan,
+    run: &Run,
+    urls: &[String],
+    router: &crate::engine::router::RouterParams,
+    options: &http::connect::ServerOptions,
+    cacert: Option<&http::tls::CaCerts>,
+    stop: Arc<AtomicBool>,
+) -> Result<Summary> {
+    let mut servers = Vec::with_capacity(urls.len());
+    for url in urls {
+        let mut server = http::connect::connect(
+            options,
+            &plan.trace,
+            plan.block_size,
+            run.prompt_seed,
+            url,
+            cacert,
+        )?;
+        if let Some(first) = servers.first() {
+            let first: &http::connect::Server = first;
+            server.set_run_id(first.run_id);
+        } else {
+            let id = shard_run_id(plan, server.run_id);
+            server.set_run_id(id);
+        }
+        servers.push(server);
+    }
+    let (model, run_id) = (servers[0].model.clone(), servers[0].run_id);
+    let names = urls.iter().map(|u| plan.redactor.redact(u)).collect();
+    let make = || {
+        let clock = http::client::Clock {
+            start: std::time::Instant::now(),
+        };
+        let targets = servers
+            .into_iter()
+            .map(|s| s.target_on(options, &plan.trace, stop.clone(), Some(clock)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(routed::RoutedTarget::new(
+            targets,
+            names,
+            crate::engine::router::Router::new(router.clone()),
+            plan.trace.clone(),
+            plan.block_size,
+            clock,
+        ))
+    };
+    drive(plan, run, make, Some(model), run_id, Watch::NoServer, &stop)
 }
 
 /// A shard's run id (unique across shards); others keep theirs.
@@ -184,9 +249,14 @@ pub fn drive<T: Target>(
         info,
     );
     summary.engine = target.report();
+    summary.router = target.routing();
     summary.fidelity = fidelity_of(plan, watch, &rec.sent, &summary);
     let flushed = rec.finish();
     eprint!("{}", summary.table());
+    let routed = summary.router.clone().map(serde_json::from_value);
+    if let Some(Ok(r)) = routed {
+        eprint!("{}", crate::engine::router::table(&r));
+    }
     write_summary(&run.outputs, &summary)?;
     match flushed {
         // A closed stdout stopped the run; the summary above still stands.
@@ -381,6 +451,7 @@ mod tests {
             plan.trace.clone(),
             plan.block_size,
             params.clone(),
+            None,
             None,
             "no --url",
         )

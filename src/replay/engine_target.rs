@@ -13,8 +13,11 @@ use super::error::ReplayError;
 use super::outcome::{ErrorKind, Failure, Outcome, StreamUsage};
 use super::target::{Done, Job, Target};
 use super::trace::{Content, Trace};
+use crate::engine::router::{
+    prefix_hashes, Decision, Measured, RouteRequest, Router, RouterParams,
+};
 use crate::engine::{
-    row_blocks, text_blocks, token_blocks, Engine, EngineParams, EngineRequest, Finished,
+    row_blocks, text_blocks, token_blocks, Cluster, EngineParams, EngineRequest, Finished,
 };
 use crate::error::Result;
 use crate::results::Summary;
@@ -25,11 +28,14 @@ pub const DEFAULT_OUTPUT_TOKENS: u64 = 16;
 
 pub struct EngineTarget {
     trace: Arc<Trace>,
-    engine: Engine,
+    /// One engine, or `--engine-workers` of them on one clock.
+    engine: Cluster,
+    /// With more than one engine: who chooses each request's.
+    router: Option<Router>,
     trace_block: u64,
     tokenizer: Option<tokenizers::Tokenizer>,
-    in_flight: HashMap<u64, Job>,
-    finished: Vec<Finished>,
+    in_flight: HashMap<u64, (Job, Option<Decision>)>,
+    finished: Vec<(usize, Finished)>,
     wall_start: Instant,
 }
 
@@ -37,12 +43,15 @@ impl EngineTarget {
     pub fn new(
         trace: Arc<Trace>,
         params: EngineParams,
+        router: Option<RouterParams>,
         trace_block: u64,
         tokenizer: Option<tokenizers::Tokenizer>,
     ) -> EngineTarget {
+        let workers = router.as_ref().map_or(1, |r| r.workers);
         EngineTarget {
             trace,
-            engine: Engine::new(params),
+            engine: Cluster::new(params, workers),
+            router: router.map(Router::new),
             trace_block,
             tokenizer,
             in_flight: HashMap::new(),
@@ -148,19 +157,33 @@ impl Target for EngineTarget {
         self.engine.now_us()
     }
 
-    fn submit(&mut self, job: Job) {
+    fn submit(&mut self, mut job: Job) {
         let (blocks, prompt_tokens) = self.prompt(job.row);
         let turn = &self.trace.turns[job.row];
-        self.engine.add(EngineRequest {
-            id: job.seq,
-            // Due at t_sched; the model receives it then (no client lag). If
-            // a step was running, it waits for the next one.
-            arrival_us: job.t_sched_us.min(self.engine.now_us()),
-            blocks,
-            prompt_tokens,
-            output_tokens: turn.output_length.unwrap_or(DEFAULT_OUTPUT_TOKENS),
+        let output_tokens = turn.output_length.unwrap_or(DEFAULT_OUTPUT_TOKENS);
+        let decision = self.router.as_mut().map(|r| {
+            let prefix = prefix_hashes(&turn.hash_ids);
+            r.choose(&RouteRequest {
+                prefix: &prefix,
+                prompt_tokens,
+                output_tokens,
+            })
         });
-        self.in_flight.insert(job.seq, job);
+        let worker = decision.map_or(0, |d| d.worker);
+        job.worker = decision.map(|d| d.worker as u32);
+        self.engine.add(
+            worker,
+            EngineRequest {
+                id: job.seq,
+                // Due at t_sched; the model receives it then (no client
+                // lag). If a step was running, it waits for the next one.
+                arrival_us: job.t_sched_us.min(self.engine.now_us()),
+                blocks,
+                prompt_tokens,
+                output_tokens,
+            },
+        );
+        self.in_flight.insert(job.seq, (job, decision));
     }
 
     fn virtual_clock(&self) -> bool {
@@ -172,10 +195,13 @@ impl Target for EngineTarget {
             return;
         }
         self.engine.advance(deadline_us, &mut self.finished);
-        for f in self.finished.drain(..) {
-            let Some(job) = self.in_flight.remove(&f.id) else {
+        for (_, f) in self.finished.drain(..) {
+            let Some((job, decision)) = self.in_flight.remove(&f.id) else {
                 continue;
             };
+            if let (Some(r), Some(d)) = (self.router.as_mut(), decision) {
+                r.ended(&d);
+            }
             done.push(Done {
                 t_end_us: f.end_us,
                 outcome: Some(Self::outcome(&f)),
@@ -186,7 +212,7 @@ impl Target for EngineTarget {
 
     fn cancel_in_flight(&mut self, done: &mut Vec<Done>) -> usize {
         let now = self.engine.now_us();
-        let mut jobs: Vec<Job> = self.in_flight.drain().map(|(_, j)| j).collect();
+        let mut jobs: Vec<Job> = self.in_flight.drain().map(|(_, (j, _))| j).collect();
         jobs.sort_by_key(|j| j.seq);
         let n = jobs.len();
         for job in jobs {
@@ -198,6 +224,22 @@ impl Target for EngineTarget {
             });
         }
         n
+    }
+
+    fn routing(&self) -> Option<Value> {
+        let r = self.router.as_ref()?;
+        let measured: Vec<Measured> = (0..self.engine.workers())
+            .map(|i| {
+                let s = self.engine.engine(i).stats();
+                Measured {
+                    requests: s.requests_finished,
+                    prompt_tokens: s.prompt_tokens,
+                    cached_tokens: s.cached_tokens,
+                    busy_ms: Some(s.busy_ms),
+                }
+            })
+            .collect();
+        serde_json::to_value(r.report(&measured, &[])).ok()
     }
 
     fn report(&self) -> Option<Value> {
@@ -264,6 +306,7 @@ impl EngineTarget {
         trace: Arc<Trace>,
         block_size: u64,
         params: EngineParams,
+        router: Option<RouterParams>,
         tokenizer: Option<&str>,
         because: &str,
     ) -> Result<EngineTarget> {
@@ -282,11 +325,16 @@ impl EngineTarget {
             ),
             _ => None,
         };
+        let many = router.as_ref().map_or(String::new(), |r| {
+            format!(" x {} behind a {} router", r.workers, r.kind.name())
+        });
         eprintln!(
-            "mc-replay: {because}: simulating {} in virtual time; pass --url to measure a real server",
+            "mc-replay: {because}: simulating {}{many} in virtual time; pass --url to measure a real server",
             params.profile.name
         );
-        Ok(EngineTarget::new(trace, params, block_size, tokenizer))
+        Ok(EngineTarget::new(
+            trace, params, router, block_size, tokenizer,
+        ))
     }
 }
 

@@ -35,6 +35,7 @@ pub mod plan;
 pub mod progress;
 pub mod recorder;
 pub mod redact;
+pub mod routed;
 pub mod schedule;
 pub mod shard;
 pub mod sweep;

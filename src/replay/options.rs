@@ -100,7 +100,11 @@ timestamps are followed by default (AIPerf's --fixed-schedule)."
 pub struct ReplayArgs {
     /// Server base URL (`http://host:port`, with or without `/v1`). Without
     /// it, the trace is replayed against the engine model in virtual time.
-    #[arg(long, visible_alias = "base-url", value_name = "URL", value_parser = parse_url)]
+    /// A comma list (`http://a:8000,http://b:8000`) is several servers
+    /// (data-parallel replicas without a router of their own): each request
+    /// goes to one of them, chosen by --router, and its result line names
+    /// it (`worker`: the index in the list).
+    #[arg(long, visible_alias = "base-url", value_name = "URL[,URL…]", value_parser = parse_urls)]
     pub url: Option<String>,
 
     /// Replay against the engine model even with --url (side-by-side runs).
@@ -504,6 +508,9 @@ pub struct ReplayArgs {
     #[command(flatten)]
     pub io: IoArgs,
 
+    #[command(flatten)]
+    pub routing: crate::engine::router::RouterArgs,
+
     // Last: its help heading applies to every option after it.
     #[command(flatten)]
     pub engine_model: crate::engine::EngineArgs,
@@ -541,3 +548,17 @@ pub use crate::options::{
     header as parse_header, json_object as parse_object, non_negative_seconds, percentage_points,
     positive, positive_seconds, rate, url as parse_url,
 };
+
+/// `--url`: one URL, or a comma list of them, each checked; kept as given
+/// (the plan splits it: [`urls`]).
+pub fn parse_urls(s: &str) -> Result<String, String> {
+    for u in s.split(',') {
+        parse_url(u.trim())?;
+    }
+    Ok(s.to_string())
+}
+
+/// The servers of `--url`, in order.
+pub fn urls(url: &str) -> Vec<String> {
+    url.split(',').map(|u| u.trim().to_string()).collect()
+}

@@ -245,6 +245,7 @@ pub fn result_line(id: Identity, lat: &Latencies, o: &Outcome) -> RequestResult 
         wait_for: Vec::new(),
         think_ms: None,
         tool_ms: None,
+        worker: None,
     }
 }
 

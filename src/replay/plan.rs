@@ -27,6 +27,7 @@ use super::schedule::{self, Arrivals, Limits};
 use super::shard;
 use super::sweep::plan::{self as sweep_plan, Sweep};
 use super::trace::{self, Trace};
+use crate::engine::router::RouterParams;
 use crate::engine::EngineParams;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::report_skipped;
@@ -40,6 +41,8 @@ pub enum TargetKind {
     /// The engine model, in virtual time (no `--url`, or `--engine`).
     Engine {
         params: EngineParams,
+        /// `--engine-workers` above 1: the router in front of them.
+        router: Option<RouterParams>,
         /// `--tokenizer`, for rows of literal text.
         tokenizer: Option<String>,
         /// Why the engine model: `no --url` or `--engine`.
@@ -47,7 +50,12 @@ pub enum TargetKind {
     },
     /// A real server at `--url`; `cacert`: `--cacert`'s roots, read.
     Http {
+        /// The first server of `--url`.
         url: String,
+        /// Every server of `--url A,B,…`, in order (`url` first).
+        urls: Vec<String>,
+        /// Several servers: the router that chooses among them.
+        router: Option<RouterParams>,
         cacert: Option<CaCerts>,
         /// How requests are built and sent.
         server: ServerOptions,
@@ -288,7 +296,11 @@ impl Run {
 fn redactor(args: &ReplayArgs) -> Redactor {
     Redactor::new(
         args.api_key.as_deref(),
-        args.url.iter().chain(&args.metrics_url).map(String::as_str),
+        args.url
+            .iter()
+            .flat_map(|u| u.split(','))
+            .map(str::trim)
+            .chain(args.metrics_url.as_deref()),
         &args.headers,
     )
 }
@@ -307,7 +319,11 @@ struct Checked {
 /// The options that change what the server sees, as the run description
 /// records them (secrets left out: header names only, a digest of the
 /// extra body).
-fn load_options(args: &ReplayArgs, engine: bool) -> LoadOptions {
+fn load_options(args: &ReplayArgs, target: &TargetKind) -> LoadOptions {
+    let engine = matches!(target, TargetKind::Engine { .. });
+    let router = match target {
+        TargetKind::Engine { router, .. } | TargetKind::Http { router, .. } => router.as_ref(),
+    };
     use sha2::{Digest, Sha256};
     let mut header_names: Vec<String> = args
         .headers
@@ -336,6 +352,8 @@ fn load_options(args: &ReplayArgs, engine: bool) -> LoadOptions {
                 .clone()
                 .unwrap_or_else(|| "default".into())
         }),
+        workers: router.map(|r| r.workers as u64),
+        router: router.map(|r| r.kind.name().to_string()),
     }
 }
 
@@ -364,7 +382,7 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
             Turns::Cumulative => "cumulative",
             Turns::Delta => "delta",
         },
-        options: load_options(&args, matches!(c.target, TargetKind::Engine { .. })),
+        options: load_options(&args, &c.target),
     };
     Ok(Plan {
         trace: c.trace,
@@ -396,9 +414,11 @@ pub fn plan(args: ReplayArgs) -> Result<Plan> {
 /// reads them.
 fn target(args: &ReplayArgs) -> Result<TargetKind> {
     let target = match (&args.url, args.engine) {
-        (Some(url), false) => TargetKind::Http {
-            url: url.clone(),
-            cacert: cacert(args, url)?,
+        (Some(list), false) => TargetKind::Http {
+            url: super::options::urls(list).swap_remove(0),
+            urls: super::options::urls(list),
+            router: None,
+            cacert: cacert(args, list)?,
             server: ServerOptions {
                 endpoint: args.endpoint,
                 model: args.model.clone(),
@@ -427,6 +447,7 @@ fn target(args: &ReplayArgs) -> Result<TargetKind> {
         },
         _ => TargetKind::Engine {
             params: engine_params(args)?,
+            router: None,
             tokenizer: args.tokenizer.clone(),
             because: if args.url.is_some() {
                 "--engine"
@@ -438,10 +459,28 @@ fn target(args: &ReplayArgs) -> Result<TargetKind> {
     Ok(target)
 }
 
+/// The router in front of several workers (`--engine-workers N`, or
+/// `--url A,B,…`), once the trace says its block size and whether its
+/// rows name their blocks.
+fn route(args: &ReplayArgs, target: &mut TargetKind, trace: &Trace, block: u64) -> Result<()> {
+    let has_ids = trace.turns.iter().any(|t| !t.hash_ids.is_empty());
+    let r = &args.routing;
+    match target {
+        TargetKind::Engine { params, router, .. } => {
+            *router = r.params(r.engine_workers, block, Some(params.kv_tokens), has_ids)?;
+        }
+        TargetKind::Http { urls, router, .. } => {
+            let kv = args.engine_model.shape.kv_tokens;
+            *router = r.params(urls.len() as u64, block, kv, has_ids)?;
+        }
+    }
+    Ok(())
+}
+
 /// Every check, in the order a user fixes things in.
 fn checked(args: &ReplayArgs) -> Result<Checked> {
     let sweep = sweep_plan::sweep(args)?;
-    let target = target(args)?;
+    let mut target = target(args)?;
     check_usage(args, &target)?;
     match &sweep {
         Some(s) => sweep_plan::prepare(s, args.force)?,
@@ -462,6 +501,7 @@ fn checked(args: &ReplayArgs) -> Result<Checked> {
         }
     };
     let (mut trace, block_size, sha) = load_hashed(&TraceSource::of(args), shard_of.is_some())?;
+    route(args, &mut target, &trace, block_size)?;
     let delay_cap = cap_delays(&mut trace, args.max_delay);
     let trace = Arc::new(trace);
     let runs = runs(args, &trace, sweep.as_ref())?;
@@ -487,6 +527,12 @@ fn checked(args: &ReplayArgs) -> Result<Checked> {
 /// The options that need a server, or the chat endpoint.
 fn check_usage(args: &ReplayArgs, target: &TargetKind) -> Result<()> {
     let http = matches!(target, TargetKind::Http { .. });
+    if http && args.routing.engine_workers > 1 {
+        return Err(Error::usage(
+            "--engine-workers sets how many engine models run (no --url, or --engine); for \
+             several servers list them: --url http://a:8000,http://b:8000",
+        ));
+    }
     if args.cacert.is_some() && !http {
         return Err(Error::usage(
             "--cacert trusts an https:// server's CA: give --url (the engine model has no TLS)",
@@ -1040,6 +1086,7 @@ mod tests {
             cacert,
             server,
             watch,
+            ..
         } = &plan.target
         else {
             panic!("--url: a server's run");

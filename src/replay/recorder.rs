@@ -126,6 +126,7 @@ impl Recorder {
         if let Some(e) = r.error.as_mut() {
             e.message = self.redactor.redact(&e.message);
         }
+        r.worker = done.job.worker;
         if let Some((tag, digest)) = &self.shard {
             r.shard = Some(tag.clone());
             r.plan_digest = Some(digest.clone());

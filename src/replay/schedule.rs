@@ -484,6 +484,7 @@ impl<'a> Scheduler<'a> {
             t_sched_us: t_sched,
             warmup,
             history,
+            worker: None,
         };
         self.end.dispatched += 1;
         self.in_flight += 1;

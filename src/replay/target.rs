@@ -24,6 +24,9 @@ pub struct Job {
     /// request appends the row's prompt and the answer to it before handing
     /// the job back in its [`Done`].
     pub history: Option<Vec<Value>>,
+    /// The worker a router chose for it (`--engine-workers`, `--url A,B`):
+    /// set by the routing target, written in the result line.
+    pub worker: Option<u32>,
 }
 
 /// A job's end, for the scheduler and the result line.
@@ -84,6 +87,12 @@ pub trait Target {
     /// The summary's `engine` object (the model's parameters and
     /// statistics); `None` for a real server.
     fn report(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// The summary's `router` object (per worker: requests, load, hit
+    /// rate; the router's expectations); `None` with one worker.
+    fn routing(&self) -> Option<serde_json::Value> {
         None
     }
 }

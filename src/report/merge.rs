@@ -415,6 +415,8 @@ mod tests {
                 max_connections: 0,
                 reset_prefix_cache: false,
                 engine_profile: Some("default".into()),
+                workers: Some(2),
+                router: Some("prefix".into()),
             }),
         }
     }

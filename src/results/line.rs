@@ -107,6 +107,11 @@ pub struct RequestResult {
     /// Its `tool_wait_ms` as applied (after --speedup), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_ms: Option<f64>,
+    /// The worker a router sent it to, from 0: one of `--engine-workers N`
+    /// engine models, or the index of its server in `--url A,B,…`. Absent
+    /// with one worker and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {

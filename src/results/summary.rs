@@ -52,6 +52,10 @@ pub struct Summary {
     pub stopped_early: Option<StoppedEarly>,
     /// The engine model's parameters and statistics (engine target only).
     pub engine: Option<serde_json::Value>,
+    /// The router's report, per worker (`--engine-workers N`, `--url
+    /// A,B,…`); absent with one worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<serde_json::Value>,
     /// Did the server see the run the trace describes (real servers only).
     pub fidelity: Option<Fidelity>,
     /// How the agent-graph tasks went (runs of traces with graphs only;
@@ -132,6 +136,13 @@ pub struct LoadOptions {
     pub reset_prefix_cache: bool,
     /// `--engine-profile` on the engine model (`default` without it).
     pub engine_profile: Option<String>,
+    /// Several workers behind mc-replay's router (`--engine-workers N`,
+    /// `--url A,B,…`): how many, and `--router`. Absent with one worker
+    /// and in summaries of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<String>,
 }
 
 /// A sharded run's part in its plan: the same `plan_digest`, `rows` and
@@ -334,6 +345,7 @@ pub fn summarize(
         workers: end.workers,
         stopped_early: end.stopped_early.clone(),
         engine: None,
+        router: None,
         fidelity: None,
         tasks: t.tasks.summary(),
     }
@@ -962,6 +974,7 @@ mod tests {
             workers: 4,
             stopped_early: None,
             engine: None,
+            router: None,
             fidelity: None,
             tasks: None,
         }

@@ -123,6 +123,26 @@ impl Server {
         trace: &Arc<Trace>,
         stop: Arc<AtomicBool>,
     ) -> Result<ServerTarget> {
+        self.target_on(opts, trace, stop, None)
+    }
+
+    /// The request ids carry `id` (several servers of one run share the
+    /// first's, `--url A,B,…`).
+    pub fn set_run_id(&mut self, id: RunId) {
+        self.run_id = id;
+        self.builder.run_id = id;
+    }
+
+    /// The target on `clock`, one that already runs (several servers of
+    /// one run share one clock: `--url A,B,…`), or `None`: a clock started
+    /// once the descriptors are reserved.
+    pub fn target_on(
+        self,
+        opts: &ServerOptions,
+        trace: &Arc<Trace>,
+        stop: Arc<AtomicBool>,
+        clock: Option<Clock>,
+    ) -> Result<ServerTarget> {
         // Thousands of requests in flight are thousands of sockets: the
         // hard limit, not a shell's default soft 1,024, is what caps them.
         crate::oslimit::raise_open_files();
@@ -141,9 +161,9 @@ impl Server {
             HttpClient::Blocking => None,
             HttpClient::Auto | HttpClient::Evented => Endpoint::parse(&url),
         };
-        let clock = Clock {
+        let clock = clock.unwrap_or(Clock {
             start: Instant::now(),
-        };
+        });
         let Some(endpoint) = evented else {
             if opts.http_client != HttpClient::Blocking {
                 eprintln!("mc-replay: {url} is not an http(s) URL the evented client can use; using the blocking client");

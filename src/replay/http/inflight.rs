@@ -101,6 +101,7 @@ mod tests {
             t_sched_us: 0,
             warmup: false,
             history: None,
+            worker: None,
         }
     }
 

@@ -865,6 +865,7 @@ mod tests {
             t_sched_us: 0,
             warmup: false,
             history: None,
+            worker: None,
         }
     }
 
