@@ -25,6 +25,7 @@ mod real_data;
 mod replay;
 mod replay_graph;
 mod report;
+mod report_llmd;
 mod roots;
 mod scale;
 mod shard;
