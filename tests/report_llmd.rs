@@ -322,3 +322,25 @@ fn errors(schema: &Value, doc: &Value) -> Vec<String> {
         Err(e) => vec![format!("{e:#}")],
     }
 }
+
+/// Result lines without mc-replay's run description: the report keeps
+/// what the lines say (the id, the results) and leaves out the optional
+/// parts only the description knows (the load, the stack, the run's time).
+#[test]
+fn an_undescribed_run_reports_its_results_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = engine_run(dir.path(), &[]);
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("alone.jsonl");
+    std::fs::copy(&results, &copy).unwrap();
+    let br = report(&copy, &["--format", "llm-d"]);
+    let keys: Vec<&String> = br.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["results", "run", "version"]);
+    assert_eq!(br["run"].as_object().unwrap().len(), 1, "{br:#}");
+    let req = &br["results"]["request_performance"]["aggregate"]["requests"];
+    assert_eq!(req["total"], 6);
+    assert!(br["results"].get("observability").is_none(), "{br:#}");
+    if let Some(data) = data_dir("an_undescribed_run_reports_its_results_only") {
+        assert_valid(&data, &br);
+    }
+}
