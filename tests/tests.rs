@@ -26,6 +26,7 @@ mod real_data;
 mod replay;
 mod replay_graph;
 mod report;
+mod report_llmd;
 mod roots;
 mod scale;
 mod shard;

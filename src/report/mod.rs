@@ -4,12 +4,14 @@
 //!
 //! The pieces: [`input`] finds the result files, the run description
 //! beside them and sweep directories; [`summary`] recomputes a run's
-//! summary; [`compare`] lines runs up; [`figures`] and [`html`] draw.
+//! summary; [`compare`] lines runs up; [`figures`] and [`html`] draw;
+//! [`llmd`] writes a run as llm-d-benchmark's benchmark report.
 
 pub mod compare;
 pub mod figures;
 pub mod html;
 pub mod input;
+pub mod llmd;
 pub mod merge;
 pub mod replayed;
 pub mod summary;
@@ -57,6 +59,7 @@ use summary::{recompute, Recomputed};
   mc-replay --url http://127.0.0.1:8000 -i trace.jsonl -o results.jsonl
   mc-report results.jsonl                       # the summary table (results.summary.json describes the run)
   mc-report --json results.jsonl | jq .metrics.ttft.p99
+  mc-report --format llm-d results.jsonl > br.json  # llm-d-benchmark's report (schema v0.2.1)
   mc-report --compare base.jsonl new.jsonl      # one column per run, change against the first
   mc-report --compare --label vllm,sglang --csv a.jsonl b.jsonl > cmp.csv
   mc-report --html report.html --trace trace.jsonl results.jsonl
@@ -93,6 +96,12 @@ pub struct ReportArgs {
     #[arg(long)]
     pub csv: bool,
 
+    /// What to print: `text` (the table), `json` (as --json), `csv` (as
+    /// --csv), or `llm-d`: one run as llm-d-benchmark's benchmark report
+    /// (JSON, schema v0.2.1), for the dashboards made for its harnesses.
+    #[arg(long, value_enum, value_name = "FORMAT", conflicts_with_all = ["json", "csv"])]
+    pub format: Option<Format>,
+
     /// Also write a self-contained HTML report (its charts drawn by its own
     /// inline script: hover, zoom, hide a series, sort a table; no network).
     #[arg(long, value_name = "FILE")]
@@ -119,6 +128,28 @@ pub struct ReportArgs {
     /// At most this many session lanes in a timeline.
     #[arg(long, default_value_t = trace_plot::MAX_SESSIONS, value_name = "N")]
     pub max_sessions: usize,
+}
+
+/// What `mc-report` prints on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+    #[value(name = "llm-d")]
+    LlmD,
+}
+
+impl ReportArgs {
+    /// The format `--format`, `--json` or `--csv` chose (text without one).
+    pub fn format(&self) -> Format {
+        match (self.format, self.json, self.csv) {
+            (Some(f), _, _) => f,
+            (None, true, _) => Format::Json,
+            (None, _, true) => Format::Csv,
+            (None, false, false) => Format::Text,
+        }
+    }
 }
 
 /// A sweep's own description, beside its runs.
@@ -277,11 +308,25 @@ pub fn build(args: &ReportArgs) -> Result<Report> {
     })
 }
 
-/// The text, JSON or CSV report for stdout.
+/// The text, JSON, CSV or llm-d report for stdout.
 pub fn render(r: &Report, args: &ReportArgs) -> Result<String> {
-    if r.runs.len() == 1 && r.sweep.is_none() {
+    let format = args.format();
+    let one_run = r.runs.len() == 1 && r.sweep.is_none();
+    if format == Format::LlmD {
+        // The schema's report describes one load on one stack: a sweep or
+        // a comparison is one report per run.
+        if !one_run {
+            return Err(Error::usage(
+                "--format llm-d: a report describes one run; give one run's results \
+                 (for a sweep, one report per run directory: \
+                 for d in sweep/*/; do mc-report --format llm-d \"$d\" > \"${d%/}.br.json\"; done)",
+            ));
+        }
+        return llmd::render(&r.runs[0], &r.summaries[0]);
+    }
+    if one_run {
         let s = &r.summaries[0];
-        return Ok(if args.json {
+        return Ok(if format == Format::Json {
             // A described run prints exactly the document mc-replay wrote
             // (same struct, same field order).
             if s.described {
@@ -289,7 +334,7 @@ pub fn render(r: &Report, args: &ReportArgs) -> Result<String> {
             } else {
                 pretty(&s.json())?
             }
-        } else if args.csv {
+        } else if format == Format::Csv {
             s.summary.csv()
         } else {
             s.table(&r.runs[0].label)
@@ -297,9 +342,9 @@ pub fn render(r: &Report, args: &ReportArgs) -> Result<String> {
     }
     let labels = r.labels();
     let rows = r.rows();
-    Ok(if args.json {
+    Ok(if format == Format::Json {
         pretty(&r.compare_json())?
-    } else if args.csv {
+    } else if format == Format::Csv {
         compare::csv(&labels, &rows)
     } else {
         let mut s = String::new();
