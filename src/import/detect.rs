@@ -12,6 +12,9 @@ pub fn detect(head: &[u8]) -> Result<(Format, &'static str)> {
         None => Err(Error::Input(
             "--from auto: the input is empty; name the format with --from".into(),
         )),
+        Some(b'{') if has(b"\"resourceSpans\"") || has(b"\"resource_spans\"") => {
+            Ok((Format::Otel, "OTLP/JSON trace export (resourceSpans)"))
+        }
         Some(b'[') if has(b"\"intermediate_steps\"") || has(b"\"request_number\"") => {
             Ok((Format::Nat, "a JSON array of profiler requests"))
         }
