@@ -121,6 +121,12 @@ mod tests {
             fmt("{\"request_id\": \"a\", \"session_id\": \"s\", \"input_length\": 3, \"wait_for\": []}"),
             Some(Format::Dynamo)
         );
+        // An OTLP/JSON export, even when a span's attributes hold a
+        // "requests" or "request_id" key.
+        assert_eq!(
+            fmt("{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"attributes\": [{\"key\": \"request_id\"}, {\"key\": \"requests\"}]}]}]}]}"),
+            Some(Format::Otel)
+        );
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);
     }
