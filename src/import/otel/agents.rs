@@ -20,7 +20,10 @@
 //! span around the SDK's span of the same request) is the same call seen
 //! twice: the innermost one is kept.
 
-use std::collections::HashMap;
+/// foldhash's fixed hasher: span ids come from exports, not from an
+/// adversary, and SipHash was an eighth of the run (`perf`).
+pub(super) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+pub(super) type Set<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
 
 use super::spans::{Kind, Span};
 use crate::nat::edges;
@@ -61,7 +64,7 @@ enum Item {
 /// a circle.
 pub fn build(spans: &[&Span]) -> Result<Graph, String> {
     let n = spans.len();
-    let mut index: HashMap<(&str, &str), usize> = HashMap::with_capacity(n);
+    let mut index: Map<(&str, &str), usize> = Map::with_capacity_and_hasher(n, Default::default());
     for (i, s) in spans.iter().enumerate() {
         index.entry((&s.trace, &s.id)).or_insert(i);
     }
@@ -103,7 +106,7 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
             a = agent_of[x];
         }
     }
-    let mut items: HashMap<Option<usize>, Vec<Item>> = HashMap::new();
+    let mut items: Map<Option<usize>, Vec<Item>> = Map::default();
     for &c in &kept {
         items.entry(agent_of[c]).or_default().push(Item::Call(c));
     }
@@ -121,8 +124,8 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
     agents.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let base = kept.iter().map(|&c| spans[c].start_ns).min().unwrap_or(0);
     let mut hull: Vec<(u64, u64)> = spans.iter().map(|s| (s.start_ns, s.end_ns)).collect();
-    let mut first: HashMap<usize, Vec<usize>> = HashMap::new();
-    let mut last: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut first: Map<usize, Vec<usize>> = Map::default();
+    let mut last: Map<usize, Vec<usize>> = Map::default();
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut prefix_reset = vec![false; n];
     let scopes = agents.iter().map(|&(_, a)| Some(a)).chain([None]);
@@ -196,7 +199,7 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
     let tools = tools_by_agent(spans, &agent_of);
     let mut calls: Vec<usize> = kept;
     calls.sort_by_key(|&c| (spans[c].start_ns, spans[c].end_ns, c));
-    let row: HashMap<usize, usize> = calls.iter().enumerate().map(|(k, &c)| (c, k)).collect();
+    let row: Map<usize, usize> = calls.iter().enumerate().map(|(k, &c)| (c, k)).collect();
     let graph = calls
         .iter()
         .map(|&c| {
@@ -265,11 +268,8 @@ fn parents_first(spans: &[&Span], parent: &[Option<usize>]) -> Result<Vec<usize>
 }
 
 /// Tool spans by their agent.
-fn tools_by_agent(
-    spans: &[&Span],
-    agent_of: &[Option<usize>],
-) -> HashMap<Option<usize>, Vec<usize>> {
-    let mut tools: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
+fn tools_by_agent(spans: &[&Span], agent_of: &[Option<usize>]) -> Map<Option<usize>, Vec<usize>> {
+    let mut tools: Map<Option<usize>, Vec<usize>> = Map::default();
     for (i, s) in spans.iter().enumerate() {
         if s.kind == Kind::Tool {
             tools.entry(agent_of[i]).or_default().push(i);
@@ -285,7 +285,7 @@ fn tool_time(
     c: usize,
     after: u64,
     start: u64,
-    tools: &HashMap<Option<usize>, Vec<usize>>,
+    tools: &Map<Option<usize>, Vec<usize>>,
     agent_of: &[Option<usize>],
     parent: &[Option<usize>],
     spans: &[&Span],

@@ -27,7 +27,6 @@
 mod agents;
 mod spans;
 
-use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use super::row::SynthIds;
@@ -35,6 +34,7 @@ use super::{ImportArgs, Importer, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::graph;
 use crate::record::{Number, Record, RowWriter};
+use agents::{Map, Set};
 use spans::{Doc, Kind, Place, Span};
 
 /// The semantic conventions version the attributes are read by.
@@ -88,7 +88,7 @@ impl Otel {
     /// `--on-error skip`).
     fn sessions(&self, sink: &mut Sink, tally: &mut Tally) -> Result<Vec<(String, Vec<&Span>)>> {
         let mut traces: Vec<(&str, Vec<&Span>)> = Vec::new();
-        let mut trace_no: HashMap<&str, usize> = HashMap::new();
+        let mut trace_no: Map<&str, usize> = Map::default();
         for s in &self.spans {
             let k = *trace_no.entry(&s.trace).or_insert_with(|| {
                 traces.push((&s.trace, Vec::new()));
@@ -98,9 +98,10 @@ impl Otel {
         }
         tally.traces = traces.len();
         let mut sessions: Vec<(String, Vec<&Span>)> = Vec::new();
-        let mut session_no: HashMap<String, usize> = HashMap::new();
+        let mut session_no: Map<String, usize> = Map::default();
         for (trace, spans) in traces {
-            let mut seen: HashMap<&str, &Span> = HashMap::with_capacity(spans.len());
+            let mut seen: Map<&str, &Span> =
+                Map::with_capacity_and_hasher(spans.len(), Default::default());
             let mut kept = Vec::with_capacity(spans.len());
             for s in spans {
                 if let Some(first) = seen.get(&*s.id) {
@@ -123,7 +124,7 @@ impl Otel {
                 seen.insert(&s.id, s);
                 kept.push(s);
             }
-            let conversations: HashSet<&str> = kept
+            let conversations: Set<&str> = kept
                 .iter()
                 .filter_map(|s| s.conversation.as_deref())
                 .collect();
@@ -176,7 +177,7 @@ impl Otel {
         let t0 = graphs.first().map_or(0, |g| g.0);
         let mut out = Vec::new();
         let mut check = graph::Builder::new();
-        let mut used: HashSet<String> = HashSet::new();
+        let mut used: Set<String> = Set::default();
         let mut line = 0;
         let mut synth = self.synth.clone();
         for (_, name, spans, g) in &graphs {
