@@ -457,3 +457,20 @@ fn bad_documents_name_the_line_and_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn the_release_rule_gives_back_the_recorded_starts() {
+    // Each call taking its recorded time, the core graph's release rule
+    // must start every call when the spans say it started.
+    let (out, _) = run_ok_both("mc-import", &["--from", "otel"], &one_document());
+    let g = mctrace::graph::Graphs::from_lines(&out).unwrap();
+    // Rows in output order: c01..c04, d01, e01, e03, e02, d02.
+    let took = [
+        1000.0, 800.0, 1250.0, 1000.0, 500.0, 800.0, 1100.0, 800.0, 800.0,
+    ];
+    let starts: Vec<f64> = g.schedule(|r| took[r]).iter().map(|t| t.0).collect();
+    assert_eq!(
+        starts,
+        [0.0, 1200.0, 1250.0, 3000.0, 10000.0, 10700.0, 10800.0, 12100.0, 13200.0]
+    );
+}
