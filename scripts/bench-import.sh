@@ -10,6 +10,13 @@
 #   - mc-import --from ragpulse on a RAGPulse-shaped trace with its
 #     component files (skipped, with a message, while that importer is not
 #     implemented); memory O(distinct blocks);
+#   - mc-import --from otel on OTLP/JSON lines as the Collector's file
+#     exporter writes them (a document a line, one agent trace each: a
+#     call, 2-4 parallel calls, a tool, a joining call; every third trace
+#     with two sub-agents), the attributes an instrumentation records
+#     (model, provider, response id, server address); OTEL_SIZE (default
+#     256M: the importer holds the input and its spans in memory, as a
+#     trace's spans may come in any document);
 #   - mc-merge interleave (and concat) of two sorted Mooncake-shaped traces
 #     (the issue's bound: under 64 MB peak RSS), and `interleave --sort`
 #     (an external merge sort: runs of 64 MiB, bounded by a few runs).
@@ -28,6 +35,7 @@ size="${SIZE:-1G}"
 azure_size="${AZURE_SIZE:-$size}"
 rag_size="${RAG_SIZE:-$size}"
 aibrix_size="${AIBRIX_SIZE:-$size}"
+otel_size="${OTEL_SIZE:-256M}"
 merge_size="${MERGE_SIZE:-$size}"
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
@@ -118,6 +126,54 @@ gen_ragpulse() { # DIR BYTES
   }' > "$d/0_trace.jsonl"
 }
 
+# OTLP/JSON lines (the Collector's file exporter): one document a line, one
+# agent trace each. Times are ns since 2025-11-27T08:00:00Z written as
+# decimal strings ("1764" and 15 digits: awk's doubles are exact to 2^53).
+gen_otel() { # BYTES
+  awk -v limit="$1" '
+  function ns(ms) { return sprintf("\"1764%015.0f\"", 230400000000000 + ms * 1000000) }
+  function attr(k, v) { return sprintf("{\"key\":\"%s\",\"value\":{\"stringValue\":\"%s\"}}", k, v) }
+  function iattr(k, v) { return sprintf("{\"key\":\"%s\",\"value\":{\"intValue\":\"%d\"}}", k, v) }
+  function span(id, parent, name, op, s, e, attrs, kind) {
+    nspans++
+    return sprintf("{\"traceId\":\"%s\",\"spanId\":\"%s\",\"parentSpanId\":\"%s\",\"name\":\"%s\",\"kind\":%d,\"startTimeUnixNano\":%s,\"endTimeUnixNano\":%s,\"attributes\":[%s%s],\"status\":{}}",
+      tid, id, parent, name, kind, ns(s), ns(e), attr("gen_ai.operation.name", op), attrs)
+  }
+  function chat(id, parent, s, e) {
+    return span(id, parent, "chat gpt-4o", "chat", s, e, "," attr("gen_ai.provider.name", "openai") "," attr("gen_ai.request.model", "gpt-4o") "," attr("gen_ai.response.model", "gpt-4o-2024-08-06") "," attr("gen_ai.response.id", sprintf("chatcmpl-%08x%08x", k, ++resp)) "," attr("server.address", "api.openai.com") "," iattr("gen_ai.usage.input_tokens", 200 + int(rand() * 6000)) "," iattr("gen_ai.usage.output_tokens", 10 + int(rand() * 600)) "," attr("gen_ai.response.finish_reasons", "stop"), 3)
+  }
+  function sid(j) { return sprintf("%08x%08x", k, j) }
+  function agent(id, parent, name, s, e) { return span(id, parent, "invoke_agent " name, "invoke_agent", s, e, "," attr("gen_ai.agent.name", name) "," attr("gen_ai.provider.name", "openai"), 1) }
+  function tool(id, parent, name, s, e) { return span(id, parent, "execute_tool " name, "execute_tool", s, e, "," attr("gen_ai.tool.name", name) "," attr("gen_ai.tool.call.id", "call_" id), 1) }
+  BEGIN { srand(4); bytes = 0; t = 0
+    while (bytes < limit) {
+      k++; t += int(rand() * 200); tid = sprintf("%08x%08x%08x%08x", k, 305419896, 2271560481, 4)
+      root = sid(1); j = 1; s = t; e = s + 300 + int(rand() * 2000)
+      spans = chat(sid(++j), root, s, e); first = sid(j); join = e
+      n = 2 + int(rand() * 3)
+      for (i = 0; i < n; i++) {
+        cs = e + 50 + int(rand() * 200); ce = cs + 300 + int(rand() * 3000)
+        spans = spans "," chat(sid(++j), root, cs, ce); if (ce > join) join = ce
+      }
+      if (k % 3 == 0) {
+        for (a = 0; a < 2; a++) {
+          as = join + 20; ae = as + 100; aid = sid(++j); inner = ""
+          for (i = 0; i < 2; i++) { cs = ae + 10; ce = cs + 200 + int(rand() * 2000); inner = inner "," chat(sid(++j), aid, cs, ce); ae = ce }
+          spans = spans "," agent(aid, root, "helper" a, as, ae + 5) inner; if (ae + 5 > join2) join2 = ae + 5
+        }
+        join = join2
+      }
+      ts = join + 10; te = ts + int(rand() * 1500)
+      spans = spans "," tool(sid(++j), root, "search", ts, te)
+      cs = te + 20; ce = cs + 300 + int(rand() * 2000)
+      spans = spans "," chat(sid(++j), root, cs, ce)
+      spans = agent(root, "", "planner", t, ce + 5) "," spans
+      line = "{\"resourceSpans\":[{\"resource\":{\"attributes\":[" attr("service.name", "agent-app") "]},\"scopeSpans\":[{\"scope\":{\"name\":\"opentelemetry.instrumentation.openai_v2\",\"version\":\"2.1b0\"},\"spans\":[" spans "]}]}]}"
+      print line; bytes += length(line) + 1; join2 = 0
+    }
+  }'
+}
+
 best_s=""; best_kb=""
 measure() { # INPUT CMD... -> best_s (best of 3 wall seconds) and best_kb (largest peak RSS)
   local input=$1; shift
@@ -144,6 +200,8 @@ azure="$dir/azure-2024-$azure_size.csv"
 [ -s "$azure" ] || gen_azure "$(bytes_of "$azure_size")" > "$azure"
 aibrix="$dir/aibrix-$aibrix_size.jsonl"
 [ -s "$aibrix" ] || gen_aibrix "$(bytes_of "$aibrix_size")" > "$aibrix"
+otel="$dir/otel-$otel_size.jsonl"
+[ -s "$otel" ] || gen_otel "$(bytes_of "$otel_size")" > "$otel"
 merge_a="$dir/trace-$merge_size.jsonl"
 merge_b="$dir/trace-$merge_size-seed2.jsonl"
 [ -s "$merge_a" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 1 > "$merge_a"
@@ -185,6 +243,12 @@ cat "$aibrix" > /dev/null
 measure "$aibrix" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (aibrix jsonl)" "$bytes" "$cat_mbps"
 measure "$aibrix" $bin/mc-import --from aibrix; row "mc-import --from aibrix" "$bytes" "$cat_mbps"
 measure "$aibrix" $bin/mc-import --from aibrix --no-text; row "mc-import --from aibrix --no-text" "$bytes" "$cat_mbps"
+
+# ---- otel
+bytes=$(stat -c %s "$otel")
+cat "$otel" > /dev/null
+measure "$otel" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (otlp json lines)" "$bytes" "$cat_mbps"
+measure "$otel" $bin/mc-import --from otel; row "mc-import --from otel" "$bytes" "$cat_mbps"
 
 # ---- ragpulse
 if [ $rag_ok = 1 ]; then

@@ -704,6 +704,9 @@ fn nat2mc_and_importers_survive_broken_documents_under_a_memory_limit() {
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1e308,a,1,1,2,b\n"),
         ("burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n9223372036.854775807,a,18446744073709551615,1,2,b\n"),
         ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n9999-12-31 23:59:60.999999999-14:00,1,1\n"),
+        ("otel", "{\"resourceSpans\": 1}"),
+        ("otel", "{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"traceId\": \"t\", \"spanId\": \"a\", \"startTimeUnixNano\": \"1\", \"endTimeUnixNano\": \"340282366920938463463374607431768211456\", \"attributes\": [{\"key\": \"gen_ai.operation.name\", \"value\": {\"stringValue\": \"chat\"}}, {\"key\": \"gen_ai.usage.input_tokens\", \"value\": {\"intValue\": \"18446744073709551615\"}}, {\"key\": \"gen_ai.usage.output_tokens\", \"value\": {\"doubleValue\": 1e308}}]}]}]}]}"),
+        ("otel", "{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"traceId\": \"t\", \"spanId\": \"a\", \"startTimeUnixNano\": \"1\", \"endTimeUnixNano\": \"2\", \"attributes\": [{\"key\": \"gen_ai.operation.name\", \"value\": {\"stringValue\": \"chat\"}}, {\"key\": \"gen_ai.usage.input_tokens\", \"value\": {\"intValue\": 10000000}}, {\"key\": \"gen_ai.usage.output_tokens\", \"value\": {\"intValue\": \"1\"}}]}, {\"traceId\": \"u\", \"spanId\": \"a\", \"startTimeUnixNano\": \"18446744073709551615\", \"endTimeUnixNano\": \"18446744073709551615\", \"attributes\": [{\"key\": \"gen_ai.operation.name\", \"value\": {\"stringValue\": \"chat\"}}, {\"key\": \"gen_ai.usage.input_tokens\", \"value\": {\"intValue\": \"1\"}}, {\"key\": \"gen_ai.usage.output_tokens\", \"value\": {\"intValue\": \"1\"}}]}]}]}]}"),
     ] {
         limited(
             "mc-import",

@@ -16,6 +16,7 @@ mod gen;
 mod graph;
 mod hostile;
 mod import;
+mod import_otel;
 mod merge;
 mod mock;
 mod nat;

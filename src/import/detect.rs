@@ -12,6 +12,9 @@ pub fn detect(head: &[u8]) -> Result<(Format, &'static str)> {
         None => Err(Error::Input(
             "--from auto: the input is empty; name the format with --from".into(),
         )),
+        Some(b'{') if has(b"\"resourceSpans\"") || has(b"\"resource_spans\"") => {
+            Ok((Format::Otel, "OTLP/JSON trace export (resourceSpans)"))
+        }
         Some(b'[') if has(b"\"intermediate_steps\"") || has(b"\"request_number\"") => {
             Ok((Format::Nat, "a JSON array of profiler requests"))
         }
@@ -117,6 +120,12 @@ mod tests {
         assert_eq!(
             fmt("{\"request_id\": \"a\", \"session_id\": \"s\", \"input_length\": 3, \"wait_for\": []}"),
             Some(Format::Dynamo)
+        );
+        // An OTLP/JSON export, even when a span's attributes hold a
+        // "requests" or "request_id" key.
+        assert_eq!(
+            fmt("{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"attributes\": [{\"key\": \"request_id\"}, {\"key\": \"requests\"}]}]}]}]}"),
+            Some(Format::Otel)
         );
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);

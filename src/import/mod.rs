@@ -12,6 +12,7 @@ pub mod csv;
 pub mod detect;
 pub mod dynamo;
 pub mod lines;
+pub mod otel;
 pub mod ragpulse;
 pub mod row;
 pub mod time;
@@ -46,6 +47,10 @@ pub enum Format {
     /// --agentic`) or plain Mooncake rows: checked (the agent graph too)
     /// and written with every field kept.
     Dynamo,
+    /// OpenTelemetry GenAI spans as OTLP/JSON (one document, or one per
+    /// line as the Collector's file exporter writes them): each trace (or
+    /// `gen_ai.conversation.id`) an agent graph of its LLM calls.
+    Otel,
 }
 
 impl Format {
@@ -59,6 +64,7 @@ impl Format {
             Format::Weka => "weka",
             Format::Nat => "nat",
             Format::Dynamo => "dynamo",
+            Format::Otel => "otel",
         }
     }
 }
@@ -81,9 +87,13 @@ impl Format {
 /// `parent_session_id`; ids kept at the file's block size), nat (as
 /// nat2mc), dynamo (Dynamo's agentic rows with request_id, wait_for,
 /// branches, tool_wait_ms, prefix_reset: checked as a graph, then written
-/// with every field). Only ragpulse, weka and nat
-/// carry prefix information; azure and burstgpt rows get hash_ids only with
-/// --synth-hash-ids.
+/// with every field), otel (OTLP/JSON exports of OpenTelemetry GenAI spans,
+/// semantic conventions v1.37.0: one session per trace or
+/// gen_ai.conversation.id, one row per chat/text_completion/generate_content
+/// span with its gen_ai.usage tokens, the calls' graph from their times per
+/// agent, parallel sub-agents as branches, execute_tool time as
+/// tool_wait_ms). Only ragpulse, weka and nat carry prefix information;
+/// azure, burstgpt and otel rows get hash_ids only with --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
 #[command(
     version,
@@ -94,7 +104,8 @@ impl Format {
   mc-import --from aibrix --no-text workload.jsonl > rows.jsonl
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl
-  mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl"
+  mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl
+  mc-import --from otel otel-traces.jsonl > agents.jsonl"
 )]
 pub struct ImportArgs {
     /// The input format (`auto` detects it and says which on stderr).
@@ -118,7 +129,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub float_timestamps: bool,
 
-    /// Give azure and burstgpt rows made-up hash_ids: fresh ids for every
+    /// Give azure, burstgpt and otel rows made-up hash_ids: fresh ids for every
     /// row (ceil(input_length / B)), so no prefix is shared. Never by default.
     #[arg(long)]
     pub synth_hash_ids: bool,
@@ -508,6 +519,7 @@ fn importer_for(format: Format, args: &ImportArgs) -> Box<dyn Importer> {
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
         Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
+        Format::Otel => Box::new(otel::Otel::new(args)),
         Format::Auto | Format::Nat => unreachable!("handled above"),
     }
 }
