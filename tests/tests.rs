@@ -15,6 +15,7 @@ mod gen;
 mod graph;
 mod hostile;
 mod import;
+mod import_chat;
 mod merge;
 mod mock;
 mod nat;

@@ -12,6 +12,12 @@ pub fn detect(head: &[u8]) -> Result<(Format, &'static str)> {
         None => Err(Error::Input(
             "--from auto: the input is empty; name the format with --from".into(),
         )),
+        Some(b'{') if has(b"\"custom_id\"") => {
+            Ok((Format::Chat, "lines with custom_id (an OpenAI batch file)"))
+        }
+        Some(b'{') if has(b"\"startTime\"") && has(b"\"messages\"") => {
+            Ok((Format::Chat, "lines with messages and startTime (LiteLLM's StandardLoggingPayload)"))
+        }
         Some(b'[') if has(b"\"intermediate_steps\"") || has(b"\"request_number\"") => {
             Ok((Format::Nat, "a JSON array of profiler requests"))
         }
@@ -117,6 +123,14 @@ mod tests {
         assert_eq!(
             fmt("{\"request_id\": \"a\", \"session_id\": \"s\", \"input_length\": 3, \"wait_for\": []}"),
             Some(Format::Dynamo)
+        );
+        assert_eq!(
+            fmt("{\"custom_id\": \"r1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": {}}\n"),
+            Some(Format::Chat)
+        );
+        assert_eq!(
+            fmt("{\"id\": \"x\", \"startTime\": 1.5, \"messages\": []}\n"),
+            Some(Format::Chat)
         );
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);

@@ -8,6 +8,7 @@
 pub mod aibrix;
 pub mod azure;
 pub mod burstgpt;
+pub mod chat;
 pub mod csv;
 pub mod detect;
 pub mod dynamo;
@@ -46,6 +47,10 @@ pub enum Format {
     /// --agentic`) or plain Mooncake rows: checked (the agent graph too)
     /// and written with every field kept.
     Dynamo,
+    /// Chat request logs (OpenAI Batch API input+output files, LiteLLM's
+    /// StandardLoggingPayload lines): rendered with the model's chat
+    /// template, tokenised, hashed; needs --tokenizer.
+    Chat,
 }
 
 impl Format {
@@ -59,6 +64,7 @@ impl Format {
             Format::Weka => "weka",
             Format::Nat => "nat",
             Format::Dynamo => "dynamo",
+            Format::Chat => "chat",
         }
     }
 }
@@ -175,9 +181,23 @@ pub struct ImportArgs {
     #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
     pub session_rate: Option<f64>,
 
-    /// nat: the tokenizer (as nat2mc --tokenizer).
+    /// nat: the tokenizer (as nat2mc --tokenizer). chat: the model's
+    /// tokenizer folder (tokenizer.json, and tokenizer_config.json with the
+    /// chat template and bos/eos tokens), a tokenizer.json, or a model id in
+    /// the HuggingFace cache.
     #[arg(long, value_name = "X")]
     pub tokenizer: Option<String>,
+
+    /// chat: the chat template (a Jinja file) instead of the tokenizer
+    /// folder's (for a tokenizer_config.json without one).
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
+
+    /// chat: keep the text: each row gets the request's `messages` (a
+    /// completion prompt: `text_input`). Without it rows hold lengths and
+    /// ids only.
+    #[arg(long)]
+    pub messages: bool,
 }
 
 impl ImportArgs {
@@ -442,7 +462,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         let src = first.take().unwrap_or_else(|| Box::new(std::io::empty()));
         return import_nat(args, &inputs, src);
     }
-    let mut importer = importer_for(format, args);
+    let mut importer = importer_for(format, args)?;
     if format == Format::Ragpulse {
         // Its component files are inputs too, found only now.
         let comps = ragpulse::component_files(args);
@@ -500,16 +520,17 @@ fn import_nat(
 
 /// The importer of a row format (not `auto`, not `nat`: both are
 /// resolved before).
-fn importer_for(format: Format, args: &ImportArgs) -> Box<dyn Importer> {
-    match format {
+fn importer_for(format: Format, args: &ImportArgs) -> Result<Box<dyn Importer>> {
+    Ok(match format {
         Format::Azure => Box::new(azure::Azure::new(args)),
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
         Format::Aibrix => Box::new(aibrix::Aibrix::new(args)),
         Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
+        Format::Chat => Box::new(chat::Chat::new(args)?),
         Format::Auto | Format::Nat => unreachable!("handled above"),
-    }
+    })
 }
 
 /// Feeds every input to `importer` in order (`first`, already open, is
