@@ -110,7 +110,7 @@ fn three_users() -> String {
     );
     // No usage: the answer's three words are its length.
     let b2 = litellm(
-        1005.0,
+        1010.0,
         vec![
             sys(),
             msg("user", "hello there"),
@@ -121,7 +121,7 @@ fn three_users() -> String {
         None,
     );
     let a2 = litellm(
-        1010.0,
+        1005.0,
         vec![
             sys(),
             msg("user", "hello there"),
@@ -149,38 +149,39 @@ fn three_users_rows_sessions_ids_and_lengths() {
     all.push(tok.as_os_str());
     let (out, err) = util::run_ok_both("mc-import", &all, &three_users());
     let got = rows(&out);
-    // By start time: A1 1000.0, B1 1002.5, C1 1003.0, B2 1005.0, A2 1010.0.
+    // By start time: A1 1000.0, B1 1002.5, C1 1003.0, A2 1005.0, B2 1010.0.
     let ts: Vec<u64> = got
         .iter()
         .map(|r| r["timestamp"].as_u64().unwrap())
         .collect();
     assert_eq!(ts, [0, 2500, 3000, 5000, 10000]);
-    // A1 and B1 are two users (same messages, nothing extended); B2 extends
-    // B1 with Bob's answer, A2 extends A1 with Alice's.
+    // A1 and B1 are two users (same messages, nothing extended); A2 extends
+    // A1 with Alice's answer (B1, the latest request it extends without
+    // the answer, is not its turn), B2 extends B1 with Bob's.
     let sessions: Vec<&str> = got
         .iter()
         .map(|r| r["session_id"].as_str().unwrap())
         .collect();
-    assert_eq!(sessions, ["0", "1", "2", "1", "0"]);
-    // <s> <system> 5 words <user> 2 words <assistant> = 11; B2 adds
-    // <assistant> hey bob <user> what time = 6 (17); A2 adds <assistant> hi
-    // alice <user> tell me more = 7 (18).
+    assert_eq!(sessions, ["0", "1", "2", "0", "1"]);
+    // <s> <system> 5 words <user> 2 words <assistant> = 11; A2 adds
+    // <assistant> hi alice <user> tell me more = 7 (18); B2 adds
+    // <assistant> hey bob <user> what time = 6 (17).
     let input: Vec<u64> = got
         .iter()
         .map(|r| r["input_length"].as_u64().unwrap())
         .collect();
-    assert_eq!(input, [11, 11, 11, 17, 18]);
+    assert_eq!(input, [11, 11, 11, 18, 17]);
     // Usage where logged; B2's from its answer's three words.
     let output: Vec<u64> = got
         .iter()
         .map(|r| r["output_length"].as_u64().unwrap())
         .collect();
-    assert_eq!(output, [2, 2, 5, 3, 4]);
+    assert_eq!(output, [2, 2, 5, 4, 3]);
     // Blocks of 4: [<s> <system> you are] [a helpful bot <user>] shared by
     // all; then A1/B1 [hello there <assistant>] (2), C1 [good morning
-    // <assistant>] (3), B2 [hello there <assistant> hey] [bob <user> what
-    // time] [<assistant>] (4, 5, 6), A2 [hello there <assistant> hi]
-    // [alice <user> tell me] [more <assistant>] (7, 8, 9).
+    // <assistant>] (3), A2 [hello there <assistant> hi] [alice <user> tell
+    // me] [more <assistant>] (4, 5, 6), B2 [hello there <assistant> hey]
+    // [bob <user> what time] [<assistant>] (7, 8, 9).
     let ids: Vec<Vec<u64>> = got.iter().map(util::ids).collect();
     assert_eq!(
         ids,
@@ -232,7 +233,7 @@ fn no_text_leaves_without_messages() {
     );
     let got = rows(&out);
     assert_eq!(
-        got[3]["messages"],
+        got[4]["messages"],
         json!([
             msg("system", SYS),
             msg("user", "hello there"),
