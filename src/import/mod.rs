@@ -87,9 +87,12 @@ impl Format {
 /// `parent_session_id`; ids kept at the file's block size), nat (as
 /// nat2mc), dynamo (Dynamo's agentic rows with request_id, wait_for,
 /// branches, tool_wait_ms, prefix_reset: checked as a graph, then written
-/// with every field). Only ragpulse, weka and nat
-/// carry prefix information; azure and burstgpt rows get hash_ids only with
-/// --synth-hash-ids.
+/// with every field), chat (OpenAI Batch API input + output files or
+/// LiteLLM's StandardLoggingPayload lines: prompts rendered with the model's
+/// chat template and tokenised with --tokenizer, exact prefix ids, sessions
+/// by accumulated history; lengths and ids only, the text with --messages).
+/// Only ragpulse, weka, nat and chat carry prefix information; azure and
+/// burstgpt rows get hash_ids only with --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
 #[command(
     version,
@@ -100,7 +103,8 @@ impl Format {
   mc-import --from aibrix --no-text workload.jsonl > rows.jsonl
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl
-  mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl"
+  mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl
+  mc-import --from chat --tokenizer Qwen3-8B/ batch_input.jsonl batch_output.jsonl > chat.jsonl"
 )]
 pub struct ImportArgs {
     /// The input format (`auto` detects it and says which on stderr).
@@ -129,8 +133,8 @@ pub struct ImportArgs {
     #[arg(long)]
     pub synth_hash_ids: bool,
 
-    /// Tokens per block: for --synth-hash-ids and ragpulse (default 512), and
-    /// nat (default 128). weka keeps each file's own block_size (a different
+    /// Tokens per block: for --synth-hash-ids, ragpulse and chat (default
+    /// 512), and nat (default 128). weka keeps each file's own block_size (a different
     /// value here is an error).
     #[arg(long, value_name = "B")]
     pub block_size: Option<u64>,

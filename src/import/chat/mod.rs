@@ -389,6 +389,8 @@ impl Importer for Chat {
             sink.counts.rows_out += 1;
             sink.out.end_line()?;
         }
+        // The rows first, then what was found in them (as one stream, in order).
+        sink.out.flush()?;
         let sessions = assigned.session.iter().max().map_or(0, |&s| s + 1);
         eprintln!(
             "{}: chat: {sessions} sessions ({} forks started their own), {} distinct blocks, tokenizer {}, template {}",
