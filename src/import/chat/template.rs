@@ -479,4 +479,83 @@ mod tests {
             .to_string();
         assert!(err.contains("--chat-template"), "{err}");
     }
+
+    /// Two templates in the style of HF's (Qwen's ChatML with tools,
+    /// Llama 3's with a date and an alternation check), rendered by Python's
+    /// jinja2 3.1.6 with transformers' settings (trim_blocks, lstrip_blocks,
+    /// its tojson, strftime_now at 2024-07-26 12:34:56 UTC): the expected
+    /// strings are jinja2's output.
+    #[test]
+    fn renders_what_jinja2_renders() {
+        const QWEN: &str = r#"{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if message.role == "user" or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content.strip() + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"#;
+        const LLAMA: &str = r#"{% set loop_messages = messages %}
+{% if not date_string is defined %}
+    {% set date_string = strftime_now("%d %b %Y") %}
+{% endif %}
+{% for message in loop_messages %}
+{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) and message['role'] != 'system' %}
+{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}
+{% endif %}
+{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}
+{% if loop.index0 == 0 %}
+{% set content = bos_token + 'Today Date: ' + date_string + '\n' + content %}
+{% endif %}
+{{ content }}
+{% endfor %}
+{% if add_generation_prompt %}
+{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{% endif %}
+"#;
+        let msgs = json!([
+            {"role": "system", "content": "You are Qwen."},
+            {"role": "user", "content": "  hi there \n"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "weather?"}
+        ]);
+        let tools = json!([{"function": {"description": "Get weather <city>", "name": "get_weather",
+            "parameters": {"properties": {"city": {"type": "string"}}, "type": "object"}}, "type": "function"}]);
+        let now = 1_721_997_296.0;
+        let t = ChatTemplate::new(QWEN, "<|begin_of_text|>", "<|eot_id|>", "qwen".into()).unwrap();
+        assert_eq!(t.render(&msgs, None, now).unwrap(), "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(t.render(&msgs, Some(&tools), now).unwrap(), "<|im_start|>system\nYou are Qwen.\n\n# Tools\n<tools>\n{\"function\": {\"description\": \"Get weather <city>\", \"name\": \"get_weather\", \"parameters\": {\"properties\": {\"city\": {\"type\": \"string\"}}, \"type\": \"object\"}}, \"type\": \"function\"}\n</tools><|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
+        let t =
+            ChatTemplate::new(LLAMA, "<|begin_of_text|>", "<|eot_id|>", "llama".into()).unwrap();
+        let rest = serde_json::Value::Array(msgs.as_array().unwrap()[1..].to_vec());
+        assert_eq!(t.render(&rest, None, now).unwrap(), "<|begin_of_text|>Today Date: 26 Jul 2024\n<|start_header_id|>user<|end_header_id|>\n\nhi there<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>\n<|start_header_id|>user<|end_header_id|>\n\nweather?<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\n\n");
+        let err = t
+            .render(&json!([{"role": "assistant", "content": "x"}]), None, now)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "Conversation roles must alternate user/assistant/user/assistant/..."
+        );
+    }
 }
