@@ -301,8 +301,8 @@ fi
 
 echo
 echo "(best of 3 runs; peak RSS is the largest of the 3; the ratios of the tools are against"
-echo " the \`cat | cat\` row above them; merge inputs: two gen_trace files of $merge_size with"
-echo " seeds 1 and 2, sorted by timestamp; MB/s counts input bytes)"
+echo " the \`cat | cat\` row above them; MB/s counts input bytes)"
+want merge && echo "(merge inputs: two gen_trace files of $merge_size with seeds 1 and 2, sorted by timestamp)"
 printf 'load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $((sort_kb / 1024)) -ge 256 ]; then
   echo "FAIL: mc-merge interleave --sort peaked at $((sort_kb / 1024)) MB, above 256 MB (4 runs of 64 MiB)" >&2

@@ -25,6 +25,7 @@ use super::{ImportArgs, Importer, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::LineReader;
 use crate::nat::hasher::BlockHasher;
+use crate::progress::Progress;
 use crate::record::{Number, RowWriter};
 use crate::tokenizer;
 use sessions::History;
@@ -70,6 +71,8 @@ pub struct Chat {
     outputs: HashMap<String, (u64, usize, Outcome)>,
     /// Request index by `custom_id`, filled as batches are flushed.
     by_id: HashMap<String, usize>,
+    /// Tokenising is slow (a few MB/s): a long import says how far it is.
+    progress: Progress,
 }
 
 /// The folder of a tokenizer named by `spec` (a folder, a tokenizer.json,
@@ -114,6 +117,7 @@ impl Chat {
             inputs: HashSet::new(),
             outputs: HashMap::new(),
             by_id: HashMap::new(),
+            progress: Progress::for_stderr(super::TOOL, std::time::Duration::from_secs(10)),
         })
     }
 
@@ -192,6 +196,9 @@ impl Chat {
                 text,
             });
         }
+        let n = self.requests.len();
+        self.progress
+            .tick(|| format!("chat: {n} requests tokenised…"));
         Ok(())
     }
 
@@ -238,11 +245,15 @@ fn tokenise(
     let now = p.outcome.as_ref().map_or(0.0, |o| o.time_s);
     let (text, history, kept) = match &p.prompt {
         Prompt::Chat { messages, tools } => {
-            let list = serde_json::Value::Array(messages.clone());
-            let text = tpl.render(&list, tools.as_ref(), now).map_err(|e| {
+            let text = tpl.render(messages, tools.as_ref(), now).map_err(|e| {
                 RecordError::field("messages", format!("the chat template refuses them: {e}"))
             })?;
-            let kept = keep.then(|| ("messages", list.to_string()));
+            let kept = keep.then(|| {
+                (
+                    "messages",
+                    serde_json::Value::from(messages.as_slice()).to_string(),
+                )
+            });
             (text, History::of(messages, None), kept)
         }
         Prompt::Text(s) => {
@@ -289,6 +300,8 @@ impl Importer for Chat {
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
+        // Everything is read and tokenised; the live line goes before the rows.
+        self.progress.finish();
         // Pair the batch answers with their requests.
         let mut outputs = std::mem::take(&mut self.outputs);
         for (id, &k) in &self.by_id {

@@ -163,7 +163,7 @@ impl ChatTemplate {
     /// (e.g. roles that do not alternate), for the line's error.
     pub fn render(
         &self,
-        messages: &serde_json::Value,
+        messages: &[serde_json::Value],
         tools: Option<&serde_json::Value>,
         now_s: f64,
     ) -> Result<String, String> {
@@ -172,7 +172,7 @@ impl ChatTemplate {
             .get_template("chat")
             .map_err(|e| format!("{e:#}"))?;
         let mut ctx = vec![
-            ("messages", to_value(messages)),
+            ("messages", messages.iter().map(to_value).collect()),
             ("add_generation_prompt", Value::from(true)),
             ("bos_token", Value::from(self.bos.as_str())),
             ("eos_token", Value::from(self.eos.as_str())),
@@ -395,6 +395,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn render(
+        t: &ChatTemplate,
+        messages: &serde_json::Value,
+        tools: Option<&serde_json::Value>,
+        now: f64,
+    ) -> Result<String, String> {
+        t.render(messages.as_array().unwrap(), tools, now)
+    }
+
     fn tpl(text: &str) -> ChatTemplate {
         ChatTemplate::new(text, "<s>", "</s>", "test".into()).unwrap()
     }
@@ -407,7 +416,7 @@ mod tests {
         let msgs =
             json!([{"role": "system", "content": " be brief "}, {"role": "user", "content": "hi"}]);
         assert_eq!(
-            t.render(&msgs, None, 0.0).unwrap(),
+            render(&t, &msgs, None, 0.0).unwrap(),
             "<s><|system|> be brief\n<|user|> hi\n<|assistant|>"
         );
     }
@@ -415,13 +424,10 @@ mod tests {
     #[test]
     fn raise_exception_is_the_error() {
         let t = tpl("{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversation must start with a user') }}{% endif %}ok");
-        let err = t
-            .render(&json!([{"role": "system", "content": "x"}]), None, 0.0)
-            .unwrap_err();
+        let err = render(&t, &json!([{"role": "system", "content": "x"}]), None, 0.0).unwrap_err();
         assert!(err.contains("Conversation must start with a user"), "{err}");
         assert_eq!(
-            t.render(&json!([{"role": "user", "content": "x"}]), None, 0.0)
-                .unwrap(),
+            render(&t, &json!([{"role": "user", "content": "x"}]), None, 0.0).unwrap(),
             "ok"
         );
     }
@@ -430,13 +436,13 @@ mod tests {
     fn tojson_spaces_as_python_and_escapes_no_html() {
         let t = tpl("{{ tools | tojson }}|{% for x in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ x.content.startswith('a') }}{% endfor %}");
         let tools = json!([{"name": "f<x>", "n": [1, 2]}]);
-        let out = t
-            .render(
-                &json!([{"role": "user", "content": "ab"}, {"role": "user", "content": "b"}]),
-                Some(&tools),
-                0.0,
-            )
-            .unwrap();
+        let out = render(
+            &t,
+            &json!([{"role": "user", "content": "ab"}, {"role": "user", "content": "b"}]),
+            Some(&tools),
+            0.0,
+        )
+        .unwrap();
         // A boolean prints as Python prints it.
         assert_eq!(out, r#"[{"n": [1, 2], "name": "f<x>"}]|True"#);
     }
@@ -452,7 +458,7 @@ mod tests {
         assert_eq!(strftime("%d %b %Y", 0.0), "01 Jan 1970");
         let t = tpl("{{ strftime_now('%d %b %Y') }}");
         assert_eq!(
-            t.render(&json!([]), None, 951_782_400.0).unwrap(),
+            render(&t, &json!([]), None, 951_782_400.0).unwrap(),
             "29 Feb 2000"
         );
     }
@@ -467,11 +473,11 @@ mod tests {
         )
         .unwrap();
         let t = ChatTemplate::load(dir.path(), None).unwrap();
-        assert_eq!(t.render(&json!([]), None, 0.0).unwrap(), "<B><E>");
+        assert_eq!(render(&t, &json!([]), None, 0.0).unwrap(), "<B><E>");
         let f = dir.path().join("x.jinja");
         std::fs::write(&f, "file {{ bos_token }}").unwrap();
         let t = ChatTemplate::load(dir.path(), Some(&f)).unwrap();
-        assert_eq!(t.render(&json!([]), None, 0.0).unwrap(), "file <B>");
+        assert_eq!(render(&t, &json!([]), None, 0.0).unwrap(), "file <B>");
         std::fs::write(dir.path().join("tokenizer_config.json"), "{}").unwrap();
         let err = ChatTemplate::load(dir.path(), None)
             .err()
@@ -544,15 +550,19 @@ mod tests {
             "parameters": {"properties": {"city": {"type": "string"}}, "type": "object"}}, "type": "function"}]);
         let now = 1_721_997_296.0;
         let t = ChatTemplate::new(QWEN, "<|begin_of_text|>", "<|eot_id|>", "qwen".into()).unwrap();
-        assert_eq!(t.render(&msgs, None, now).unwrap(), "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
-        assert_eq!(t.render(&msgs, Some(&tools), now).unwrap(), "<|im_start|>system\nYou are Qwen.\n\n# Tools\n<tools>\n{\"function\": {\"description\": \"Get weather <city>\", \"name\": \"get_weather\", \"parameters\": {\"properties\": {\"city\": {\"type\": \"string\"}}, \"type\": \"object\"}}, \"type\": \"function\"}\n</tools><|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(render(&t, &msgs, None, now).unwrap(), "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(render(&t, &msgs, Some(&tools), now).unwrap(), "<|im_start|>system\nYou are Qwen.\n\n# Tools\n<tools>\n{\"function\": {\"description\": \"Get weather <city>\", \"name\": \"get_weather\", \"parameters\": {\"properties\": {\"city\": {\"type\": \"string\"}}, \"type\": \"object\"}}, \"type\": \"function\"}\n</tools><|im_end|>\n<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nweather?<|im_end|>\n<|im_start|>assistant\n");
         let t =
             ChatTemplate::new(LLAMA, "<|begin_of_text|>", "<|eot_id|>", "llama".into()).unwrap();
         let rest = serde_json::Value::Array(msgs.as_array().unwrap()[1..].to_vec());
-        assert_eq!(t.render(&rest, None, now).unwrap(), "<|begin_of_text|>Today Date: 26 Jul 2024\n<|start_header_id|>user<|end_header_id|>\n\nhi there<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>\n<|start_header_id|>user<|end_header_id|>\n\nweather?<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\n\n");
-        let err = t
-            .render(&json!([{"role": "assistant", "content": "x"}]), None, now)
-            .unwrap_err();
+        assert_eq!(render(&t, &rest, None, now).unwrap(), "<|begin_of_text|>Today Date: 26 Jul 2024\n<|start_header_id|>user<|end_header_id|>\n\nhi there<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>\n<|start_header_id|>user<|end_header_id|>\n\nweather?<|eot_id|>\n<|start_header_id|>assistant<|end_header_id|>\n\n\n");
+        let err = render(
+            &t,
+            &json!([{"role": "assistant", "content": "x"}]),
+            None,
+            now,
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             "Conversation roles must alternate user/assistant/user/assistant/..."
