@@ -447,3 +447,36 @@ fn real_deepseek_tokenizer_with_a_template_file() {
     assert!(full >= 1 && a[..full] == b[..full], "{a:?} {b:?}");
     assert!(got[1]["input_length"].as_u64() > got[0]["input_length"].as_u64());
 }
+
+/// A completion request (`body.prompt`) is tokenised as it is, without the
+/// chat template; `--messages` keeps it as `text_input`.
+#[test]
+fn a_completion_prompt_is_tokenised_without_the_template() {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = tokenizer(dir.path(), TEMPLATE);
+    let log = util::lines(&[
+        json!({"custom_id": "p1", "method": "POST", "url": "/v1/completions",
+               "body": {"model": "m", "prompt": "hello there bob"}}),
+        json!({"id": "b1", "custom_id": "p1", "response": {"status_code": 200, "body": {
+            "created": 1_700_000_000u64, "choices": [{"text": "hi"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}}}),
+    ]);
+    let out = util::run_ok(
+        "mc-import",
+        &[
+            "--from",
+            "chat",
+            "--messages",
+            "--tokenizer",
+            tok.to_str().unwrap(),
+        ],
+        &log,
+    );
+    let got = rows(&out);
+    assert_eq!(got.len(), 1);
+    // Three words, no <s> and no role tags.
+    assert_eq!(got[0]["input_length"], 3);
+    assert_eq!(got[0]["output_length"], 1);
+    assert_eq!(got[0]["text_input"], "hello there bob");
+    assert!(got[0].get("messages").is_none());
+}
