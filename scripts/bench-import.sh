@@ -17,6 +17,11 @@
 #     (model, provider, response id, server address); OTEL_SIZE (default
 #     256M: the importer holds the input and its spans in memory, as a
 #     trace's spans may come in any document);
+#   - mc-import --from chat on a LiteLLM-shaped chat log (sessions of up to
+#     8 turns over one shared system prompt, each line the whole history):
+#     chat templating, tokenising (the real DeepSeek V4 tokenizer from
+#     $MCTRACE_DATA, a DeepSeek-style template written here) and hashing;
+#     skipped, with a message, without MCTRACE_DATA;
 #   - mc-merge interleave (and concat) of two sorted Mooncake-shaped traces
 #     (the issue's bound: under 64 MB peak RSS), and `interleave --sort`
 #     (an external merge sort: runs of 64 MiB, bounded by a few runs).
@@ -25,8 +30,10 @@
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
 #   AZURE_SIZE=1G AIBRIX_SIZE=256M RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
 #   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
+#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, aibrix, otel, ragpulse, chat, merge)
 #
-# SIZE (default 1G) is the default of the four per-input sizes; the merge
+# SIZE (default 1G) is the default of the four per-input sizes (CHAT_SIZE,
+# default 100M, is the chat log's: it is bound by the tokenizer); the merge
 # reads two inputs of MERGE_SIZE each. Inputs are generated (awk and
 # examples/gen_trace), cached in $TMPDIR/mctrace-bench, never committed.
 set -euo pipefail
@@ -37,6 +44,9 @@ rag_size="${RAG_SIZE:-$size}"
 aibrix_size="${AIBRIX_SIZE:-$size}"
 otel_size="${OTEL_SIZE:-256M}"
 merge_size="${MERGE_SIZE:-$size}"
+chat_size="${CHAT_SIZE:-100M}"
+only="${ONLY:-}"
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 dir="${TMPDIR:-/tmp}/mctrace-bench"
 mkdir -p "$dir"
 # PROFILE=release for the everyday build; the figures in the docs use `dist` (fat LTO).
@@ -174,6 +184,43 @@ gen_otel() { # BYTES
   }'
 }
 
+
+# A LiteLLM StandardLoggingPayload log: sessions of 1-8 turns over one
+# shared system prompt (about 300 words), users asking 5-60 words and
+# answered in 20-300; each line holds the whole history so far, sessions
+# interleaved (up to 64 open at once), a request every ~50 ms.
+gen_chat() { # BYTES
+  # Strings are joined, not sprintf-ed: mawk limits sprintf to 8 KiB.
+  awk -v limit="$1" 'BEGIN { srand(4); bytes = 0; t = 1700000000; nw = 0; id = 0; q = "\""
+    split("the of and to in is you that it he was for on are as with his they at be this have from or one had by word but not what all were we when your can said there use an each which she do how their if will up other about out many then them these so some her would make like him into time has look two more write go see number no way could people my than first water been call who oil its now find long down day did get come made may part", w, " ")
+    for (i in w) nw++
+    sys = ""; for (i = 0; i < 300; i++) sys = sys (i ? " " : "") w[1 + int(rand() * nw)]
+    open = 0
+    while (bytes < limit) {
+      t += rand() * 0.1
+      if (open < 64 && (open == 0 || rand() < 0.3)) {
+        open++; hist[open] = "{" q "role" q ": " q "system" q ", " q "content" q ": " q sys q "}"; left[open] = 1 + int(rand() * 8)
+      }
+      k = 1 + int(rand() * open)
+      u = ""; n = 5 + int(rand() * 55); for (i = 0; i < n; i++) u = u (i ? " " : "") w[1 + int(rand() * nw)]
+      a = ""; n = 20 + int(rand() * 280); for (i = 0; i < n; i++) a = a (i ? " " : "") w[1 + int(rand() * nw)]
+      hist[k] = hist[k] ", {" q "role" q ": " q "user" q ", " q "content" q ": " q u q "}"
+      line = "{" q "id" q ": " q "c" (id++) q ", " q "call_type" q ": " q "acompletion" q ", " q "status" q ": " q "success" q \
+        ", " q "startTime" q ": " sprintf("%.3f", t) ", " q "endTime" q ": " sprintf("%.3f", t + 2) ", " q "model" q ": " q "m" q \
+        ", " q "messages" q ": [" hist[k] "], " q "response" q ": {" q "choices" q ": [{" q "message" q ": {" q "role" q ": " q "assistant" q \
+        ", " q "content" q ": " q a q "}}]}, " q "prompt_tokens" q ": 0, " q "completion_tokens" q ": " n "}"
+      print line; bytes += length(line) + 1
+      hist[k] = hist[k] ", {" q "role" q ": " q "assistant" q ", " q "content" q ": " q a q "}"
+      if (--left[k] == 0) { hist[k] = hist[open]; left[k] = left[open]; open-- }
+    }
+  }'
+}
+
+# DeepSeek's chat format (the V4 tokenizer_config.json has no template).
+gen_chat_template() {
+  printf '%s' "{% set ns = namespace(system='') %}{% for m in messages %}{% if m['role'] == 'system' %}{% set ns.system = ns.system + m['content'] %}{% endif %}{% endfor %}{{ bos_token }}{{ ns.system }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}{% elif m['role'] == 'assistant' %}{{ '<｜Assistant｜>' + m['content'] + '<｜end▁of▁sentence｜>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜>' }}{% endif %}"
+}
+
 best_s=""; best_kb=""
 measure() { # INPUT CMD... -> best_s (best of 3 wall seconds) and best_kb (largest peak RSS)
   local input=$1; shift
@@ -197,20 +244,36 @@ row() { # LABEL BYTES CAT_MBPS -- after measure
 
 # ---- inputs
 azure="$dir/azure-2024-$azure_size.csv"
-[ -s "$azure" ] || gen_azure "$(bytes_of "$azure_size")" > "$azure"
+want azure && { [ -s "$azure" ] || gen_azure "$(bytes_of "$azure_size")" > "$azure"; }
 aibrix="$dir/aibrix-$aibrix_size.jsonl"
-[ -s "$aibrix" ] || gen_aibrix "$(bytes_of "$aibrix_size")" > "$aibrix"
+want aibrix && { [ -s "$aibrix" ] || gen_aibrix "$(bytes_of "$aibrix_size")" > "$aibrix"; }
 otel="$dir/otel-$otel_size.jsonl"
-[ -s "$otel" ] || gen_otel "$(bytes_of "$otel_size")" > "$otel"
+want otel && { [ -s "$otel" ] || gen_otel "$(bytes_of "$otel_size")" > "$otel"; }
 merge_a="$dir/trace-$merge_size.jsonl"
 merge_b="$dir/trace-$merge_size-seed2.jsonl"
-[ -s "$merge_a" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 1 > "$merge_a"
-[ -s "$merge_b" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 2 > "$merge_b"
+if want merge; then
+  [ -s "$merge_a" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 1 > "$merge_a"
+  [ -s "$merge_b" ] || $bin/examples/gen_trace --bytes "$merge_size" --seed 2 > "$merge_b"
+fi
+chat="$dir/chat-litellm-$chat_size.jsonl"
+data="${MCTRACE_DATA:-}"
+chat_tok="$data/tokenizers/deepseek-v4"
+chat_ok=0
+if want chat; then
+  if [ -n "$data" ] && [ -s "$chat_tok/tokenizer.json" ]; then
+    chat_ok=1
+    [ -s "$chat" ] || gen_chat "$(bytes_of "$chat_size")" > "$chat"
+    gen_chat_template > "$dir/deepseek.jinja"
+  else
+    echo "skipping chat: set MCTRACE_DATA (the ../shared/data folder with tokenizers/deepseek-v4)" >&2
+  fi
+fi
 
 # Is the RAGPulse importer there? Ask it on a tiny generated sample first.
 rag_ok=1
-gen_ragpulse "$dir/ragpulse-probe" 4096
-if ! $bin/mc-import --from ragpulse --components "$dir/ragpulse-probe" \
+want ragpulse || rag_ok=0
+[ $rag_ok = 1 ] && gen_ragpulse "$dir/ragpulse-probe" 4096
+if [ $rag_ok = 1 ] && ! $bin/mc-import --from ragpulse --components "$dir/ragpulse-probe" \
     "$dir/ragpulse-probe/0_trace.jsonl" > /dev/null 2> "$dir/probe.err"; then
   if grep -q "not implemented" "$dir/probe.err"; then
     rag_ok=0
@@ -229,6 +292,7 @@ printf 'load average: %s\n\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| command | input MB | best s | MB/s | x cat or cat pipe | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
 
 # ---- azure
+if want azure; then
 bytes=$(stat -c %s "$azure")
 cat "$azure" > /dev/null
 measure "$azure" cat; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat (azure csv)" "$bytes" "$cat_mbps"
@@ -236,19 +300,24 @@ measure "$azure" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "ca
 measure "$azure" $bin/mc-import --from azure; row "mc-import --from azure" "$bytes" "$cat_mbps"
 measure "$azure" $bin/mc-import --from azure --float-timestamps
 row "mc-import --from azure --float-timestamps" "$bytes" "$cat_mbps"
+fi
 
 # ---- aibrix
+if want aibrix; then
 bytes=$(stat -c %s "$aibrix")
 cat "$aibrix" > /dev/null
 measure "$aibrix" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (aibrix jsonl)" "$bytes" "$cat_mbps"
 measure "$aibrix" $bin/mc-import --from aibrix; row "mc-import --from aibrix" "$bytes" "$cat_mbps"
 measure "$aibrix" $bin/mc-import --from aibrix --no-text; row "mc-import --from aibrix --no-text" "$bytes" "$cat_mbps"
+fi
 
 # ---- otel
+if want otel; then
 bytes=$(stat -c %s "$otel")
 cat "$otel" > /dev/null
 measure "$otel" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (otlp json lines)" "$bytes" "$cat_mbps"
 measure "$otel" $bin/mc-import --from otel; row "mc-import --from otel" "$bytes" "$cat_mbps"
+fi
 
 # ---- ragpulse
 if [ $rag_ok = 1 ]; then
@@ -260,11 +329,24 @@ if [ $rag_ok = 1 ]; then
   row "cat | cat (ragpulse trace)" "$bytes" "$cat_mbps"
   measure /dev/null $bin/mc-import --from ragpulse --components "$rag" "$rag/0_trace.jsonl"
   row "mc-import --from ragpulse" "$bytes" "$cat_mbps"
-else
+elif want ragpulse; then
   echo "| \`mc-import --from ragpulse\` | - | - | skipped: not implemented | - | - |"
 fi
 
+# ---- chat: templating, tokenising, hashing
+if [ $chat_ok = 1 ]; then
+  bytes=$(stat -c %s "$chat")
+  cat "$chat" > /dev/null
+  measure "$chat" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s")
+  row "cat | cat (chat log)" "$bytes" "$cat_mbps"
+  measure "$chat" $bin/mc-import --from chat --tokenizer "$chat_tok" --chat-template "$dir/deepseek.jinja"
+  row "mc-import --from chat" "$bytes" "$cat_mbps"
+  grep "chat:" "$dir/stderr" >&2
+fi
+
 # ---- merge: two sorted traces
+interleave_kb=0; sort_kb=0
+if want merge; then
 bytes=$(( $(stat -c %s "$merge_a") + $(stat -c %s "$merge_b") ))
 cat "$merge_a" "$merge_b" > /dev/null
 measure /dev/null cat "$merge_a" "$merge_b"; cat_mbps=$(mbps "$bytes" "$best_s")
@@ -282,11 +364,12 @@ row "mc-merge concat A B (B read twice)" "$bytes" "$cat_mbps"
 measure /dev/null $bin/mc-merge interleave --sort "$merge_a" "$merge_b"
 row "mc-merge interleave --sort A B" "$bytes" "$cat_mbps"
 sort_kb=$best_kb
+fi
 
 echo
 echo "(best of 3 runs; peak RSS is the largest of the 3; the ratios of the tools are against"
-echo " the \`cat | cat\` row above them; merge inputs: two gen_trace files of $merge_size with"
-echo " seeds 1 and 2, sorted by timestamp; MB/s counts input bytes)"
+echo " the \`cat | cat\` row above them; MB/s counts input bytes)"
+want merge && echo "(merge inputs: two gen_trace files of $merge_size with seeds 1 and 2, sorted by timestamp)"
 printf 'load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $((sort_kb / 1024)) -ge 256 ]; then
   echo "FAIL: mc-merge interleave --sort peaked at $((sort_kb / 1024)) MB, above 256 MB (4 runs of 64 MiB)" >&2

@@ -17,6 +17,7 @@ mod graph;
 mod hostile;
 mod import;
 mod import_otel;
+mod import_chat;
 mod merge;
 mod mock;
 mod nat;

@@ -15,6 +15,12 @@ pub fn detect(head: &[u8]) -> Result<(Format, &'static str)> {
         Some(b'{') if has(b"\"resourceSpans\"") || has(b"\"resource_spans\"") => {
             Ok((Format::Otel, "OTLP/JSON trace export (resourceSpans)"))
         }
+        Some(b'{') if has(b"\"custom_id\"") => {
+            Ok((Format::Chat, "lines with custom_id (an OpenAI batch file)"))
+        }
+        Some(b'{') if has(b"\"startTime\"") && has(b"\"messages\"") => {
+            Ok((Format::Chat, "lines with messages and startTime (LiteLLM's StandardLoggingPayload)"))
+        }
         Some(b'[') if has(b"\"intermediate_steps\"") || has(b"\"request_number\"") => {
             Ok((Format::Nat, "a JSON array of profiler requests"))
         }
@@ -126,6 +132,14 @@ mod tests {
         assert_eq!(
             fmt("{\"resourceSpans\": [{\"scopeSpans\": [{\"spans\": [{\"attributes\": [{\"key\": \"request_id\"}, {\"key\": \"requests\"}]}]}]}]}"),
             Some(Format::Otel)
+        );
+        assert_eq!(
+            fmt("{\"custom_id\": \"r1\", \"method\": \"POST\", \"url\": \"/v1/chat/completions\", \"body\": {}}\n"),
+            Some(Format::Chat)
+        );
+        assert_eq!(
+            fmt("{\"id\": \"x\", \"startTime\": 1.5, \"messages\": []}\n"),
+            Some(Format::Chat)
         );
         assert_eq!(fmt("a,b\n"), None);
         assert_eq!(fmt(""), None);

@@ -8,6 +8,7 @@
 pub mod aibrix;
 pub mod azure;
 pub mod burstgpt;
+pub mod chat;
 pub mod csv;
 pub mod detect;
 pub mod dynamo;
@@ -51,6 +52,10 @@ pub enum Format {
     /// line as the Collector's file exporter writes them): each trace (or
     /// `gen_ai.conversation.id`) an agent graph of its LLM calls.
     Otel,
+    /// Chat request logs (OpenAI Batch API input+output files, LiteLLM's
+    /// StandardLoggingPayload lines): rendered with the model's chat
+    /// template, tokenised, hashed; needs --tokenizer.
+    Chat,
 }
 
 impl Format {
@@ -65,6 +70,7 @@ impl Format {
             Format::Nat => "nat",
             Format::Dynamo => "dynamo",
             Format::Otel => "otel",
+            Format::Chat => "chat",
         }
     }
 }
@@ -92,8 +98,12 @@ impl Format {
 /// gen_ai.conversation.id, one row per chat/text_completion/generate_content
 /// span with its gen_ai.usage tokens, the calls' graph from their times per
 /// agent, parallel sub-agents as branches, execute_tool time as
-/// tool_wait_ms). Only ragpulse, weka and nat carry prefix information;
-/// azure, burstgpt and otel rows get hash_ids only with --synth-hash-ids.
+/// tool_wait_ms), chat (OpenAI Batch API input + output files or
+/// LiteLLM's StandardLoggingPayload lines: prompts rendered with the model's
+/// chat template and tokenised with --tokenizer, exact prefix ids, sessions
+/// by accumulated history; lengths and ids only, the text with --messages).
+/// Only ragpulse, weka, nat and chat carry prefix information; azure,
+/// burstgpt and otel rows get hash_ids only with --synth-hash-ids.
 #[derive(Debug, clap::Parser)]
 #[command(
     version,
@@ -105,7 +115,8 @@ impl Format {
   mc-import --from ragpulse --components ragpulse/ --block-size 512 ragpulse/0_trace.jsonl
   mc-import --from weka --session-gap 60000 traces/*.json > agents.jsonl
   mc-import --from dynamo dynamo-request-trace.agentic-mooncake.jsonl > agents.jsonl
-  mc-import --from otel otel-traces.jsonl > agents.jsonl"
+  mc-import --from otel otel-traces.jsonl > agents.jsonl
+  mc-import --from chat --tokenizer Qwen3-8B/ batch_input.jsonl batch_output.jsonl > chat.jsonl"
 )]
 pub struct ImportArgs {
     /// The input format (`auto` detects it and says which on stderr).
@@ -134,8 +145,8 @@ pub struct ImportArgs {
     #[arg(long)]
     pub synth_hash_ids: bool,
 
-    /// Tokens per block: for --synth-hash-ids and ragpulse (default 512), and
-    /// nat (default 128). weka keeps each file's own block_size (a different
+    /// Tokens per block: for --synth-hash-ids, ragpulse and chat (default
+    /// 512), and nat (default 128). weka keeps each file's own block_size (a different
     /// value here is an error).
     #[arg(long, value_name = "B")]
     pub block_size: Option<u64>,
@@ -186,9 +197,23 @@ pub struct ImportArgs {
     #[arg(long, value_name = "RATE", value_parser = crate::options::positive)]
     pub session_rate: Option<f64>,
 
-    /// nat: the tokenizer (as nat2mc --tokenizer).
+    /// nat: the tokenizer (as nat2mc --tokenizer). chat: the model's
+    /// tokenizer folder (tokenizer.json, and tokenizer_config.json with the
+    /// chat template and bos/eos tokens), a tokenizer.json, or a model id in
+    /// the HuggingFace cache.
     #[arg(long, value_name = "X")]
     pub tokenizer: Option<String>,
+
+    /// chat: the chat template (a Jinja file) instead of the tokenizer
+    /// folder's (for a tokenizer_config.json without one).
+    #[arg(long, value_name = "FILE")]
+    pub chat_template: Option<PathBuf>,
+
+    /// chat: keep the text: each row gets the request's `messages` (a
+    /// completion prompt: `text_input`). Without it rows hold lengths and
+    /// ids only.
+    #[arg(long)]
+    pub messages: bool,
 }
 
 impl ImportArgs {
@@ -453,7 +478,7 @@ pub fn run(args: &ImportArgs) -> Result<()> {
         let src = first.take().unwrap_or_else(|| Box::new(std::io::empty()));
         return import_nat(args, &inputs, src);
     }
-    let mut importer = importer_for(format, args);
+    let mut importer = importer_for(format, args)?;
     if format == Format::Ragpulse {
         // Its component files are inputs too, found only now.
         let comps = ragpulse::component_files(args);
@@ -511,8 +536,8 @@ fn import_nat(
 
 /// The importer of a row format (not `auto`, not `nat`: both are
 /// resolved before).
-fn importer_for(format: Format, args: &ImportArgs) -> Box<dyn Importer> {
-    match format {
+fn importer_for(format: Format, args: &ImportArgs) -> Result<Box<dyn Importer>> {
+    Ok(match format {
         Format::Azure => Box::new(azure::Azure::new(args)),
         Format::Burstgpt => Box::new(burstgpt::BurstGpt::new(args)),
         Format::Ragpulse => Box::new(ragpulse::RagPulse::new(args)),
@@ -520,8 +545,9 @@ fn importer_for(format: Format, args: &ImportArgs) -> Box<dyn Importer> {
         Format::Weka => Box::new(weka::Weka::new(args)),
         Format::Dynamo => Box::new(dynamo::Dynamo::new(args)),
         Format::Otel => Box::new(otel::Otel::new(args)),
+        Format::Chat => Box::new(chat::Chat::new(args)?),
         Format::Auto | Format::Nat => unreachable!("handled above"),
-    }
+    })
 }
 
 /// Feeds every input to `importer` in order (`first`, already open, is
