@@ -3,7 +3,9 @@
 //! Time and output-length scaling touch one record at a time and stream. The
 //! prefix and prompt multipliers need to know which ids are shared anywhere in
 //! the trace, so they read the input twice (`whole`: the ids
-//! counted in one table, then the rows rewritten).
+//! counted in one table, then the rows rewritten). The delta form
+//! (`transform::delta`) and the samples (`transform::sample`) are jobs of
+//! their own behind the same options.
 
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
@@ -28,12 +30,19 @@ pub mod whole;
 /// --prefix-len-multiplier and --prompt-len-multiplier need the id counts of
 /// the whole trace: the input is read twice (a pipe is copied to a temporary
 /// file in $TMPDIR as it is read), in memory of the distinct ids only.
+///
+/// Two more jobs, each a run of its own: --to-delta / --from-delta convert
+/// to and from Dynamo's `mooncake-delta` rows (a later turn carries only
+/// its new input), and --sample-sessions / --sample-rows keep a seeded
+/// fraction of the sessions, each whole, or of the rows without one.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     version,
     after_help = "Examples:
   mc-scale --speedup 2 < trace.jsonl > fast.jsonl
-  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze"
+  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze
+  mc-scale --to-delta < trace.jsonl > dynamo-delta.jsonl
+  mc-scale --sample-sessions 0.1 --seed 7 < trace.jsonl > tenth.jsonl"
 )]
 pub struct ScaleArgs {
     /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
