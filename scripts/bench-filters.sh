@@ -164,7 +164,7 @@ fi
 # by its index; then whole sessions, on the same shape with a session_id on
 # every row (gen_trace --sessions), drawn by any thread; and the delta form
 # on mc-gen's sessions (turns that extend their context, as --to-delta
-# needs; its own size, about a quarter of SIZE's rows).
+# needs; about SIZE too).
 row "mc-scale --sample-rows 0.1" - $bin/mc-scale --sample-rows 0.1
 if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
   full_trace=$trace full_bytes=$bytes
@@ -173,7 +173,7 @@ if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
   bytes=$(stat -c %s "$trace"); cat "$trace" > /dev/null
   row "mc-scale --sample-sessions 0.1 (gen_trace --sessions)" - $bin/mc-scale --sample-sessions 0.1
   trace="$dir/gen-sessions-$size.jsonl"
-  [ -s "$trace" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions "$(numfmt --from=iec "$size" | awk '{ printf "%d", $1 / 40000 }')" \
+  [ -s "$trace" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions "$(numfmt --from=iec "$size" | awk '{ printf "%d", $1 / 1800 }')" \
     --turns uniform:2:12 --new-tokens lognormal:1500:0.6 --osl uniform:1:700 > "$trace" 2> /dev/null
   bytes=$(stat -c %s "$trace"); cat "$trace" > /dev/null
   row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" - $bin/mc-scale --to-delta

@@ -74,7 +74,7 @@ input="$dir/slice-16M-sessions.jsonl"
 bytes=$(stat -c %s "$input")
 row "mc-scale --sample-sessions 0.1 (gen_trace --sessions)" mc-scale --sample-sessions 0.1
 input="$dir/slice-gen-sessions.jsonl"
-[ -s "$input" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions 3000 \
+[ -s "$input" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions 9000 \
   --turns uniform:2:12 --new-tokens lognormal:1500:0.6 --osl uniform:1:700 > "$input" 2> /dev/null
 bytes=$(stat -c %s "$input")
 row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" mc-scale --to-delta

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use crate::blocks::blocks_for;
 use crate::error::RecordError;
 use crate::filter::{Ctx, Emit, Step};
-use crate::hash::{splitmix64, Fnv1a};
+use crate::hash::splitmix64;
 use crate::record::{self, Edit, Field, Number, Record};
 
 /// The field that carries the full form's ids a delta row has no place for.
@@ -75,7 +75,9 @@ pub struct DeltaCounts {
 pub struct DeltaStep {
     dir: Direction,
     b: u64,
-    sessions: HashMap<Box<[u8]>, Turn>,
+    /// foldhash's fixed hasher: SipHash was 4% of `--to-delta`'s
+    /// instructions (cachegrind).
+    sessions: HashMap<Box<[u8]>, Turn, foldhash::fast::FixedState>,
     pub counts: DeltaCounts,
     next_fresh: u64,
     /// The largest id read so far, and whether any id was minted: an input
@@ -85,6 +87,8 @@ pub struct DeltaStep {
     ctx: Vec<u64>,
     full: Vec<u64>,
     text: [Vec<u8>; 3],
+    /// Built once: `memmem::find` builds one a call (5% of the run).
+    finder: memchr::memmem::Finder<'static>,
 }
 
 impl DeltaStep {
@@ -92,7 +96,7 @@ impl DeltaStep {
         DeltaStep {
             dir,
             b: b.max(1),
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             counts: DeltaCounts::default(),
             next_fresh: FRESH_ID_BASE,
             max_id: 0,
@@ -100,6 +104,7 @@ impl DeltaStep {
             ctx: Vec::new(),
             full: Vec::new(),
             text: Default::default(),
+            finder: memchr::memmem::Finder::new(b"\"context_ids\""),
         }
     }
 
@@ -136,7 +141,7 @@ impl DeltaStep {
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
         refuse_graph_rows(rec, self.dir)?;
-        let has_context = memchr::memmem::find(rec.line(), b"\"context_ids\"").is_some();
+        let has_context = self.finder.find(rec.line()).is_some();
         let Some(sid) = rec.session_id()? else {
             // A row without a session is a session of its own (Dynamo's
             // reader names it after its line): the same in both forms.
@@ -166,7 +171,7 @@ impl DeltaStep {
                 compact: style,
                 ..Turn::default()
             };
-            remember(&mut t, self.dir, isl, osl, &self.ids, b);
+            remember(&mut t, self.dir, isl, osl, &self.ids, b, (0, 0));
             self.sessions.insert(sid.into(), t);
             return Ok(Emit::Unchanged);
         };
@@ -195,7 +200,8 @@ impl DeltaStep {
                     )
                 })?;
                 let ids = &self.ids;
-                if ids.len() < keep || prefix_hash(&ids[..keep]) != prev.hash {
+                let kept_hash = ids.get(..keep).map(|k| hash_from(0, k));
+                if kept_hash != Some(prev.hash) {
                     return Err(RecordError::field(
                         "hash_ids",
                         format!(
@@ -240,7 +246,8 @@ impl DeltaStep {
                 if !ctx_text.is_empty() {
                     append_member(out, mark, CONTEXT_IDS, ctx_text);
                 }
-                remember(prev, self.dir, isl, osl, &self.ids, b);
+                let so_far = (keep, kept_hash.unwrap_or(0));
+                remember(prev, self.dir, isl, osl, &self.ids, b, so_far);
             }
             Direction::FromDelta => {
                 let m = self.ids.len();
@@ -265,22 +272,26 @@ impl DeltaStep {
                     .map_err(|e| RecordError::new(format!("the session's full prompt: {}", e.0)))?;
                 self.ctx.clear();
                 let mut ctx_style = None;
-                if has_context {
-                    if let Some(member) = find_member(rec.line(), CONTEXT_IDS.as_bytes()) {
-                        let raw = &rec.line()[member.value.clone()];
-                        ctx_style = id_style(Some(raw));
-                        record::read_id_array(raw, 0, &mut self.ctx)
-                            .filter(|&end| end == raw.len())
-                            .ok_or_else(|| {
-                                RecordError::field(
-                                    CONTEXT_IDS,
-                                    "expected an array of non-negative integers",
-                                )
-                            })?;
-                    }
+                // Found once, in the line: its place in the written row is
+                // found by the edits' shifts (`shifted`).
+                let member = if has_context {
+                    find_member(rec.line(), CONTEXT_IDS.as_bytes())
+                } else {
+                    None
+                };
+                if let Some(member) = &member {
+                    let raw = &rec.line()[member.value.clone()];
+                    ctx_style = id_style(Some(raw));
+                    record::read_id_array(raw, 0, &mut self.ctx)
+                        .filter(|&end| end == raw.len())
+                        .ok_or_else(|| {
+                            RecordError::field(
+                                CONTEXT_IDS,
+                                "expected an array of non-negative integers",
+                            )
+                        })?;
                 }
-                let given =
-                    has_context && find_member(rec.line(), CONTEXT_IDS.as_bytes()).is_some();
+                let given = member.is_some();
                 if given {
                     self.note_ctx_ids()?;
                 } else {
@@ -318,13 +329,12 @@ impl DeltaStep {
                 ];
                 let mark = out.len();
                 rec.write_edited(&mut edits, out);
-                if given {
-                    if let Some(member) = find_member(&out[mark..], CONTEXT_IDS.as_bytes()) {
-                        out.drain(mark + member.remove.start..mark + member.remove.end);
-                    }
+                if let Some(member) = member {
+                    let at = mark + shifted(rec, &edits, member.remove.start);
+                    out.drain(at..at + member.remove.len());
                 }
                 let full = std::mem::take(&mut self.full);
-                remember(prev, self.dir, full_len, osl, &full, b);
+                remember(prev, self.dir, full_len, osl, &full, b, (0, 0));
                 self.full = full;
             }
         }
@@ -439,12 +449,25 @@ fn refuse_graph_rows(rec: &Record<'_>, dir: Direction) -> std::result::Result<()
 }
 
 /// Sets `t` from this turn: what the next turn of its session keeps.
-fn remember(t: &mut Turn, dir: Direction, isl: u64, osl: u64, ids: &[u64], b: u64) {
+/// `so_far` is the hash of the first ids, already hashed for the check
+/// (`--to-delta`: the kept ids only grow, so one pass hashes each once).
+fn remember(
+    t: &mut Turn,
+    dir: Direction,
+    isl: u64,
+    osl: u64,
+    ids: &[u64],
+    b: u64,
+    so_far: (usize, u64),
+) {
     t.input = isl;
     t.output = osl;
     t.keep = ((isl / b) as usize).min(ids.len());
     match dir {
-        Direction::ToDelta => t.hash = prefix_hash(&ids[..t.keep]),
+        Direction::ToDelta => {
+            let (n, h) = if so_far.0 <= t.keep { so_far } else { (0, 0) };
+            t.hash = hash_from(h, &ids[n..t.keep]);
+        }
         Direction::FromDelta => {
             t.ids.clear();
             t.ids.extend_from_slice(&ids[..t.keep]);
@@ -452,14 +475,14 @@ fn remember(t: &mut Turn, dir: Direction, isl: u64, osl: u64, ids: &[u64], b: u6
     }
 }
 
-/// A hash of an id list (its length in it), so `--to-delta` checks a
-/// prefix without holding it.
-fn prefix_hash(ids: &[u64]) -> u64 {
-    let mut h = Fnv1a::new(ids.len() as u64);
-    for id in ids {
-        h.write(&id.to_le_bytes());
+/// A hash of an id list continued from `h` (0 for the empty list), so
+/// `--to-delta` checks a prefix without holding it. The kept count is
+/// stored beside it, so lists of two lengths are never compared.
+fn hash_from(mut h: u64, ids: &[u64]) -> u64 {
+    for &id in ids {
+        h = splitmix64(h ^ id);
     }
-    splitmix64(h.finish())
+    h
 }
 
 /// `Some(true)` for `[1,2]`, `Some(false)` for `[1, 2]`, `None` when the
@@ -523,13 +546,24 @@ pub fn find_member(line: &[u8], key: &[u8]) -> Option<Member> {
     }
 }
 
+/// Where byte `at` of `rec`'s line (outside every edited span) is in the
+/// row `write_edited` wrote with `edits`: moved by each edit before it.
+fn shifted(rec: &Record<'_>, edits: &[Edit<'_>], at: usize) -> usize {
+    let mut to = at as isize;
+    for e in edits {
+        if let Some(sp) = rec.span(e.field).filter(|sp| sp.start < at) {
+            to += e.value.len() as isize - (sp.end - sp.start) as isize;
+        }
+    }
+    to as usize
+}
+
 /// Appends `"key": value` after the last member of the object written
 /// from `mark` on in `out` (so removing it from that member's end gives
 /// the bytes back).
 fn append_member(out: &mut Vec<u8>, mark: usize, key: &str, value: &[u8]) {
     let line = &out[mark..];
-    let at = last_member_end(line)
-        .unwrap_or_else(|| line.iter().rposition(|&c| c == b'}').unwrap_or(line.len()));
+    let at = last_member_end(line).unwrap_or(line.len());
     let mut add = Vec::with_capacity(key.len() + value.len() + 6);
     add.extend_from_slice(b", \"");
     add.extend_from_slice(key.as_bytes());
@@ -538,26 +572,15 @@ fn append_member(out: &mut Vec<u8>, mark: usize, key: &str, value: &[u8]) {
     out.splice(mark + at..mark + at, add);
 }
 
-/// The end of the last member's value of the object in `line`.
+/// The end of the last member's value of the object in `line`: before
+/// the closing `}` and the blanks before it (walking the row from the
+/// front was 6% of `--to-delta`).
 fn last_member_end(line: &[u8]) -> Option<usize> {
-    let mut i = line.iter().position(|&c| c == b'{')? + 1;
-    let mut last = None;
-    loop {
-        i = skip_ws(line, i);
-        match *line.get(i)? {
-            b'}' => return last,
-            b',' => i = skip_ws(line, i + 1),
-            _ => {}
-        }
-        let key_end = skip_string(line, i)?;
-        i = skip_ws(line, key_end);
-        if *line.get(i)? != b':' {
-            return None;
-        }
-        let v_end = skip_value(line, skip_ws(line, i + 1))?;
-        last = Some(v_end);
-        i = v_end;
-    }
+    let close = line.iter().rposition(|&c| c == b'}')?;
+    let end = line[..close]
+        .iter()
+        .rposition(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))?;
+    (line[end] != b'{').then_some(end + 1)
 }
 
 fn skip_ws(line: &[u8], mut i: usize) -> usize {
@@ -589,23 +612,27 @@ fn skip_string(line: &[u8], i: usize) -> Option<usize> {
 fn skip_value(line: &[u8], i: usize) -> Option<usize> {
     match *line.get(i)? {
         b'"' => skip_string(line, i),
-        b'[' | b'{' => {
+        open @ (b'[' | b'{') => {
+            // Only strings and this bracket's kind count: the other kind
+            // nests inside it, whole. memchr jumps over the digits of a
+            // long id list (byte by byte it was a fifth of `--from-delta`).
+            let close = if open == b'[' { b']' } else { b'}' };
             let mut depth = 0usize;
             let mut j = i;
             loop {
-                match *line.get(j)? {
+                j += memchr::memchr3(b'"', open, close, line.get(j..)?)?;
+                match line[j] {
                     b'"' => {
                         j = skip_string(line, j)?;
                         continue;
                     }
-                    b'[' | b'{' => depth += 1,
-                    b']' | b'}' => {
+                    c if c == open => depth += 1,
+                    _ => {
                         depth -= 1;
                         if depth == 0 {
                             return Some(j + 1);
                         }
                     }
-                    _ => {}
                 }
                 j += 1;
             }
