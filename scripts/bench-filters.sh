@@ -160,6 +160,28 @@ if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
   row "cat | mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5" - \
     sh -c "cat | $bin/mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5"
 fi
+# Sampling: rows without a session_id (this trace's), each drawn in order
+# by its index; then whole sessions, on the same shape with a session_id on
+# every row (gen_trace --sessions), drawn by any thread; and the delta form
+# on mc-gen's sessions (turns that extend their context, as --to-delta
+# needs; about SIZE too).
+row "mc-scale --sample-rows 0.1" - $bin/mc-scale --sample-rows 0.1
+if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
+  full_trace=$trace full_bytes=$bytes
+  trace="$dir/sessions-$size.jsonl"
+  [ -s "$trace" ] || $bin/examples/gen_trace --bytes "$size" --seed 1 --sessions > "$trace"
+  bytes=$(stat -c %s "$trace"); cat "$trace" > /dev/null
+  row "mc-scale --sample-sessions 0.1 (gen_trace --sessions)" - $bin/mc-scale --sample-sessions 0.1
+  trace="$dir/gen-sessions-$size.jsonl"
+  [ -s "$trace" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions "$(numfmt --from=iec "$size" | awk '{ printf "%d", $1 / 1800 }')" \
+    --turns uniform:2:12 --new-tokens lognormal:1500:0.6 --osl uniform:1:700 > "$trace" 2> /dev/null
+  bytes=$(stat -c %s "$trace"); cat "$trace" > /dev/null
+  row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" - $bin/mc-scale --to-delta
+  [ -s "$trace.delta" ] || $bin/mc-scale --to-delta < "$trace" > "$trace.delta" 2> /dev/null
+  trace="$trace.delta"; bytes=$(stat -c %s "$trace"); cat "$trace" > /dev/null
+  row "mc-scale --from-delta (its delta rows, $((bytes / 1048576)) MB)" - $bin/mc-scale --from-delta
+  trace=$full_trace bytes=$full_bytes
+fi
 echo
 if [ "${MEASURE:-time}" = instructions ]; then
   echo "(instructions executed, counted by valgrind's cachegrind, over the slice's bytes)"

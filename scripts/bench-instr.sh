@@ -31,7 +31,7 @@ bytes=$(stat -c %s "$slice")
 count() {
   local out=$1; shift
   valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$out" "$@" \
-    < "$slice" 2>&1 >/dev/null | awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
+    < "${input:-$slice}" 2>&1 >/dev/null | awk '/I *refs:/ { gsub(",", "", $NF); print $NF }'
 }
 per_byte() { awk -v n="$1" -v b="$bytes" 'BEGIN { printf "%.2f", n / b }'; }
 
@@ -66,6 +66,21 @@ row "mc-cap --max-osl 512" mc-cap --max-osl 512
 row "mc-scale --speedup 2" mc-scale --speedup 2
 row "mc-roots --roots 4" mc-roots --roots 4
 row "mc-cap --max-isl 8192 --max-osl 512" mc-cap --max-isl 8192 --max-osl 512
+row "mc-scale --sample-rows 0.1" mc-scale --sample-rows 0.1
+# Whole sessions need session ids, the delta form turns that extend their
+# context: slices of their own, of about the same size, over their bytes.
+input="$dir/slice-16M-sessions.jsonl"
+[ -s "$input" ] || $bin/examples/gen_trace --bytes 16M --seed 1 --sessions > "$input"
+bytes=$(stat -c %s "$input")
+row "mc-scale --sample-sessions 0.1 (gen_trace --sessions)" mc-scale --sample-sessions 0.1
+input="$dir/slice-gen-sessions.jsonl"
+[ -s "$input" ] || $bin/mc-gen --seed 1 --block-size 512 sessions --sessions 9000 \
+  --turns uniform:2:12 --new-tokens lognormal:1500:0.6 --osl uniform:1:700 > "$input" 2> /dev/null
+bytes=$(stat -c %s "$input")
+row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" mc-scale --to-delta
+[ -s "$input.delta" ] || $bin/mc-scale --to-delta < "$input" > "$input.delta" 2> /dev/null
+input="$input.delta"; bytes=$(stat -c %s "$input")
+row "mc-scale --from-delta (its delta rows)" mc-scale --from-delta
 echo
 echo "(instructions executed, counted by valgrind's cachegrind with --cache-sim=no, over the slice's bytes)"
 if [ -n "${ANNOTATE:-}" ]; then

@@ -3,7 +3,9 @@
 //! Time and output-length scaling touch one record at a time and stream. The
 //! prefix and prompt multipliers need to know which ids are shared anywhere in
 //! the trace, so they read the input twice (`whole`: the ids
-//! counted in one table, then the rows rewritten).
+//! counted in one table, then the rows rewritten). The delta form
+//! (`transform::delta`) and the samples (`transform::sample`) are jobs of
+//! their own behind the same options.
 
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
@@ -11,6 +13,7 @@ use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::idmap::IdMap;
 use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
+use crate::transform::{delta, sample};
 
 pub mod whole;
 
@@ -27,12 +30,19 @@ pub mod whole;
 /// --prefix-len-multiplier and --prompt-len-multiplier need the id counts of
 /// the whole trace: the input is read twice (a pipe is copied to a temporary
 /// file in $TMPDIR as it is read), in memory of the distinct ids only.
+///
+/// Two more jobs, each a run of its own: --to-delta / --from-delta convert
+/// to and from Dynamo's `mooncake-delta` rows (a later turn carries only
+/// its new input), and --sample-sessions / --sample-rows keep a seeded
+/// fraction of the sessions, each whole, or of the rows without one.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     version,
     after_help = "Examples:
   mc-scale --speedup 2 < trace.jsonl > fast.jsonl
-  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze"
+  mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5 < trace.jsonl | mc-analyze
+  mc-scale --to-delta < trace.jsonl > dynamo-delta.jsonl
+  mc-scale --sample-sessions 0.1 --seed 7 < trace.jsonl > tenth.jsonl"
 )]
 pub struct ScaleArgs {
     /// Replay R times faster: timestamps become trunc(t / R) (AIPerf's rule),
@@ -97,6 +107,44 @@ pub struct ScaleArgs {
     #[arg(long = "block-size", default_value = "auto", value_name = "B|auto")]
     pub block: BlockSize,
 
+    /// Write Dynamo's `mooncake-delta` form: each later turn of a session
+    /// carries only its new input (`input_length` the new tokens,
+    /// `hash_ids` exactly ceil(new / B) ids), the ids of the blocks that
+    /// held the previous answer in `context_ids` (Dynamo ignores it; it
+    /// makes --from-delta give the same bytes back). A turn that does not
+    /// extend its session's prompt and answer, or an agent-graph call, is
+    /// an error naming its line. In order; memory O(sessions).
+    #[arg(long, conflicts_with_all = SCALING)]
+    pub to_delta: bool,
+
+    /// Read Dynamo's `mooncake-delta` form back into full rows: a later
+    /// turn's prompt is the previous prompt, its answer and the new
+    /// tokens; its ids the previous prompt's full blocks, `context_ids`
+    /// (fresh ids from 2^48 when absent) and the delta's ids. In order;
+    /// memory O(the sessions' prompts' ids).
+    #[arg(long, conflicts_with_all = SCALING, conflicts_with = "to_delta")]
+    pub from_delta: bool,
+
+    /// Keep a fraction F of sessions, each whole (never part of one),
+    /// chosen by a seeded hash of its session_id: the same sessions in
+    /// every file or shard sampled with the same --seed. Rows without a
+    /// session_id are drawn one by one at the same rate (see
+    /// --sample-rows). stderr names the sessions, rows and token share
+    /// kept. Streams; the count of distinct sessions holds 8 bytes each.
+    #[arg(long, value_name = "F", value_parser = options::fraction, conflicts_with_all = SCALING, conflicts_with_all = ["to_delta", "from_delta"])]
+    pub sample_sessions: Option<f64>,
+
+    /// Keep a fraction F of the rows without a session_id, each drawn by
+    /// a seeded hash of its index (agent-graph calls without one are
+    /// drawn together); sessions are kept whole at --sample-sessions (all
+    /// of them without it).
+    #[arg(long, value_name = "F", value_parser = options::fraction, conflicts_with_all = SCALING, conflicts_with_all = ["to_delta", "from_delta"])]
+    pub sample_rows: Option<f64>,
+
+    /// Seed of --sample-sessions and --sample-rows.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+
     /// The block size in use: `--block-size`, or the one detected.
     #[arg(skip = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
@@ -115,6 +163,11 @@ impl Default for ScaleArgs {
             prompt_mult: 1.0,
             output_mult: 1.0,
             block: BlockSize::Auto,
+            to_delta: false,
+            from_delta: false,
+            sample_sessions: None,
+            sample_rows: None,
+            seed: 0,
             block_size: DEFAULT_BLOCK_SIZE,
             io: IoArgs::default(),
         }
@@ -131,10 +184,39 @@ impl ScaleArgs {
 /// The tool's name, for its messages and `--version`.
 pub const TOOL: &str = "mc-scale";
 
+/// The rescaling options: a delta conversion or a sample is a run of its
+/// own (chain runs in a pipe).
+const SCALING: [&str; 6] = [
+    "speedup",
+    "keep_delays",
+    "max_delay",
+    "prefix_mult",
+    "prompt_mult",
+    "output_mult",
+];
+
 /// Runs `mc-scale` from `args.io` with `args`.
 pub fn run(args: &ScaleArgs) -> Result<()> {
     let tool = TOOL;
     let io = &args.io;
+    if args.to_delta || args.from_delta {
+        let dir = if args.to_delta {
+            delta::Direction::ToDelta
+        } else {
+            delta::Direction::FromDelta
+        };
+        let (_, _, step) =
+            filter::run_filter_sized(tool, io, args.block, |b| delta::DeltaStep::new(dir, b))?;
+        eprintln!("{tool}: {}", step.note());
+        return Ok(());
+    }
+    if args.sample_sessions.is_some() || args.sample_rows.is_some() {
+        let plan = sample::SamplePlan::new(args.sample_sessions, args.sample_rows, args.seed);
+        let mut step = sample::SampleStep::new(plan);
+        filter::run_steps(tool, io, &mut step)?;
+        eprintln!("{tool}: {}", step.note());
+        return Ok(());
+    }
     if !args.needs_whole_input() {
         let mut scaler = RowScaler::new(args.clone());
         let counts = filter::run_steps(tool, io, &mut scaler)?;
