@@ -66,6 +66,9 @@ row "mc-cap --max-osl 512" mc-cap --max-osl 512
 row "mc-scale --speedup 2" mc-scale --speedup 2
 row "mc-roots --roots 4" mc-roots --roots 4
 row "mc-cap --max-isl 8192 --max-osl 512" mc-cap --max-isl 8192 --max-osl 512
+# mc-analyze on one thread (`--line-buffered`): every instruction of its
+# reading and of its in-order id table, in the order it runs them.
+row "mc-analyze --json" mc-analyze --json
 row "mc-scale --sample-rows 0.1" mc-scale --sample-rows 0.1
 # Whole sessions need session ids, the delta form turns that extend their
 # context: slices of their own, of about the same size, over their bytes.

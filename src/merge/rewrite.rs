@@ -39,7 +39,6 @@ pub struct Kept {
 /// Applies a [`FileRule`] to rows, with scratch buffers reused across rows.
 pub struct Rewriter {
     pub rule: FileRule,
-    ids: Vec<u64>,
     ids_text: Vec<u8>,
     session: Vec<u8>,
     ts: Vec<u8>,
@@ -53,7 +52,6 @@ impl Rewriter {
     pub fn new(rule: FileRule) -> Self {
         Rewriter {
             rule,
-            ids: Vec::new(),
             ids_text: Vec::new(),
             session: Vec::new(),
             ts: Vec::new(),
@@ -204,23 +202,21 @@ impl Rewriter {
             namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;
             written[3] = true;
         }
-        if rec.hash_ids_into(&mut self.ids)? && !self.ids.is_empty() {
-            let (k, t) = (self.rule.k, self.rule.t);
-            for id in &mut self.ids {
-                *id = namespace_id(*id, k, t).ok_or_else(|| {
-                    RecordError::field(
-                        "hash_ids",
-                        format!(
-                            "id {id} times {k} files overflows 64 bits (use --shared-ids, \
-                             or renumber the ids)"
-                        ),
-                    )
-                })?;
-            }
-            self.ids_text.clear();
-            record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.ids_text);
-            written[4] = true;
-        }
+        let (k, t) = (self.rule.k, self.rule.t);
+        self.ids_text.clear();
+        // Read, namespaced and written in one pass (`Record::map_hash_ids`).
+        let count = rec.map_hash_ids(&mut self.ids_text, |id| {
+            namespace_id(id, k, t).ok_or_else(|| {
+                RecordError::field(
+                    "hash_ids",
+                    format!(
+                        "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                         or renumber the ids)"
+                    ),
+                )
+            })
+        })?;
+        written[4] = count.is_some_and(|n| n > 0);
         Ok(written)
     }
 }

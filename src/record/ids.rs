@@ -30,7 +30,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// a digit, and a carry only reaches later bytes, so the first non-digit is
 /// always found exactly.
 #[inline]
-fn digit_run(b: &[u8]) -> usize {
+pub(super) fn digit_run(b: &[u8]) -> usize {
     let mut k = 0;
     while let Some(chunk) = b[k..].first_chunk::<8>() {
         let not_digit = not_digits(u64::from_le_bytes(*chunk));
@@ -151,8 +151,64 @@ const FAST_MAX_DIGITS: usize = 8;
 /// k-th digit of their id). Walking id by id, the scanner spent 62
 /// instructions an id, this path 31 (cachegrind, 16 MB generated trace;
 /// docs/decisions/0029-ids-scanned-sixty-four-bytes.md).
+///
+/// On a CPU with AVX2 (and POPCNT and BMI1, which every AVX2 CPU has)
+/// the same loop is compiled for them and the windows are classified 32
+/// bytes at a time: the check costs one test of a cached flag a call,
+/// and cachegrind counted 2.9 instructions a byte of input for the
+/// SSE2 loop, 1.7 for this one (docs/decisions/0036-one-pass-plain-lines.md).
 #[inline(never)]
 pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("popcnt")
+        && std::is_x86_feature_detected!("bmi1")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { walk_fast_avx2(b, i) };
+    }
+    walk_fast_with::<Baseline>(b, i)
+}
+
+/// [`walk_fast`] compiled for AVX2, POPCNT and BMI1.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
+fn walk_fast_avx2(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
+    walk_fast_with::<Avx2>(b, i)
+}
+
+/// A way to classify a window: the target's baseline or AVX2.
+trait Classify {
+    fn classify(w: &[u8; 64]) -> Classes;
+}
+
+/// SSE2 on x86_64, a byte at a time elsewhere ([`classify`]).
+struct Baseline;
+
+impl Classify for Baseline {
+    #[inline(always)]
+    fn classify(w: &[u8; 64]) -> Classes {
+        classify(w)
+    }
+}
+
+/// Only called from code compiled for AVX2 ([`walk_fast_avx2`]).
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+impl Classify for Avx2 {
+    #[inline(always)]
+    fn classify(w: &[u8; 64]) -> Classes {
+        // SAFETY: `Avx2` is used only by `walk_fast_avx2`, which runs on
+        // a CPU with AVX2.
+        unsafe { classify_avx2(w) }
+    }
+}
+
+/// The body of [`walk_fast`], for each way to classify.
+#[inline(always)]
+fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
     let mut p = i;
     // Whether the byte before the window is a digit, a comma, an id's leading `0`.
     let (mut prev_d, mut prev_c, mut prev_z) = (0u64, 0u64, 0u64);
@@ -164,13 +220,13 @@ pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
     loop {
         let rest = b.get(p..)?;
         let m = match rest.first_chunk::<64>() {
-            Some(w) => classify(w),
+            Some(w) => C::classify(w),
             None => {
                 // The last bytes: padded with NULs, which are no class and
                 // so stop the array where the line stops.
                 let mut w = [0u8; 64];
                 w[..rest.len()].copy_from_slice(rest);
-                classify(&w)
+                C::classify(&w)
             }
         };
         let after_d = (m.digit << 1) | prev_d;
@@ -265,6 +321,31 @@ fn classify_sse2(w: &[u8; 64]) -> Classes {
         m.comma |= bits(_mm_cmpeq_epi8(v, comma));
         m.space |= bits(_mm_cmpeq_epi8(v, space));
         m.zero |= bits(_mm_cmpeq_epi8(v, zero));
+    }
+    m
+}
+
+/// The classes of 64 bytes, thirty-two at a time with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn classify_avx2(w: &[u8; 64]) -> Classes {
+    use std::arch::x86_64::*;
+    let zero = _mm256_set1_epi8(b'0' as i8);
+    let nine = _mm256_set1_epi8(9);
+    let comma = _mm256_set1_epi8(b',' as i8);
+    let space = _mm256_set1_epi8(b' ' as i8);
+    let mut m = Classes::default();
+    for k in 0..2 {
+        // SAFETY: bytes 32k..32k+32 lie within `w`; the load takes any alignment.
+        let v = unsafe { _mm256_loadu_si256(w.as_ptr().add(32 * k).cast()) };
+        let from_zero = _mm256_sub_epi8(v, zero);
+        let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(from_zero, nine), from_zero);
+        let bits = |x: __m256i| u64::from(_mm256_movemask_epi8(x) as u32) << (32 * k);
+        m.digit |= bits(digit);
+        m.comma |= bits(_mm256_cmpeq_epi8(v, comma));
+        m.space |= bits(_mm256_cmpeq_epi8(v, space));
+        m.zero |= bits(_mm256_cmpeq_epi8(v, zero));
     }
     m
 }
@@ -387,29 +468,91 @@ pub(crate) fn decode(
 fn decode_proven(raw: &[u8], count: usize, out: &mut Vec<u64>) {
     out.reserve(count);
     let mut i = 1;
-    while i < raw.len() {
-        if let Some(chunk) = raw[i..].first_chunk::<8>() {
+    while let Some(v) = next_proven(raw, &mut i) {
+        out.push(v);
+    }
+}
+
+/// The next id of an array [`decode_proven`] reads, from `*i` (1 at the
+/// start, just after the `[`), moving `*i` past it; `None` at the end.
+/// The one reading of a proven array, for decoding into a list and for
+/// rewriting an array in one pass ([`map_proven`]). A function the loops
+/// call rather than a loop calling a closure: with a closure, called from
+/// the fast and the slow branch, the compiler kept it out of line, a call
+/// an id (100 instructions an id in mc-roots; cachegrind, decision 0036).
+#[inline(always)]
+fn next_proven(raw: &[u8], i: &mut usize) -> Option<u64> {
+    while *i < raw.len() {
+        if let Some(chunk) = raw[*i..].first_chunk::<8>() {
             let x = u64::from_le_bytes(*chunk);
             let len = (not_digits(x).trailing_zeros() / 8) as usize;
             if (1..8).contains(&len) {
-                out.push(eight_digits(x, len));
                 // What follows an id the walk accepted is `,` or `]` or
                 // whitespace; `, ` is the common pair.
-                i += len + 1;
-                if raw.get(i) == Some(&b' ') {
-                    i += 1;
+                *i += len + 1;
+                if raw.get(*i) == Some(&b' ') {
+                    *i += 1;
                 }
-                continue;
+                return Some(eight_digits(x, len));
             }
         }
-        if !raw[i].is_ascii_digit() {
-            i += 1;
+        if !raw[*i].is_ascii_digit() {
+            *i += 1;
             continue;
         }
-        let len = digit_run(&raw[i..]);
-        out.push(digits_value(&raw[i..], len));
-        i += len;
+        let len = digit_run(&raw[*i..]);
+        let v = digits_value(&raw[*i..], len);
+        *i += len;
+        return Some(v);
     }
+    None
+}
+
+/// Rewrites an id array the scan proved (`count` ids, none over 19
+/// digits) in one pass: each id read as [`decode_proven`] reads it,
+/// replaced by `f(id)` and stored as [`put_decimal`] stores it, with
+/// `separator` between ids; appends `[...]` to `out`. What mc-roots and
+/// mc-merge's id namespaces do to every row, without the list of ids
+/// between reading and writing (decision 0036). On an error of `f`, `out`
+/// is as it was.
+#[inline]
+pub(crate) fn map_proven<E, const N: usize>(
+    raw: &[u8],
+    count: usize,
+    separator: &[u8; N],
+    out: &mut Vec<u8>,
+    mut f: impl FnMut(u64) -> Result<u64, E>,
+) -> Result<(), E> {
+    // An id is at most 20 digits; `put_decimal` stores 8 bytes at a time.
+    let at = out.len();
+    out.resize(at + 2 + count * (20 + N) + 8, 0);
+    let buf = &mut out[at..];
+    buf[0] = b'[';
+    let mut p = 1;
+    let mut i = 1;
+    while let Some(id) = next_proven(raw, &mut i) {
+        let gap = if p > 1 { N } else { 0 };
+        // The room is for `count` ids: an array longer than its shape
+        // said (a caller's bug) is cut there, not overrun.
+        if p + gap + 28 > buf.len() {
+            break;
+        }
+        let mapped = match f(id) {
+            Ok(v) => v,
+            Err(e) => {
+                out.truncate(at);
+                return Err(e);
+            }
+        };
+        if p > 1 {
+            buf[p..p + N].copy_from_slice(separator);
+            p += N;
+        }
+        p = put_decimal(mapped, buf, p);
+    }
+    buf[p] = b']';
+    out.truncate(at + p + 1);
+    Ok(())
 }
 
 /// The value of the `len` (1 to 19) ASCII digits `b` starts with, eight
@@ -466,23 +609,28 @@ fn eight_digits(x: u64, len: usize) -> u64 {
     (v.wrapping_mul(10_000) + (v >> 32)) & 0xFFFF_FFFF
 }
 
-/// Appends `v` in decimal, as `itoa` writes it. Ids below 10^8 (all of
-/// them in the Mooncake traces) are made eight digits at once in one
-/// `u64` and stored as eight bytes, then cut to their length: a copy of
-/// a fixed size, where `itoa`'s text of varying length cost a `memmove`
+/// Stores `v` in decimal (as `itoa` writes it) at `buf[p..]`, which has
+/// room for its digits and, below 10^8, eight bytes; returns the index
+/// after the digits. Ids below 10^8 (all of them in the Mooncake traces)
+/// are made eight digits at once in one `u64` and stored as eight bytes,
+/// the next id's store overwriting what is past this one's length: a copy
+/// of a fixed size, where `itoa`'s text of varying length cost a `memmove`
 /// call per id (14% of mc-roots' samples, `perf record`, 256 MB trace).
+/// The writer of whole id arrays makes the room once (`write_ids`), so no
+/// id grows the `Vec`.
 #[inline]
-pub(crate) fn push_decimal(v: u64, out: &mut Vec<u8>) {
+pub(crate) fn put_decimal(v: u64, buf: &mut [u8], p: usize) -> usize {
     if v >= 100_000_000 {
-        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-        return;
+        let mut text = itoa::Buffer::new();
+        let text = text.format(v).as_bytes();
+        buf[p..p + text.len()].copy_from_slice(text);
+        return p + text.len();
     }
     let digits = eight_ascii_digits(v);
     // Leading zeros are the low bytes: skip them (keeping one for 0).
     let skip = ((digits ^ ASCII_ZEROS).trailing_zeros() / 8).min(7) as usize;
-    let at = out.len();
-    out.extend_from_slice(&(digits >> (8 * skip)).to_le_bytes());
-    out.truncate(at + 8 - skip);
+    buf[p..p + 8].copy_from_slice(&(digits >> (8 * skip)).to_le_bytes());
+    p + 8 - skip
 }
 
 const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
@@ -664,6 +812,8 @@ mod tests {
             line.extend_from_slice(&array_text(&ids, seps, tail));
             let fast = walk_fast(&line, lead + 1);
             proptest::prop_assert!(fast.is_some());
+            // Both ways of classifying (AVX2 where the CPU has it).
+            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, lead + 1), fast);
             proptest::prop_assert_eq!(Ok(fast.unwrap()), walk(&line, lead + 1, |_| {}));
         }
 
@@ -706,6 +856,7 @@ mod tests {
             if let Some(c) = cut {
                 line.truncate(1 + c % line.len());
             }
+            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, 1), walk_fast(&line, 1));
             if let Some(fast) = walk_fast(&line, 1) {
                 proptest::prop_assert_eq!(Ok(fast), walk(&line, 1, |_| {}), "{}", String::from_utf8_lossy(&line));
             }
@@ -776,7 +927,7 @@ mod tests {
     }
 
     #[test]
-    fn push_decimal_writes_what_itoa_writes() {
+    fn put_decimal_writes_what_itoa_writes() {
         let mut out = b"x".to_vec();
         let mut expected = b"x".to_vec();
         let edges = [
@@ -800,7 +951,10 @@ mod tests {
             .chain(powers)
             .chain((0..200_000).map(|k| k * 499))
         {
-            push_decimal(v, &mut out);
+            let at = out.len();
+            out.resize(at + 20, 0);
+            let end = put_decimal(v, &mut out, at);
+            out.truncate(end);
             out.push(b',');
             expected.extend_from_slice(v.to_string().as_bytes());
             expected.push(b',');

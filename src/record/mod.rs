@@ -196,7 +196,12 @@ const fn key_words_const(key: &[u8]) -> Option<(u64, u64)> {
 #[derive(Debug, Clone)]
 pub struct Record<'a> {
     line: &'a [u8],
-    spans: [Option<Span>; FIELDS],
+    /// Each known field's value as (start, end), `end` 0 when absent (a
+    /// value never ends at 0): in `u32`s, as lines are under 4 GiB
+    /// ([`Record::parse`]), so the record is 120 bytes of spans rather than
+    /// 360 of `Option<Span>` to set and copy for every row (two 408-byte
+    /// `memcpy` calls a row before; docs/decisions/0036-one-pass-plain-lines.md).
+    spans: [(u32, u32); FIELDS],
     /// Position of the closing `}` of the object.
     close: usize,
     /// True when the object has at least one member.
@@ -215,12 +220,24 @@ impl<'a> Record<'a> {
         self.span(f).map(|s| &self.line[s.start..s.end])
     }
 
+    #[inline]
     pub fn span(&self, f: Field) -> Option<Span> {
-        self.spans[f as usize]
+        let (start, end) = self.spans[f as usize];
+        (end != 0).then_some(Span {
+            start: start as usize,
+            end: end as usize,
+        })
     }
 
     pub fn has(&self, f: Field) -> bool {
-        self.spans[f as usize].is_some()
+        self.spans[f as usize].1 != 0
+    }
+
+    /// Records where field `f`'s value lies (`start < end <= line.len()`,
+    /// which the parser made sure fits `u32`).
+    #[inline]
+    fn set_span(&mut self, f: Field, start: usize, end: usize) {
+        self.spans[f as usize] = (start as u32, end as u32);
     }
 
     /// A field that is absent or `null` reads as `None`.
@@ -279,6 +296,41 @@ impl<'a> Record<'a> {
         ids::decode(raw, self.hash_ids_shape, out)
             .map_err(|msg| RecordError::field("hash_ids", msg))?;
         Ok(true)
+    }
+
+    /// Writes `hash_ids` to `out` with every id `h` replaced by `f(h)`, in
+    /// the spacing of the original (what [`write_id_array_like`] writes
+    /// for the decoded ids, mapped), and returns the number of ids; `None`
+    /// (nothing written) when the field is absent or null. The errors are
+    /// [`Record::hash_ids_into`]'s and `f`'s; on one, `out` is as it was.
+    /// An array the scan proved is read, mapped and written in one pass,
+    /// without a list of ids in between (mc-roots, mc-merge's id
+    /// namespaces; docs/decisions/0036-one-pass-plain-lines.md).
+    pub fn map_hash_ids(
+        &self,
+        out: &mut Vec<u8>,
+        mut f: impl FnMut(u64) -> Result<u64, RecordError>,
+    ) -> Result<Option<usize>, RecordError> {
+        let Some(raw) = self.present(Field::HashIds) else {
+            return Ok(None);
+        };
+        let compact = write::compact_spacing(raw);
+        if let Some(shape) = self.hash_ids_shape.filter(|s| s.longest_digits <= 19) {
+            if compact {
+                ids::map_proven(raw, shape.count, b",", out, f)?;
+            } else {
+                ids::map_proven(raw, shape.count, b", ", out, f)?;
+            }
+            return Ok(Some(shape.count));
+        }
+        let mut list = Vec::new();
+        ids::decode(raw, self.hash_ids_shape, &mut list)
+            .map_err(|msg| RecordError::field("hash_ids", msg))?;
+        for id in &mut list {
+            *id = f(*id)?;
+        }
+        write_id_array_like(&list, Some(raw), out);
+        Ok(Some(list.len()))
     }
 
     /// The shape of `hash_ids` (count, longest id in digits) without
@@ -415,6 +467,72 @@ mod tests {
             let f = Field::from_key(name.as_bytes()).unwrap();
             assert_eq!((f as usize, f.name()), (k, *name));
         }
+    }
+
+    proptest::proptest! {
+        /// The one-pass rewrite writes what decoding, mapping and writing
+        /// the list writes: every spacing, ids of every length (long ones
+        /// off the proven path), in a line among other fields.
+        #[test]
+        fn ids_mapped_in_one_pass_are_the_list_mapped_and_written(
+            ids in proptest::collection::vec(proptest::prop_oneof![
+                0u64..1000, 0u64..100_000_000, 0u64..u64::MAX / 8], 0..40),
+            seps in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(", "), proptest::strategy::Just(","),
+                proptest::strategy::Just(" , "), proptest::strategy::Just(",\n")], 1..3),
+            k in 1u64..9,
+            t in 0u64..8,
+        ) {
+            let mut text = String::from("[");
+            for (n, id) in ids.iter().enumerate() {
+                if n > 0 {
+                    text.push_str(seps[n % seps.len()]);
+                }
+                text.push_str(&id.to_string());
+            }
+            text.push(']');
+            let line = format!(r#"{{"timestamp": 1, "hash_ids": {text}, "x": [1, 2]}}"#);
+            let r = rec(&line);
+            let f = |h: u64| Ok(h * k + t);
+            let mut one_pass = b"before".to_vec();
+            let count = r.map_hash_ids(&mut one_pass, f).unwrap();
+            let mut list = Vec::new();
+            r.hash_ids_into(&mut list).unwrap();
+            let mapped: Vec<u64> = list.iter().map(|&h| h * k + t).collect();
+            let mut expected = b"before".to_vec();
+            write_id_array_like(&mapped, r.raw(Field::HashIds), &mut expected);
+            proptest::prop_assert_eq!(count, Some(ids.len()));
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&one_pass), String::from_utf8_lossy(&expected));
+        }
+    }
+
+    #[test]
+    fn a_failed_mapping_leaves_the_output_as_it_was() {
+        let mut out = b"kept".to_vec();
+        for line in [
+            r#"{"hash_ids": [1, 2, 3]}"#,
+            r#"{"hash_ids": [1, 2, 99999999999999999999]}"#,
+        ] {
+            let err = rec(line)
+                .map_hash_ids(&mut out, |h| {
+                    if h == 2 {
+                        Err(RecordError::field("hash_ids", "two"))
+                    } else {
+                        Ok(h)
+                    }
+                })
+                .unwrap_err();
+            assert!(err.to_string().contains("hash_ids"), "{err}");
+            assert_eq!(out, b"kept");
+        }
+        assert_eq!(
+            rec(r#"{"hash_ids": null}"#)
+                .map_hash_ids(&mut out, Ok)
+                .unwrap(),
+            None
+        );
+        assert_eq!(rec("{}").map_hash_ids(&mut out, Ok).unwrap(), None);
+        assert_eq!(out, b"kept");
     }
 
     #[test]

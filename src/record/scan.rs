@@ -2,7 +2,7 @@
 //! remembers where each known field's value lies.
 
 use super::ids::{self, IdArrayShape};
-use super::{shorten, Field, Record, Span, FIELDS};
+use super::{shorten, Field, Record, FIELDS};
 use crate::error::RecordError;
 
 /// Nesting limit for values we only skip, so a hostile line cannot overflow the stack.
@@ -18,6 +18,22 @@ impl<'a> Record<'a> {
         if !all_ascii(line) && std::str::from_utf8(line).is_err() {
             return Err(RecordError::new("invalid UTF-8"));
         }
+        // Spans are kept in `u32`s (`Record::spans`); `--max-line-bytes`
+        // is 64 MiB unless raised this far.
+        if u32::try_from(line.len()).is_err() {
+            return Err(RecordError::new(
+                "a line of 4 GiB or more: records are read from shorter lines",
+            ));
+        }
+        if let Some(rec) = parse_plain(line) {
+            return Ok(rec);
+        }
+        Record::parse_general(line)
+    }
+
+    /// The scan of any line (UTF-8 already checked): every JSON form,
+    /// and the errors with their messages.
+    fn parse_general(line: &'a [u8]) -> Result<Record<'a>, RecordError> {
         let mut s = Scanner {
             b: line,
             i: 0,
@@ -33,7 +49,7 @@ impl<'a> Record<'a> {
         s.i += 1;
         let mut rec = Record {
             line,
-            spans: [None; FIELDS],
+            spans: [(0, 0); FIELDS],
             close: 0,
             has_members: false,
             hash_ids_shape: None,
@@ -52,9 +68,8 @@ impl<'a> Record<'a> {
                 let start = s.i;
                 s.int_array = None;
                 s.value(0)?;
-                let span = Span { start, end: s.i };
                 if let Some(f) = key {
-                    rec.spans[f as usize] = Some(span);
+                    rec.set_span(f, start, s.i);
                     if f == Field::HashIds {
                         rec.hash_ids_shape = s.int_array.filter(|_| line[start] == b'[');
                     }
@@ -78,6 +93,187 @@ impl<'a> Record<'a> {
         }
         Ok(rec)
     }
+}
+
+/// The scan of a line in the form the Mooncake traces and the toolkit's
+/// writers give it (`{"key": value, "key": value}`: no whitespace but one
+/// space after `:` and `,`, keys without escapes, values that are plain
+/// integers, simple decimals, strings without escapes, `null` or id
+/// arrays [`ids::walk_fast`] takes), stepping over each part with SWAR
+/// runs instead of the general scanner's byte loop. `None` for anything
+/// else: [`Record::parse_general`] then decides, so this path only has to
+/// be right about what it accepts (property tests hold it to the general
+/// scan), and every error and its message stays the general scan's. The
+/// ~75 bytes before `hash_ids` cost the general scan ~1,390 instructions
+/// a row (cachegrind, docs/decisions/0036-one-pass-plain-lines.md).
+#[inline]
+fn parse_plain(line: &[u8]) -> Option<Record<'_>> {
+    let n = line.len();
+    if n < 2 || line[0] != b'{' || line[1] != b'"' {
+        return None;
+    }
+    let mut rec = Record {
+        line,
+        spans: [(0, 0); FIELDS],
+        close: 0,
+        has_members: true,
+        hash_ids_shape: None,
+    };
+    let mut i = 1;
+    // The place in `EXPECTED` of the key the form puts next.
+    let mut next = 0;
+    loop {
+        // The key, from its `"` (the caller or the separator checked it):
+        // first as the one the Mooncake order puts here, else found by its
+        // closing quote and looked up.
+        let key_start = i + 1;
+        let key = match expected_key(line, key_start, next) {
+            Some((f, end)) => {
+                i = end;
+                next += 1;
+                Some(f)
+            }
+            None => {
+                let key_end = key_start + plain_run(line.get(key_start..)?);
+                if line.get(key_end..key_end + 2)? != b"\":" {
+                    return None;
+                }
+                i = key_end + 2;
+                let key = Field::from_key(&line[key_start..key_end]);
+                // Expect next what follows this key in the order, if it is there.
+                if let Some(q) = key.and_then(|f| EXPECTED.iter().position(|&e| e == f)) {
+                    next = q + 1;
+                }
+                key
+            }
+        };
+        if line.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        let start = i;
+        let mut shape = None;
+        match *line.get(i)? {
+            b'1'..=b'9' => {
+                i += 1 + ids::digit_run(&line[i + 1..]);
+                if line.get(i) == Some(&b'.') {
+                    let fraction = ids::digit_run(line.get(i + 1..)?);
+                    if fraction == 0 {
+                        return None;
+                    }
+                    i += 1 + fraction;
+                }
+            }
+            b'0' => {
+                i += 1;
+                // `0.5` and `01` are the general scan's.
+                if line.get(i).is_some_and(u8::is_ascii_digit) || line.get(i) == Some(&b'.') {
+                    return None;
+                }
+            }
+            b'"' => {
+                i += 1 + plain_run(&line[i + 1..]);
+                if line.get(i) != Some(&b'"') {
+                    return None;
+                }
+                i += 1;
+            }
+            b'[' => {
+                let (end, measured) = ids::walk_fast(line, i + 1)?;
+                shape = Some(measured);
+                i = end;
+            }
+            b'n' if line.get(i..i + 4) == Some(b"null") => i += 4,
+            _ => return None,
+        }
+        if let Some(f) = key {
+            rec.set_span(f, start, i);
+            if f == Field::HashIds {
+                rec.hash_ids_shape = shape;
+            }
+        }
+        match line.get(i) {
+            Some(b',') => {
+                i += 1;
+                if line.get(i) == Some(&b' ') {
+                    i += 1;
+                }
+                if line.get(i) != Some(&b'"') {
+                    return None;
+                }
+            }
+            Some(b'}') if i + 1 == n => {
+                rec.close = i;
+                return Some(rec);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The keys of a Mooncake row in the order its writers give them.
+const EXPECTED: [Field; 4] = [
+    Field::Timestamp,
+    Field::InputLength,
+    Field::OutputLength,
+    Field::HashIds,
+];
+
+/// Each of [`EXPECTED`] as the 16 bytes `name":` starts with (zeros
+/// after it) and the mask of its bytes, in two little-endian words.
+const EXPECTED_WORDS: [([u64; 2], [u64; 2]); 4] = {
+    let mut table = [([0; 2], [0; 2]); 4];
+    let mut k = 0;
+    while k < EXPECTED.len() {
+        let name = FIELD_NAME_BYTES[EXPECTED[k] as usize];
+        let len = name.len() + 2;
+        assert!(len > 8 && len <= 16, "a key of 7 to 14 bytes");
+        let mut at = 0;
+        while at < len {
+            let byte = if at < name.len() {
+                name[at]
+            } else if at == name.len() {
+                b'"'
+            } else {
+                b':'
+            };
+            table[k].0[at / 8] |= (byte as u64) << (8 * (at % 8));
+            table[k].1[at / 8] |= 0xFF << (8 * (at % 8));
+            at += 1;
+        }
+        k += 1;
+    }
+    table
+};
+
+/// The field names as bytes, for the constant tables.
+const FIELD_NAME_BYTES: [&[u8]; FIELDS] = {
+    let mut names: [&[u8]; FIELDS] = [b""; FIELDS];
+    let mut k = 0;
+    while k < FIELDS {
+        names[k] = super::FIELD_NAMES[k].as_bytes();
+        k += 1;
+    }
+    names
+};
+
+/// Whether the key at `at` (just after its `"`) is `EXPECTED[next]`,
+/// its `"` and `:` included: two loads and two masked compares, where
+/// finding the closing quote and looking the key up cost ~90
+/// instructions a key (cachegrind, decision 0036). Returns the field and
+/// the index after the `:`. The bytes match only if the key is exactly
+/// that name (the name has no `"`, `\` or control byte), so this is the
+/// lookup's answer whenever it gives one.
+#[inline]
+fn expected_key(line: &[u8], at: usize, next: usize) -> Option<(Field, usize)> {
+    let (words, mask) = EXPECTED_WORDS.get(next)?;
+    let bytes = line.get(at..at + 16)?;
+    let first = u64::from_le_bytes(*bytes.first_chunk::<8>()?);
+    let second = u64::from_le_bytes(*bytes.last_chunk::<8>()?);
+    if first & mask[0] != words[0] || second & mask[1] != words[1] {
+        return None;
+    }
+    let field = EXPECTED[next];
+    Some((field, at + FIELD_NAME_BYTES[field as usize].len() + 2))
 }
 
 /// A validating JSON scanner over one line.
@@ -484,6 +680,157 @@ mod tests {
         );
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(1000), "]".repeat(1000));
         assert_eq!(err(&deep), "invalid JSON: nested too deeply");
+    }
+}
+
+/// The plain-line path must take the lines in the form it is for and, on
+/// any line it takes, find what the general scan finds; on every other
+/// line it must leave the verdict to the general scan.
+#[cfg(test)]
+mod plain_path_agrees_with_the_general_scan {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same(fast: &Record<'_>, general: &Record<'_>) -> bool {
+        fast.spans == general.spans
+            && fast.close == general.close
+            && fast.has_members == general.has_members
+            && fast.hash_ids_shape == general.hash_ids_shape
+    }
+
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (0u64..u64::MAX).prop_map(|v| v.to_string()),
+            (0u64..100_000, 0u64..10_000).prop_map(|(a, b)| format!("{a}.{b}")),
+            "[a-z_ \u{e9}]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            Just("null".to_string()),
+            prop::collection::vec(0u64..100_000_000, 1..40).prop_map(|ids| {
+                let text: Vec<String> = ids.iter().map(u64::to_string).collect();
+                format!("[{}]", text.join(", "))
+            }),
+        ]
+    }
+
+    /// A line of the plain form: known and unknown keys, `: ` or `:`,
+    /// `, ` or `,` (the form is the general scan's exactly when no byte is
+    /// changed).
+    fn plain_line() -> impl Strategy<Value = String> {
+        (prop::collection::vec(
+            (
+                "timestamp|input_length|output_length|hash_ids|session_id|delay|[a-z_]{0,6}",
+                value(),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            1..7,
+        ),)
+            .prop_map(|(members,)| {
+                let mut line = String::from("{");
+                for (k, (key, value, colon_space, comma_space)) in members.iter().enumerate() {
+                    if k > 0 {
+                        line.push_str(if *comma_space { ", " } else { "," });
+                    }
+                    line.push_str(&format!("\"{key}\":"));
+                    if *colon_space {
+                        line.push(' ');
+                    }
+                    line.push_str(value);
+                }
+                line.push('}');
+                line
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn plain_lines_are_taken_as_the_general_scan_reads_them(line in plain_line()) {
+            let fast = parse_plain(line.as_bytes());
+            prop_assert!(fast.is_some(), "{line}");
+            let general = Record::parse_general(line.as_bytes()).unwrap();
+            prop_assert!(same(&fast.unwrap(), &general), "{line}");
+        }
+
+        #[test]
+        fn a_changed_line_is_taken_only_when_the_general_scan_reads_it_so(
+            line in plain_line(),
+            edits in prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(
+                b"{}[]\",:0123456789-.eE tfnul\\ax\t\x01\xc3".to_vec())), 1..3),
+        ) {
+            let mut b = line.into_bytes();
+            for (at, op, c) in edits {
+                let at = at % (b.len() + 1);
+                match op {
+                    0 if at < b.len() => { b.remove(at); }
+                    1 => b.insert(at, c),
+                    _ if at < b.len() => b[at] = c,
+                    _ => b.push(c),
+                }
+            }
+            if std::str::from_utf8(&b).is_err() {
+                return Ok(()); // refused before either path
+            }
+            if let Some(fast) = parse_plain(&b) {
+                let general = Record::parse_general(&b);
+                prop_assert!(general.is_ok(), "{}: {:?}", String::from_utf8_lossy(&b), general.err());
+                prop_assert!(same(&fast, &general.unwrap()), "{}", String::from_utf8_lossy(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn expected_keys_match_only_their_own_name() {
+        let rest = "\": 1, \"padding\": 2}";
+        for (k, &f) in EXPECTED.iter().enumerate() {
+            let name = f.name();
+            let line = format!("{name}{rest}");
+            assert_eq!(
+                expected_key(line.as_bytes(), 0, k),
+                Some((f, name.len() + 2))
+            );
+            for bad in [
+                format!("{name}x{rest}"),
+                format!("{name}\\{rest}"),
+                format!("{}{rest}", &name[1..]),
+                format!("x{}{rest}", &name[1..]),
+                format!("{name}\" : 1, \"padding\": 2}}"),
+                format!("{name}\":"), // too short to load: the lookup's
+            ] {
+                assert_eq!(expected_key(bad.as_bytes(), 0, k), None, "{bad}");
+            }
+            // Only the key expected at this place is tried.
+            assert_eq!(expected_key(line.as_bytes(), 0, (k + 1) % 4), None);
+        }
+        assert_eq!(expected_key(b"timestamp\": 1, \"padding\": 2}", 0, 4), None);
+    }
+
+    #[test]
+    fn other_forms_are_left_to_the_general_scan() {
+        for line in [
+            "{}",
+            " {\"a\": 1}",
+            "{\"a\": 1} ",
+            "{\"a\" : 1}",
+            "{\"a\":  1}",
+            "{\"a\": -1}",
+            "{\"a\": 1e3}",
+            "{\"a\": 0.5}",
+            "{\"a\": 1.}",
+            "{\"a\": 01}",
+            "{\"a\": true}",
+            "{\"a\": {}}",
+            "{\"a\": []}",
+            "{\"a\": \"x\\ny\"}",
+            "{\"\\u0074imestamp\": 1}",
+            "{\"a\": 1,}",
+            "{\"a\": 1,  \"b\": 2}",
+            "{\"a\": 1}}",
+            "{\"a\": nul}",
+            "{\"a\": \"\t\"}",
+        ] {
+            assert!(parse_plain(line.as_bytes()).is_none(), "{line}");
+        }
     }
 }
 

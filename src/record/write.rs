@@ -188,29 +188,46 @@ pub fn write_id_array(ids: &[u64], out: &mut Vec<u8>) {
 /// Writes ids in the spacing of the array they replace: `[1,2]` when the
 /// original was written compactly, else `[1, 2]` (the Mooncake traces' style).
 pub fn write_id_array_like(ids: &[u64], original: Option<&[u8]>, out: &mut Vec<u8>) {
-    let compact =
-        original.is_some_and(|raw| raw.contains(&b',') && !raw.windows(2).any(|w| w == b", "));
-    if compact {
+    if original.is_some_and(compact_spacing) {
         write_ids(ids, b",", out);
     } else {
         write_ids(ids, b", ", out);
     }
 }
 
+/// Whether an id array is written compactly (`[1,2]`): a comma and no
+/// `, ` ([`write_id_array_like`]'s rule, also [`Record::map_hash_ids`]').
+pub(super) fn compact_spacing(raw: &[u8]) -> bool {
+    raw.contains(&b',') && !raw.windows(2).any(|w| w == b", ")
+}
+
 /// The separator's length is a constant of each call, so appending it
 /// compiles to a store rather than a `memcpy` call per id: with a slice
 /// separator, mc-roots spent 18% of its instructions in those calls
-/// (cachegrind, 64 MB trace).
+/// (cachegrind, 64 MB trace). The room for the longest text is made once
+/// and the ids are stored into it at a running index ([`put_decimal`]),
+/// cut to what was written at the end: growing the `Vec` id by id checked
+/// its capacity and length for every id and every separator (64
+/// instructions an id in all, 25 this way; cachegrind, mc-roots,
+/// docs/decisions/0036-one-pass-plain-lines.md).
 #[inline(always)]
 fn write_ids<const N: usize>(ids: &[u64], separator: &[u8; N], out: &mut Vec<u8>) {
-    out.push(b'[');
-    for (k, id) in ids.iter().enumerate() {
-        if k > 0 {
-            out.extend_from_slice(separator);
+    // An id is at most 20 digits; `put_decimal` stores 8 bytes at a time.
+    let room = 2 + ids.len() * (20 + N) + 8;
+    let at = out.len();
+    out.resize(at + room, 0);
+    let buf = &mut out[at..];
+    buf[0] = b'[';
+    let mut p = 1;
+    if let Some((first, rest)) = ids.split_first() {
+        p = super::ids::put_decimal(*first, buf, p);
+        for id in rest {
+            buf[p..p + N].copy_from_slice(separator);
+            p = super::ids::put_decimal(*id, buf, p + N);
         }
-        super::ids::push_decimal(*id, out);
     }
-    out.push(b']');
+    buf[p] = b']';
+    out.truncate(at + p + 1);
 }
 
 /// Formats a number for output: integers as integers, floats in the shortest
@@ -339,6 +356,27 @@ mod tests {
         let mut w = RowWriter::new(&mut out);
         w.input_length(1);
         w.session_id("late");
+    }
+
+    proptest::proptest! {
+        /// The array writer writes what joining each id's `to_string`
+        /// writes, after whatever the buffer held: ids of every length
+        /// (the eight-byte stores and the long-id path), both spacings.
+        #[test]
+        fn id_arrays_are_written_as_their_decimal_texts_joined(
+            ids in proptest::collection::vec(proptest::prop_oneof![
+                0u64..10, 0u64..100_000_000, 99_999_990u64..100_000_010, proptest::num::u64::ANY], 0..50),
+            before in proptest::collection::vec(proptest::num::u8::ANY, 0..9),
+        ) {
+            let text: Vec<String> = ids.iter().map(u64::to_string).collect();
+            for (original, separator) in [(&b"[1, 2]"[..], ", "), (b"[1,2]", ",")] {
+                let mut out = before.clone();
+                write_id_array_like(&ids, Some(original), &mut out);
+                let mut expected = before.clone();
+                expected.extend_from_slice(format!("[{}]", text.join(separator)).as_bytes());
+                proptest::prop_assert_eq!(&out, &expected);
+            }
+        }
     }
 
     #[test]

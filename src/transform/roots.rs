@@ -10,7 +10,7 @@
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::hash::{stable_hash, GOLDEN_GAMMA};
-use crate::record::{self, Edit, Field, Record};
+use crate::record::{Edit, Field, Record};
 
 /// Multiply the prefix roots of a trace: spread sessions over K disjoint
 /// prefix trees (AIPerf's prefix-root multiplier, keeping sessions whole).
@@ -72,7 +72,6 @@ pub fn namespace_id(h: u64, k: u64, t: u64) -> Option<u64> {
 pub struct Roots {
     k: u64,
     seed: u64,
-    ids: Vec<u64>,
     text: Vec<u8>,
 }
 
@@ -81,7 +80,6 @@ impl Roots {
         Roots {
             k,
             seed,
-            ids: Vec::new(),
             text: Vec::new(),
         }
     }
@@ -110,23 +108,26 @@ impl Step for Roots {
             return Ok(Emit::Unchanged);
         }
         let session = rec.session_id()?;
-        if !rec.hash_ids_into(&mut self.ids)? || self.ids.is_empty() {
+        // The array is checked before the tree is picked (the row number is
+        // read only for rows that are renumbered), then read, renumbered
+        // and written in one pass.
+        if rec.hash_ids_shape()?.is_none_or(|s| s.count == 0) {
             return Ok(Emit::Unchanged);
         }
         let t = match session {
             Some(_) => self.tree(session, 0),
             None => self.tree(None, cx.row()),
         };
-        for id in &mut self.ids {
-            *id = namespace_id(*id, self.k, t).ok_or_else(|| {
+        let k = self.k;
+        self.text.clear();
+        rec.map_hash_ids(&mut self.text, |id| {
+            namespace_id(id, k, t).ok_or_else(|| {
                 RecordError::field(
                     "hash_ids",
-                    format!("id {id} times --roots {} overflows 64 bits", self.k),
+                    format!("id {id} times --roots {k} overflows 64 bits"),
                 )
-            })?;
-        }
-        self.text.clear();
-        record::write_id_array_like(&self.ids, rec.raw(Field::HashIds), &mut self.text);
+            })
+        })?;
         rec.write_edited(
             &mut [Edit {
                 field: Field::HashIds,
