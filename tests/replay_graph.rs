@@ -292,17 +292,27 @@ fn the_servers_peak_concurrency_is_the_recorded_one() {
     let rows: Vec<u32> = (0..g.len() as u32).collect();
     let recorded = Graphs::peak_in_flight(&rows, &times);
     assert_eq!(recorded, 4);
-    let mock = Mock::start(&[
-        "--ttft-ms",
-        &TTFT_MS.to_string(),
-        "--itl-ms",
-        &ITL_MS.to_string(),
-    ]);
-    let results = replay(&mock, &[], &trace);
-    assert_eq!(results.len(), tasks * 6);
-    let seen = seen(&mock.log_of(tasks * 6));
-    let at_server = peak(seen.values().map(|s| (s.arrival_us, s.end_us)));
-    assert_eq!(at_server, recorded);
+    // The server's view is wall-clock: a machine stalled for tens of ms
+    // (a loaded 2-core runner) can stretch one answer over another task's.
+    crate::util::within_attempts(3, || {
+        let mock = Mock::start(&[
+            "--ttft-ms",
+            &TTFT_MS.to_string(),
+            "--itl-ms",
+            &ITL_MS.to_string(),
+        ]);
+        let results = replay(&mock, &[], &trace);
+        assert_eq!(results.len(), tasks * 6);
+        let seen = seen(&mock.log_of(tasks * 6));
+        let at_server = peak(seen.values().map(|s| (s.arrival_us, s.end_us)));
+        if at_server == recorded {
+            Ok(())
+        } else {
+            Err(format!(
+                "peak at the server {at_server}, recorded {recorded}"
+            ))
+        }
+    });
 }
 
 /// Runs mc-replay against `mock` with a summary file; (result lines,
