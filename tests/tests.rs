@@ -6,6 +6,7 @@ mod architecture;
 mod cap;
 mod chunked;
 mod chunked_import;
+mod connections;
 mod doc_examples;
 mod docs;
 mod engine;

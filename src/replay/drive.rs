@@ -184,6 +184,7 @@ pub fn drive<T: Target>(
         info,
     );
     summary.engine = target.report();
+    summary.connections = target.connections(rec.tally.sent + rec.tally.warmup);
     summary.fidelity = fidelity_of(plan, watch, &rec.sent, &summary);
     let flushed = rec.finish();
     eprint!("{}", summary.table());
