@@ -59,6 +59,8 @@ const RECLAIM_EVERY_US: u64 = 100;
 /// The most ITL gaps an answer's outcome makes room for before its first
 /// token (32 KB; a longer answer grows it as it comes).
 const GAPS_AHEAD_AT_MOST: u64 = 4096;
+/// How often `Loop::admit` looks for the oldest request in flight (µs).
+const OLDEST_EVERY_US: u64 = 1_000;
 /// How long a loop that ran out of file descriptors waits before it tries
 /// to open a connection again, when none of its own has freed one.
 const PROBE_FILES_US: u64 = 10_000;
@@ -86,6 +88,9 @@ pub(super) struct Loop {
     /// the loop, when every answer already in was read.
     demand: Option<Demand>,
     limit: usize,
+    /// When the oldest request in flight was last looked for, and its send
+    /// time (µs).
+    oldest: Option<(u64, u64)>,
     /// Jobs waiting for a connection (the cap).
     pending: VecDeque<Job>,
     /// (deadline µs, slot, serial), earliest first.
@@ -138,7 +143,7 @@ impl Loop {
         demand: Option<Demand>,
     ) -> io::Result<Loop> {
         let limit = match &demand {
-            Some(d) => d.cap(0),
+            Some(d) => d.cap(0, 0),
             None => usize::MAX,
         };
         if demand.is_some() {
@@ -160,6 +165,7 @@ impl Loop {
             probe_at: None,
             demand,
             limit,
+            oldest: None,
             pending: VecDeque::new(),
             timers: BinaryHeap::new(),
             serial: 0,
@@ -368,21 +374,32 @@ impl Loop {
     /// before the answers that free their connections are read, and a cap
     /// grown then would open a connection for each.
     fn admit(&mut self) {
-        let Some(d) = &self.demand else {
-            return;
-        };
-        if self.pending.is_empty() {
+        if self.demand.is_none() || self.pending.is_empty() {
             return;
         }
         let now = self.shared.clock.now_us();
-        let oldest = self
-            .conns
-            .iter()
-            .filter_map(|c| c.as_ref()?.task.as_ref())
-            .map(|t| t.entry.t_send_us)
-            .min()
-            .unwrap_or(now);
-        let limit = d.cap(now.saturating_sub(oldest));
+        // A scan of every connection, at most once per OLDEST_EVERY_US: while
+        // requests wait this runs every turn, and at a thousand connections
+        // a scan per turn was the loop's work. Between scans the oldest may
+        // have ended: its age then overstates the latency for that long.
+        let oldest = match self.oldest {
+            Some((at, t)) if now < at + OLDEST_EVERY_US => t,
+            _ => {
+                let t = self
+                    .conns
+                    .iter()
+                    .filter_map(|c| c.as_ref()?.task.as_ref())
+                    .map(|t| t.entry.t_send_us)
+                    .min()
+                    .unwrap_or(now);
+                self.oldest = Some((now, t));
+                t
+            }
+        };
+        let Some(d) = &self.demand else {
+            return;
+        };
+        let limit = d.cap(now.saturating_sub(oldest), self.pending.len());
         if limit != self.limit {
             let sh = &self.shared;
             let total = if limit > self.limit {
