@@ -88,6 +88,9 @@ pub(super) struct Loop {
     /// the loop, when every answer already in was read.
     demand: Option<Demand>,
     limit: usize,
+    /// What this loop adds to `Shared::cap_total`: `limit`, or its open
+    /// connections when more.
+    counted: usize,
     /// When the oldest request in flight was last looked for, and its send
     /// time (µs).
     oldest: Option<(u64, u64)>,
@@ -146,9 +149,10 @@ impl Loop {
             Some(d) => d.cap(0, 0),
             None => usize::MAX,
         };
-        if demand.is_some() {
-            shared.cap_total.fetch_add(limit, Ordering::Relaxed);
-            shared.cap_peak.fetch_max(limit, Ordering::Relaxed);
+        let auto = demand.is_some();
+        if auto {
+            let total = shared.cap_total.fetch_add(limit, Ordering::Relaxed) + limit;
+            shared.cap_peak.fetch_max(total, Ordering::Relaxed);
         }
         Ok(Loop {
             shared,
@@ -165,6 +169,7 @@ impl Loop {
             probe_at: None,
             demand,
             limit,
+            counted: if auto { limit } else { 0 },
             oldest: None,
             pending: VecDeque::new(),
             timers: BinaryHeap::new(),
@@ -400,21 +405,23 @@ impl Loop {
             return;
         };
         let limit = d.cap(now.saturating_sub(oldest), self.pending.len());
-        if limit != self.limit {
+        // The summary's cap counts a loop at no less than it holds open
+        // (a cap that fell below its open connections closes none), so
+        // the most open at once never passes the largest cap.
+        let counted = limit.max(self.open);
+        if counted != self.counted {
             let sh = &self.shared;
-            let total = if limit > self.limit {
-                sh.cap_total
-                    .fetch_add(limit - self.limit, Ordering::Relaxed)
-                    + limit
-                    - self.limit
+            let total = if counted > self.counted {
+                let up = counted - self.counted;
+                sh.cap_total.fetch_add(up, Ordering::Relaxed) + up
             } else {
-                sh.cap_total
-                    .fetch_sub(self.limit - limit, Ordering::Relaxed)
-                    - (self.limit - limit)
+                let down = self.counted - counted;
+                sh.cap_total.fetch_sub(down, Ordering::Relaxed) - down
             };
             sh.cap_peak.fetch_max(total, Ordering::Relaxed);
-            self.limit = limit;
+            self.counted = counted;
         }
+        self.limit = limit;
         while self.open < self.cap.min(self.limit) {
             let Some(job) = self.pending.pop_front() else {
                 break;
