@@ -318,6 +318,20 @@ fn burstgpt_bad_rows_name_line_and_column() {
         "Timestamp,Request tokens,Response tokens\n1,2,3\n",
     );
     assert!(err.contains("no `Log Type` column"), "{err}");
+    // A row short of a column the header has is bad, whether or not a
+    // filter reads that column (without one, it is only checked).
+    let short = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                 1,ChatGPT,2,3,5\n";
+    for args in [
+        &["--from", "burstgpt"][..],
+        &["--from", "burstgpt", "--log-type", "API log"],
+    ] {
+        let err = import_bad(args, short);
+        assert!(
+            err.contains("line 2: column 6 (`Log Type`): missing (too few columns)"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// `mc-import --from ragpulse --on-error skip PATH`: (stdout, stderr).
