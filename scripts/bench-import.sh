@@ -5,6 +5,8 @@
 #   - mc-import --from azure on an Azure-2024-shaped CSV
 #     (`TIMESTAMP,ContextTokens,GeneratedTokens`, timestamps like
 #     `2024-05-10 00:00:00.0095530+00:00`, some without a fraction);
+#   - mc-import --from burstgpt on a BurstGPT-shaped CSV (v1/v2 columns,
+#     AZURE_SIZE);
 #   - mc-import --from aibrix on an AIBrix-shaped JSONL workload (one
 #     entry a line, one to three requests each, every other with a prompt);
 #   - mc-import --from ragpulse on a RAGPulse-shaped trace with its
@@ -30,7 +32,7 @@
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
 #   AZURE_SIZE=1G AIBRIX_SIZE=256M RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
 #   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
-#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, aibrix, otel, ragpulse, chat, merge)
+#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, burstgpt, aibrix, otel, ragpulse, chat, merge)
 #
 # SIZE (default 1G) is the default of the four per-input sizes (CHAT_SIZE,
 # default 100M, is the chat log's: it is bound by the tokenizer); the merge
@@ -83,6 +85,25 @@ gen_azure() { # BYTES
       if (frac == 0) stamp = sprintf("2024-%02d-%02d %02d:%02d:%02d+00:00", mon, day, hh, mm, ss)
       else stamp = sprintf("2024-%02d-%02d %02d:%02d:%02d.%07d+00:00", mon, day, hh, mm, ss, frac)
       line = sprintf("%s,%d,%d", stamp, 100 + int(rand() * rand() * 8000), 1 + int(rand() * 700))
+      print line; bytes += length(line) + 1
+    }
+  }'
+}
+
+# BurstGPT's shape (v1/v2 columns): seconds since the first day's midnight,
+# about 2 arrivals a second, two models, one row in 50 failed (0 response
+# tokens, dropped by the importer), Log Type Conversation or API log.
+gen_burstgpt() { # BYTES
+  awk -v limit="$1" 'BEGIN {
+    srand(4); print "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"; bytes = 70
+    t = 5
+    while (bytes < limit) {
+      t += int(rand() * 2)
+      model = rand() < 0.7 ? "ChatGPT" : "GPT-4"
+      req = 1 + int(rand() * rand() * 4000)
+      resp = rand() < 0.02 ? 0 : 1 + int(rand() * 900)
+      lt = rand() < 0.8 ? "Conversation log" : "API log"
+      line = sprintf("%d,%s,%d,%d,%d,%s", t, model, req, resp, req + resp, lt)
       print line; bytes += length(line) + 1
     }
   }'
@@ -245,6 +266,8 @@ row() { # LABEL BYTES CAT_MBPS -- after measure
 # ---- inputs
 azure="$dir/azure-2024-$azure_size.csv"
 want azure && { [ -s "$azure" ] || gen_azure "$(bytes_of "$azure_size")" > "$azure"; }
+burstgpt="$dir/burstgpt-$azure_size.csv"
+want burstgpt && { [ -s "$burstgpt" ] || gen_burstgpt "$(bytes_of "$azure_size")" > "$burstgpt"; }
 aibrix="$dir/aibrix-$aibrix_size.jsonl"
 want aibrix && { [ -s "$aibrix" ] || gen_aibrix "$(bytes_of "$aibrix_size")" > "$aibrix"; }
 otel="$dir/otel-$otel_size.jsonl"
@@ -300,6 +323,14 @@ measure "$azure" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "ca
 measure "$azure" $bin/mc-import --from azure; row "mc-import --from azure" "$bytes" "$cat_mbps"
 measure "$azure" $bin/mc-import --from azure --float-timestamps
 row "mc-import --from azure --float-timestamps" "$bytes" "$cat_mbps"
+fi
+
+# ---- burstgpt (AZURE_SIZE)
+if want burstgpt; then
+bytes=$(stat -c %s "$burstgpt")
+cat "$burstgpt" > /dev/null
+measure "$burstgpt" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (burstgpt csv)" "$bytes" "$cat_mbps"
+measure "$burstgpt" $bin/mc-import --from burstgpt; row "mc-import --from burstgpt" "$bytes" "$cat_mbps"
 fi
 
 # ---- aibrix

@@ -93,6 +93,22 @@ pub fn max_map_count() -> Option<u64> {
         .ok()
 }
 
+/// How many local ports the kernel hands out to outgoing connections
+/// (`net.ipv4.ip_local_port_range`, both ends included): the most
+/// connections one client holds to one server address, those in
+/// TIME_WAIT included. `None` where it cannot be read (not Linux).
+pub fn ephemeral_ports() -> Option<u64> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    port_range_size(&range)
+}
+
+/// The size of a port range written as `LOW HIGH` (tabs or spaces).
+fn port_range_size(range: &str) -> Option<u64> {
+    let mut ends = range.split_whitespace().map(str::parse::<u64>);
+    let (low, high) = (ends.next()?.ok()?, ends.next()?.ok()?);
+    (high >= low).then(|| high - low + 1)
+}
+
 /// Whether `e` says this process (or the system) is out of file
 /// descriptors: a limit of the client, not the server's answer.
 pub fn is_out_of_files(e: &std::io::Error) -> bool {
@@ -111,6 +127,16 @@ mod tests {
         assert!(is_out_of_files(&std::io::Error::from_raw_os_error(23)));
         assert!(!is_out_of_files(&std::io::Error::from_raw_os_error(111)));
         assert!(!is_out_of_files(&std::io::Error::other("x")));
+    }
+
+    #[test]
+    fn a_port_range_is_counted_with_both_ends() {
+        // Linux's default, as /proc writes it (a tab between).
+        assert_eq!(port_range_size("32768\t60999\n"), Some(28_232));
+        assert_eq!(port_range_size("1024 1024"), Some(1));
+        assert_eq!(port_range_size("60999 32768"), None);
+        assert_eq!(port_range_size("32768"), None);
+        assert_eq!(port_range_size("a b"), None);
     }
 
     #[cfg(target_os = "linux")]

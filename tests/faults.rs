@@ -531,6 +531,8 @@ fn the_clients_open_file_limit_makes_requests_wait_not_fail() {
         .arg(r#"ulimit -n 48 && exec "$0" "$@""#)
         .arg(&exe)
         .args(["--url", &mock.url(), "--model", "m", "--no-server-metrics"])
+        // No cap: the default one stays under the open-file limit.
+        .args(["--max-connections", "0"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -108,6 +108,18 @@ pub mod schema {
         pub stopped_early: Option<StoppedEarly>,
         pub engine: Option<serde_json::Value>,
         pub fidelity: Option<Fidelity>,
+        #[serde(default)]
+        pub connections: Option<Connections>,
+    }
+
+    #[derive(Debug, Clone, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Connections {
+        pub connects: u64,
+        pub per_request: f64,
+        pub most_open: u64,
+        pub cap: Option<u64>,
+        pub auto: bool,
     }
 
     #[derive(Debug, Clone, Deserialize)]
@@ -213,7 +225,7 @@ pub mod schema {
         pub max_requests: Option<u64>,
         pub duration_s: Option<f64>,
         pub warmup: u64,
-        pub max_connections: u64,
+        pub max_connections: Option<u64>,
         pub reset_prefix_cache: bool,
         pub engine_profile: Option<String>,
     }

@@ -8,6 +8,7 @@ mod chunked;
 mod chunked_import;
 mod cluster;
 mod delta;
+mod connections;
 mod doc_examples;
 mod docs;
 mod engine;

@@ -16,6 +16,7 @@ pub struct Azure {
     /// The first row's time (ns since the epoch): the trace's zero.
     zero: Option<i64>,
     ts: Vec<u8>,
+    dates: time::Datetimes,
 }
 
 /// The columns of the header this format reads.
@@ -35,6 +36,7 @@ impl Azure {
                 .then(|| SynthIds::new(args.block_size.unwrap_or(512))),
             zero: None,
             ts: Vec::new(),
+            dates: time::Datetimes::default(),
         }
     }
 
@@ -42,7 +44,7 @@ impl Azure {
     fn times(&mut self, r: &CsvRow<'_, Cols>) -> std::result::Result<(u64, u64), RecordError> {
         let c = r.cols;
         let raw = r.get(c.ts)?;
-        let t = time::parse_datetime(&raw).ok_or_else(|| {
+        let t = self.dates.parse(&raw).ok_or_else(|| {
             let why = match time::datetime_problem(&raw) {
                 Some(p) => format!("{}: {p}", show(&raw)),
                 None => format!(
@@ -103,6 +105,7 @@ impl CsvFormat for Azure {
             synth: self.synth.clone(),
             zero: self.zero,
             ts: Vec::new(),
+            dates: time::Datetimes::default(),
         }
     }
 }

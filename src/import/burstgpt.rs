@@ -114,8 +114,15 @@ impl BurstGpt {
         let (input, output) = (r.tokens(c.input)?, r.tokens(c.output)?);
         // Every field is checked before a filter looks at the row, so a bad
         // row is reported whatever the filters.
-        let model = c.model.map(|col| r.text(col)).transpose()?;
-        let log_type = c.log_type.map(|col| r.text(col)).transpose()?;
+        // A column no filter reads is only checked to be there: its text
+        // (lossy UTF-8) was 7% of an import without filters (cachegrind).
+        let filtered = |col: Option<usize>, wanted: &[String]| match col {
+            Some(col) if !wanted.is_empty() => r.text(col).map(Some),
+            Some(col) => r.get(col).map(|_| None),
+            None => Ok(None),
+        };
+        let model = filtered(c.model, &self.models)?;
+        let log_type = filtered(c.log_type, &self.log_types)?;
         let session = c.session.map(|col| r.text(col)).transpose()?;
         if !selected(&self.models, model.as_deref().unwrap_or_default()) {
             return Ok(Verdict::Drop(OTHER_MODEL));

@@ -393,11 +393,46 @@ pub fn json_error(e: &serde_json::Error) -> RecordError {
 
 /// `session_id` as the sources write it: a string, or a number (AIBrix
 /// numbers its sessions); rows always get a string.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
 pub enum SessionId {
     Text(String),
     Number(serde_json::Number),
+}
+
+/// By hand, not `#[serde(untagged)]`: that buffers the value, tries the
+/// string first and builds an error for every number before it takes it
+/// as one (`make_error` and its message search were 8% of an AIBrix
+/// import, perf). The same values and the same numbers come out.
+impl<'de> serde::Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = SessionId;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<SessionId, E> {
+                Ok(SessionId::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(
+                self,
+                v: String,
+            ) -> std::result::Result<SessionId, E> {
+                Ok(SessionId::Text(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<SessionId, E> {
+                Ok(SessionId::Number(v.into()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<SessionId, E> {
+                Ok(SessionId::Number(v.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<SessionId, E> {
+                serde_json::Number::from_f64(v)
+                    .map(SessionId::Number)
+                    .ok_or_else(|| E::custom("a session id that is not a finite number"))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 impl SessionId {

@@ -250,6 +250,7 @@ pub fn drive<T: Target>(
     );
     summary.engine = target.report();
     summary.router = target.routing();
+    summary.connections = target.connections(rec.tally.sent + rec.tally.warmup);
     summary.fidelity = fidelity_of(plan, watch, &rec.sent, &summary);
     let flushed = rec.finish();
     eprint!("{}", summary.table());

@@ -362,17 +362,16 @@ pub struct ReplayArgs {
     /// request whose reused connection turns out closed before any byte of
     /// the answer is sent once more on a new one. A request that finds
     /// every connection busy waits for one, and the wait counts as
-    /// schedule lag. 0 (the default): one connection per request in
-    /// flight, up to the open-file limit (raised to its hard limit at
-    /// start): past it requests wait for a connection as under a cap, and
-    /// stderr says so once.
-    #[arg(
-        long,
-        default_value_t = 0,
-        value_name = "N",
-        help_heading = "HTTP client"
-    )]
-    pub max_connections: usize,
+    /// schedule lag. Without this option the cap follows what the client
+    /// measures (Little's law): twice the arrival rate times the mean time
+    /// an answer takes (or, if longer, the age of the oldest request in
+    /// flight), at least 16 per event loop, at most the open-file limit
+    /// (raised to its hard limit at start) and half the ephemeral port
+    /// range. 0: no cap, one connection per request in flight (up to the
+    /// open-file limit: past it requests wait, and stderr says so once).
+    /// The summary says how many connections were opened per request.
+    #[arg(long, value_name = "N", help_heading = "HTTP client")]
+    pub max_connections: Option<usize>,
 
     /// Event-loop threads of the evented client; 0 (the default): half
     /// the CPUs, between 1 and 4. Requests are spread over them in turn.

@@ -344,7 +344,7 @@ fn load_options(args: &ReplayArgs, target: &TargetKind) -> LoadOptions {
         max_requests: args.max_requests,
         duration_s: args.duration,
         warmup: args.warmup,
-        max_connections: args.max_connections as u64,
+        max_connections: args.max_connections.map(|n| n as u64),
         reset_prefix_cache: args.reset_prefix_cache,
         engine_profile: engine.then(|| {
             args.engine_model
@@ -1105,7 +1105,7 @@ mod tests {
         assert_eq!(server.timeout, Duration::from_secs(7));
         assert!(!server.reset_prefix_cache);
         assert_eq!(server.http_client, HttpClient::Blocking);
-        assert_eq!(server.max_connections, 3);
+        assert_eq!(server.max_connections, Some(3));
         assert_eq!(server.event_loops, 2);
         assert_eq!(server.read_coalesce, Duration::from_micros(9));
         assert_eq!(server.max_event_bytes, 1000);

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::outcome::Outcome;
+use crate::results::summary::Connections;
 
 /// One request the scheduler decided to send now.
 #[derive(Debug, Clone)]
@@ -82,6 +83,12 @@ pub trait Target {
     /// Worker threads (or other parallel units) used, for the summary.
     fn workers(&self) -> usize {
         0
+    }
+
+    /// The connections the target opened, for the summary; `None` where
+    /// it does not count them (the engine model, the blocking client).
+    fn connections(&self, _requests: u64) -> Option<Connections> {
+        None
     }
 
     /// The summary's `engine` object (the model's parameters and

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::input::{find_sidecar, Run};
 use crate::error::{Error, Result};
 use crate::limits::MAX_SHARDS;
-use crate::results::summary::{self, RunInfo, ShardRun, Summary};
+use crate::results::summary::{self, Connections, RunInfo, ShardRun, Summary};
 
 /// True when the run's lines come from shards.
 pub fn is_sharded(run: &Run) -> bool {
@@ -359,10 +359,31 @@ fn merged(shards: &BTreeMap<u32, (Summary, PathBuf)>, plan: ShardRun) -> Summary
     m.requests.interrupted = all.iter().any(|s| s.requests.interrupted);
     m.stopped_early = all.iter().find_map(|s| s.stopped_early.clone());
     m.workers = all.iter().map(|s| s.workers).sum();
+    m.connections = merged_connections(&all);
     // Per-shard statistics a merge cannot pool.
     m.engine = None;
     m.fidelity = None;
     m
+}
+
+/// Every shard's connections as one client's: counts summed (each shard
+/// is its own client, with its own connections and cap), the rate over
+/// every shard's requests. `None` unless every shard reported them.
+fn merged_connections(all: &[&Summary]) -> Option<Connections> {
+    let each: Option<Vec<Connections>> = all.iter().map(|s| s.connections).collect();
+    let each = each?;
+    let connects = each.iter().map(|c| c.connects).sum();
+    let requests = all
+        .iter()
+        .map(|s| s.requests.sent + s.requests.warmup)
+        .sum();
+    Some(Connections {
+        connects,
+        per_request: Connections::per(connects, requests),
+        most_open: each.iter().map(|c| c.most_open).sum(),
+        cap: each.iter().map(|c| c.cap).sum(),
+        auto: each.iter().any(|c| c.auto),
+    })
 }
 
 #[cfg(test)]
@@ -412,7 +433,7 @@ mod tests {
                 max_requests: Some(10),
                 duration_s: Some(3.0),
                 warmup: 1,
-                max_connections: 0,
+                max_connections: Some(0),
                 reset_prefix_cache: false,
                 engine_profile: Some("default".into()),
                 workers: Some(2),

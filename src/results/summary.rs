@@ -62,6 +62,43 @@ pub struct Summary {
     /// absent in files of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<TaskSummary>,
+    /// The connections the evented client opened (absent for the engine
+    /// model, the blocking client and files of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
+}
+
+/// What the client's connections cost: a connection opened per request is
+/// a port left in TIME_WAIT for 60 s, and at thousands of requests a
+/// second the kernel's search for a free port becomes the client's work.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Connections {
+    /// TCP connects the client made (each a new connection).
+    pub connects: u64,
+    /// `connects` over the requests sent (warm-up included): 1 when no
+    /// connection was reused, near 0 when a few carried them all.
+    pub per_request: f64,
+    /// The most connections open at once.
+    pub most_open: u64,
+    /// The most connections the client allowed itself: `--max-connections`,
+    /// or the largest cap it grew to without it (`null` under
+    /// `--max-connections 0`, no cap).
+    pub cap: Option<u64>,
+    /// True when the cap followed the measured rate and latency (no
+    /// `--max-connections`).
+    pub auto: bool,
+}
+
+impl Connections {
+    /// `connects` per request over `requests` sent.
+    pub fn per(connects: u64, requests: u64) -> f64 {
+        if requests == 0 {
+            0.0
+        } else {
+            connects as f64 / requests as f64
+        }
+    }
 }
 
 /// The run's description.
@@ -130,8 +167,9 @@ pub struct LoadOptions {
     pub max_requests: Option<u64>,
     pub duration_s: Option<f64>,
     pub warmup: u64,
-    /// `--max-connections` (0: one per request in flight).
-    pub max_connections: u64,
+    /// `--max-connections`: `null` when not given (a cap grown on demand),
+    /// 0 for none (one connection per request in flight).
+    pub max_connections: Option<u64>,
     /// `--reset-prefix-cache`.
     pub reset_prefix_cache: bool,
     /// `--engine-profile` on the engine model (`default` without it).
@@ -348,6 +386,7 @@ pub fn summarize(
         router: None,
         fidelity: None,
         tasks: t.tasks.summary(),
+        connections: None,
     }
 }
 
@@ -410,6 +449,7 @@ impl Summary {
         self.table_goodput(&mut s);
         self.table_metrics(&mut s);
         self.table_counts(&mut s);
+        self.table_connections(&mut s);
         if let Some(t) = &self.tasks {
             t.table(&mut s);
         }
@@ -600,6 +640,29 @@ impl Summary {
         }
     }
 
+    /// `connections: 12 opened for 20000 requests (0.0006 a request), …`
+    fn table_connections(&self, s: &mut String) {
+        let Some(c) = &self.connections else {
+            return;
+        };
+        let requests = self.requests.sent + self.requests.warmup;
+        let _ = write!(
+            s,
+            "connections: {} opened for {requests} requests ({:.4} a request), at most {} open at once",
+            c.connects, c.per_request, c.most_open
+        );
+        match (c.cap, c.auto) {
+            (Some(cap), true) => {
+                let _ = write!(s, "; cap {cap} (grown with the measured rate and latency)");
+            }
+            (Some(cap), false) => {
+                let _ = write!(s, "; cap {cap} (--max-connections)");
+            }
+            (None, _) => s.push_str("; no cap (--max-connections 0)"),
+        }
+        s.push('\n');
+    }
+
     fn table_warnings(&self, s: &mut String) {
         for w in self.warnings() {
             let _ = writeln!(s, "{w}");
@@ -697,6 +760,11 @@ impl Summary {
         }
         for (k, n) in &self.errors {
             scalar(&format!("errors_{k}"), n);
+        }
+        if let Some(c) = &self.connections {
+            scalar("connects", &c.connects);
+            scalar("connects_per_request", &c.per_request);
+            scalar("connections_most_open", &c.most_open);
         }
         scalar("degraded", &self.degraded);
         if let Some(f) = &self.fidelity {
@@ -977,7 +1045,44 @@ mod tests {
             router: None,
             fidelity: None,
             tasks: None,
+            connections: None,
         }
+    }
+
+    #[test]
+    fn the_connections_line_says_how_many_per_request_and_whose_cap() {
+        let mut s = summary();
+        assert!(!s.table().contains("connections:"), "none counted");
+        // 11 requests sent (10 measured, 1 warm-up) over 3 connections.
+        s.connections = Some(Connections {
+            connects: 3,
+            per_request: Connections::per(3, 11),
+            most_open: 2,
+            cap: Some(16),
+            auto: true,
+        });
+        let t = s.table();
+        assert!(
+            t.contains(
+                "connections: 3 opened for 11 requests (0.2727 a request), at most 2 open at \
+                 once; cap 16 (grown with the measured rate and latency)\n"
+            ),
+            "{t}"
+        );
+        let csv = s.csv();
+        assert!(csv.contains("\nconnects,3,"), "{csv}");
+        assert!(csv.contains("\nconnects_per_request,0.2727"), "{csv}");
+        s.connections = Some(Connections {
+            cap: None,
+            auto: false,
+            ..s.connections.unwrap()
+        });
+        assert!(s.table().contains("; no cap (--max-connections 0)\n"));
+        // The JSON carries it, and reads back.
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"connections\":{\"connects\":3,"), "{json}");
+        let back: Summary = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.connections, s.connections);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::body::BodyOptions;
 use super::client::Clock;
-use super::evented::{Config, EventedTarget};
+use super::evented::{Config, ConnCap, EventedTarget};
 use super::prompt::{Synth, Vocab};
 use super::request::RequestBuilder;
 use super::tls::{self, CaCerts, Tls};
@@ -40,8 +40,9 @@ pub struct ServerOptions {
     pub timeout: Duration,
     pub reset_prefix_cache: bool,
     pub http_client: HttpClient,
-    /// 0: one per request in flight.
-    pub max_connections: usize,
+    /// `--max-connections`: `None` when not given (a cap grown on demand),
+    /// 0 for none.
+    pub max_connections: Option<usize>,
     /// 0: `default_loops`.
     pub event_loops: u64,
     pub read_coalesce: Duration,
@@ -149,10 +150,10 @@ impl Server {
         // A connection per request in flight at most: no more than the
         // trace's rows, or --max-connections. Grown now, before the clock
         // starts, not by a stalled event loop mid-run (`oslimit`).
-        let most = match opts.max_connections {
-            0 => trace.turns.len(),
-            n => n.min(trace.turns.len()),
-        };
+        let cap = ConnCap::from_option(opts.max_connections, trace.turns.len());
+        let most = cap
+            .most()
+            .map_or(trace.turns.len(), |n| n.min(trace.turns.len()));
         crate::oslimit::reserve_descriptors(most as u64 + 64);
         let url = format!("{}{}", self.base, opts.endpoint.path());
         let max_event_bytes = opts.max_event_bytes;
@@ -192,7 +193,7 @@ impl Server {
             endpoint,
             user_agent: USER_AGENT.into(),
             timeout: opts.timeout,
-            max_connections: opts.max_connections,
+            max_connections: cap,
             loops: match opts.event_loops {
                 0 => default_loops(),
                 n => n as usize,

@@ -34,6 +34,7 @@ use request::RequestBuilder;
 use crate::replay::outcome::Outcome;
 use crate::replay::target::{Done, Job, Target};
 use crate::replay::trace::Trace;
+use crate::results::summary::Connections;
 
 /// What every worker reads.
 struct Shared {
@@ -213,6 +214,9 @@ impl Target for ServerTarget {
     }
     fn workers(&self) -> usize {
         self.get().workers()
+    }
+    fn connections(&self, requests: u64) -> Option<Connections> {
+        self.get().connections(requests)
     }
 }
 

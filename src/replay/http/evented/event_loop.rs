@@ -30,6 +30,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use serde_json::json;
 
 use super::conn::{idle_closed, progress, Conn, Step, Task};
+use super::demand::Demand;
 use super::exchange::{End, Exchange};
 use super::{DoneTx, Msg, Shared, COALESCE_FROM, WAKER};
 use crate::oslimit;
@@ -58,6 +59,8 @@ const RECLAIM_EVERY_US: u64 = 100;
 /// The most ITL gaps an answer's outcome makes room for before its first
 /// token (32 KB; a longer answer grows it as it comes).
 const GAPS_AHEAD_AT_MOST: u64 = 4096;
+/// How often `Loop::admit` looks for the oldest request in flight (µs).
+const OLDEST_EVERY_US: u64 = 1_000;
 /// How long a loop that ran out of file descriptors waits before it tries
 /// to open a connection again, when none of its own has freed one.
 const PROBE_FILES_US: u64 = 10_000;
@@ -80,7 +83,18 @@ pub(super) struct Loop {
     cap: usize,
     max_cap: usize,
     probe_at: Option<u64>,
-    /// Jobs waiting for a connection (`--max-connections`).
+    /// Without `--max-connections`: the loop's measurements and the cap
+    /// they give (`limit`, within `cap`), grown at the end of a turn of
+    /// the loop, when every answer already in was read.
+    demand: Option<Demand>,
+    limit: usize,
+    /// What this loop adds to `Shared::cap_total`: `limit`, or its open
+    /// connections when more.
+    counted: usize,
+    /// When the oldest request in flight was last looked for, and its send
+    /// time (µs).
+    oldest: Option<(u64, u64)>,
+    /// Jobs waiting for a connection (the cap).
     pending: VecDeque<Job>,
     /// (deadline µs, slot, serial), earliest first.
     timers: BinaryHeap<Reverse<(u64, usize, u64)>>,
@@ -129,7 +143,17 @@ impl Loop {
         done: DoneTx,
         quit: Arc<AtomicBool>,
         cap: usize,
+        demand: Option<Demand>,
     ) -> io::Result<Loop> {
+        let limit = match &demand {
+            Some(d) => d.cap(0, 0),
+            None => usize::MAX,
+        };
+        let auto = demand.is_some();
+        if auto {
+            let total = shared.cap_total.fetch_add(limit, Ordering::Relaxed) + limit;
+            shared.cap_peak.fetch_max(total, Ordering::Relaxed);
+        }
         Ok(Loop {
             shared,
             poll: Poll::new()?,
@@ -143,6 +167,10 @@ impl Loop {
             cap,
             max_cap: cap,
             probe_at: None,
+            demand,
+            limit,
+            counted: if auto { limit } else { 0 },
+            oldest: None,
             pending: VecDeque::new(),
             timers: BinaryHeap::new(),
             serial: 0,
@@ -207,13 +235,16 @@ impl Loop {
             }
             self.take_jobs();
             self.expire();
+            let full = ready.len() >= events.capacity();
+            if !full {
+                self.admit();
+            }
             if self
                 .probe_at
                 .is_some_and(|t| self.shared.clock.now_us() >= t)
             {
                 self.probe_files();
             }
-            let full = ready.len() >= events.capacity();
             self.coalesce(polled_at, full);
         }
     }
@@ -295,6 +326,9 @@ impl Loop {
 
     /// Starts `job` on an idle connection, a new one, or queues it.
     fn start(&mut self, job: Job) {
+        if let Some(d) = &mut self.demand {
+            d.arrived(job.t_sched_us);
+        }
         if let Some(job) = self.try_start(job) {
             self.pending.push_back(job);
         }
@@ -311,7 +345,7 @@ impl Loop {
         }
         let slot = match self.idle.pop() {
             Some(slot) => slot,
-            None if self.open < self.cap => match self.open_conn(self.preferred) {
+            None if self.open < self.cap.min(self.limit) => match self.open_conn(self.preferred) {
                 Ok(slot) => slot,
                 // The client's own limit, not the server's answer: while
                 // any connection is open, one will free, so the request
@@ -334,6 +368,69 @@ impl Loop {
         self.attach(slot, task);
         self.on_ready(slot);
         None
+    }
+
+    /// Without `--max-connections`, at the end of a turn of the loop (every
+    /// answer that was in the sockets read, so a connection still busy is
+    /// waiting for the server, not for this loop): jobs still waiting for
+    /// a connection get the cap the measured rate and latency call for
+    /// (`Demand`), and as many of them as it allows start now. Not in the
+    /// middle of a turn: after a stall, the requests due meanwhile all come
+    /// before the answers that free their connections are read, and a cap
+    /// grown then would open a connection for each.
+    fn admit(&mut self) {
+        if self.demand.is_none() || self.pending.is_empty() {
+            return;
+        }
+        let now = self.shared.clock.now_us();
+        // A scan of every connection, at most once per OLDEST_EVERY_US: while
+        // requests wait this runs every turn, and at a thousand connections
+        // a scan per turn was the loop's work. Between scans the oldest may
+        // have ended: its age then overstates the latency for that long.
+        let oldest = match self.oldest {
+            Some((at, t)) if now < at + OLDEST_EVERY_US => t,
+            _ => {
+                let t = self
+                    .conns
+                    .iter()
+                    .filter_map(|c| c.as_ref()?.task.as_ref())
+                    .map(|t| t.entry.t_send_us)
+                    .min()
+                    .unwrap_or(now);
+                self.oldest = Some((now, t));
+                t
+            }
+        };
+        let Some(d) = &self.demand else {
+            return;
+        };
+        let limit = d.cap(now.saturating_sub(oldest), self.pending.len());
+        // The summary's cap counts a loop at no less than it holds open
+        // (a cap that fell below its open connections closes none), so
+        // the most open at once never passes the largest cap.
+        let counted = limit.max(self.open);
+        if counted != self.counted {
+            let sh = &self.shared;
+            let total = if counted > self.counted {
+                let up = counted - self.counted;
+                sh.cap_total.fetch_add(up, Ordering::Relaxed) + up
+            } else {
+                let down = self.counted - counted;
+                sh.cap_total.fetch_sub(down, Ordering::Relaxed) - down
+            };
+            sh.cap_peak.fetch_max(total, Ordering::Relaxed);
+            self.counted = counted;
+        }
+        self.limit = limit;
+        while self.open < self.cap.min(self.limit) {
+            let Some(job) = self.pending.pop_front() else {
+                break;
+            };
+            if let Some(job) = self.try_start(job) {
+                self.pending.push_front(job);
+                break;
+            }
+        }
     }
 
     /// After the open-file limit lowered `cap`: the configured cap again,
@@ -479,7 +576,10 @@ impl Loop {
             task: None,
         });
         self.open += 1;
-        self.shared.open_total.fetch_add(1, Ordering::Relaxed);
+        let sh = &self.shared;
+        let open = sh.open_total.fetch_add(1, Ordering::Relaxed) + 1;
+        sh.most_open.fetch_max(open, Ordering::Relaxed);
+        sh.connects.fetch_add(1, Ordering::Relaxed);
         self.fresh.push(slot);
         Ok(slot)
     }
@@ -615,6 +715,7 @@ impl Loop {
             Token(slot),
             Interest::READABLE | Interest::WRITABLE,
         );
+        self.shared.connects.fetch_add(1, Ordering::Relaxed);
         c.sock = sock;
         c.tls = tls;
         c.addr = next;
@@ -710,6 +811,9 @@ impl Loop {
             .ex
             .ended_at()
             .unwrap_or_else(|| self.shared.clock.now_us());
+        if let Some(d) = &mut self.demand {
+            d.ended(now.saturating_sub(task.entry.t_send_us));
+        }
         self.report(task, end, now);
         self.prune_timers();
         if reuse {
@@ -782,10 +886,10 @@ mod tests {
     use std::time::Instant;
 
     use std::io::{Read, Write};
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
     use std::sync::Mutex;
 
-    use super::super::Config;
+    use super::super::{Config, ConnCap};
     use super::*;
     use crate::jsonl::{ErrorPolicy, LineReader, OnError};
     use crate::replay::http::body::{BodyOptions, Endpoint as Api};
@@ -917,7 +1021,7 @@ mod tests {
                 endpoint: Endpoint::parse(&url).unwrap(),
                 user_agent: "test".into(),
                 timeout: Duration::from_secs(10),
-                max_connections: 0,
+                max_connections: ConnCap::Unlimited,
                 loops: 1,
                 max_event_bytes: 1 << 20,
                 coalesce: Duration::ZERO,
@@ -934,6 +1038,10 @@ mod tests {
             addrs: Mutex::new(None),
             out_of_files: AtomicBool::new(false),
             open_total: AtomicUsize::new(0),
+            connects: AtomicU64::new(0),
+            most_open: AtomicUsize::new(0),
+            cap_total: AtomicUsize::new(0),
+            cap_peak: AtomicUsize::new(0),
         });
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done = DoneTx {
@@ -948,6 +1056,7 @@ mod tests {
             done,
             Arc::new(AtomicBool::new(false)),
             usize::MAX,
+            None,
         )
         .unwrap();
         let mut events = Events::with_capacity(16);

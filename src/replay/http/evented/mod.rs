@@ -21,12 +21,13 @@
 //! request first writes its result.
 
 mod conn;
+mod demand;
 mod event_loop;
 pub mod exchange;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -44,6 +45,7 @@ use super::wire::Endpoint;
 use crate::oslimit;
 use crate::replay::target::{Done, Job, Target};
 use crate::replay::trace::Trace;
+use crate::results::summary::Connections;
 use event_loop::Loop;
 
 /// The waker's token; connections use their slot index.
@@ -61,8 +63,8 @@ pub struct Config {
     pub user_agent: String,
     /// `--timeout`, per request from its send.
     pub timeout: Duration,
-    /// `--max-connections`; 0: one per request in flight.
-    pub max_connections: usize,
+    /// `--max-connections`, or the cap grown on demand without it.
+    pub max_connections: ConnCap,
     /// Event-loop threads (at least 1).
     pub loops: usize,
     /// `--max-event-bytes`.
@@ -72,6 +74,50 @@ pub struct Config {
     pub coalesce: Duration,
     /// Set for an https:// endpoint: every connection is a TLS session.
     pub tls: Option<Tls>,
+}
+
+/// How many connections the client may open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnCap {
+    /// No `--max-connections`: as many as the measured rate and latency
+    /// call for ([`demand`]), never more than `ceiling` (see
+    /// [`auto_ceiling`]).
+    Auto { ceiling: usize },
+    /// `--max-connections 0`: one per request in flight.
+    Unlimited,
+    /// `--max-connections N`.
+    Fixed(usize),
+}
+
+impl ConnCap {
+    /// `--max-connections` as given (`None`: not given), for a trace of
+    /// `rows` rows.
+    pub fn from_option(n: Option<usize>, rows: usize) -> ConnCap {
+        match n {
+            None => ConnCap::Auto {
+                ceiling: auto_ceiling(rows),
+            },
+            Some(0) => ConnCap::Unlimited,
+            Some(n) => ConnCap::Fixed(n),
+        }
+    }
+
+    /// The most connections open at once, if there is a most.
+    pub fn most(self) -> Option<usize> {
+        match self {
+            ConnCap::Auto { ceiling } => Some(ceiling),
+            ConnCap::Unlimited => None,
+            ConnCap::Fixed(n) => Some(n),
+        }
+    }
+}
+
+/// The most connections the client opens without `--max-connections`
+/// (call after the open-file limit was raised): the open-file limit less
+/// a reserve, half the ephemeral port range, and no more than the
+/// trace's `rows`.
+pub fn auto_ceiling(rows: usize) -> usize {
+    demand::ceiling(oslimit::open_files(), oslimit::ephemeral_ports(), rows)
 }
 
 /// What every loop reads.
@@ -90,6 +136,12 @@ struct Shared {
     out_of_files: AtomicBool,
     /// Connections open in all loops.
     open_total: AtomicUsize,
+    /// TCP connects made, and the most connections open at once.
+    connects: AtomicU64,
+    most_open: AtomicUsize,
+    /// The loops' caps summed (auto cap only), and the most it reached.
+    cap_total: AtomicUsize,
+    cap_peak: AtomicUsize,
 }
 
 impl Shared {
@@ -149,16 +201,17 @@ impl EventedTarget {
         stop: Arc<AtomicBool>,
     ) -> Result<EventedTarget, StartError> {
         cfg.loops = cfg.loops.max(1);
-        if cfg.max_connections > 0 {
-            cfg.loops = cfg.loops.min(cfg.max_connections);
+        if let Some(n) = cfg.max_connections.most() {
+            cfg.loops = cfg.loops.min(n.max(1));
         }
-        // `--max-connections` split exactly: the first loops take the remainder.
-        let per_loop = |i: usize| match cfg.max_connections {
-            0 => usize::MAX,
-            n => n / cfg.loops + usize::from(i < n % cfg.loops),
+        // The cap split exactly: the first loops take the remainder.
+        let per_loop = |i: usize| match cfg.max_connections.most() {
+            None => usize::MAX,
+            Some(n) => n / cfg.loops + usize::from(i < n % cfg.loops),
         };
         let n_loops = cfg.loops;
         let caps: Vec<usize> = (0..n_loops).map(per_loop).collect();
+        let auto = matches!(cfg.max_connections, ConnCap::Auto { .. });
         let shared = Arc::new(Shared {
             trace,
             builder,
@@ -169,6 +222,10 @@ impl EventedTarget {
             addrs: Mutex::new(None),
             out_of_files: AtomicBool::new(false),
             open_total: AtomicUsize::new(0),
+            connects: AtomicU64::new(0),
+            most_open: AtomicUsize::new(0),
+            cap_total: AtomicUsize::new(0),
+            cap_peak: AtomicUsize::new(0),
         });
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done_parker = Parker::new();
@@ -182,8 +239,16 @@ impl EventedTarget {
         for (i, &cap) in caps.iter().enumerate() {
             let (tx, rx) = crossbeam_channel::unbounded();
             let quit = Arc::new(AtomicBool::new(false));
-            let mut lp = Loop::new(shared.clone(), rx, done_tx.clone(), quit.clone(), cap)
-                .map_err(StartError)?;
+            let demand = auto.then(|| demand::Demand::new(cap));
+            let mut lp = Loop::new(
+                shared.clone(),
+                rx,
+                done_tx.clone(),
+                quit.clone(),
+                cap,
+                demand,
+            )
+            .map_err(StartError)?;
             let (waker, unparker) = lp.bells().map_err(StartError)?;
             let waker = Arc::new(waker);
             let thread = std::thread::Builder::new()
@@ -285,6 +350,23 @@ impl Target for EventedTarget {
 
     fn workers(&self) -> usize {
         self.loops.len()
+    }
+
+    fn connections(&self, requests: u64) -> Option<Connections> {
+        let sh = &*self.shared;
+        let connects = sh.connects.load(Ordering::Relaxed);
+        let (cap, auto) = match sh.cfg.max_connections {
+            ConnCap::Auto { .. } => (Some(sh.cap_peak.load(Ordering::Relaxed) as u64), true),
+            ConnCap::Unlimited => (None, false),
+            ConnCap::Fixed(n) => (Some(n as u64), false),
+        };
+        Some(Connections {
+            connects,
+            per_request: Connections::per(connects, requests),
+            most_open: sh.most_open.load(Ordering::Relaxed) as u64,
+            cap,
+            auto,
+        })
     }
 }
 
