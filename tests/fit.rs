@@ -415,3 +415,230 @@ fn help_and_docs_say_the_same_of_the_error_metric_and_the_shape_search() {
         assert!(!text.contains("mean absolute log error"), "{doc}");
     }
 }
+
+/// The designed workload's parts, checked by hand: a context limit of
+/// 1,024 and 4 sequences give prefill rungs 16·√2^k up to 1024 − 64 − 1,
+/// batches of 1, 2 and 4 (each closed by a fence), long contexts of ⅛, ¼,
+/// ½ of the limit and the limit less 64 and the answer, and 3 requests at
+/// each of two rates; every row after the first waits for the rung before.
+#[test]
+fn the_designed_workload_has_its_parts_in_order() {
+    let out = tool("mc-gen")
+        .args(["calibrate", "--max-model-len", "1024", "--max-seqs", "4"])
+        .args([
+            "--rates",
+            "2,8",
+            "--rate-requests",
+            "3",
+            "--block-size",
+            "16",
+        ])
+        .args(["--gap-ms", "100", "--decode-osl", "32"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let id = |r: &serde_json::Value| r["request_id"].as_str().unwrap().to_string();
+    let part = |p: &str| -> Vec<&serde_json::Value> {
+        rows.iter()
+            .filter(|r| id(r).starts_with(&format!("cal:{p}:")))
+            .collect()
+    };
+    let len = |r: &&serde_json::Value| r["input_length"].as_u64().unwrap();
+    let prefill = part("prefill");
+    assert_eq!(
+        prefill.iter().map(len).collect::<Vec<_>>(),
+        vec![16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512, 724, 959]
+    );
+    assert!(prefill.iter().all(|r| r["output_length"] == 1));
+    // One at a time: each rung waits for the one before, 100 ms after it.
+    for w in prefill.windows(2) {
+        assert_eq!(w[1]["wait_for"], serde_json::json!([id(w[0])]));
+        assert_eq!(w[1]["delay"], 100);
+    }
+    let decode = part("decode");
+    assert_eq!(decode.len(), 1 + 2 + 4);
+    assert!(decode
+        .iter()
+        .all(|r| r["input_length"] == 32 && r["output_length"] == 32));
+    // A batch of 4 is released together, after the batch of 2's fence.
+    let four: Vec<_> = decode
+        .iter()
+        .filter(|r| id(r).starts_with("cal:decode:4:"))
+        .collect();
+    assert_eq!(four.len(), 4);
+    assert!(four
+        .iter()
+        .all(|r| r["wait_for"] == serde_json::json!(["cal:fence:decode-2"])));
+    let fences = part("fence");
+    assert_eq!(
+        fences.iter().map(|r| id(r)).collect::<Vec<_>>(),
+        [
+            "cal:fence:decode-1",
+            "cal:fence:decode-2",
+            "cal:fence:decode-4",
+            "cal:fence:rate-2",
+            "cal:fence:rate-8"
+        ]
+    );
+    assert_eq!(
+        fences[2]["wait_for"],
+        serde_json::json!([
+            "cal:decode:4:0",
+            "cal:decode:4:1",
+            "cal:decode:4:2",
+            "cal:decode:4:3"
+        ])
+    );
+    assert_eq!(
+        part("kv").iter().map(len).collect::<Vec<_>>(),
+        vec![128, 256, 512, 1024 - 64 - 32]
+    );
+    let rate = part("rate");
+    assert_eq!(rate.len(), 6);
+    // A segment's requests wait for what ran before, spread by their
+    // Poisson offsets; the first of each after the gap alone.
+    assert_eq!(rate[0]["wait_for"], serde_json::json!(["cal:kv:928"]));
+    assert_eq!(rate[0]["delay"], 100);
+    assert_eq!(rate[3]["wait_for"], serde_json::json!(["cal:fence:rate-2"]));
+    assert!(rate[1]["delay"].as_u64().unwrap() >= 100);
+    // One session, the first row its root.
+    assert!(rows.iter().all(|r| r["session_id"] == "calibrate"));
+    assert_eq!(rows[0]["timestamp"], 0);
+    assert_eq!(rows.len(), 13 + 7 + 5 + 4 + 6);
+}
+
+/// The hidden engine of a designed calibration: the concurrency limit the
+/// decode ladder climbs to, a context limit the ladders reach, and a
+/// per-request cost large enough to show in a batch's inter-token time.
+const HIDDEN_DESIGN: &str = r#"{"name": "hidden", "model": "roofline", "t_fix_ms": 0.5, "c_seq_ms": 0.2,
+ "t_w_ms": 12.0, "c_lin_ms": 0.05, "k_ms": 2e-6, "c_kv_ms": 1e-3,
+ "kv_tokens": 200000, "block_size": 16, "max_batched_tokens": 2048, "max_seqs": 16,
+ "max_model_len": 4096}"#;
+
+/// A designed workload and its run on the hidden engine (`design.jsonl`,
+/// `full.jsonl`), and the same run without its decode ladder
+/// (`nodecode.jsonl`, its summary beside it).
+fn designed_runs(dir: &Path) {
+    let trace = tool("mc-gen")
+        .args(["calibrate", "--max-model-len", "4096", "--max-seqs", "16"])
+        .args([
+            "--rates",
+            "4,16",
+            "--rate-requests",
+            "20",
+            "--block-size",
+            "16",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(dir.join("design.jsonl"), &trace.stdout).unwrap();
+    std::fs::write(dir.join("hidden.json"), HIDDEN_DESIGN).unwrap();
+    let out = tool("mc-replay")
+        .current_dir(dir)
+        .args(["--engine-profile", "hidden.json", "-i", "design.jsonl"])
+        .args(["-o", "full.jsonl"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&trace.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let full = std::fs::read_to_string(dir.join("full.jsonl")).unwrap();
+    let kept: String = full
+        .lines()
+        .filter(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            let row = &rows[r["line"].as_u64().unwrap() as usize - 1];
+            !row["request_id"]
+                .as_str()
+                .unwrap()
+                .starts_with("cal:decode:")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(kept.lines().count() < full.lines().count());
+    std::fs::write(dir.join("nodecode.jsonl"), kept).unwrap();
+    std::fs::copy(
+        dir.join("full.summary.json"),
+        dir.join("nodecode.summary.json"),
+    )
+    .unwrap();
+}
+
+fn fit_designed(dir: &Path, run: &str) -> (serde_json::Value, String) {
+    let out = tool("mc-fit")
+        .current_dir(dir)
+        .args(["--trace", "design.jsonl", run, "-o", "fitted.json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let fitted = serde_json::from_slice(&std::fs::read(dir.join("fitted.json")).unwrap()).unwrap();
+    (fitted, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// All six coefficients come back from one designed run (a session
+/// workload pins two of them, `a_fit_recovers_the_hidden_engine…`), and
+/// mc-fit names what each part pins.
+#[test]
+fn a_designed_run_pins_all_six_coefficients() {
+    let dir = tempfile::tempdir().unwrap();
+    designed_runs(dir.path());
+    let (fitted, stderr) = fit_designed(dir.path(), "full.jsonl");
+    for (name, truth) in [
+        ("t_fix_ms", 0.5),
+        ("c_seq_ms", 0.2),
+        ("t_w_ms", 12.0),
+        ("c_lin_ms", 0.05),
+        ("k_ms", 2e-6),
+        ("c_kv_ms", 1e-3),
+    ] {
+        let v = fitted[name].as_f64().unwrap();
+        assert!(
+            (v / truth - 1.0).abs() < 0.02,
+            "{name} {v} vs {truth}\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("not identified") && !stderr.contains("cannot identify"),
+        "{stderr}"
+    );
+    for said in [
+        "designed part: prefill ladder (17 requests, prompts of 16 to 4031 tokens): pins c_lin_ms and k_ms",
+        "designed part: decode ladder (31 requests, batches of 1, 2, 4, 8, 16): pins t_w_ms and c_seq_ms",
+        "designed part: long contexts (4 requests, prompts of 512 to 3968 tokens): pins c_kv_ms",
+        "designed part: rate ladder (40 requests)",
+    ] {
+        assert!(stderr.contains(said), "{said}\n{stderr}");
+    }
+}
+
+/// Without its decode ladder, a designed run pins neither the weight-read
+/// floor nor the per-request cost (nor the fixed cost, told from the floor
+/// by the two ladders together): mc-fit says so, naming the missing part.
+#[test]
+fn a_run_set_missing_the_decode_ladder_leaves_its_coefficients_not_identified() {
+    let dir = tempfile::tempdir().unwrap();
+    designed_runs(dir.path());
+    let (_, stderr) = fit_designed(dir.path(), "nodecode.jsonl");
+    for name in ["t_fix_ms", "c_seq_ms", "t_w_ms"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: {name} not identified: these runs hold no decode ladder"
+            )),
+            "{name}\n{stderr}"
+        );
+    }
+    for name in ["c_lin_ms", "k_ms", "c_kv_ms"] {
+        assert!(
+            !stderr.contains(&format!("{name} not identified")),
+            "{name}\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("designed part: decode ladder"), "{stderr}");
+}

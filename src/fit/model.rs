@@ -405,6 +405,7 @@ mod tests {
                     row: Row {
                         hash_ids: vec![],
                         input_length: Some(100),
+                        request_id: None,
                     },
                     line: i + 1,
                     ttft_us: None,

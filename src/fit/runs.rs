@@ -17,6 +17,9 @@ use crate::results::{line, summary, RequestResult, Summary};
 pub struct Row {
     pub hash_ids: Vec<u64>,
     pub input_length: Option<u64>,
+    /// The row's `request_id`: a designed row's names its part
+    /// (`gen::calibrate`, read by [`super::design`]).
+    pub request_id: Option<String>,
 }
 
 /// The trace's rows by line number.
@@ -51,6 +54,10 @@ pub fn read_trace(path: &Path) -> Result<HashMap<u64, Row>> {
             Row {
                 hash_ids: ids,
                 input_length: v.get("input_length").and_then(Value::as_u64),
+                request_id: v
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             },
         );
     }
