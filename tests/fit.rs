@@ -76,7 +76,7 @@ fn the_true_profile_predicts_its_own_runs_exactly() {
     let dir = tempfile::tempdir().unwrap();
     runs(dir.path());
     let e = predict(dir.path(), "hidden.json", "held-out.jsonl");
-    assert_eq!(e.len(), 8, "{e:?}");
+    assert_eq!(e.len(), 12, "{e:?}");
     for (metric, err) in e {
         assert_eq!(
             err, 0.0,
@@ -123,7 +123,7 @@ fn a_fit_recovers_the_hidden_engine_and_predicts_a_run_it_did_not_see() {
     let e = predict(dir.path(), "fitted.json", "held-out.jsonl");
     for (metric, err) in &e {
         let bound = match metric.as_str() {
-            "TTFT p90" | "TTFT p99" | "E2E p99" => 10.0,
+            "TTFT p90" | "TTFT p99" | "ITL p99" | "E2E p99" => 10.0,
             "output tok/s" => 1.0,
             "prefix-cache hit rate" => 0.0,
             _ => 5.0,
