@@ -642,3 +642,85 @@ fn a_run_set_missing_the_decode_ladder_leaves_its_coefficients_not_identified() 
     }
     assert!(!stderr.contains("designed part: decode ladder"), "{stderr}");
 }
+
+/// A run against a server that exports vLLM's request-phase histograms
+/// keeps the run's share of them (the scrape after less the scrape before)
+/// in its summary, and mc-fit fits service time to them, saying so. Two
+/// runs against one mock: each holds its own 12 requests, not the server's
+/// running total.
+#[test]
+fn a_run_keeps_the_servers_histograms_and_the_fit_uses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("hidden.json"),
+        r#"{"model": "roofline", "t_fix_ms": 0.5, "c_seq_ms": 0.02, "t_w_ms": 5.0,
+ "c_lin_ms": 0.05, "k_ms": 2e-6, "c_kv_ms": 1e-4, "block_size": 16}"#,
+    )
+    .unwrap();
+    let mock = crate::util::MockServer::start(&[
+        "--engine",
+        "--engine-profile",
+        d.join("hidden.json").to_str().unwrap(),
+    ]);
+    let trace = tool("mc-gen")
+        .args(["constant", "--qps", "4", "--num-requests", "12"])
+        .args(["--isl", "200", "--osl", "16", "--block-size", "16"])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(d.join("t.jsonl"), &trace.stdout).unwrap();
+    let url = format!("http://{}", mock.addr);
+    for (run, seed) in [("a.jsonl", "1"), ("b.jsonl", "2")] {
+        let out = tool("mc-replay")
+            .current_dir(d)
+            .args(["--url", &url, "--model", "m", "-i", "t.jsonl", "-o", run])
+            .args(["--seed", seed])
+            .output()
+            .unwrap();
+        assert_success(&out);
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("b.summary.json")).unwrap()).unwrap();
+    let h = &summary["fidelity"]["server_histograms"];
+    for name in [
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+    ] {
+        assert_eq!(h[name]["count"], 12.0, "{name}: {h}");
+    }
+    // A lone 200-token prompt: 0.5 + 0.02 + hypot(5, 0.05·200) + 2e-6·200·100
+    // = 11.70 ms of prefill on the hidden engine; the wall clock only adds.
+    let prefill = &h["vllm:request_prefill_time_seconds"];
+    let mean = prefill["sum"].as_f64().unwrap() / 12.0;
+    assert!((0.0111..0.2).contains(&mean), "{mean}: {prefill}");
+    assert!(
+        h["vllm:iteration_tokens_total"]["count"].as_f64().unwrap() >= 12.0,
+        "{h}"
+    );
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args([
+            "--trace",
+            "t.jsonl",
+            "a.jsonl",
+            "b.jsonl",
+            "--max-seqs",
+            "256",
+        ])
+        .args(["--engine-block-size", "16", "-o", "fitted.json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for run in ["a.jsonl", "b.jsonl"] {
+        assert!(
+            stderr.contains(&format!(
+                "{run}: fitting service time to the server's own histograms \
+                 (vllm:request_prefill_time_seconds, 12 requests"
+            )),
+            "{stderr}"
+        );
+    }
+}

@@ -190,6 +190,7 @@ mod tests {
                 .collect(),
             trace_block: 16,
             engine: None,
+            server: Default::default(),
         }
     }
 

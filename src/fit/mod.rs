@@ -172,6 +172,21 @@ pub fn run(args: &FitArgs) -> Result<()> {
             )))
         }
     };
+    for r in &runs {
+        match runs::service_histograms(r) {
+            Some((prefill, decode)) => eprintln!(
+                "{TOOL}: {}: fitting service time to the server's own histograms \
+                 (vllm:request_prefill_time_seconds, {} requests; \
+                 vllm:request_decode_time_seconds, {}): queueing is simulated, not fitted",
+                r.label, prefill.count, decode.count
+            ),
+            None => eprintln!(
+                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds no \
+                 request-phase histograms of the server)",
+                r.label
+            ),
+        }
+    }
     let load = Load::of(&runs);
     let coverage = design::Coverage::of(&runs);
     for line in coverage.describe() {
