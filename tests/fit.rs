@@ -724,3 +724,37 @@ fn a_run_keeps_the_servers_histograms_and_the_fit_uses_them() {
         );
     }
 }
+
+/// A design the options cannot make is refused before a row is written.
+#[test]
+fn a_design_that_cannot_be_made_is_a_usage_error() {
+    for (args, says) in [
+        (vec!["--max-model-len", "100"], "too short for a design"),
+        (
+            vec!["--max-model-len", "4096", "--max-seqs", "0"],
+            "--max-seqs 0",
+        ),
+        (
+            vec!["--max-model-len", "4096", "--decode-osl", "1"],
+            "--decode-osl",
+        ),
+        (
+            vec!["--max-model-len", "4096", "--rates", "1e-9"],
+            "--rates 0.000000001",
+        ),
+        (
+            vec!["--max-model-len", "200", "--decode-isl", "100"],
+            "do not fit",
+        ),
+    ] {
+        let out = tool("mc-gen")
+            .arg("calibrate")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

@@ -307,6 +307,13 @@ fn check(a: &CalibrateArgs) -> Result<()> {
             a.decode_isl, a.decode_osl, a.max_model_len
         ));
     }
+    // A segment's Poisson offsets are written as `delay`: a rate far
+    // below one request a second would put them past any real run.
+    if let Some(r) = a.rates.iter().find(|r| !(1e-3..=1e6).contains(*r)) {
+        return usage(format!(
+            "--rates {r}: each rate must be from 0.001 to 1000000 requests per second"
+        ));
+    }
     if a.rate_requests > crate::limits::MAX_GEN_ROWS {
         return usage(format!(
             "--rate-requests {} is above the limit of {}",
