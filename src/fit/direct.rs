@@ -140,16 +140,34 @@ pub fn start_for<'a>(
     }
 }
 
-/// The least-squares coefficients of the rungs, in log space from `start`
-/// (Nelder–Mead, restarted from its own answer until it stops improving).
+/// The least-squares coefficients of the rungs, in log space: Nelder–Mead
+/// from `start` and from `start` with the compute line and the attention
+/// term each a tenth, as is or ten times (under the weight floor a
+/// prompt's linear and quadratic costs can mimic each other over a short
+/// range, and one start found the wrong valley: hidden profile 15 of
+/// `scripts/bench-fit.sh`, `c_lin_ms` 4e-5 for 0.0127), each restarted
+/// from its own answer until it stops improving; the best kept. An
+/// evaluation is microseconds, so nine starts cost nothing beside one
+/// simulation of a run.
 pub fn fit(rungs: &[Rung], start: Roofline) -> Roofline {
     let mut f = |lx: &[f64; 6]| error(rungs, &from_vec(&lx.map(f64::exp)));
-    let mut x = to_vec(&start).map(|v| v.max(1e-12).ln());
-    let mut best = f(&x);
-    for step in [3.0, 1.0, 0.3, 0.1, 0.03] {
-        let (bx, bv) = model::nelder_mead(&mut f, x, step, 4000);
-        if bv < best {
-            (x, best) = (bx, bv);
+    let x0 = to_vec(&start).map(|v| v.max(1e-12).ln());
+    let (mut x, mut best) = (x0, f(&x0));
+    for lin in [0.1f64, 1.0, 10.0] {
+        for attn in [0.1f64, 1.0, 10.0] {
+            let mut y = x0;
+            y[3] += lin.ln();
+            y[4] += attn.ln();
+            let mut v = f(&y);
+            for step in [3.0, 1.0, 0.3, 0.1, 0.03] {
+                let (by, bv) = model::nelder_mead(&mut f, y, step, 4000);
+                if bv < v {
+                    (y, v) = (by, bv);
+                }
+            }
+            if v < best {
+                (x, best) = (y, v);
+            }
         }
     }
     from_vec(&x.map(f64::exp))
@@ -181,6 +199,69 @@ mod tests {
             vec![132, 136, 140]
         );
         assert!(s.iter().all(|s| s.requests == 4 && s.tokens == 4));
+    }
+
+    /// The rungs of a design at `len` tokens and `seqs` sequences, timed
+    /// by `truth` (step budget `budget`).
+    fn design_rungs(truth: Roofline, len: u64, seqs: u64, budget: u64) -> Vec<Rung> {
+        use crate::gen::calibrate::{decode_batches, kv_lengths, prefill_lengths};
+        let m = StepModel::Roofline(truth);
+        let mut rungs = Vec::new();
+        for n in prefill_lengths(len) {
+            let steps = prefill_steps(n, budget);
+            let ms = steps.iter().map(|s| m.step_ms(s)).sum();
+            rungs.push(Rung {
+                part: Part::Prefill,
+                steps,
+                mean: false,
+                measured_ms: ms,
+            });
+        }
+        let decodes = decode_batches(seqs)
+            .into_iter()
+            .map(|b| (Part::Decode, b, 32));
+        let kv = kv_lengths(len, 64).into_iter().map(|n| (Part::Kv, 1, n));
+        for (part, b, p) in decodes.chain(kv) {
+            let steps = decode_steps(b, p, 64);
+            let ms = steps.iter().map(|s| m.step_ms(s)).sum::<f64>() / steps.len() as f64;
+            rungs.push(Rung {
+                part,
+                steps,
+                mean: true,
+                measured_ms: ms,
+            });
+        }
+        rungs
+    }
+
+    /// Hidden profile 15 of `scripts/bench-fit.sh` (seed 34): a 27 ms
+    /// weight floor hides the compute line of all but the longest prompts.
+    /// On the bench's virtual-time run of it a single start settled on
+    /// `c_lin_ms` 4e-5 with a quadratic term 3x too large; these exact
+    /// rungs alone do not lead one start astray (the bench shows the
+    /// multi-start's effect), so this holds the recovery, not the failure.
+    #[test]
+    fn a_compute_line_hidden_under_the_floor_is_still_found() {
+        let truth = Roofline {
+            t_fix_ms: 0.096,
+            c_seq_ms: 0.06229,
+            t_w_ms: 27.05,
+            c_lin_ms: 0.01268,
+            k_ms: 1.72e-6,
+            c_kv_ms: 0.000191,
+        };
+        let got = fit(
+            &design_rungs(truth, 4096, 16, 4096),
+            crate::engine::H100_LLAMA3_8B,
+        );
+        for (name, (g, t)) in model::NAMES
+            .iter()
+            .zip(to_vec(&got).iter().zip(to_vec(&truth)))
+        {
+            if *name != "t_fix_ms" {
+                assert!((g / t - 1.0).abs() < 0.05, "{name}: {g} vs {t}: {got:?}");
+            }
+        }
     }
 
     #[test]
