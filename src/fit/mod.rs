@@ -63,6 +63,15 @@ pub const TOOL: &str = "mc-fit";
 /// (leave-one-run-out up to 5 runs, 5 folds beyond), per metric, with the
 /// direction of the bias (over or under).
 ///
+/// Runs of a designed workload (`mc-gen calibrate`: rows whose request_id
+/// is `cal:PART:…`) are read part by part: mc-fit names what each part pins,
+/// starts the search from the rungs fitted directly (each a known sum of
+/// steps), and reports a coefficient whose part the runs lack as not
+/// identified. A run whose summary holds the server's request-phase
+/// histograms (vLLM's prefill and decode time; mc-replay keeps them) is
+/// scored on them instead of the client's TTFT and E2E, so queueing is
+/// simulated, not fitted; stderr says which each run used.
+///
 /// With --predict PROFILE, fits nothing: prints predicted against measured
 /// for the runs given, which should be runs the profile was not fitted to,
 /// and says when they are beyond the load the profile was calibrated at.
