@@ -133,6 +133,122 @@ pub struct ServerStats {
     pub block_size: Option<u64>,
     pub kv_blocks: Option<u64>,
     pub prefix_caching: Option<bool>,
+    /// vLLM's request-phase histograms and per-step tokens
+    /// ([`SERVICE_HISTOGRAMS`]), cumulative, by family name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, Histogram>,
+}
+
+/// The histograms a run keeps the deltas of (vLLM's names): where the
+/// server says how long each request waited, prefilled and decoded, and
+/// how many tokens its steps held. A fit of the service time reads them.
+pub const SERVICE_HISTOGRAMS: [&str; 4] = [
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+    "vllm:iteration_tokens_total",
+];
+
+/// One histogram family summed over its label sets (engines, models):
+/// the observations, their sum, and the cumulative bucket counts by
+/// upper bound (`le`, +Inf last).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Histogram {
+    pub count: f64,
+    pub sum: f64,
+    /// (upper bound, cumulative count), ascending; +Inf is written as null
+    /// in JSON, which has no infinity.
+    pub buckets: Vec<(Option<f64>, f64)>,
+}
+
+impl Histogram {
+    /// The family `name` of a scrape, if it has one.
+    pub fn of(scrape: &Scrape, name: &str) -> Option<Histogram> {
+        let (bucket, sum, count) = (
+            format!("{name}_bucket"),
+            format!("{name}_sum"),
+            format!("{name}_count"),
+        );
+        let mut h = Histogram::default();
+        let mut seen = false;
+        let mut by_le: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+        for s in &scrape.samples {
+            if s.name == sum {
+                h.sum += s.value;
+                seen = true;
+            } else if s.name == count {
+                h.count += s.value;
+                seen = true;
+            } else if s.name == bucket {
+                let Some(le) = s.labels.get("le").and_then(|v| v.parse::<f64>().ok()) else {
+                    continue;
+                };
+                // Keyed by the bound's bits (bounds are positive): sums
+                // the same bucket of every label set.
+                let e = by_le.entry(le.to_bits()).or_insert((le, 0.0));
+                e.1 += s.value;
+            }
+        }
+        let mut buckets: Vec<(f64, f64)> = by_le.into_values().collect();
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        h.buckets = buckets
+            .into_iter()
+            .map(|(le, c)| (le.is_finite().then_some(le), c))
+            .collect();
+        seen.then_some(h)
+    }
+
+    /// What was observed between `before` and `self` (the same family of
+    /// the same server, scraped later): counts, sum and buckets subtracted.
+    pub fn since(&self, before: &Histogram) -> Histogram {
+        Histogram {
+            count: self.count - before.count,
+            sum: self.sum - before.sum,
+            buckets: self
+                .buckets
+                .iter()
+                .map(|&(le, c)| {
+                    let old = before
+                        .buckets
+                        .iter()
+                        .find(|b| b.0 == le)
+                        .map_or(0.0, |b| b.1);
+                    (le, c - old)
+                })
+                .collect(),
+        }
+    }
+
+    /// The mean observation (`None` with none).
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.sum / self.count)
+    }
+
+    /// The q-quantile by linear interpolation within its bucket, as
+    /// Prometheus's `histogram_quantile` does (a quantile in the +Inf
+    /// bucket is the highest finite bound).
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let total = self.buckets.last()?.1;
+        if total <= 0.0 {
+            return None;
+        }
+        let rank = q * total;
+        let (mut lo, mut below) = (0.0, 0.0);
+        for &(le, c) in &self.buckets {
+            let Some(hi) = le else { return Some(lo) };
+            if c >= rank {
+                let inside = c - below;
+                let f = if inside > 0.0 {
+                    (rank - below) / inside
+                } else {
+                    1.0
+                };
+                return Some(lo + (hi - lo) * f);
+            }
+            (lo, below) = (hi, c);
+        }
+        Some(lo)
+    }
 }
 
 /// Where a known series goes in [`ServerStats`].
@@ -220,6 +336,11 @@ impl ServerStats {
             out.engine.get_or_insert(*engine);
         }
         out.read_cache_config(scrape);
+        for name in SERVICE_HISTOGRAMS {
+            if let Some(h) = Histogram::of(scrape, name) {
+                out.histograms.insert(name.to_string(), h);
+            }
+        }
         out
     }
 
@@ -378,6 +499,44 @@ fn python_repr(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_histogram_is_summed_over_label_sets_and_subtracted_between_scrapes() {
+        let at = |a: f64, b: f64| {
+            parse(&format!(
+                "h_bucket{{engine=\"0\",le=\"0.5\"}} {a}\n\
+                 h_bucket{{engine=\"0\",le=\"1.0\"}} {b}\n\
+                 h_bucket{{engine=\"0\",le=\"+Inf\"}} {b}\n\
+                 h_bucket{{engine=\"1\",le=\"0.5\"}} 1\n\
+                 h_bucket{{engine=\"1\",le=\"1.0\"}} 1\n\
+                 h_bucket{{engine=\"1\",le=\"+Inf\"}} 1\n\
+                 h_sum{{engine=\"0\"}} {b}\nh_sum{{engine=\"1\"}} 0.25\n\
+                 h_count{{engine=\"0\"}} {b}\nh_count{{engine=\"1\"}} 1\n"
+            ))
+            .unwrap()
+        };
+        let before = Histogram::of(&at(1.0, 2.0), "h").unwrap();
+        assert_eq!(before.count, 3.0);
+        assert_eq!(before.sum, 2.25);
+        assert_eq!(
+            before.buckets,
+            vec![(Some(0.5), 2.0), (Some(1.0), 3.0), (None, 3.0)]
+        );
+        // Later: 2 more observations at most 0.5 and 4 more in (0.5, 1].
+        let after = Histogram::of(&at(3.0, 8.0), "h").unwrap();
+        let d = after.since(&before);
+        assert_eq!(d.count, 6.0);
+        assert_eq!(
+            d.buckets,
+            vec![(Some(0.5), 2.0), (Some(1.0), 6.0), (None, 6.0)]
+        );
+        // By hand: the median (rank 3) lies 1/4 into (0.5, 1]: 0.625; the
+        // p90 (rank 5.4) 3.4/4 into it: 0.925.
+        assert!((d.quantile(0.5).unwrap() - 0.625).abs() < 1e-12);
+        assert!((d.quantile(0.9).unwrap() - 0.925).abs() < 1e-12);
+        assert!(Histogram::of(&at(1.0, 2.0), "other").is_none());
+    }
+
     use super::*;
 
     const VLLM: &str = r#"# HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -76,7 +76,7 @@ fn the_true_profile_predicts_its_own_runs_exactly() {
     let dir = tempfile::tempdir().unwrap();
     runs(dir.path());
     let e = predict(dir.path(), "hidden.json", "held-out.jsonl");
-    assert_eq!(e.len(), 8, "{e:?}");
+    assert_eq!(e.len(), 12, "{e:?}");
     for (metric, err) in e {
         assert_eq!(
             err, 0.0,
@@ -123,7 +123,7 @@ fn a_fit_recovers_the_hidden_engine_and_predicts_a_run_it_did_not_see() {
     let e = predict(dir.path(), "fitted.json", "held-out.jsonl");
     for (metric, err) in &e {
         let bound = match metric.as_str() {
-            "TTFT p90" | "TTFT p99" | "E2E p99" => 10.0,
+            "TTFT p90" | "TTFT p99" | "ITL p99" | "E2E p99" => 10.0,
             "output tok/s" => 1.0,
             "prefix-cache hit rate" => 0.0,
             _ => 5.0,
@@ -413,5 +413,348 @@ fn help_and_docs_say_the_same_of_the_error_metric_and_the_shape_search() {
             assert!(text.contains(want), "{doc} lacks {want:?}");
         }
         assert!(!text.contains("mean absolute log error"), "{doc}");
+    }
+}
+
+/// The designed workload's parts, checked by hand: a context limit of
+/// 1,024 and 4 sequences give prefill rungs 16·√2^k up to 1024 − 64 − 1,
+/// batches of 1, 2 and 4 (each closed by a fence), long contexts of ⅛, ¼,
+/// ½ of the limit and the limit less 64 and the answer, and 3 requests at
+/// each of two rates; every row after the first waits for the rung before.
+#[test]
+fn the_designed_workload_has_its_parts_in_order() {
+    let out = tool("mc-gen")
+        .args(["calibrate", "--max-model-len", "1024", "--max-seqs", "4"])
+        .args([
+            "--rates",
+            "2,8",
+            "--rate-requests",
+            "3",
+            "--block-size",
+            "16",
+        ])
+        .args(["--gap-ms", "100", "--decode-osl", "32"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let id = |r: &serde_json::Value| r["request_id"].as_str().unwrap().to_string();
+    let part = |p: &str| -> Vec<&serde_json::Value> {
+        rows.iter()
+            .filter(|r| id(r).starts_with(&format!("cal:{p}:")))
+            .collect()
+    };
+    let len = |r: &&serde_json::Value| r["input_length"].as_u64().unwrap();
+    let prefill = part("prefill");
+    assert_eq!(
+        prefill.iter().map(len).collect::<Vec<_>>(),
+        vec![16, 23, 32, 45, 64, 91, 128, 181, 256, 362, 512, 724, 959]
+    );
+    assert!(prefill.iter().all(|r| r["output_length"] == 1));
+    // One at a time: each rung waits for the one before, 100 ms after it.
+    for w in prefill.windows(2) {
+        assert_eq!(w[1]["wait_for"], serde_json::json!([id(w[0])]));
+        assert_eq!(w[1]["delay"], 100);
+    }
+    let decode = part("decode");
+    assert_eq!(decode.len(), 1 + 2 + 4);
+    assert!(decode
+        .iter()
+        .all(|r| r["input_length"] == 32 && r["output_length"] == 32));
+    // A batch of 4 is released together, after the batch of 2's fence.
+    let four: Vec<_> = decode
+        .iter()
+        .filter(|r| id(r).starts_with("cal:decode:4:"))
+        .collect();
+    assert_eq!(four.len(), 4);
+    assert!(four
+        .iter()
+        .all(|r| r["wait_for"] == serde_json::json!(["cal:fence:decode-2"])));
+    let fences = part("fence");
+    assert_eq!(
+        fences.iter().map(|r| id(r)).collect::<Vec<_>>(),
+        [
+            "cal:fence:decode-1",
+            "cal:fence:decode-2",
+            "cal:fence:decode-4",
+            "cal:fence:rate-2",
+            "cal:fence:rate-8"
+        ]
+    );
+    assert_eq!(
+        fences[2]["wait_for"],
+        serde_json::json!([
+            "cal:decode:4:0",
+            "cal:decode:4:1",
+            "cal:decode:4:2",
+            "cal:decode:4:3"
+        ])
+    );
+    assert_eq!(
+        part("kv").iter().map(len).collect::<Vec<_>>(),
+        vec![128, 256, 512, 1024 - 64 - 32]
+    );
+    let rate = part("rate");
+    assert_eq!(rate.len(), 6);
+    // A segment's requests wait for what ran before, spread by their
+    // Poisson offsets; the first of each after the gap alone.
+    assert_eq!(rate[0]["wait_for"], serde_json::json!(["cal:kv:928"]));
+    assert_eq!(rate[0]["delay"], 100);
+    assert_eq!(rate[3]["wait_for"], serde_json::json!(["cal:fence:rate-2"]));
+    assert!(rate[1]["delay"].as_u64().unwrap() >= 100);
+    // One session, the first row its root.
+    assert!(rows.iter().all(|r| r["session_id"] == "calibrate"));
+    assert_eq!(rows[0]["timestamp"], 0);
+    assert_eq!(rows.len(), 13 + 7 + 5 + 4 + 6);
+}
+
+/// The hidden engine of a designed calibration: the concurrency limit the
+/// decode ladder climbs to, a context limit the ladders reach, and a
+/// per-request cost large enough to show in a batch's inter-token time.
+const HIDDEN_DESIGN: &str = r#"{"name": "hidden", "model": "roofline", "t_fix_ms": 0.5, "c_seq_ms": 0.2,
+ "t_w_ms": 12.0, "c_lin_ms": 0.05, "k_ms": 2e-6, "c_kv_ms": 1e-3,
+ "kv_tokens": 200000, "block_size": 16, "max_batched_tokens": 2048, "max_seqs": 16,
+ "max_model_len": 4096}"#;
+
+/// A designed workload and its run on the hidden engine (`design.jsonl`,
+/// `full.jsonl`), and the same run without its decode ladder
+/// (`nodecode.jsonl`, its summary beside it).
+fn designed_runs(dir: &Path) {
+    let trace = tool("mc-gen")
+        .args(["calibrate", "--max-model-len", "4096", "--max-seqs", "16"])
+        .args([
+            "--rates",
+            "4,16",
+            "--rate-requests",
+            "20",
+            "--block-size",
+            "16",
+        ])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(dir.join("design.jsonl"), &trace.stdout).unwrap();
+    std::fs::write(dir.join("hidden.json"), HIDDEN_DESIGN).unwrap();
+    let out = tool("mc-replay")
+        .current_dir(dir)
+        .args(["--engine-profile", "hidden.json", "-i", "design.jsonl"])
+        .args(["-o", "full.jsonl"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&trace.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let full = std::fs::read_to_string(dir.join("full.jsonl")).unwrap();
+    let kept: String = full
+        .lines()
+        .filter(|l| {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            let row = &rows[r["line"].as_u64().unwrap() as usize - 1];
+            !row["request_id"]
+                .as_str()
+                .unwrap()
+                .starts_with("cal:decode:")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(kept.lines().count() < full.lines().count());
+    std::fs::write(dir.join("nodecode.jsonl"), kept).unwrap();
+    std::fs::copy(
+        dir.join("full.summary.json"),
+        dir.join("nodecode.summary.json"),
+    )
+    .unwrap();
+}
+
+fn fit_designed(dir: &Path, run: &str) -> (serde_json::Value, String) {
+    let out = tool("mc-fit")
+        .current_dir(dir)
+        .args(["--trace", "design.jsonl", run, "-o", "fitted.json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let fitted = serde_json::from_slice(&std::fs::read(dir.join("fitted.json")).unwrap()).unwrap();
+    (fitted, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// All six coefficients come back from one designed run (a session
+/// workload pins two of them, `a_fit_recovers_the_hidden_engine…`), and
+/// mc-fit names what each part pins.
+#[test]
+fn a_designed_run_pins_all_six_coefficients() {
+    let dir = tempfile::tempdir().unwrap();
+    designed_runs(dir.path());
+    let (fitted, stderr) = fit_designed(dir.path(), "full.jsonl");
+    for (name, truth) in [
+        ("t_fix_ms", 0.5),
+        ("c_seq_ms", 0.2),
+        ("t_w_ms", 12.0),
+        ("c_lin_ms", 0.05),
+        ("k_ms", 2e-6),
+        ("c_kv_ms", 1e-3),
+    ] {
+        let v = fitted[name].as_f64().unwrap();
+        assert!(
+            (v / truth - 1.0).abs() < 0.02,
+            "{name} {v} vs {truth}\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("not identified") && !stderr.contains("cannot identify"),
+        "{stderr}"
+    );
+    for said in [
+        "designed part: prefill ladder (17 requests, prompts of 16 to 4031 tokens): pins c_lin_ms and k_ms",
+        "designed part: decode ladder (31 requests, batches of 1, 2, 4, 8, 16): pins t_w_ms and c_seq_ms",
+        "designed part: long contexts (4 requests, prompts of 512 to 3968 tokens): pins c_kv_ms",
+        "designed part: rate ladder (40 requests)",
+    ] {
+        assert!(stderr.contains(said), "{said}\n{stderr}");
+    }
+}
+
+/// Without its decode ladder, a designed run pins neither the weight-read
+/// floor nor the per-request cost (nor the fixed cost, told from the floor
+/// by the two ladders together): mc-fit says so, naming the missing part.
+#[test]
+fn a_run_set_missing_the_decode_ladder_leaves_its_coefficients_not_identified() {
+    let dir = tempfile::tempdir().unwrap();
+    designed_runs(dir.path());
+    let (_, stderr) = fit_designed(dir.path(), "nodecode.jsonl");
+    for name in ["t_fix_ms", "c_seq_ms", "t_w_ms"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: {name} not identified: these runs hold no decode ladder"
+            )),
+            "{name}\n{stderr}"
+        );
+    }
+    for name in ["c_lin_ms", "k_ms", "c_kv_ms"] {
+        assert!(
+            !stderr.contains(&format!("{name} not identified")),
+            "{name}\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("designed part: decode ladder"), "{stderr}");
+}
+
+/// A run against a server that exports vLLM's request-phase histograms
+/// keeps the run's share of them (the scrape after less the scrape before)
+/// in its summary, and mc-fit fits service time to them, saying so. Two
+/// runs against one mock: each holds its own 12 requests, not the server's
+/// running total.
+#[test]
+fn a_run_keeps_the_servers_histograms_and_the_fit_uses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("hidden.json"),
+        r#"{"model": "roofline", "t_fix_ms": 0.5, "c_seq_ms": 0.02, "t_w_ms": 5.0,
+ "c_lin_ms": 0.05, "k_ms": 2e-6, "c_kv_ms": 1e-4, "block_size": 16}"#,
+    )
+    .unwrap();
+    let mock = crate::util::MockServer::start(&[
+        "--engine",
+        "--engine-profile",
+        d.join("hidden.json").to_str().unwrap(),
+    ]);
+    let trace = tool("mc-gen")
+        .args(["constant", "--qps", "4", "--num-requests", "12"])
+        .args(["--isl", "200", "--osl", "16", "--block-size", "16"])
+        .output()
+        .unwrap();
+    assert_success(&trace);
+    std::fs::write(d.join("t.jsonl"), &trace.stdout).unwrap();
+    let url = format!("http://{}", mock.addr);
+    for (run, seed) in [("a.jsonl", "1"), ("b.jsonl", "2")] {
+        let out = tool("mc-replay")
+            .current_dir(d)
+            .args(["--url", &url, "--model", "m", "-i", "t.jsonl", "-o", run])
+            .args(["--seed", seed])
+            .output()
+            .unwrap();
+        assert_success(&out);
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("b.summary.json")).unwrap()).unwrap();
+    let h = &summary["fidelity"]["server_histograms"];
+    for name in [
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+    ] {
+        assert_eq!(h[name]["count"], 12.0, "{name}: {h}");
+    }
+    // A lone 200-token prompt: 0.5 + 0.02 + hypot(5, 0.05·200) + 2e-6·200·100
+    // = 11.70 ms of prefill on the hidden engine; the wall clock only adds.
+    let prefill = &h["vllm:request_prefill_time_seconds"];
+    let mean = prefill["sum"].as_f64().unwrap() / 12.0;
+    assert!((0.0111..0.2).contains(&mean), "{mean}: {prefill}");
+    assert!(
+        h["vllm:iteration_tokens_total"]["count"].as_f64().unwrap() >= 12.0,
+        "{h}"
+    );
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args([
+            "--trace",
+            "t.jsonl",
+            "a.jsonl",
+            "b.jsonl",
+            "--max-seqs",
+            "256",
+        ])
+        .args(["--engine-block-size", "16", "-o", "fitted.json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for run in ["a.jsonl", "b.jsonl"] {
+        assert!(
+            stderr.contains(&format!(
+                "{run}: fitting service time to the server's own histograms \
+                 (vllm:request_prefill_time_seconds, 12 requests"
+            )),
+            "{stderr}"
+        );
+    }
+}
+
+/// A design the options cannot make is refused before a row is written.
+#[test]
+fn a_design_that_cannot_be_made_is_a_usage_error() {
+    for (args, says) in [
+        (vec!["--max-model-len", "100"], "too short for a design"),
+        (
+            vec!["--max-model-len", "4096", "--max-seqs", "0"],
+            "--max-seqs 0",
+        ),
+        (
+            vec!["--max-model-len", "4096", "--decode-osl", "1"],
+            "--decode-osl",
+        ),
+        (
+            vec!["--max-model-len", "4096", "--rates", "1e-9"],
+            "--rates 0.000000001",
+        ),
+        (
+            vec!["--max-model-len", "200", "--decode-isl", "100"],
+            "do not fit",
+        ),
+    ] {
+        let out = tool("mc-gen")
+            .arg("calibrate")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }

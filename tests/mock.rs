@@ -1124,3 +1124,32 @@ fn a_bad_engine_profile_is_refused_before_listening() {
     assert!(!stderr.contains("serving"), "{stderr}");
     assert!(stderr.contains("no-such-profile"), "{stderr}");
 }
+
+/// Under `--engine`, /v1/models states the profile's context limit (the
+/// one its engine refuses requests by), not the latency model's 1,048,576:
+/// the built-in profile's Llama-3.1-8B 131,072, a file's own, or the flag.
+#[test]
+fn the_engines_models_card_states_the_profiles_context_limit() {
+    let len = |args: &[&str]| -> Value {
+        let mock = Mock::start(args);
+        let mut resp = agent().get(mock.url("/v1/models")).call().unwrap();
+        let models: Value =
+            serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
+        models["data"][0]["max_model_len"].clone()
+    };
+    assert_eq!(len(&["--engine"]), 131072);
+    assert_eq!(len(&["--engine", "--max-model-len", "4096"]), 4096);
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    std::fs::write(
+        &profile,
+        r#"{"model": "roofline", "t_fix_ms": 0.1, "c_seq_ms": 0.01, "t_w_ms": 5,
+ "c_lin_ms": 0.02, "k_ms": 1e-6, "c_kv_ms": 1e-5, "max_model_len": 32768}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        len(&["--engine", "--engine-profile", profile.to_str().unwrap()]),
+        32768
+    );
+    assert_eq!(len(&[]), 1048576);
+}

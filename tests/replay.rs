@@ -140,6 +140,10 @@ pub mod schema {
         pub flagged: bool,
         pub cause: Option<String>,
         pub verdict: String,
+        /// The run's share of the server's request-phase histograms
+        /// (absent when it exported none).
+        #[serde(default)]
+        pub server_histograms: Option<serde_json::Value>,
     }
 
     #[derive(Debug, Clone, Deserialize)]

@@ -73,6 +73,9 @@ pub fn cross_validate(
         let train: Vec<Prepared<'_>> = train.into_iter().map(|(_, p)| p.clone()).collect();
         let test: Vec<Prepared<'_>> = test.into_iter().map(|(_, p)| p.clone()).collect();
         ticker.stage(format!("held-out fold {} of {}", f + 1, folds.len()));
+        // The fold's own start: a designed run's rungs read directly, from
+        // the training runs only.
+        let start = super::direct::start_for(train.iter().map(|p| p.run), shape, start);
         let (fitted, _) = model::fit(&train, shape, start, &mut |e| ticker.tick(e));
         let p = model::params(fitted, shape, "fold");
         per_fold.push(table::compare(&test, &p));

@@ -1,6 +1,10 @@
 //! `mc-fit`: an engine profile fitted to your own server's runs, and its
 //! error stated on runs it was not fitted to.
 //!
+//! - [`design`]: which coefficient each part of a designed workload
+//!   (`mc-gen calibrate`) pins, and which the runs' parts cannot.
+//! - [`direct`]: a designed run's rungs read as known sums of steps: the
+//!   search's start.
 //! - [`runs`]: the runs (mc-replay's result files, through
 //!   [`crate::results`]) and the trace they replayed.
 //! - [`model`]: the fit by simulation (each run's actual send times through
@@ -8,6 +12,8 @@
 //! - [`table`]: predicted against measured, metric by metric.
 //! - [`heldout`]: the error on runs a fit did not see (k-fold over runs).
 
+pub mod design;
+pub mod direct;
 pub mod heldout;
 pub mod model;
 pub mod runs;
@@ -56,6 +62,15 @@ pub const TOOL: &str = "mc-fit";
 /// held-out error: each run predicted by a fit to the others
 /// (leave-one-run-out up to 5 runs, 5 folds beyond), per metric, with the
 /// direction of the bias (over or under).
+///
+/// Runs of a designed workload (`mc-gen calibrate`: rows whose request_id
+/// is `cal:PART:…`) are read part by part: mc-fit names what each part pins,
+/// starts the search from the rungs fitted directly (each a known sum of
+/// steps), and reports a coefficient whose part the runs lack as not
+/// identified. A run whose summary holds the server's request-phase
+/// histograms (vLLM's prefill and decode time; mc-replay keeps them) is
+/// scored on them instead of the client's TTFT and E2E, so queueing is
+/// simulated, not fitted; stderr says which each run used.
 ///
 /// With --predict PROFILE, fits nothing: prints predicted against measured
 /// for the runs given, which should be runs the profile was not fitted to,
@@ -166,8 +181,41 @@ pub fn run(args: &FitArgs) -> Result<()> {
             )))
         }
     };
+    for r in &runs {
+        match runs::service_histograms(r) {
+            Some((prefill, decode)) => eprintln!(
+                "{TOOL}: {}: fitting service time to the server's own histograms \
+                 (vllm:request_prefill_time_seconds, {} requests; \
+                 vllm:request_decode_time_seconds, {}): queueing is simulated, not fitted",
+                r.label, prefill.count, decode.count
+            ),
+            None => eprintln!(
+                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds no \
+                 request-phase histograms of the server)",
+                r.label
+            ),
+        }
+    }
     let load = Load::of(&runs);
+    let coverage = design::Coverage::of(&runs);
+    for line in coverage.describe() {
+        eprintln!("{TOOL}: designed part: {line}");
+    }
     let mut ticker = Ticker::new();
+    let given_start = start;
+    let start = direct::start_for(&runs, shape, start);
+    if start != given_start {
+        eprintln!(
+            "{TOOL}: the search starts from the designed rungs read directly (each a known \
+             sum of steps): {}",
+            NAMES
+                .iter()
+                .zip(model::to_vec(&start))
+                .map(|(n, v)| format!("{n} {v:.4e}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let (fitted, err, identified) = if seqs_known {
         ticker.stage(format!("fit at max seqs {}", shape.max_seqs));
         let (f, e) = model::fit(&prepared, shape, start, &mut |e| ticker.tick(e));
@@ -178,8 +226,8 @@ pub fn run(args: &FitArgs) -> Result<()> {
         shape.max_seqs = seqs;
         (fitted, err, identified)
     };
-    report_fit(&prepared, shape, fitted, err, &mut ticker);
-    heldout::report(&prepared, shape, start, &mut ticker);
+    report_fit(&prepared, shape, fitted, err, &coverage, &mut ticker);
+    heldout::report(&prepared, shape, given_start, &mut ticker);
     ticker.done();
     let calibrated = Calibrated {
         max_rate_rps: load.max_rate_rps,
@@ -414,11 +462,21 @@ fn report_fit(
     shape: Shape,
     fitted: Roofline,
     err: f64,
+    coverage: &design::Coverage,
     ticker: &mut Ticker,
 ) {
     ticker.stage("checking which coefficients the runs identify".into());
     let unidentified = model::unidentified(prepared, shape, fitted, err, &mut |e| ticker.tick(e));
     ticker.done();
+    // A designed run set lacking the part that pins a coefficient does not
+    // pin it, whatever the search found: the part is the evidence.
+    let unpinned: Vec<(&str, Vec<&str>)> = NAMES
+        .iter()
+        .filter_map(|name| {
+            let missing = coverage.missing(name)?;
+            (!missing.is_empty()).then(|| (*name, missing.into_iter().map(design::label).collect()))
+        })
+        .collect();
     eprintln!(
         "{TOOL}: fitted roofline coefficients (error {err:.5}: mean over TTFT, ITL and E2E \
          of each one's mean squared log error):"
@@ -426,7 +484,18 @@ fn report_fit(
     for (name, value) in NAMES.iter().zip(model::to_vec(&fitted)) {
         eprintln!("  {name:<10} {value:.6e}");
     }
-    for name in unidentified {
+    for (name, missing) in &unpinned {
+        eprintln!(
+            "{TOOL}: warning: {name} not identified: these runs hold no {} (the part of \
+             `mc-gen calibrate` that pins it); its value is not a fit",
+            missing.join(" and no ")
+        );
+    }
+    let unpinned_names: Vec<&str> = unpinned.iter().map(|(n, _)| *n).collect();
+    for name in unidentified
+        .into_iter()
+        .filter(|n| !unpinned_names.contains(n))
+    {
         eprintln!(
             "{TOOL}: warning: the runs cannot identify {name} (halved or doubled, the other \
              coefficients make up for it); add runs that exercise it (long prompts for k_ms, \

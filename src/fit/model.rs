@@ -8,6 +8,7 @@
 use crate::engine::{Engine, EngineParams, EngineRequest, Finished, Profile, Roofline, StepModel};
 
 use super::runs::Run;
+use crate::prom::Histogram;
 
 /// The engine's shape, which the fit does not search.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,6 +70,10 @@ pub struct Predicted {
     pub itl_us: Option<f64>,
     pub cached_tokens: u64,
     pub end_us: u64,
+    /// vLLM's phases as its histograms time them (first scheduled to first
+    /// token; first token to last), µs.
+    pub prefill_us: u64,
+    pub decode_us: u64,
 }
 
 /// A run's requests with their engine blocks worked out once (they do not
@@ -127,23 +132,38 @@ impl<'a> Prepared<'a> {
                 },
                 cached_tokens: f.cached_tokens,
                 end_us: f.end_us,
+                prefill_us: f
+                    .first_token_us
+                    .map_or(0, |t| t.saturating_sub(f.first_scheduled_us)),
+                decode_us: match (f.first_token_us, f.token_us.last()) {
+                    (Some(first), Some(&last)) => last.saturating_sub(first),
+                    _ => 0,
+                },
             };
         }
         pred
     }
 }
 
-/// The metrics the fit weighs, in [`error`]'s order.
-pub const METRICS: [&str; 3] = ["TTFT", "ITL", "E2E"];
+/// The metrics the fit weighs, in [`error`]'s order: the client's per
+/// request TTFT, ITL and E2E, and the server's own prefill and decode time
+/// histograms where a run has them.
+pub const METRICS: [&str; 5] = ["TTFT", "ITL", "E2E", "server prefill", "server decode"];
 
-/// The error the fit minimises: for each of TTFT, ITL and E2E, the mean
-/// squared log ratio of predicted to measured over the scored requests (a
-/// factor of 2 off counts the same either way); then the mean of the three,
-/// so each metric weighs a third however many requests it has (ITL needs two
-/// tokens) and however large its values (E2E is the largest, and a pooled
-/// mean let it decide the fit). Squared, not absolute: the absolute error
-/// is flat in too many directions where batches change, and the search
-/// stalled far from known coefficients with it.
+/// The error the fit minimises: for each metric, the mean squared log
+/// ratio of predicted to measured (a factor of 2 off counts the same either
+/// way); then the mean over the metrics, so each weighs alike however many
+/// requests it has (ITL needs two tokens) and however large its values (E2E
+/// is the largest, and a pooled mean let it decide the fit). Squared, not
+/// absolute: the absolute error is flat in too many directions where
+/// batches change, and the search stalled far from known coefficients
+/// with it.
+///
+/// A run whose server exported its request-phase histograms
+/// ([`super::runs::service_histograms`]) is scored on them instead of the
+/// client's times: the service time (prefill, decode) is fitted to what the
+/// server measured, and the queueing in the client's TTFT and E2E is left
+/// to the simulation rather than fitted.
 pub fn error(runs: &[Prepared<'_>], p: &EngineParams) -> f64 {
     let per = metric_errors(runs, p);
     let known: Vec<f64> = per.iter().flatten().copied().collect();
@@ -155,16 +175,36 @@ pub fn error(runs: &[Prepared<'_>], p: &EngineParams) -> f64 {
 }
 
 /// Each metric's mean squared log error ([`METRICS`] order); `None` for a
-/// metric no scored request measured.
-pub fn metric_errors(runs: &[Prepared<'_>], p: &EngineParams) -> [Option<f64>; 3] {
-    let mut sum = [0.0f64; 3];
-    let mut n = [0u64; 3];
+/// metric no run measured.
+pub fn metric_errors(runs: &[Prepared<'_>], p: &EngineParams) -> [Option<f64>; 5] {
+    let mut sum = [0.0f64; 5];
+    let mut n = [0u64; 5];
     let mut add = |k: usize, pred: f64, meas: f64| {
         sum[k] += (pred.max(1.0) / meas.max(1.0)).ln().powi(2);
         n[k] += 1;
     };
     for prep in runs {
         let pred = prep.simulate(p);
+        if let Some((prefill, decode)) = super::runs::service_histograms(prep.run) {
+            // The server's histograms hold every request it served in the
+            // run, warm-ups included: so do the predictions compared.
+            let served = || {
+                prep.run
+                    .requests
+                    .iter()
+                    .zip(&pred)
+                    .filter(|(m, _)| m.e2e_us.is_some())
+            };
+            let pre: Vec<f64> = served().map(|(_, q)| q.prefill_us as f64 / 1e6).collect();
+            let dec: Vec<f64> = served().map(|(_, q)| q.decode_us as f64 / 1e6).collect();
+            for (k, measured, predicted) in [(3, prefill, pre), (4, decode, dec)] {
+                for (a, b) in histogram_points(measured, &predicted) {
+                    // In µs, as the client's times are (the 1 µs floor).
+                    add(k, a * 1e6, b * 1e6);
+                }
+            }
+            continue;
+        }
         for (m, q) in prep.run.requests.iter().zip(&pred) {
             if !m.scored {
                 continue;
@@ -181,6 +221,45 @@ pub fn metric_errors(runs: &[Prepared<'_>], p: &EngineParams) -> [Option<f64>; 3
         }
     }
     std::array::from_fn(|k| (n[k] > 0).then(|| sum[k] / n[k] as f64))
+}
+
+/// (predicted, measured) pairs of a server histogram against predicted
+/// observations (seconds): the mean, and the median and p90 of both read
+/// from the measured histogram's own buckets, the same way, so the coarse
+/// buckets blur both sides alike.
+pub fn histogram_points(measured: &Histogram, predicted: &[f64]) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    if predicted.is_empty() {
+        return out;
+    }
+    let mean = predicted.iter().sum::<f64>() / predicted.len() as f64;
+    if let Some(m) = measured.mean() {
+        out.push((mean, m));
+    }
+    let mut binned = Histogram {
+        count: predicted.len() as f64,
+        sum: mean * predicted.len() as f64,
+        buckets: measured
+            .buckets
+            .iter()
+            .map(|&(le, _)| {
+                let below = predicted
+                    .iter()
+                    .filter(|&&x| le.is_none_or(|le| x <= le))
+                    .count();
+                (le, below as f64)
+            })
+            .collect(),
+    };
+    if binned.buckets.is_empty() {
+        binned.buckets.push((None, predicted.len() as f64));
+    }
+    for q in [0.5, 0.9] {
+        if let (Some(a), Some(b)) = (binned.quantile(q), measured.quantile(q)) {
+            out.push((a, b));
+        }
+    }
+    out
 }
 
 /// Nelder–Mead on `f` from `x0` with initial steps `step`; at most
@@ -405,6 +484,7 @@ mod tests {
                     row: Row {
                         hash_ids: vec![],
                         input_length: Some(100),
+                        request_id: None,
                     },
                     line: i + 1,
                     ttft_us: None,
@@ -416,6 +496,7 @@ mod tests {
                 .collect(),
             trace_block: 16,
             engine: None,
+            server: Default::default(),
         };
         let pred = Prepared::new(&run, 16).simulate(&p);
         for (m, q) in run.requests.iter_mut().zip(&pred) {

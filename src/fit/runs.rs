@@ -2,7 +2,7 @@
 //! read through [`crate::results`]), the rows of the trace they replayed,
 //! and the server's shape where the run recorded it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::engine::{row_blocks, ParamsOut};
 use crate::error::{Error, RecordError, Result};
 use crate::jsonl::{open_input, LineReader, DEFAULT_MAX_LINE_BYTES};
+use crate::prom::Histogram;
 use crate::results::{line, summary, RequestResult, Summary};
 
 /// One trace row, as the engine needs it.
@@ -17,6 +18,9 @@ use crate::results::{line, summary, RequestResult, Summary};
 pub struct Row {
     pub hash_ids: Vec<u64>,
     pub input_length: Option<u64>,
+    /// The row's `request_id`: a designed row's names its part
+    /// (`gen::calibrate`, read by [`super::design`]).
+    pub request_id: Option<String>,
 }
 
 /// The trace's rows by line number.
@@ -51,6 +55,10 @@ pub fn read_trace(path: &Path) -> Result<HashMap<u64, Row>> {
             Row {
                 hash_ids: ids,
                 input_length: v.get("input_length").and_then(Value::as_u64),
+                request_id: v
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             },
         );
     }
@@ -87,6 +95,20 @@ pub struct Run {
     pub trace_block: u64,
     /// The engine's shape when the run was on the engine model.
     pub engine: Option<ParamsOut>,
+    /// The server's own request-phase histograms over the run (its
+    /// summary's `fidelity.server_histograms`), empty when it exported none.
+    pub server: BTreeMap<String, Histogram>,
+}
+
+/// The server's prefill and decode histograms of a run, when it has both
+/// with observations: what the fit of service time reads instead of the
+/// client's TTFT and E2E.
+pub fn service_histograms(run: &Run) -> Option<(&Histogram, &Histogram)> {
+    let get = |name: &str| run.server.get(name).filter(|h| h.count > 0.0);
+    Some((
+        get("vllm:request_prefill_time_seconds")?,
+        get("vllm:request_decode_time_seconds")?,
+    ))
 }
 
 impl Run {
@@ -181,6 +203,11 @@ pub fn read_run(path: &Path, trace: &HashMap<u64, Row>) -> Result<Run> {
         .and_then(|s| s.engine.clone())
         .and_then(|v| v.get("params").cloned())
         .and_then(|p| serde_json::from_value::<ParamsOut>(p).ok());
+    let server = desc
+        .as_ref()
+        .and_then(|s| s.fidelity.as_ref())
+        .map(|f| f.server_histograms.clone())
+        .unwrap_or_default();
     results.sort_by(|a, b| a.t_send_ms.total_cmp(&b.t_send_ms));
     let mut requests = Vec::with_capacity(results.len());
     for r in &results {
@@ -220,5 +247,6 @@ pub fn read_run(path: &Path, trace: &HashMap<u64, Row>) -> Result<Run> {
         requests,
         trace_block,
         engine,
+        server,
     })
 }

@@ -1,4 +1,5 @@
-//! Predicted against measured, metric by metric: the table a fit prints for
+//! Predicted against measured, metric by metric (means, medians and
+//! tails of TTFT, ITL and E2E, throughput, hit rate): the table a fit prints for
 //! the runs it was fitted to, and `--predict` prints for runs it was not.
 
 use std::fmt::Write as _;
@@ -78,6 +79,7 @@ pub fn compare(runs: &[Prepared<'_>], p: &EngineParams) -> Vec<Line> {
     }
     let (ttft_m, ttft_p, e2e_m, e2e_p) =
         (sorted(ttft_m), sorted(ttft_p), sorted(e2e_m), sorted(e2e_p));
+    let (itl_m, itl_p) = (sorted(itl_m), sorted(itl_p));
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let rate = |span: f64| (span > 0.0).then(|| tok as f64 / span);
     let hit = |h: u64| (prompt > 0).then(|| h as f64 / prompt as f64 * 100.0);
@@ -88,10 +90,15 @@ pub fn compare(runs: &[Prepared<'_>], p: &EngineParams) -> Vec<Line> {
         predicted,
     };
     vec![
+        l("TTFT mean", "ms", mean(&ttft_m), mean(&ttft_p)),
         l("TTFT p50", "ms", pct(&ttft_m, 0.5), pct(&ttft_p, 0.5)),
         l("TTFT p90", "ms", pct(&ttft_m, 0.9), pct(&ttft_p, 0.9)),
         l("TTFT p99", "ms", pct(&ttft_m, 0.99), pct(&ttft_p, 0.99)),
+        // Per request: its mean gap between tokens.
         l("ITL mean", "ms", mean(&itl_m), mean(&itl_p)),
+        l("ITL p50", "ms", pct(&itl_m, 0.5), pct(&itl_p, 0.5)),
+        l("ITL p99", "ms", pct(&itl_m, 0.99), pct(&itl_p, 0.99)),
+        l("E2E mean", "ms", mean(&e2e_m), mean(&e2e_p)),
         l("E2E p50", "ms", pct(&e2e_m, 0.5), pct(&e2e_p, 0.5)),
         l("E2E p99", "ms", pct(&e2e_m, 0.99), pct(&e2e_p, 0.99)),
         l("output tok/s", "tok/s", rate(span_m), rate(span_p)),

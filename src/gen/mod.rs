@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod agent_graph;
 pub mod arrival;
+pub mod calibrate;
 pub mod collection;
 pub mod dist;
 pub mod from_trace;
@@ -50,7 +51,8 @@ pub const TOOL: &str = "mc-gen";
   mc-gen agent --config agent.json --format aibrix > workload.jsonl
   mc-gen agent --graph sub-agents --num-sessions 50 > agents.jsonl
   mc-gen from-trace -i azure.jsonl --prompt-file prompts.jsonl --tokenizer meta-llama/Llama-3.1-8B-Instruct
-  mc-gen prompts --prefix-groups 8 --turns uniform:2:5 > sessions.jsonl"
+  mc-gen prompts --prefix-groups 8 --turns uniform:2:5 > sessions.jsonl
+  mc-gen calibrate --max-model-len 32768 --max-seqs 256 --block-size 16 > design.jsonl"
 )]
 pub struct GenArgs {
     // Optional for clap so `--completions`/`--man` work without a mode;
@@ -132,6 +134,10 @@ pub enum Mode {
     FromTrace(from_trace::FromTraceArgs),
     /// Write a synthetic prompt collection (prefix-sharing, multi-turn).
     Prompts(collection::PromptsArgs),
+    /// A workload designed to calibrate the engine model (mc-fit): a
+    /// prefill ladder, a decode ladder, long contexts and a rate ladder,
+    /// each part pinning some of the step-time coefficients.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// How long an open-ended generator runs.
@@ -266,7 +272,7 @@ pub fn run(args: &GenArgs) -> Result<()> {
     let Some(mode) = &args.mode else {
         return Err(Error::usage(
             "a mode is required: constant, synthetic, stat, prefix, sessions, agent, \
-             from-trace or prompts",
+             from-trace, prompts or calibrate",
         ));
     };
     run_mode(TOOL, &args.common, mode)
@@ -335,6 +341,7 @@ fn run_mode(tool: &str, common: &Common, mode: &Mode) -> Result<()> {
             None => agent::run(common, &c, &mut sink),
         }),
         Mode::FromTrace(a) => from_trace::run(tool, common, a, &mut sink),
+        Mode::Calibrate(a) => calibrate::run(common, a, &mut sink),
         Mode::Prompts(_) => Ok(()),
     };
     // What was generated is written even when a later step fails.

@@ -95,7 +95,7 @@ fn seconds_and_after(s: &[u8], minute_s: i64) -> Option<i64> {
 /// date's checks and day count are done once a minute, and a row whose
 /// first 17 bytes (to the `:` before the seconds) are the last row's reads
 /// only its seconds, fraction and offset. The same answers as [`parse_datetime`] for every input (the
-/// bytes compared are the ones [`minute`] read).
+/// bytes compared are the ones `minute` read).
 #[derive(Debug, Clone, Default)]
 pub struct Datetimes {
     /// The last valid minute's first 17 bytes (to its `:`) and its seconds.

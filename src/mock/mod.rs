@@ -56,8 +56,10 @@ use wire::{Reply, WireUsage};
 /// max_completion_tokens wins; 16 when neither is given), finish_reason
 /// "length"; otherwise --eos-after kept within min_tokens..=max_tokens,
 /// finish_reason "stop" when that is below max_tokens. A max_tokens above
-/// 1048576 (the max_model_len in /v1/models), a min_tokens above max_tokens,
-/// or a body that is not JSON gets a 400.
+/// 1048576 (the max_model_len in /v1/models; under --engine /v1/models
+/// states the profile's max_model_len instead, the limit its engine
+/// refuses a request by), a min_tokens above max_tokens, or a body that is
+/// not JSON gets a 400.
 ///
 /// Writes JSON lines on stdout, each flushed: first
 /// {"event":"listening","addr":"HOST:PORT"}, then one line per request as it
@@ -217,6 +219,7 @@ pub fn run(args: &MockArgs) -> Result<()> {
             params.profile.name
         );
         server.engine_block = params.block_size;
+        server.max_model_len = params.max_model_len.unwrap_or(request::MAX_MODEL_LEN);
         server.engine = Some(engine::LiveEngine::start(params, server.start)?);
     }
     let pacers = pacer::Pacer::start(usize::from(opts_pacer_threads))
@@ -408,6 +411,11 @@ struct Server {
     /// `--engine`: the shared engine model, and its block size in words.
     engine: Option<std::sync::Arc<engine::LiveEngine>>,
     engine_block: u64,
+    /// The context length /v1/models states: under `--engine` the
+    /// profile's `max_model_len` (the limit the engine refuses requests
+    /// by; a client sizes its prompts by what this says), else the mock's
+    /// own bound.
+    max_model_len: u64,
     /// Sends the tokens of plain streams (see `pacer`); without it every
     /// stream is sent by its connection thread.
     pacer: Option<pacer::Pacer>,
@@ -432,6 +440,7 @@ impl Server {
             counters: metrics::Counters::default(),
             engine: None,
             engine_block: 0,
+            max_model_len: request::MAX_MODEL_LEN,
             pacer: None,
             send_delay: metrics::SendDelay::default(),
         }
@@ -593,7 +602,11 @@ impl Handler for Server {
         let seq = self.log.request(&req, self.start, ask);
         match route {
             Route::Models => {
-                let body = wire::models(&self.opts.model, unix_secs(self.started))?;
+                let body = wire::models(
+                    &self.opts.model,
+                    unix_secs(self.started),
+                    self.max_model_len,
+                )?;
                 conn.respond(200, Some("application/json"), &[], &body)
             }
             Route::Health => conn.respond(200, None, &[], b""),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::hash::splitmix64;
 
 use super::faults;
-use super::request::{self, Kind};
+use super::request::Kind;
 
 /// The end of every stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -292,7 +292,7 @@ struct ModelCard<'a> {
 }
 
 /// `GET /v1/models`: the one model served.
-pub fn models(model: &str, created: u64) -> io::Result<Vec<u8>> {
+pub fn models(model: &str, created: u64, max_model_len: u64) -> io::Result<Vec<u8>> {
     json(&ModelList {
         object: "list",
         data: [ModelCard {
@@ -302,7 +302,7 @@ pub fn models(model: &str, created: u64) -> io::Result<Vec<u8>> {
             owned_by: "mc-mock",
             root: model,
             parent: (),
-            max_model_len: request::MAX_MODEL_LEN,
+            max_model_len,
         }],
     })
 }

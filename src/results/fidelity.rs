@@ -35,6 +35,12 @@ pub struct Fidelity {
     pub cause: Option<Cause>,
     /// One sentence: the comparison's outcome, and the cause when flagged.
     pub verdict: String,
+    /// The run's share of the server's request-phase histograms (the
+    /// scrape after less the scrape before, `prom::SERVICE_HISTOGRAMS`):
+    /// how long the server says requests queued, prefilled and decoded.
+    /// mc-fit fits service time to them. Absent when the server has none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub server_histograms: std::collections::BTreeMap<String, crate::prom::Histogram>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

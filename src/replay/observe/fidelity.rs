@@ -261,7 +261,22 @@ pub fn assess(inp: &Inputs<'_>, observed: Option<&Observed>) -> Fidelity {
         flagged: status == MetricsStatus::Ok && judgement.flagged,
         cause: judgement.cause.filter(|_| status == MetricsStatus::Ok),
         verdict,
+        server_histograms: histogram_deltas(before, after),
     }
+}
+
+/// The run's share of each service histogram both scrapes hold.
+fn histogram_deltas(
+    before: Option<&ServerStats>,
+    after: Option<&ServerStats>,
+) -> std::collections::BTreeMap<String, crate::prom::Histogram> {
+    let (Some(b), Some(a)) = (before, after) else {
+        return Default::default();
+    };
+    a.histograms
+        .iter()
+        .filter_map(|(name, h)| Some((name.clone(), h.since(b.histograms.get(name)?))))
+        .collect()
 }
 
 /// What the run asked for against what the server realised: the prompt

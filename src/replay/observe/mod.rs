@@ -38,8 +38,9 @@ pub enum Watch {
     NoServer,
     /// `--no-server-metrics`: a fidelity section that says so.
     Off,
-    /// Scraping the server's metrics.
-    Scrape(scrape::Observer),
+    /// Scraping the server's metrics (boxed: the scrape before, with its
+    /// histograms, is large beside the other variants).
+    Scrape(Box<scrape::Observer>),
 }
 
 impl Watch {
@@ -67,10 +68,10 @@ impl Watch {
             redactor.clone(),
             cacert,
         )?;
-        Ok(Watch::Scrape(scrape::Observer::start(
+        Ok(Watch::Scrape(Box::new(scrape::Observer::start(
             scraper,
             opts.interval,
-        )))
+        ))))
     }
 
     /// Ends the watch: the fidelity section, if the run has one.

@@ -80,7 +80,7 @@ pub struct Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnCap {
     /// No `--max-connections`: as many as the measured rate and latency
-    /// call for ([`demand`]), never more than `ceiling` (see
+    /// call for (`demand`), never more than `ceiling` (see
     /// [`auto_ceiling`]).
     Auto { ceiling: usize },
     /// `--max-connections 0`: one per request in flight.
