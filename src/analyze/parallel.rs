@@ -132,7 +132,7 @@ pub fn read_into(
     let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<ReadChunk>();
     // The pool: every chunk in flight holds one, so memory is bounded. One
     // a worker, one for the reader to fill and one being applied: each
-    // more was 2 MB of text and ~1.5 MB of parsed rows at the peak, which
+    // more was 2 MB of text and about 2 MB of parsed rows at the peak, which
     // is during the read (twice the workers plus two: 107 MB for 256 MB
     // of trace, this: 100 MB, no slower).
     for _ in 0..workers + 2 {
