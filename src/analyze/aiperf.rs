@@ -71,33 +71,32 @@ pub struct RowColumns {
 }
 
 impl RowColumns {
-    pub fn of(rows: &RowStore) -> RowColumns {
-        // One column at a time, each dropped before the next is built: on a
-        // large trace five columns of 8 bytes a row were a fifth of the peak.
-        let isl = column(rows.rows.iter().map(|r| r.isl));
-        let osl = column(rows.rows.iter().map(|r| r.osl));
-        // Sized before it is filled: a filtered collect grows by doubling, and
-        // each move of a column of millions of rows was a transient second copy
-        // at the report's peak.
-        let mut hit_rates = Vec::with_capacity(rows.rows.iter().filter(|r| r.has_ids()).count());
-        hit_rates.extend(
+    /// The columns, built one at a time in `column` (cleared first): one
+    /// buffer, made by the caller, whichever thread this runs on (a
+    /// thread's own allocations stay in its allocator arena after they
+    /// are freed, and the report's peak is one column over the rows).
+    pub fn of(rows: &RowStore, column: &mut Vec<f64>) -> RowColumns {
+        let isl = column_of(column, rows.rows.iter().map(|r| r.isl));
+        let osl = column_of(column, rows.rows.iter().map(|r| r.osl));
+        column.clear();
+        column.extend(
             rows.rows
                 .iter()
                 .filter(|r| r.has_ids())
                 .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids)),
         );
         // statistics.mean: exact, rounded once.
-        let cache_hit_rate = if hit_rates.is_empty() {
+        let cache_hit_rate = if column.is_empty() {
             0.0
         } else {
-            crate::stats::exact_mean(&hit_rates)
+            crate::stats::exact_mean(column)
         };
         RowColumns {
             n: rows.rows.len() as u64,
             isl,
             osl,
             cache_hit_rate,
-            hit_rate_stats: Summary::of(&mut hit_rates),
+            hit_rate_stats: Summary::of(column),
         }
     }
 }
@@ -170,11 +169,15 @@ fn mean(v: &[f64]) -> f64 {
     s.value() / v.len() as f64
 }
 
-/// A column's min, max and mean (AIPerf's) and its summary.
-fn column(values: impl Iterator<Item = f64>) -> (f64, f64, f64, Option<Summary>) {
-    let mut v: Vec<f64> = values.collect();
-    let (min, max, mean) = min_max_mean(&v);
-    (min, max, mean, Summary::of(&mut v))
+/// A column's min, max and mean (AIPerf's) and its summary, built in `v`.
+fn column_of(
+    v: &mut Vec<f64>,
+    values: impl Iterator<Item = f64>,
+) -> (f64, f64, f64, Option<Summary>) {
+    v.clear();
+    v.extend(values);
+    let (min, max, mean) = min_max_mean(v);
+    (min, max, mean, Summary::of(v))
 }
 
 /// AIPerf's `min(...) if ... else 0` and `sum / len`.

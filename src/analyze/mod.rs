@@ -265,10 +265,11 @@ impl Analyzer {
 
     /// The second pass: the report, for the options' block size and cache sizes.
     ///
-    /// Two threads: the block walk and what needs the id table (AIPerf's
-    /// statistics, the block check, the cache model) on this one; timing,
-    /// sessions and graphs, which read only the rows, on a second. Each
-    /// part is computed as on one thread, so the report is the same.
+    /// Two threads for a while: the block walk and what needs the id table
+    /// (AIPerf's table statistics, the block check, the cache model) on
+    /// this one; AIPerf's row columns and the timing, which read only the
+    /// rows' numbers, on a second. Each part is computed as on one thread,
+    /// so the report is the same.
     pub fn finish(self, opts: &AnalyzeArgs, policy: &ErrorPolicy) -> Report {
         let Analyzer {
             rows,
@@ -286,26 +287,28 @@ impl Analyzer {
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
         let rows = &rows;
-        let (aiperf, blocks, cache, (timing, sessions, graphs, graph_lint)) =
-            std::thread::scope(|scope| {
-                let side = scope.spawn(move || {
-                    let columns = aiperf::RowColumns::of(rows);
-                    let timing = timing::compute(rows);
-                    let sessions = sessions.finish(rows, b);
-                    let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
-                    (columns, (timing, sessions, graphs, graph_lint))
-                });
-                let walk = blocksize::walk(rows, &mut table, b);
-                let blocks = blocksize::check(rows, b, detected, feasible, walk.conflicts);
-                // A panic there is a bug: it ends the run as it would on
-                // this thread.
-                let (columns, side) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                let aiperf = aiperf::compute(rows, &table, &first_ids, &walk.repeated, b, columns);
-                // 4 bytes a row, needed by nothing after AIPerf's statistics.
-                drop(walk.repeated);
-                let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
-                (aiperf, blocks, cache, side)
+        // One column of 8 bytes a row for the side thread's statistics,
+        // made here: see `RowColumns::of`.
+        let mut column = Vec::with_capacity(rows.rows.len());
+        let (aiperf, blocks, cache, timing) = std::thread::scope(|scope| {
+            let side = scope.spawn(move || {
+                let columns = aiperf::RowColumns::of(rows, &mut column);
+                let timing = timing::compute(rows, &mut column);
+                (columns, timing)
             });
+            let walk = blocksize::walk(rows, &mut table, b);
+            let blocks = blocksize::check(rows, b, detected, feasible, walk.conflicts);
+            // A panic there is a bug: it ends the run as it would on
+            // this thread.
+            let (columns, timing) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            let aiperf = aiperf::compute(rows, &table, &first_ids, &walk.repeated, b, columns);
+            // 4 bytes a row, needed by nothing after AIPerf's statistics.
+            drop(walk.repeated);
+            let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
+            (aiperf, blocks, cache, timing)
+        });
+        let sessions = sessions.finish(rows, b);
+        let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {
             rows: rows.rows.len() as u64,
             rows_with_ids: rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
