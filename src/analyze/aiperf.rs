@@ -59,20 +59,58 @@ impl FirstIds {
     }
 }
 
+/// The statistics of AIPerf's that read only the rows' own numbers (no
+/// id table, no second pass), so they can be computed beside the block
+/// walk: [`RowColumns::of`] then [`compute`].
+pub struct RowColumns {
+    n: u64,
+    isl: (f64, f64, f64, Option<Summary>),
+    osl: (f64, f64, f64, Option<Summary>),
+    cache_hit_rate: f64,
+    hit_rate_stats: Option<Summary>,
+}
+
+impl RowColumns {
+    /// The columns, built one at a time in `column` (cleared first): one
+    /// buffer, made by the caller, whichever thread this runs on (a
+    /// thread's own allocations stay in its allocator arena after they
+    /// are freed, and the report's peak is one column over the rows).
+    pub fn of(rows: &RowStore, column: &mut Vec<f64>) -> RowColumns {
+        let isl = column_of(column, rows.rows.iter().map(|r| r.isl));
+        let osl = column_of(column, rows.rows.iter().map(|r| r.osl));
+        column.clear();
+        column.extend(
+            rows.rows
+                .iter()
+                .filter(|r| r.has_ids())
+                .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids)),
+        );
+        // statistics.mean: exact, rounded once.
+        let cache_hit_rate = if column.is_empty() {
+            0.0
+        } else {
+            crate::stats::exact_mean(column)
+        };
+        RowColumns {
+            n: rows.rows.len() as u64,
+            isl,
+            osl,
+            cache_hit_rate,
+            hit_rate_stats: Summary::of(column),
+        }
+    }
+}
+
 /// AIPerf's statistics, given the per-row counts of repeated (position,
-/// id) pairs from the second pass.
+/// id) pairs from the second pass and the rows' own columns.
 pub fn compute(
     rows: &RowStore,
     table: &IdTable,
     first_ids: &FirstIds,
     repeated: &[u32],
     block_size: u64,
+    columns: RowColumns,
 ) -> AiperfStats {
-    let n = rows.rows.len();
-    // One column at a time, each dropped before the next is built: on a
-    // large trace five columns of 8 bytes a row were a fifth of the peak.
-    let (min_isl, max_isl, avg_isl, isl_stats) = column(rows.rows.iter().map(|r| r.isl));
-    let (min_osl, max_osl, avg_osl, osl_stats) = column(rows.rows.iter().map(|r| r.osl));
     let context_of = |row: &StoredRow, rep: u32| {
         if !row.has_ids() {
             0.0
@@ -93,29 +131,20 @@ pub fn compute(
             .map(|(r, rep)| r.isl - context_of(r, rep))
             .collect::<Vec<_>>(),
     );
-    // Sized before it is filled: a filtered collect grows by doubling, and
-    // each move of a column of millions of rows was a transient second copy
-    // at the report's peak.
-    let mut hit_rates = Vec::with_capacity(rows.rows.iter().filter(|r| r.has_ids()).count());
-    hit_rates.extend(
-        rows.rows
-            .iter()
-            .filter(|r| r.has_ids())
-            .map(|r| f64::from(r.first_unseen) / f64::from(r.n_ids)),
-    );
-    // statistics.mean: exact, rounded once.
-    let cache_hit_rate = if hit_rates.is_empty() {
-        0.0
-    } else {
-        crate::stats::exact_mean(&hit_rates)
-    };
     let prefix_reuse_ratio = if table.blocks == 0 {
         0.0
     } else {
         table.reused_visits() as f64 / table.blocks as f64
     };
+    let RowColumns {
+        n,
+        isl: (min_isl, max_isl, avg_isl, isl_stats),
+        osl: (min_osl, max_osl, avg_osl, osl_stats),
+        cache_hit_rate,
+        hit_rate_stats,
+    } = columns;
     AiperfStats {
-        total_requests: n as u64,
+        total_requests: n,
         unique_prefixes: table.nodes,
         num_prefix_groups: first_ids.groups(),
         cache_hit_rate,
@@ -130,7 +159,7 @@ pub fn compute(
         osl_stats,
         context_length_stats,
         unique_prompt_length_stats,
-        hit_rate_stats: Summary::of(&mut hit_rates),
+        hit_rate_stats,
     }
 }
 
@@ -140,11 +169,15 @@ fn mean(v: &[f64]) -> f64 {
     s.value() / v.len() as f64
 }
 
-/// A column's min, max and mean (AIPerf's) and its summary.
-fn column(values: impl Iterator<Item = f64>) -> (f64, f64, f64, Option<Summary>) {
-    let mut v: Vec<f64> = values.collect();
-    let (min, max, mean) = min_max_mean(&v);
-    (min, max, mean, Summary::of(&mut v))
+/// A column's min, max and mean (AIPerf's) and its summary, built in `v`.
+fn column_of(
+    v: &mut Vec<f64>,
+    values: impl Iterator<Item = f64>,
+) -> (f64, f64, f64, Option<Summary>) {
+    v.clear();
+    v.extend(values);
+    let (min, max, mean) = min_max_mean(v);
+    (min, max, mean, Summary::of(v))
 }
 
 /// AIPerf's `min(...) if ... else 0` and `sum / len`.

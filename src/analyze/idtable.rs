@@ -351,15 +351,18 @@ impl IdTable {
     pub fn check_block(&mut self, pos: usize, id: u64, size: u32, full: u32) -> (bool, bool) {
         debug_assert_eq!(self.pass, Pass::Sizes);
         let f = self.flags_of(id);
-        if f == 0 {
+        // An id met once (most ids: a row's fresh tail) is in one block, so
+        // its pair is not repeated and it has one size; its primary node,
+        // the costly part (a chain of flags and a head's entry, out of
+        // cache), is not needed. The hint stays on the last id that was.
+        if f & MULTI == 0 {
             return (false, false);
         }
         let primary = self.primary(id, self.hint);
         self.hint = Some((id, primary));
         let repeated = self.repeated(f, primary, pos, id);
-        // An id met once has one size (and size 0, a broken row, says
-        // nothing about sizes).
-        if f & MULTI == 0 || size == 0 {
+        // Size 0, a broken row, says nothing about sizes.
+        if size == 0 {
             return (repeated, false);
         }
         let (next, conflict) = match scratch(f) {

@@ -264,37 +264,60 @@ impl Analyzer {
     }
 
     /// The second pass: the report, for the options' block size and cache sizes.
-    pub fn finish(mut self, opts: &AnalyzeArgs, policy: &ErrorPolicy) -> Report {
-        let feasible = blocksize::feasible(&self.rows);
-        let detected = blocksize::detect(&self.rows, feasible);
+    ///
+    /// Two threads for a while: the block walk and what needs the id table
+    /// (AIPerf's table statistics, the block check, the cache model) on
+    /// this one; AIPerf's row columns and the timing, which read only the
+    /// rows' numbers, on a second. Each part is computed as on one thread,
+    /// so the report is the same.
+    pub fn finish(self, opts: &AnalyzeArgs, policy: &ErrorPolicy) -> Report {
+        let Analyzer {
+            rows,
+            mut table,
+            first_ids,
+            sessions,
+            graphs,
+            mut lint,
+            ids: _,
+        } = self;
+        let feasible = blocksize::feasible(&rows);
+        let detected = blocksize::detect(&rows, feasible);
         let b = match opts.block_size {
             BlockSize::Fixed(b) => b,
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
-        let walk = blocksize::walk(&self.rows, &mut self.table, b);
-        let aiperf = aiperf::compute(&self.rows, &self.table, &self.first_ids, &walk.repeated, b);
-        // 4 bytes a row, needed by nothing after AIPerf's statistics.
-        drop(walk.repeated);
-        let blocks = blocksize::check(&self.rows, b, detected, feasible, walk.conflicts);
-        let cache = cache::model(
-            &self.rows,
-            &mut self.table,
-            b,
-            opts.order,
-            &opts.cache_blocks,
-        );
-        let timing = timing::compute(&self.rows);
+        let rows = &rows;
+        // One column of 8 bytes a row for the side thread's statistics,
+        // made here: see `RowColumns::of`.
+        let mut column = Vec::with_capacity(rows.rows.len());
+        let (aiperf, blocks, cache, timing) = std::thread::scope(|scope| {
+            let side = scope.spawn(move || {
+                let columns = aiperf::RowColumns::of(rows, &mut column);
+                let timing = timing::compute(rows, &mut column);
+                (columns, timing)
+            });
+            let walk = blocksize::walk(rows, &mut table, b);
+            let blocks = blocksize::check(rows, b, detected, feasible, walk.conflicts);
+            // A panic there is a bug: it ends the run as it would on
+            // this thread.
+            let (columns, timing) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            let aiperf = aiperf::compute(rows, &table, &first_ids, &walk.repeated, b, columns);
+            // 4 bytes a row, needed by nothing after AIPerf's statistics.
+            drop(walk.repeated);
+            let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
+            (aiperf, blocks, cache, timing)
+        });
+        let sessions = sessions.finish(rows, b);
+        let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {
-            rows: self.rows.rows.len() as u64,
-            rows_with_ids: self.rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
-            blocks: self.table.blocks,
-            distinct_ids: self.table.distinct_ids(),
+            rows: rows.rows.len() as u64,
+            rows_with_ids: rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
+            blocks: table.blocks,
+            distinct_ids: table.distinct_ids(),
             skipped_lines: policy.skipped().count,
             first_skipped_lines: policy.skipped().first_lines.clone(),
         };
-        let sessions = self.sessions.finish(&self.rows, b);
-        let (graphs, graph_lint) = self.graphs.finish(sessions.rows_in_sessions);
-        self.lint.graph = graph_lint;
+        lint.graph = graph_lint;
         Report {
             aiperf,
             input,
@@ -303,7 +326,7 @@ impl Analyzer {
             timing,
             sessions,
             graphs,
-            lint: self.lint,
+            lint,
         }
     }
 }
