@@ -11,6 +11,8 @@
 #                                        # time: the fit alone, no wall clock
 #   REFIT=1 scripts/bench-fit.sh         # fit the runs of the last bench again
 #                                        # (BENCH_DIR kept; after a change to mc-fit)
+#   FIT_FLAGS=--server-histograms ...    # fit to the server's request-phase
+#                                        # histograms (off by default)
 #
 # Per profile: mc-mock --engine --engine-profile hidden.json on the wall
 # clock; the designed calibration workload (mc-gen calibrate, at the
@@ -111,7 +113,8 @@ for i in $(seq "$n"); do
         mock_pid=""
     fi
     t1=$(date +%s)
-    "$bin/mc-fit" --trace "$d/design.jsonl" "$d/design-run.jsonl" -o "$d/fitted.json" "${shape[@]}" \
+    # shellcheck disable=SC2086 # FIT_FLAGS: words, or nothing
+    "$bin/mc-fit" ${FIT_FLAGS:-} --trace "$d/design.jsonl" "$d/design-run.jsonl" -o "$d/fitted.json" "${shape[@]}" \
         2> "$d/fit.log"
     "$bin/mc-fit" --trace "$d/heldout.jsonl" --predict "$d/fitted.json" "$d/heldout-run.jsonl" \
         "${shape[@]}" 2> "$d/predict.txt"

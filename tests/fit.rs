@@ -710,6 +710,7 @@ fn a_run_keeps_the_servers_histograms_and_the_fit_uses_them() {
             "256",
         ])
         .args(["--engine-block-size", "16", "-o", "fitted.json"])
+        .arg("--server-histograms")
         .output()
         .unwrap();
     assert_success(&out);
@@ -723,6 +724,23 @@ fn a_run_keeps_the_servers_histograms_and_the_fit_uses_them() {
             "{stderr}"
         );
     }
+    // Without the option the client's times are fitted, and stderr says
+    // the histograms were there.
+    let out = tool("mc-fit")
+        .current_dir(d)
+        .args(["--trace", "t.jsonl", "a.jsonl", "--max-seqs", "256"])
+        .args(["--engine-block-size", "16", "-o", "fitted2.json"])
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "a.jsonl: fitting the client's TTFT, ITL and E2E (the run holds the server's \
+             request-phase histograms; --server-histograms fits service time to them)"
+        ),
+        "{stderr}"
+    );
 }
 
 /// A design the options cannot make is refused before a row is written.

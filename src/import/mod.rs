@@ -383,6 +383,18 @@ pub trait Importer {
 
 /// A JSON line that does not parse: serde_json's message, with the column
 /// (the line is named by the caller).
+/// A whole input read into memory without its UTF-8 byte-order mark, for
+/// the formats whose one document is the file (WEKA's session, an OTLP
+/// export): their messages name lines of the whole text.
+pub fn read_document(mut src: Box<dyn Read + Send>) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    src.read_to_end(&mut bytes)?;
+    if bytes.starts_with(b"\xef\xbb\xbf") {
+        bytes.drain(..3);
+    }
+    Ok(bytes)
+}
+
 pub fn json_error(e: &serde_json::Error) -> RecordError {
     RecordError::new(format!(
         "column {}: {}",

@@ -578,15 +578,14 @@ fn line_at(bytes: &[u8], offset: usize) -> u64 {
 impl Importer for Weka {
     fn file(
         &mut self,
-        mut src: Box<dyn Read + Send>,
+        src: Box<dyn Read + Send>,
         file_no: usize,
         sink: &mut Sink,
     ) -> Result<()> {
         // A session is one JSON object (usually the whole file), so there
         // is nothing to stream; reading it whole lets messages name lines.
-        let mut bytes = Vec::new();
-        src.read_to_end(&mut bytes)?;
-        let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        let bytes = super::read_document(src)?;
+        let body = &bytes[..];
         let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Session>();
         loop {
             let start = stream.byte_offset();

@@ -319,13 +319,12 @@ fn whole_ms(ns: u64) -> u64 {
 impl Importer for Otel {
     fn file(
         &mut self,
-        mut src: Box<dyn Read + Send>,
+        src: Box<dyn Read + Send>,
         file_no: usize,
         sink: &mut Sink,
     ) -> Result<()> {
-        let mut bytes = Vec::new();
-        src.read_to_end(&mut bytes)?;
-        let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        let bytes = super::read_document(src)?;
+        let body = &bytes[..];
         let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
         let (mut line, mut counted) = (1u64, 0usize);
         loop {
