@@ -576,12 +576,7 @@ fn line_at(bytes: &[u8], offset: usize) -> u64 {
 }
 
 impl Importer for Weka {
-    fn file(
-        &mut self,
-        src: Box<dyn Read + Send>,
-        file_no: usize,
-        sink: &mut Sink,
-    ) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, file_no: usize, sink: &mut Sink) -> Result<()> {
         // A session is one JSON object (usually the whole file), so there
         // is nothing to stream; reading it whole lets messages name lines.
         let bytes = super::read_document(src)?;

@@ -317,12 +317,7 @@ fn whole_ms(ns: u64) -> u64 {
 }
 
 impl Importer for Otel {
-    fn file(
-        &mut self,
-        src: Box<dyn Read + Send>,
-        file_no: usize,
-        sink: &mut Sink,
-    ) -> Result<()> {
+    fn file(&mut self, src: Box<dyn Read + Send>, file_no: usize, sink: &mut Sink) -> Result<()> {
         let bytes = super::read_document(src)?;
         let body = &bytes[..];
         let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Doc<'_>>();
