@@ -8,7 +8,7 @@ use mctrace::results::line::RequestResult;
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::util::{run_code, tool};
+use crate::util::run_code;
 
 struct Ran {
     stdout: String,
@@ -18,29 +18,16 @@ struct Ran {
 
 /// mc-replay on `trace` with `args`; the result lines in written order.
 fn replay(args: &[&str], trace: &str) -> Ran {
-    let dir = tempfile::tempdir().unwrap();
-    let summary = dir.path().join("s.json");
-    let out = tool("mc-replay")
-        .args(args)
-        .arg("--summary")
-        .arg(&summary)
-        .env_remove("OPENAI_API_KEY")
-        .write_stdin(trace.to_string())
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "mc-replay {args:?} failed: {stderr}");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let results = stdout
+    let run = crate::util::replay_with_summary(args, trace);
+    let results = run
+        .stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    let summary = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     Ran {
-        stdout,
+        stdout: run.stdout,
         results,
-        summary,
+        summary: run.summary,
     }
 }
 

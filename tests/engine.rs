@@ -229,30 +229,17 @@ struct EngineRun {
 
 /// Runs mc-replay without a server; results by line.
 fn engine_replay(args: &[&str], trace: &str) -> EngineRun {
-    let dir = tempfile::tempdir().unwrap();
-    let summary = dir.path().join("s.json");
-    let out = tool("mc-replay")
-        .args(args)
-        .arg("--summary")
-        .arg(&summary)
-        .env_remove("OPENAI_API_KEY")
-        .write_stdin(trace.to_string())
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "mc-replay failed: {stderr}");
-    let mut results: Vec<RequestResult> = String::from_utf8(out.stdout)
-        .unwrap()
+    let run = crate::util::replay_with_summary(args, trace);
+    let mut results: Vec<RequestResult> = run
+        .stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     results.sort_by_key(|r| r.line);
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    let engine = serde_json::from_value(s["engine"].clone()).unwrap();
+    let engine = serde_json::from_value(run.summary["engine"].clone()).unwrap();
     EngineRun {
         results,
-        stderr,
+        stderr: run.stderr,
         engine,
     }
 }

@@ -60,6 +60,38 @@ pub fn within_attempts(attempts: u32, mut check: impl FnMut() -> Result<(), Stri
     panic!("{last}");
 }
 
+/// What a successful mc-replay run with `--summary` left: its stdout (the
+/// result lines), its stderr and the summary JSON.
+pub struct Replayed {
+    pub stdout: String,
+    pub stderr: String,
+    pub summary: serde_json::Value,
+}
+
+/// mc-replay on `trace` with `args` and a summary file, without an API key
+/// from the environment; fails the test, with its stderr, unless it
+/// exits 0.
+pub fn replay_with_summary(args: &[&str], trace: &str) -> Replayed {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("s.json");
+    let out = tool("mc-replay")
+        .args(args)
+        .arg("--summary")
+        .arg(&summary)
+        .env_remove("OPENAI_API_KEY")
+        .write_stdin(trace.to_string())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "mc-replay {args:?} failed: {stderr}");
+    Replayed {
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr,
+        summary: serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap(),
+    }
+}
+
 /// Fails the test, showing the tool's stderr, unless it exited 0.
 pub fn assert_success(out: &std::process::Output) {
     assert!(
