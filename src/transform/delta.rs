@@ -147,22 +147,8 @@ impl DeltaStep {
             // reader names it after its line): the same in both forms.
             return Ok(Emit::Unchanged);
         };
-        let isl = need(rec.uint(Field::InputLength)?, "input_length")?;
-        let osl = need(rec.uint(Field::OutputLength)?, "output_length")?;
-        if !rec.hash_ids_into(&mut self.ids)? {
-            return Err(RecordError::field(
-                "hash_ids",
-                "missing; a turn of a session needs its ids to be converted",
-            ));
-        }
-        self.note_ids(self.dir == Direction::FromDelta)?;
+        let (isl, osl) = self.read_turn(rec, has_context)?;
         let b = self.b;
-        if self.dir == Direction::ToDelta && has_context {
-            return Err(RecordError::field(
-                CONTEXT_IDS,
-                "already present: is the input already in delta form? (--from-delta reads it)",
-            ));
-        }
         let style = id_style(rec.raw(Field::HashIds));
         let Some(prev) = self.sessions.get_mut(sid) else {
             // A first turn is its whole prompt in both forms.
@@ -182,117 +168,22 @@ impl DeltaStep {
             RecordError::field("input_length", "the session's context overflows 64 bits")
         })?;
         let keep = prev.keep;
-        let [len_text, ids_text, ctx_text] = &mut self.text;
-        len_text.clear();
-        ids_text.clear();
-        ctx_text.clear();
         match self.dir {
             Direction::ToDelta => {
-                let new = isl.checked_sub(context).ok_or_else(|| {
-                    RecordError::field(
-                        "input_length",
-                        format!(
-                            "{isl} tokens is less than the session's previous prompt and answer \
-                             ({} + {} tokens): this turn does not extend its context, which \
-                             the delta form cannot say (Dynamo appends every later turn)",
-                            prev.input, prev.output
-                        ),
-                    )
-                })?;
-                let ids = &self.ids;
-                let kept_hash = ids.get(..keep).map(|k| hash_from(0, k));
-                if kept_hash != Some(prev.hash) {
-                    return Err(RecordError::field(
-                        "hash_ids",
-                        format!(
-                            "do not start with the {keep} ids of the previous turn's full blocks \
-                             (block size {b}): this turn does not extend its session's context, \
-                             which the delta form cannot say"
-                        ),
-                    ));
-                }
-                let m = blocks_for(new, b) as usize;
-                if ids.len() - keep < m {
-                    return Err(RecordError::field(
-                        "hash_ids",
-                        format!(
-                            "{} ids after the previous turn's {keep} full blocks, fewer than the \
-                             {m} the {new} new tokens need at block size {b} (check --block-size)",
-                            ids.len() - keep
-                        ),
-                    ));
-                }
-                let (ctx, delta) = ids[keep..].split_at(ids.len() - keep - m);
-                let minted = blocks_for(isl, b).saturating_sub((keep + m) as u64);
-                record::write_number(Number::UInt(new), len_text);
-                record::write_id_array_like(delta, rec.raw(Field::HashIds), ids_text);
-                // Without the field the way back mints `minted` ids: written
-                // unless that gives these ids (none).
-                if !(ctx.is_empty() && minted == 0) {
-                    record::write_id_array_like(ctx, rec.raw(Field::HashIds), ctx_text);
-                }
-                let mut edits = [
-                    Edit {
-                        field: Field::InputLength,
-                        value: len_text,
-                    },
-                    Edit {
-                        field: Field::HashIds,
-                        value: ids_text,
-                    },
-                ];
-                let mark = out.len();
-                rec.write_edited(&mut edits, out);
-                if !ctx_text.is_empty() {
-                    append_member(out, mark, CONTEXT_IDS, ctx_text);
-                }
-                let so_far = (keep, kept_hash.unwrap_or(0));
+                let parts = split_delta(&self.ids, prev, isl, context, b)?;
+                write_delta_row(rec, out, &mut self.text, &self.ids, &parts);
+                let so_far = (keep, parts.kept_hash);
                 remember(prev, self.dir, isl, osl, &self.ids, b, so_far);
             }
             Direction::FromDelta => {
                 let m = self.ids.len();
-                if m as u64 != blocks_for(isl, b) {
-                    return Err(RecordError::field(
-                        "hash_ids",
-                        format!(
-                            "{m} ids for {isl} new tokens; a delta turn names its new tokens \
-                             with exactly ceil({isl} / {b}) = {} ids (Dynamo's rule; check \
-                             --block-size, or is the input in full form?)",
-                            blocks_for(isl, b)
-                        ),
-                    ));
-                }
+                check_delta_ids(m, isl, b)?;
                 if keep > 0 && self.ids.get(..keep) == Some(&prev.ids[..keep]) {
                     self.counts.look_full += 1;
                 }
-                let full_len = context
-                    .checked_add(isl)
-                    .ok_or_else(|| RecordError::field("input_length", "overflows 64 bits"))?;
-                crate::limits::tokens("input_length", full_len)
-                    .map_err(|e| RecordError::new(format!("the session's full prompt: {}", e.0)))?;
-                self.ctx.clear();
-                let mut ctx_style = None;
-                // Found once, in the line: its place in the written row is
-                // found by the edits' shifts (`shifted`).
-                let member = if has_context {
-                    find_member(rec.line(), CONTEXT_IDS.as_bytes())
-                } else {
-                    None
-                };
-                if let Some(member) = &member {
-                    let raw = &rec.line()[member.value.clone()];
-                    ctx_style = id_style(Some(raw));
-                    record::read_id_array(raw, 0, &mut self.ctx)
-                        .filter(|&end| end == raw.len())
-                        .ok_or_else(|| {
-                            RecordError::field(
-                                CONTEXT_IDS,
-                                "expected an array of non-negative integers",
-                            )
-                        })?;
-                }
-                let given = member.is_some();
-                if given {
+                let full_len = full_prompt_len(context, isl)?;
+                let (member, ctx_style) = self.read_context_ids(rec, has_context)?;
+                if member.is_some() {
                     self.note_ctx_ids()?;
                 } else {
                     let n = blocks_for(full_len, b).saturating_sub((keep + m) as u64);
@@ -307,32 +198,14 @@ impl DeltaStep {
                 full.extend_from_slice(&prev.ids[..keep]);
                 full.extend_from_slice(&self.ctx);
                 full.extend_from_slice(&self.ids);
-                let [len_text, ids_text, _] = &mut self.text;
-                record::write_number(Number::UInt(full_len), len_text);
-                // No list of the session showed its spacing: the row's own
-                // (`"hash_ids":[` is a compact row).
-                let compact = prev.compact.unwrap_or_else(|| {
-                    rec.span(Field::HashIds)
-                        .is_some_and(|sp| rec.line()[..sp.start].ends_with(b":"))
-                });
-                let like: &[u8] = if compact { b"[1,2]" } else { b"[1, 2]" };
-                record::write_id_array_like(full, Some(like), ids_text);
-                let mut edits = [
-                    Edit {
-                        field: Field::InputLength,
-                        value: len_text,
-                    },
-                    Edit {
-                        field: Field::HashIds,
-                        value: ids_text,
-                    },
-                ];
-                let mark = out.len();
-                rec.write_edited(&mut edits, out);
-                if let Some(member) = member {
-                    let at = mark + shifted(rec, &edits, member.remove.start);
-                    out.drain(at..at + member.remove.len());
-                }
+                let compact = list_spacing(prev.compact, rec);
+                let full_row = FullRow {
+                    ids: full,
+                    len: full_len,
+                    compact,
+                    member,
+                };
+                write_full_row(rec, out, &mut self.text, full_row);
                 let full = std::mem::take(&mut self.full);
                 remember(prev, self.dir, full_len, osl, &full, b, (0, 0));
                 self.full = full;
@@ -340,6 +213,59 @@ impl DeltaStep {
         }
         self.counts.turns += 1;
         Ok(Emit::Written)
+    }
+
+    /// The turn's prompt and answer lengths, with its ids read into
+    /// `self.ids`; refuses a row neither way can convert.
+    fn read_turn(
+        &mut self,
+        rec: &Record<'_>,
+        has_context: bool,
+    ) -> std::result::Result<(u64, u64), RecordError> {
+        let isl = need(rec.uint(Field::InputLength)?, "input_length")?;
+        let osl = need(rec.uint(Field::OutputLength)?, "output_length")?;
+        if !rec.hash_ids_into(&mut self.ids)? {
+            return Err(RecordError::field(
+                "hash_ids",
+                "missing; a turn of a session needs its ids to be converted",
+            ));
+        }
+        self.note_ids(self.dir == Direction::FromDelta)?;
+        if self.dir == Direction::ToDelta && has_context {
+            return Err(RecordError::field(
+                CONTEXT_IDS,
+                "already present: is the input already in delta form? (--from-delta reads it)",
+            ));
+        }
+        Ok((isl, osl))
+    }
+
+    /// `--from-delta`: the row's `context_ids` member, if it has one, read
+    /// into `self.ctx` (cleared either way), and its list spacing.
+    fn read_context_ids(
+        &mut self,
+        rec: &Record<'_>,
+        has_context: bool,
+    ) -> std::result::Result<(Option<Member>, Option<bool>), RecordError> {
+        self.ctx.clear();
+        let mut ctx_style = None;
+        // Found once, in the line: its place in the written row is
+        // found by the edits' shifts (`shifted`).
+        let member = if has_context {
+            find_member(rec.line(), CONTEXT_IDS.as_bytes())
+        } else {
+            None
+        };
+        if let Some(member) = &member {
+            let raw = &rec.line()[member.value.clone()];
+            ctx_style = id_style(Some(raw));
+            record::read_id_array(raw, 0, &mut self.ctx)
+                .filter(|&end| end == raw.len())
+                .ok_or_else(|| {
+                    RecordError::field(CONTEXT_IDS, "expected an array of non-negative integers")
+                })?;
+        }
+        Ok((member, ctx_style))
     }
 
     /// Records the row's largest id; an id in the minted range after ids
@@ -412,6 +338,186 @@ impl Step for DeltaStep {
 
     /// Forks only answer `InOrder`: they hold nothing.
     fn join(&mut self, _fork: Self) {}
+}
+
+/// `--to-delta`: how a later turn's full-form ids split, once checked to
+/// extend the session's context.
+struct DeltaParts {
+    /// The new tokens.
+    new: u64,
+    /// Ids kept from the previous turn's full blocks, and their hash.
+    keep: usize,
+    kept_hash: u64,
+    /// Ids naming the new tokens (the row's delta `hash_ids`, the last ones).
+    m: usize,
+    /// Ids the way back would mint were `context_ids` left out.
+    minted: u64,
+}
+
+/// Checks that a later turn extends its session's context (the only turn
+/// the delta form can say) and splits its ids.
+fn split_delta(
+    ids: &[u64],
+    prev: &Turn,
+    isl: u64,
+    context: u64,
+    b: u64,
+) -> std::result::Result<DeltaParts, RecordError> {
+    let keep = prev.keep;
+    let new = isl.checked_sub(context).ok_or_else(|| {
+        RecordError::field(
+            "input_length",
+            format!(
+                "{isl} tokens is less than the session's previous prompt and answer \
+                 ({} + {} tokens): this turn does not extend its context, which \
+                 the delta form cannot say (Dynamo appends every later turn)",
+                prev.input, prev.output
+            ),
+        )
+    })?;
+    let kept_hash = ids.get(..keep).map(|k| hash_from(0, k));
+    if kept_hash != Some(prev.hash) {
+        return Err(RecordError::field(
+            "hash_ids",
+            format!(
+                "do not start with the {keep} ids of the previous turn's full blocks \
+                 (block size {b}): this turn does not extend its session's context, \
+                 which the delta form cannot say"
+            ),
+        ));
+    }
+    let m = blocks_for(new, b) as usize;
+    if ids.len() - keep < m {
+        return Err(RecordError::field(
+            "hash_ids",
+            format!(
+                "{} ids after the previous turn's {keep} full blocks, fewer than the \
+                 {m} the {new} new tokens need at block size {b} (check --block-size)",
+                ids.len() - keep
+            ),
+        ));
+    }
+    let minted = blocks_for(isl, b).saturating_sub((keep + m) as u64);
+    Ok(DeltaParts {
+        new,
+        keep,
+        kept_hash: kept_hash.unwrap_or(0),
+        m,
+        minted,
+    })
+}
+
+/// Writes the delta row: the new tokens and their ids, and the ids between
+/// in `context_ids` when the way back needs them.
+fn write_delta_row(
+    rec: &Record<'_>,
+    out: &mut Vec<u8>,
+    text: &mut [Vec<u8>; 3],
+    ids: &[u64],
+    parts: &DeltaParts,
+) {
+    let [len_text, ids_text, ctx_text] = text;
+    len_text.clear();
+    ids_text.clear();
+    ctx_text.clear();
+    let keep = parts.keep;
+    let (ctx, delta) = ids[keep..].split_at(ids.len() - keep - parts.m);
+    record::write_number(Number::UInt(parts.new), len_text);
+    record::write_id_array_like(delta, rec.raw(Field::HashIds), ids_text);
+    // Without the field the way back mints `minted` ids: written
+    // unless that gives these ids (none).
+    if !(ctx.is_empty() && parts.minted == 0) {
+        record::write_id_array_like(ctx, rec.raw(Field::HashIds), ctx_text);
+    }
+    let mut edits = [
+        Edit {
+            field: Field::InputLength,
+            value: len_text,
+        },
+        Edit {
+            field: Field::HashIds,
+            value: ids_text,
+        },
+    ];
+    let mark = out.len();
+    rec.write_edited(&mut edits, out);
+    if !ctx_text.is_empty() {
+        append_member(out, mark, CONTEXT_IDS, ctx_text);
+    }
+}
+
+/// `--from-delta`: checks a delta turn names its new tokens as Dynamo's
+/// rule says.
+fn check_delta_ids(m: usize, isl: u64, b: u64) -> std::result::Result<(), RecordError> {
+    if m as u64 != blocks_for(isl, b) {
+        return Err(RecordError::field(
+            "hash_ids",
+            format!(
+                "{m} ids for {isl} new tokens; a delta turn names its new tokens \
+                 with exactly ceil({isl} / {b}) = {} ids (Dynamo's rule; check \
+                 --block-size, or is the input in full form?)",
+                blocks_for(isl, b)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--from-delta`: the full prompt's tokens, the session's context and the
+/// new ones, within the token limit.
+fn full_prompt_len(context: u64, isl: u64) -> std::result::Result<u64, RecordError> {
+    let full_len = context
+        .checked_add(isl)
+        .ok_or_else(|| RecordError::field("input_length", "overflows 64 bits"))?;
+    crate::limits::tokens("input_length", full_len)
+        .map_err(|e| RecordError::new(format!("the session's full prompt: {}", e.0)))?;
+    Ok(full_len)
+}
+
+/// Whether a full row's list is written `[1,2]`: the session's spacing, or
+/// when no list of the session showed it, the row's own (`"hash_ids":[`
+/// is a compact row).
+fn list_spacing(session: Option<bool>, rec: &Record<'_>) -> bool {
+    session.unwrap_or_else(|| {
+        rec.span(Field::HashIds)
+            .is_some_and(|sp| rec.line()[..sp.start].ends_with(b":"))
+    })
+}
+
+/// `--from-delta`: what the full row is written from.
+struct FullRow<'a> {
+    ids: &'a [u64],
+    len: u64,
+    compact: bool,
+    /// The delta row's `context_ids`, dropped from the full row.
+    member: Option<Member>,
+}
+
+/// Writes the full row: its whole prompt's length and ids, without the
+/// delta row's `context_ids`.
+fn write_full_row(rec: &Record<'_>, out: &mut Vec<u8>, text: &mut [Vec<u8>; 3], row: FullRow<'_>) {
+    let [len_text, ids_text, _] = text;
+    len_text.clear();
+    ids_text.clear();
+    record::write_number(Number::UInt(row.len), len_text);
+    let like: &[u8] = if row.compact { b"[1,2]" } else { b"[1, 2]" };
+    record::write_id_array_like(row.ids, Some(like), ids_text);
+    let mut edits = [
+        Edit {
+            field: Field::InputLength,
+            value: len_text,
+        },
+        Edit {
+            field: Field::HashIds,
+            value: ids_text,
+        },
+    ];
+    let mark = out.len();
+    rec.write_edited(&mut edits, out);
+    if let Some(member) = row.member {
+        let at = mark + shifted(rec, &edits, member.remove.start);
+        out.drain(at..at + member.remove.len());
+    }
 }
 
 fn need(v: Option<u64>, field: &str) -> std::result::Result<u64, RecordError> {

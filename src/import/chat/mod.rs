@@ -206,6 +206,127 @@ impl Chat {
     fn count_answer(&self, text: &str) -> std::result::Result<u64, RecordError> {
         encode(&self.tokenizer, text, "response").map(|t| t.len() as u64)
     }
+
+    /// Pairs the batch answers with their requests; an answer without its
+    /// request line is dropped.
+    fn pair_outputs(&mut self, sink: &mut Sink) {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        for (id, &k) in &self.by_id {
+            if let Some((_, _, o)) = outputs.remove(id) {
+                self.requests[k].outcome = Some(o);
+            }
+        }
+        sink.counts.rows_in += self.requests.len() as u64 + outputs.len() as u64;
+        for _ in 0..outputs.len() {
+            sink.counts.drop("answer without its request line");
+        }
+    }
+
+    /// Counts the answers' text where usage is missing (batch outputs); a
+    /// request whose answer cannot be counted loses its answer.
+    fn count_answers(&mut self, sink: &mut Sink) -> Result<()> {
+        for k in 0..self.requests.len() {
+            let text = match &self.requests[k].outcome {
+                Some(Outcome {
+                    completion_tokens: None,
+                    answer: Some(a),
+                    failed: false,
+                    ..
+                }) => a.clone(),
+                _ => continue,
+            };
+            let n = match self.count_answer(&text) {
+                Ok(n) => n,
+                Err(e) => {
+                    let line = self.requests[k].line;
+                    sink.bad(line, e)?;
+                    self.requests[k].outcome = None;
+                    continue;
+                }
+            };
+            if let Some(o) = self.requests[k].outcome.as_mut() {
+                o.completion_tokens = Some(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The requests that become rows (answered, with an output length), in
+    /// time order (then input order); each one's answer joins its history,
+    /// and the others are counted as dropped.
+    fn answered_in_time_order(&mut self, sink: &mut Sink) -> Vec<usize> {
+        let mut rows: Vec<usize> = Vec::with_capacity(self.requests.len());
+        for (k, r) in self.requests.iter_mut().enumerate() {
+            match &r.outcome {
+                None => sink.counts.drop("request without its answer line"),
+                Some(o) if o.failed => sink.counts.drop("failed"),
+                Some(o) if o.completion_tokens.is_none() => sink
+                    .counts
+                    .drop("no output length (no usage, no answer text)"),
+                Some(o) => {
+                    if let Some(a) = &o.answer {
+                        r.history.answer(a);
+                    }
+                    rows.push(k);
+                }
+            }
+        }
+        let reqs = &self.requests;
+        rows.sort_by(|&a, &b| {
+            let (x, y) = (&reqs[a], &reqs[b]);
+            let t = |r: &Request| r.outcome.as_ref().map_or(0.0, |o| o.time_s);
+            t(x).total_cmp(&t(y))
+                .then((x.file, x.line).cmp(&(y.file, y.line)))
+        });
+        rows
+    }
+
+    /// Writes the rows (`session[i]`: row i's session) and returns how many
+    /// distinct blocks they name.
+    fn write_rows(&self, rows: &[usize], session: &[u32], sink: &mut Sink) -> Result<u64> {
+        let reqs = &self.requests;
+        // Ids numbered in output order (the hasher numbered them in input order).
+        let mut renumber = vec![u64::MAX; self.hasher.distinct_blocks()];
+        let mut next = 0u64;
+        let zero_ms = rows
+            .first()
+            .and_then(|&k| reqs[k].outcome.as_ref())
+            .map_or(0.0, |o| o.time_s * 1000.0);
+        let mut ids = Vec::new();
+        for (i, &k) in rows.iter().enumerate() {
+            let r = &reqs[k];
+            let Some(o) = r.outcome.as_ref() else {
+                continue;
+            };
+            ids.clear();
+            for &id in &r.ids {
+                let slot = &mut renumber[id as usize];
+                if *slot == u64::MAX {
+                    *slot = next;
+                    next += 1;
+                }
+                ids.push(*slot);
+            }
+            let ms = ((o.time_s * 1000.0 - zero_ms).max(0.0)).floor() as u64;
+            let session = session[i].to_string();
+            let mut w = RowWriter::new(sink.out.buffer());
+            w.timestamp(Number::UInt(ms));
+            w.session_id(&session);
+            if let Some(("text_input", t)) = &r.text {
+                w.text_input(t);
+            }
+            w.input_length(r.input_length);
+            w.output_length(o.completion_tokens.unwrap_or(0));
+            w.hash_ids(&ids);
+            if let Some(("messages", m)) = &r.text {
+                w.extra_raw("messages", m.as_bytes());
+            }
+            w.finish();
+            sink.counts.rows_out += 1;
+            sink.out.end_line()?;
+        }
+        Ok(next)
+    }
 }
 
 fn duplicate(id: &str, which: &str) -> RecordError {
@@ -302,106 +423,12 @@ impl Importer for Chat {
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
         // Everything is read and tokenised; the live line goes before the rows.
         self.progress.finish();
-        // Pair the batch answers with their requests.
-        let mut outputs = std::mem::take(&mut self.outputs);
-        for (id, &k) in &self.by_id {
-            if let Some((_, _, o)) = outputs.remove(id) {
-                self.requests[k].outcome = Some(o);
-            }
-        }
-        sink.counts.rows_in += self.requests.len() as u64 + outputs.len() as u64;
-        for _ in 0..outputs.len() {
-            sink.counts.drop("answer without its request line");
-        }
-        // Answers' text where usage is missing (batch outputs).
-        for k in 0..self.requests.len() {
-            let text = match &self.requests[k].outcome {
-                Some(Outcome {
-                    completion_tokens: None,
-                    answer: Some(a),
-                    failed: false,
-                    ..
-                }) => a.clone(),
-                _ => continue,
-            };
-            let n = match self.count_answer(&text) {
-                Ok(n) => n,
-                Err(e) => {
-                    let line = self.requests[k].line;
-                    sink.bad(line, e)?;
-                    self.requests[k].outcome = None;
-                    continue;
-                }
-            };
-            if let Some(o) = self.requests[k].outcome.as_mut() {
-                o.completion_tokens = Some(n);
-            }
-        }
-        // The rows: answered requests, in time order (then input order).
-        let mut rows: Vec<usize> = Vec::with_capacity(self.requests.len());
-        for (k, r) in self.requests.iter_mut().enumerate() {
-            match &r.outcome {
-                None => sink.counts.drop("request without its answer line"),
-                Some(o) if o.failed => sink.counts.drop("failed"),
-                Some(o) if o.completion_tokens.is_none() => sink
-                    .counts
-                    .drop("no output length (no usage, no answer text)"),
-                Some(o) => {
-                    if let Some(a) = &o.answer {
-                        r.history.answer(a);
-                    }
-                    rows.push(k);
-                }
-            }
-        }
+        self.pair_outputs(sink);
+        self.count_answers(sink)?;
+        let rows = self.answered_in_time_order(sink);
         let reqs = &self.requests;
-        rows.sort_by(|&a, &b| {
-            let (x, y) = (&reqs[a], &reqs[b]);
-            let t = |r: &Request| r.outcome.as_ref().map_or(0.0, |o| o.time_s);
-            t(x).total_cmp(&t(y))
-                .then((x.file, x.line).cmp(&(y.file, y.line)))
-        });
         let assigned = sessions::assign(rows.iter().map(|&k| &reqs[k].history));
-        // Ids numbered in output order (the hasher numbered them in input order).
-        let mut renumber = vec![u64::MAX; self.hasher.distinct_blocks()];
-        let mut next = 0u64;
-        let zero_ms = rows
-            .first()
-            .and_then(|&k| reqs[k].outcome.as_ref())
-            .map_or(0.0, |o| o.time_s * 1000.0);
-        let mut ids = Vec::new();
-        for (i, &k) in rows.iter().enumerate() {
-            let r = &reqs[k];
-            let Some(o) = r.outcome.as_ref() else {
-                continue;
-            };
-            ids.clear();
-            for &id in &r.ids {
-                let slot = &mut renumber[id as usize];
-                if *slot == u64::MAX {
-                    *slot = next;
-                    next += 1;
-                }
-                ids.push(*slot);
-            }
-            let ms = ((o.time_s * 1000.0 - zero_ms).max(0.0)).floor() as u64;
-            let session = assigned.session[i].to_string();
-            let mut w = RowWriter::new(sink.out.buffer());
-            w.timestamp(Number::UInt(ms));
-            w.session_id(&session);
-            if let Some(("text_input", t)) = &r.text {
-                w.text_input(t);
-            }
-            w.input_length(r.input_length);
-            w.output_length(o.completion_tokens.unwrap_or(0));
-            w.hash_ids(&ids);
-            if let Some(("messages", m)) = &r.text {
-                w.extra_raw("messages", m.as_bytes());
-            }
-            w.finish();
-            sink.counts.rows_out += 1;
-            sink.out.end_line()?;
-        }
+        let blocks = self.write_rows(&rows, &assigned.session, sink)?;
         // The rows first, then what was found in them (as one stream, in order).
         sink.out.flush()?;
         let sessions = assigned.session.iter().max().map_or(0, |&s| s + 1);
@@ -409,7 +436,7 @@ impl Importer for Chat {
             "{}: chat: {sessions} sessions ({} forks started their own), {} distinct blocks, tokenizer {}, template {}",
             super::TOOL,
             assigned.forks,
-            next,
+            blocks,
             self.tokenizer_source,
             self.template.source
         );

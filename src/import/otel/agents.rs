@@ -63,28 +63,62 @@ enum Item {
 /// conversation allowed). Fails, naming the spans, when parent links make
 /// a circle.
 pub fn build(spans: &[&Span]) -> Result<Graph, String> {
-    let n = spans.len();
-    let mut index: Map<(&str, &str), usize> = Map::with_capacity_and_hasher(n, Default::default());
+    let parent = parent_links(spans);
+    let order = parents_first(spans, &parent)?;
+    let agent_of = nearest_agents(spans, &parent, &order);
+    let (kept, wrappers) = innermost_calls(spans, &parent);
+    let (mut items, agents) = timelines(&order, &kept, &agent_of);
+    let base = kept.iter().map(|&c| spans[c].start_ns).min().unwrap_or(0);
+    let mut links = Links::new(spans, base);
+    let scopes = agents.iter().map(|&a| Some(a)).chain([None]);
+    for scope in scopes {
+        let Some(list) = items.get_mut(&scope) else {
+            continue;
+        };
+        links.link(scope, list, &agent_of);
+    }
+    let tools = tools_by_agent(spans, &agent_of);
+    let calls = calls_in_start_order(spans, kept, &links, &tools, &agent_of, &parent);
+    Ok(Graph { calls, wrappers })
+}
+
+/// Each span's parent (index), when the session holds it.
+fn parent_links(spans: &[&Span]) -> Vec<Option<usize>> {
+    let mut index: Map<(&str, &str), usize> =
+        Map::with_capacity_and_hasher(spans.len(), Default::default());
     for (i, s) in spans.iter().enumerate() {
         index.entry((&s.trace, &s.id)).or_insert(i);
     }
-    let parent: Vec<Option<usize>> = spans
+    spans
         .iter()
         .map(|s| {
             s.parent
                 .as_deref()
                 .and_then(|p| index.get(&(&*s.trace, p)).copied())
         })
-        .collect();
-    let order = parents_first(spans, &parent)?;
-    let is_call = |i: usize| matches!(spans[i].kind, Kind::Call { .. });
+        .collect()
+}
+
+/// The nearest agent above each span (None: the session's timeline);
+/// `order` puts parents first, so a parent's is known before its children's.
+fn nearest_agents(
+    spans: &[&Span],
+    parent: &[Option<usize>],
+    order: &[usize],
+) -> Vec<Option<usize>> {
     let is_agent = |i: usize| spans[i].kind == Kind::Agent;
-    // The nearest agent above each span (None: the session's timeline).
-    let mut agent_of: Vec<Option<usize>> = vec![None; n];
-    for &i in &order {
+    let mut agent_of: Vec<Option<usize>> = vec![None; spans.len()];
+    for &i in order {
         agent_of[i] = parent[i].and_then(|p| if is_agent(p) { Some(p) } else { agent_of[p] });
     }
-    // A call with a call below it wraps that call: the inner one is kept.
+    agent_of
+}
+
+/// The calls kept (none below them) and how many wrap another: a call with
+/// a call below it wraps that call, and the inner one is kept.
+fn innermost_calls(spans: &[&Span], parent: &[Option<usize>]) -> (Vec<usize>, u64) {
+    let n = spans.len();
+    let is_call = |i: usize| matches!(spans[i].kind, Kind::Call { .. });
     let mut wrapper = vec![false; n];
     for i in (0..n).filter(|&i| is_call(i)) {
         let mut p = parent[i];
@@ -97,9 +131,20 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
     }
     let kept: Vec<usize> = (0..n).filter(|&i| is_call(i) && !wrapper[i]).collect();
     let wrappers = (0..n).filter(|&i| wrapper[i]).count() as u64;
-    // Agents with a call below them; the others are left out.
+    (kept, wrappers)
+}
+
+/// Each timeline's items, and the agents with a call below them (the
+/// others are left out) deepest first, so a sub-agent's hull, first and
+/// last calls are known before its caller's timeline is built.
+fn timelines(
+    order: &[usize],
+    kept: &[usize],
+    agent_of: &[Option<usize>],
+) -> (Map<Option<usize>, Vec<Item>>, Vec<usize>) {
+    let n = agent_of.len();
     let mut busy = vec![false; n];
-    for &c in &kept {
+    for &c in kept {
         let mut a = agent_of[c];
         while let Some(x) = a.filter(|&x| !busy[x]) {
             busy[x] = true;
@@ -107,14 +152,12 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
         }
     }
     let mut items: Map<Option<usize>, Vec<Item>> = Map::default();
-    for &c in &kept {
+    for &c in kept {
         items.entry(agent_of[c]).or_default().push(Item::Call(c));
     }
-    // Agents deepest first, so a sub-agent's hull, first and last calls
-    // are known before its caller's timeline is built.
     let mut agents: Vec<(usize, usize)> = Vec::new();
     let mut depth = vec![0usize; n];
-    for &i in &order {
+    for &i in order {
         if busy[i] {
             depth[i] = agent_of[i].map_or(0, |a| depth[a] + 1);
             agents.push((depth[i], i));
@@ -122,26 +165,51 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
         }
     }
     agents.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let base = kept.iter().map(|&c| spans[c].start_ns).min().unwrap_or(0);
-    let mut hull: Vec<(u64, u64)> = spans.iter().map(|s| (s.start_ns, s.end_ns)).collect();
-    let mut first: Map<usize, Vec<usize>> = Map::default();
-    let mut last: Map<usize, Vec<usize>> = Map::default();
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut prefix_reset = vec![false; n];
-    let scopes = agents.iter().map(|&(_, a)| Some(a)).chain([None]);
-    for scope in scopes {
-        let Some(list) = items.get_mut(&scope) else {
-            continue;
-        };
+    (items, agents.into_iter().map(|(_, a)| a).collect())
+}
+
+/// The edges found timeline by timeline, and what a caller's timeline needs
+/// of a sub-agent's: its hull and its first and last calls.
+struct Links {
+    /// Times of each span and everything in it (ns).
+    hull: Vec<(u64, u64)>,
+    first: Map<usize, Vec<usize>>,
+    last: Map<usize, Vec<usize>>,
+    /// The calls each call waits for (span indices, unsorted).
+    deps: Vec<Vec<usize>>,
+    prefix_reset: Vec<bool>,
+    /// The earliest call's start: times are ms from it.
+    base: u64,
+}
+
+impl Links {
+    fn new(spans: &[&Span], base: u64) -> Self {
+        let n = spans.len();
+        Links {
+            hull: spans.iter().map(|s| (s.start_ns, s.end_ns)).collect(),
+            first: Map::default(),
+            last: Map::default(),
+            deps: vec![Vec::new(); n],
+            prefix_reset: vec![false; n],
+            base,
+        }
+    }
+
+    /// Links the items of one timeline (`scope`'s; None: the session's),
+    /// opening its sub-agents, and records a sub-agent's hull and its first
+    /// and last calls.
+    fn link(&mut self, scope: Option<usize>, list: &mut [Item], agent_of: &[Option<usize>]) {
         let span_of = |it: &Item| match *it {
             Item::Call(c) => c,
             Item::Agent(a) => a,
         };
+        let hull = &self.hull;
         // END order, as `edges::build` takes them.
         list.sort_by_key(|it| {
             let i = span_of(it);
             (hull[i].1, hull[i].0, i)
         });
+        let base = self.base;
         let ms = |ns: u64| ns.saturating_sub(base) as f64 / 1e6;
         let times: Vec<edges::Span> = list
             .iter()
@@ -154,6 +222,7 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
             })
             .collect();
         let e = edges::build(&times, &[]);
+        let (first, last) = (&self.first, &self.last);
         let entry = |it: &Item| match *it {
             Item::Call(c) => vec![c],
             Item::Agent(a) => first.get(&a).cloned().unwrap_or_default(),
@@ -168,51 +237,64 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
                 waited_for[d] = true;
                 for x in exit(&list[d]) {
                     for y in entry(&list[k]) {
-                        deps[y].push(x);
+                        self.deps[y].push(x);
                     }
                 }
             }
         }
-        if let Some(a) = scope {
-            let starts: Vec<usize> = (0..list.len())
-                .filter(|&k| e.deps[k].is_empty())
-                .flat_map(|k| entry(&list[k]))
-                .collect();
-            let ends: Vec<usize> = (0..list.len())
-                .filter(|&k| !waited_for[k])
-                .flat_map(|k| exit(&list[k]))
-                .collect();
-            if agent_of[a].is_some() {
-                for &c in &starts {
-                    prefix_reset[c] = true;
-                }
+        let Some(a) = scope else {
+            return;
+        };
+        let starts: Vec<usize> = (0..list.len())
+            .filter(|&k| e.deps[k].is_empty())
+            .flat_map(|k| entry(&list[k]))
+            .collect();
+        let ends: Vec<usize> = (0..list.len())
+            .filter(|&k| !waited_for[k])
+            .flat_map(|k| exit(&list[k]))
+            .collect();
+        if agent_of[a].is_some() {
+            for &c in &starts {
+                self.prefix_reset[c] = true;
             }
-            let (lo, hi) = list
-                .iter()
-                .map(|it| hull[span_of(it)])
-                .fold(hull[a], |h, x| (h.0.min(x.0), h.1.max(x.1)));
-            hull[a] = (lo, hi);
-            first.insert(a, starts);
-            last.insert(a, ends);
         }
+        let (lo, hi) = list
+            .iter()
+            .map(|it| hull[span_of(it)])
+            .fold(hull[a], |h, x| (h.0.min(x.0), h.1.max(x.1)));
+        self.hull[a] = (lo, hi);
+        self.first.insert(a, starts);
+        self.last.insert(a, ends);
     }
-    let tools = tools_by_agent(spans, &agent_of);
+}
+
+/// The kept calls in start order, each with its dependencies (rows), gap
+/// and tool time.
+fn calls_in_start_order(
+    spans: &[&Span],
+    kept: Vec<usize>,
+    links: &Links,
+    tools: &Map<Option<usize>, Vec<usize>>,
+    agent_of: &[Option<usize>],
+    parent: &[Option<usize>],
+) -> Vec<Call> {
     let mut calls: Vec<usize> = kept;
     calls.sort_by_key(|&c| (spans[c].start_ns, spans[c].end_ns, c));
     let row: Map<usize, usize> = calls.iter().enumerate().map(|(k, &c)| (c, k)).collect();
-    let graph = calls
+    calls
         .iter()
         .map(|&c| {
-            let mut ds: Vec<usize> = deps[c].iter().map(|d| row[d]).collect();
+            let deps = &links.deps[c];
+            let mut ds: Vec<usize> = deps.iter().map(|d| row[d]).collect();
             ds.sort_unstable();
             ds.dedup();
-            let after = deps[c].iter().map(|&d| spans[d].end_ns).max();
+            let after = deps.iter().map(|&d| spans[d].end_ns).max();
             let start = spans[c].start_ns;
             let (gap_ns, tool_ns) = match after {
                 None => (0, 0),
                 Some(after) => {
                     let gap = start.saturating_sub(after);
-                    let tool = tool_time(c, after, start, &tools, &agent_of, &parent, spans);
+                    let tool = tool_time(c, after, start, tools, agent_of, parent, spans);
                     (gap, tool.min(gap))
                 }
             };
@@ -221,14 +303,10 @@ pub fn build(spans: &[&Span]) -> Result<Graph, String> {
                 deps: ds,
                 gap_ns,
                 tool_ns,
-                prefix_reset: prefix_reset[c],
+                prefix_reset: links.prefix_reset[c],
             }
         })
-        .collect();
-    Ok(Graph {
-        calls: graph,
-        wrappers,
-    })
+        .collect()
 }
 
 /// Every span after its parent; parent links that make a circle are an

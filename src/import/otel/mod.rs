@@ -156,24 +156,8 @@ impl Otel {
     fn rows(&mut self, sink: &mut Sink, tally: &mut Tally) -> Result<Vec<u8>> {
         let sessions = self.sessions(sink, tally)?;
         tally.sessions = sessions.len();
-        let mut graphs = Vec::with_capacity(sessions.len());
-        for (name, spans) in &sessions {
-            let g = agents::build(spans).map_err(Error::Input)?;
-            tally.wrappers += g.wrappers;
-            if let Some(first) = g.calls.first() {
-                graphs.push((spans[first.span].start_ns, name, spans, g));
-            }
-        }
-        for s in &self.spans {
-            match s.kind {
-                Kind::Call { .. } => {}
-                Kind::Agent => tally.agents += 1,
-                Kind::Tool => tally.tools += 1,
-                Kind::Other { genai: true } => tally.other_genai += 1,
-                Kind::Other { genai: false } => tally.plain += 1,
-            }
-        }
-        graphs.sort_by_key(|g| g.0);
+        let graphs = graphs_by_first_call(&sessions, tally)?;
+        count_kinds(&self.spans, tally);
         let t0 = graphs.first().map_or(0, |g| g.0);
         let mut out = Vec::new();
         let mut check = graph::Builder::new();
@@ -181,26 +165,8 @@ impl Otel {
         let mut line = 0;
         let mut synth = self.synth.clone();
         for (_, name, spans, g) in &graphs {
-            let ids: Vec<String> = g
-                .calls
-                .iter()
-                .map(|c| {
-                    let s = spans[c.span];
-                    let mut id = s.id.to_string();
-                    if !used.insert(id.clone()) {
-                        tally.renamed += 1;
-                        id = format!("{}:{}", s.trace, s.id);
-                        used.insert(id.clone());
-                    }
-                    id
-                })
-                .collect();
-            let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); g.calls.len()];
-            for (k, c) in g.calls.iter().enumerate() {
-                for &d in &c.deps {
-                    dependents[d].push(k);
-                }
-            }
+            let ids = request_ids(g, spans, &mut used, tally);
+            let dependents = dependents(g);
             for (k, c) in g.calls.iter().enumerate() {
                 let s = spans[c.span];
                 let Kind::Call { input, output } = s.kind else {
@@ -218,37 +184,17 @@ impl Otel {
                 } else {
                     Vec::new()
                 };
-                let mut w = RowWriter::new(&mut out);
-                if c.deps.is_empty() {
-                    w.timestamp(Number::UInt(whole_ms(s.start_ns - t0)));
-                }
-                w.session_id(name);
-                // The gap rounded once and the tool part taken out of it,
-                // so delay + tool_wait_ms is the gap in whole ms.
-                let total = whole_ms(c.gap_ns);
-                let tool = whole_ms(c.tool_ns).min(total);
-                if !c.deps.is_empty() {
-                    w.delay(Number::UInt(total - tool));
-                }
-                w.input_length(input);
-                w.output_length(output);
-                if let Some(synth) = &mut synth {
-                    w.hash_ids(synth.next_row(input));
-                }
-                w.extra_str("request_id", &ids[k]);
-                if !wait_for.is_empty() {
-                    w.extra_str_list("wait_for", &wait_for);
-                }
-                if !branches.is_empty() {
-                    w.extra_str_list("branches", &branches);
-                }
-                if tool > 0 {
-                    w.extra_raw("tool_wait_ms", itoa::Buffer::new().format(tool).as_bytes());
-                }
-                if c.prefix_reset {
-                    w.extra_raw("prefix_reset", b"true");
-                }
-                w.finish();
+                let row = CallRow {
+                    session: name,
+                    request_id: &ids[k],
+                    call: c,
+                    since_t0_ns: s.start_ns - t0,
+                    input,
+                    output,
+                    wait_for,
+                    branches,
+                };
+                write_call_row(&row, &mut synth, &mut out);
                 line += 1;
                 let row = &out[start..out.len() - 1];
                 let rec = Record::parse(row).map_err(|err| Error::Data { line, err })?;
@@ -309,6 +255,124 @@ impl Otel {
         }
         s
     }
+}
+/// A session's graph with its first call's start, the name it goes by
+/// and its spans.
+type SessionGraph<'a> = (u64, &'a String, &'a Vec<&'a Span>, agents::Graph);
+
+/// Each session's graph (sessions without calls left out), in the order
+/// of their first call; counts the LLM spans left out as wrappers.
+fn graphs_by_first_call<'a>(
+    sessions: &'a [(String, Vec<&'a Span>)],
+    tally: &mut Tally,
+) -> Result<Vec<SessionGraph<'a>>> {
+    let mut graphs = Vec::with_capacity(sessions.len());
+    for (name, spans) in sessions {
+        let g = agents::build(spans).map_err(Error::Input)?;
+        tally.wrappers += g.wrappers;
+        if let Some(first) = g.calls.first() {
+            graphs.push((spans[first.span].start_ns, name, spans, g));
+        }
+    }
+    graphs.sort_by_key(|g| g.0);
+    Ok(graphs)
+}
+
+/// Counts the spans that are not calls, by kind, for the summary.
+fn count_kinds(spans: &[Span], tally: &mut Tally) {
+    for s in spans {
+        match s.kind {
+            Kind::Call { .. } => {}
+            Kind::Agent => tally.agents += 1,
+            Kind::Tool => tally.tools += 1,
+            Kind::Other { genai: true } => tally.other_genai += 1,
+            Kind::Other { genai: false } => tally.plain += 1,
+        }
+    }
+}
+
+/// Each call's `request_id`: its span id, or `<traceId>:<spanId>` when a
+/// call written before already has that id (`used` holds them all).
+fn request_ids(
+    g: &agents::Graph,
+    spans: &[&Span],
+    used: &mut Set<String>,
+    tally: &mut Tally,
+) -> Vec<String> {
+    g.calls
+        .iter()
+        .map(|c| {
+            let s = spans[c.span];
+            let mut id = s.id.to_string();
+            if !used.insert(id.clone()) {
+                tally.renamed += 1;
+                id = format!("{}:{}", s.trace, s.id);
+                used.insert(id.clone());
+            }
+            id
+        })
+        .collect()
+}
+
+/// For each call, the calls that wait for it (rows of `g.calls`): a call
+/// two or more wait for lists them in its `branches`.
+fn dependents(g: &agents::Graph) -> Vec<Vec<usize>> {
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); g.calls.len()];
+    for (k, c) in g.calls.iter().enumerate() {
+        for &d in &c.deps {
+            dependents[d].push(k);
+        }
+    }
+    dependents
+}
+
+/// What one call's row says.
+struct CallRow<'a> {
+    session: &'a str,
+    request_id: &'a str,
+    call: &'a agents::Call,
+    /// Its span's start less the first call's in the input, ns.
+    since_t0_ns: u64,
+    input: u64,
+    output: u64,
+    wait_for: Vec<&'a str>,
+    branches: Vec<&'a str>,
+}
+
+/// Writes one call's row (with fresh ids under `--synth-hash-ids`).
+fn write_call_row(row: &CallRow<'_>, synth: &mut Option<SynthIds>, out: &mut Vec<u8>) {
+    let c = row.call;
+    let mut w = RowWriter::new(out);
+    if c.deps.is_empty() {
+        w.timestamp(Number::UInt(whole_ms(row.since_t0_ns)));
+    }
+    w.session_id(row.session);
+    // The gap rounded once and the tool part taken out of it,
+    // so delay + tool_wait_ms is the gap in whole ms.
+    let total = whole_ms(c.gap_ns);
+    let tool = whole_ms(c.tool_ns).min(total);
+    if !c.deps.is_empty() {
+        w.delay(Number::UInt(total - tool));
+    }
+    w.input_length(row.input);
+    w.output_length(row.output);
+    if let Some(synth) = synth {
+        w.hash_ids(synth.next_row(row.input));
+    }
+    w.extra_str("request_id", row.request_id);
+    if !row.wait_for.is_empty() {
+        w.extra_str_list("wait_for", &row.wait_for);
+    }
+    if !row.branches.is_empty() {
+        w.extra_str_list("branches", &row.branches);
+    }
+    if tool > 0 {
+        w.extra_raw("tool_wait_ms", itoa::Buffer::new().format(tool).as_bytes());
+    }
+    if c.prefix_reset {
+        w.extra_raw("prefix_reset", b"true");
+    }
+    w.finish();
 }
 
 /// ns to whole ms, rounded.
