@@ -429,16 +429,7 @@ fn write_delta_row(
     if !(ctx.is_empty() && parts.minted == 0) {
         record::write_id_array_like(ctx, rec.raw(Field::HashIds), ctx_text);
     }
-    let mut edits = [
-        Edit {
-            field: Field::InputLength,
-            value: len_text,
-        },
-        Edit {
-            field: Field::HashIds,
-            value: ids_text,
-        },
-    ];
+    let mut edits = length_and_ids(len_text, ids_text);
     let mark = out.len();
     rec.write_edited(&mut edits, out);
     if !ctx_text.is_empty() {
@@ -502,16 +493,7 @@ fn write_full_row(rec: &Record<'_>, out: &mut Vec<u8>, text: &mut [Vec<u8>; 3], 
     record::write_number(Number::UInt(row.len), len_text);
     let like: &[u8] = if row.compact { b"[1,2]" } else { b"[1, 2]" };
     record::write_id_array_like(row.ids, Some(like), ids_text);
-    let mut edits = [
-        Edit {
-            field: Field::InputLength,
-            value: len_text,
-        },
-        Edit {
-            field: Field::HashIds,
-            value: ids_text,
-        },
-    ];
+    let mut edits = length_and_ids(len_text, ids_text);
     let mark = out.len();
     rec.write_edited(&mut edits, out);
     if let Some(member) = row.member {
@@ -754,6 +736,21 @@ fn skip_value(line: &[u8], i: usize) -> Option<usize> {
             Some(j)
         }
     }
+}
+
+/// The two fields either direction rewrites: `input_length` and
+/// `hash_ids`, to the texts given.
+fn length_and_ids<'a>(len_text: &'a [u8], ids_text: &'a [u8]) -> [Edit<'a>; 2] {
+    [
+        Edit {
+            field: Field::InputLength,
+            value: len_text,
+        },
+        Edit {
+            field: Field::HashIds,
+            value: ids_text,
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -886,15 +886,13 @@ mod tests {
     use std::time::Instant;
 
     use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicU64, AtomicUsize};
-    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
 
     use super::super::{Config, ConnCap};
     use super::*;
     use crate::jsonl::{ErrorPolicy, LineReader, OnError};
     use crate::replay::http::body::{BodyOptions, Endpoint as Api};
     use crate::replay::http::client::Clock;
-    use crate::replay::http::inflight::Registry;
     use crate::replay::http::prompt::{Synth, Vocab};
     use crate::replay::http::request::RequestBuilder;
     use crate::replay::http::wire::Endpoint;
@@ -1014,10 +1012,10 @@ mod tests {
             headers: Vec::new(),
             run_id: RunId(1),
         };
-        let shared = Arc::new(Shared {
-            trace: Arc::new(trace),
+        let shared = Arc::new(Shared::new(
+            Arc::new(trace),
             builder,
-            cfg: Config {
+            Config {
                 endpoint: Endpoint::parse(&url).unwrap(),
                 user_agent: "test".into(),
                 timeout: Duration::from_secs(10),
@@ -1028,21 +1026,13 @@ mod tests {
                 tls: None,
             },
             // Past the reclaim's spacing from the first look on.
-            clock: Clock {
+            Clock {
                 start: Instant::now()
                     .checked_sub(Duration::from_secs(1))
                     .unwrap_or_else(Instant::now),
             },
-            registry: Registry::default(),
-            stop: Arc::new(AtomicBool::new(false)),
-            addrs: Mutex::new(None),
-            out_of_files: AtomicBool::new(false),
-            open_total: AtomicUsize::new(0),
-            connects: AtomicU64::new(0),
-            most_open: AtomicUsize::new(0),
-            cap_total: AtomicUsize::new(0),
-            cap_peak: AtomicUsize::new(0),
-        });
+            Arc::new(AtomicBool::new(false)),
+        ));
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done = DoneTx {
             tx: done_tx,

@@ -145,6 +145,32 @@ struct Shared {
 }
 
 impl Shared {
+    /// The loops' shared state before the first request: nothing resolved,
+    /// nothing open, no connect counted.
+    fn new(
+        trace: Arc<Trace>,
+        builder: RequestBuilder,
+        cfg: Config,
+        clock: Clock,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Shared {
+            trace,
+            builder,
+            cfg,
+            clock,
+            registry: Registry::default(),
+            stop,
+            addrs: Mutex::new(None),
+            out_of_files: AtomicBool::new(false),
+            open_total: AtomicUsize::new(0),
+            connects: AtomicU64::new(0),
+            most_open: AtomicUsize::new(0),
+            cap_total: AtomicUsize::new(0),
+            cap_peak: AtomicUsize::new(0),
+        }
+    }
+
     /// Says once, on stderr, that the client's open-file limit now caps
     /// its connections (`open`: the loop's when it hit it).
     fn note_out_of_files(&self, open: usize) {
@@ -212,21 +238,7 @@ impl EventedTarget {
         let n_loops = cfg.loops;
         let caps: Vec<usize> = (0..n_loops).map(per_loop).collect();
         let auto = matches!(cfg.max_connections, ConnCap::Auto { .. });
-        let shared = Arc::new(Shared {
-            trace,
-            builder,
-            cfg,
-            clock,
-            registry: Registry::default(),
-            stop,
-            addrs: Mutex::new(None),
-            out_of_files: AtomicBool::new(false),
-            open_total: AtomicUsize::new(0),
-            connects: AtomicU64::new(0),
-            most_open: AtomicUsize::new(0),
-            cap_total: AtomicUsize::new(0),
-            cap_peak: AtomicUsize::new(0),
-        });
+        let shared = Arc::new(Shared::new(trace, builder, cfg, clock, stop));
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
         let done_parker = Parker::new();
         let done_ring = Arc::new(AtomicBool::new(true));
