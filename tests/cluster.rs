@@ -273,6 +273,82 @@ fn real_servers_and_the_cluster_route_alike_when_arrivals_are_apart() {
     );
 }
 
+#[test]
+fn each_server_is_scraped_and_checked_on_the_requests_it_was_sent() {
+    // The routing worked out above: worker 0 gets rows 1 and 4 (row 4
+    // finds 3 of row 1's blocks: 48 of 128 prompt tokens), worker 1 rows 2
+    // and 3 (32 of 128). Each server's /metrics counts what it was sent,
+    // and each prediction must use only those rows: over the whole trace
+    // the prediction would be (48 + 32) / 256 for both.
+    let trace = "{\"timestamp\":0,\"input_length\":64,\"output_length\":50,\"hash_ids\":[1,2,3,4]}\n\
+                 {\"timestamp\":100,\"input_length\":64,\"output_length\":4,\"hash_ids\":[5,6,7,8]}\n\
+                 {\"timestamp\":3000,\"input_length\":64,\"output_length\":4,\"hash_ids\":[5,6,9,10]}\n\
+                 {\"timestamp\":4000,\"input_length\":64,\"output_length\":4,\"hash_ids\":[1,2,3,11]}\n";
+    let flags = ["--engine", "--t-fix-ms", "20"];
+    let a = crate::replay::Mock::start(&flags);
+    let b = crate::replay::Mock::start(&flags);
+    let urls = format!("{},{}", a.url, b.url);
+    let dir = tempfile::tempdir().unwrap();
+    let scrapes = dir.path().join("m.jsonl");
+    let real = crate::util::replay_with_summary(
+        &[
+            "--url",
+            urls.as_str(),
+            "--router",
+            "prefix",
+            "--metrics-out",
+            scrapes.to_str().unwrap(),
+        ],
+        trace,
+    );
+    assert!(real.summary["fidelity"].is_null(), "{}", real.summary);
+    let each = real.summary["fidelity_by_server"].as_array().unwrap();
+    assert_eq!(each.len(), 2, "{}", real.summary);
+    for (f, (url, hits)) in each.iter().zip([(&a.url, 48.0), (&b.url, 32.0)]) {
+        assert_eq!(f["metrics_url"], format!("{url}/metrics"), "{f}");
+        let h = &f["hit_rate"];
+        assert_eq!(h["server_queried_tokens"], 128.0, "{f}");
+        assert_eq!(h["server_hit_tokens"], hits, "{f}");
+        assert_eq!(h["observed"], hits / 128.0, "{f}");
+        assert_eq!(h["predicted"], hits / 128.0, "{f}");
+        assert_eq!(h["requests"], 2, "{f}");
+        assert_eq!(f["flagged"], false, "{f}");
+    }
+    // Both servers' scrapes in the one file, each line naming its server.
+    let text = std::fs::read_to_string(&scrapes).unwrap();
+    for url in [&a.url, &b.url] {
+        let want = format!("{url}/metrics");
+        let n = text
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).unwrap()["url"] == want.as_str())
+            .count();
+        assert!(n >= 2, "{n} scrapes of {want} in:\n{text}");
+    }
+    // The table names each server's check.
+    assert!(real
+        .stderr
+        .contains(&format!("server metrics from {}/metrics", a.url)));
+    assert!(real
+        .stderr
+        .contains(&format!("server metrics from {}/metrics", b.url)));
+    // One --metrics-url cannot name several servers' metrics.
+    let stderr = run_code(
+        "mc-replay",
+        &[
+            "--url",
+            urls.as_str(),
+            "--metrics-url",
+            &format!("{}/metrics", a.url),
+        ],
+        trace,
+        2,
+    );
+    assert!(
+        stderr.contains("--metrics-url names one server"),
+        "{stderr}"
+    );
+}
+
 /// Requests at whole-ms offsets, some sharing a prefix.
 fn requests() -> impl Strategy<Value = Vec<(u64, u64, u64, u64)>> {
     prop::collection::vec((0u64..30, 0u64..3, 1u64..6, 1u64..20), 1..30)

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::engine_target;
 use super::error::ReplayError;
 use super::http;
-use super::observe::{fidelity, Watch};
+use super::observe::{self, fidelity, Found, Watch, WatchOptions};
 use super::options::Turns;
 use super::outcome::RunId;
 use super::plan::{Plan, Run, TargetKind};
@@ -87,8 +87,18 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
             router: Some(router),
             cacert,
             server: options,
+            watch,
             ..
-        } => routed(plan, run, urls, router, options, cacert.as_ref(), stop),
+        } => {
+            let servers = Servers {
+                urls,
+                router,
+                options,
+                watch,
+                cacert: cacert.as_ref(),
+            };
+            routed(plan, run, &servers, stop)
+        }
         TargetKind::Http {
             url,
             cacert,
@@ -123,28 +133,29 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
     }
 }
 
+/// The servers of a routed run, as the plan checked them.
+struct Servers<'a> {
+    urls: &'a [String],
+    router: &'a crate::engine::router::RouterParams,
+    options: &'a http::connect::ServerOptions,
+    watch: &'a WatchOptions,
+    cacert: Option<&'a http::tls::CaCerts>,
+}
+
 /// A run on several servers behind mc-replay's router (`--url A,B,…`):
 /// each server found (and its model listed) as a single run's is, one run
-/// id and one clock for all; the servers' metrics are not scraped (the
-/// fidelity check compares one server with the whole trace).
-fn routed(
-    plan: &Plan,
-    run: &Run,
-    urls: &[String],
-    router: &crate::engine::router::RouterParams,
-    options: &http::connect::ServerOptions,
-    cacert: Option<&http::tls::CaCerts>,
-    stop: Arc<AtomicBool>,
-) -> Result<Summary> {
-    let mut servers = Vec::with_capacity(urls.len());
-    for url in urls {
+/// id and one clock for all; each server's metrics scraped and checked
+/// against the requests sent to it (`fidelity_by_server`).
+fn routed(plan: &Plan, run: &Run, s: &Servers<'_>, stop: Arc<AtomicBool>) -> Result<Summary> {
+    let mut servers = Vec::with_capacity(s.urls.len());
+    for url in s.urls {
         let mut server = http::connect::connect(
-            options,
+            s.options,
             &plan.trace,
             plan.block_size,
             run.prompt_seed,
             url,
-            cacert,
+            s.cacert,
         )?;
         if let Some(first) = servers.first() {
             let first: &http::connect::Server = first;
@@ -156,25 +167,34 @@ fn routed(
         servers.push(server);
     }
     let (model, run_id) = (servers[0].model.clone(), servers[0].run_id);
-    let names = urls.iter().map(|u| plan.redactor.redact(u)).collect();
+    let names = s.urls.iter().map(|u| plan.redactor.redact(u)).collect();
+    // Before the run's clock starts, as for one server.
+    let watched: Vec<_> = servers
+        .iter()
+        .map(|v| observe::Server {
+            base: &v.base,
+            headers: &v.headers,
+        })
+        .collect();
+    let watch = Watch::start_each(s.watch, &plan.redactor, &watched, s.cacert)?;
     let make = || {
         let clock = http::client::Clock {
             start: std::time::Instant::now(),
         };
         let targets = servers
             .into_iter()
-            .map(|s| s.target_on(options, &plan.trace, stop.clone(), Some(clock)))
+            .map(|v| v.target_on(s.options, &plan.trace, stop.clone(), Some(clock)))
             .collect::<Result<Vec<_>>>()?;
         Ok(routed::RoutedTarget::new(
             targets,
             names,
-            crate::engine::router::Router::new(router.clone()),
+            crate::engine::router::Router::new(s.router.clone()),
             plan.trace.clone(),
             plan.block_size,
             clock,
         ))
     };
-    drive(plan, run, make, Some(model), run_id, Watch::NoServer, &stop)
+    drive(plan, run, make, Some(model), run_id, watch, &stop)
 }
 
 /// A shard's run id (unique across shards); others keep theirs.
@@ -251,7 +271,11 @@ pub fn drive<T: Target>(
     summary.engine = target.report();
     summary.router = target.routing();
     summary.connections = target.connections(rec.tally.sent + rec.tally.warmup);
-    summary.fidelity = fidelity_of(plan, watch, &rec.sent, &summary);
+    match fidelity_of(plan, watch, &rec.sent, &summary) {
+        Found::Nothing => {}
+        Found::One(f) => summary.fidelity = Some(*f),
+        Found::Each(fs) => summary.fidelity_by_server = fs,
+    }
     let flushed = rec.finish();
     eprint!("{}", summary.table());
     let routed = summary.router.clone().map(serde_json::from_value);
@@ -298,7 +322,7 @@ fn fidelity_of(
     watch: Watch,
     sent: &[fidelity::SentRequest],
     summary: &Summary,
-) -> Option<crate::results::fidelity::Fidelity> {
+) -> Found {
     // A server's run only (the engine model's watch has no section).
     let opts = match &plan.target {
         TargetKind::Http { watch, .. } => Some(watch),

@@ -533,6 +533,16 @@ fn check_usage(args: &ReplayArgs, target: &TargetKind) -> Result<()> {
              several servers list them: --url http://a:8000,http://b:8000",
         ));
     }
+    let several = args
+        .url
+        .as_deref()
+        .is_some_and(|l| super::options::urls(l).len() > 1);
+    if several && args.metrics_url.is_some() {
+        return Err(Error::usage(
+            "--metrics-url names one server's metrics; with several --url servers each is \
+             scraped at its own /metrics (leave --metrics-url out, or --no-server-metrics)",
+        ));
+    }
     if args.cacert.is_some() && !http {
         return Err(Error::usage(
             "--cacert trusts an https:// server's CA: give --url (the engine model has no TLS)",

@@ -107,7 +107,8 @@ impl Recorder {
             return Verdict::Continue;
         };
         self.counts.done += 1;
-        self.sent.push(SentRequest::of(done.job.row, o));
+        self.sent
+            .push(SentRequest::of(done.job.row, done.job.worker, o));
         let turn = &trace.turns[done.job.row];
         let id = Identity {
             line: turn.line,

@@ -363,6 +363,7 @@ fn merged(shards: &BTreeMap<u32, (Summary, PathBuf)>, plan: ShardRun) -> Summary
     // Per-shard statistics a merge cannot pool.
     m.engine = None;
     m.fidelity = None;
+    m.fidelity_by_server = Vec::new();
     m
 }
 

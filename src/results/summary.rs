@@ -58,6 +58,11 @@ pub struct Summary {
     pub router: Option<serde_json::Value>,
     /// Did the server see the run the trace describes (real servers only).
     pub fidelity: Option<Fidelity>,
+    /// Several servers behind mc-replay's router (`--url A,B,…`): each
+    /// server's check of the requests sent to it, in the order given (the
+    /// result lines' `worker`); `fidelity` is then null.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fidelity_by_server: Vec<Fidelity>,
     /// How the agent-graph tasks went (runs of traces with graphs only;
     /// absent in files of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,6 +390,7 @@ pub fn summarize(
         engine: None,
         router: None,
         fidelity: None,
+        fidelity_by_server: Vec::new(),
         tasks: t.tasks.summary(),
         connections: None,
     }
@@ -453,7 +459,7 @@ impl Summary {
         if let Some(t) = &self.tasks {
             t.table(&mut s);
         }
-        if let Some(f) = &self.fidelity {
+        for f in self.fidelity.iter().chain(&self.fidelity_by_server) {
             f.table(&mut s);
         }
         self.table_warnings(&mut s);
@@ -696,6 +702,10 @@ impl Summary {
         let mut out = self.warnings();
         if let Some(f) = self.fidelity.as_ref().filter(|f| f.flagged) {
             out.push(format!("FIDELITY FLAGGED: {}", f.verdict));
+        }
+        for f in self.fidelity_by_server.iter().filter(|f| f.flagged) {
+            let url = f.metrics_url.as_deref().unwrap_or("-");
+            out.push(format!("FIDELITY FLAGGED at {url}: {}", f.verdict));
         }
         let r = &self.requests;
         if r.cut_at_done > 0 {
@@ -1044,6 +1054,7 @@ mod tests {
             engine: None,
             router: None,
             fidelity: None,
+            fidelity_by_server: Vec::new(),
             tasks: None,
             connections: None,
         }

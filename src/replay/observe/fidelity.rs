@@ -37,10 +37,12 @@ pub struct SentRequest {
     pub ok: bool,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// The server the router chose (`--url A,B,…`), as in the result line.
+    pub worker: Option<u32>,
 }
 
 impl SentRequest {
-    pub fn of(row: usize, o: &Outcome) -> SentRequest {
+    pub fn of(row: usize, worker: Option<u32>, o: &Outcome) -> SentRequest {
         let usage = o.usage.unwrap_or_default();
         SentRequest {
             row,
@@ -51,6 +53,7 @@ impl SentRequest {
             // Without usage, the output events are the count (an estimate,
             // as in the result line).
             completion_tokens: usage.completion_tokens.or(Some(o.chunks)),
+            worker,
         }
     }
 }

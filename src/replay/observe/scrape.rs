@@ -67,9 +67,47 @@ pub struct Scraper {
     shown: String,
     redactor: Redactor,
     headers: Vec<(String, String)>,
-    out: Option<(PathBuf, Mutex<std::io::BufWriter<std::fs::File>>)>,
-    /// The first failure was noted on stderr.
+    out: Option<Arc<MetricsOut>>,
+    /// The first failed scrape was noted on stderr.
     noted: AtomicBool,
+}
+
+/// `--metrics-out`: one file, shared by the scrapers of every server a run
+/// watches (each line names its `url`).
+pub struct MetricsOut {
+    path: PathBuf,
+    file: Mutex<std::io::BufWriter<std::fs::File>>,
+    /// The first write failure was noted on stderr.
+    noted: AtomicBool,
+}
+
+impl MetricsOut {
+    /// Creates (truncates) the file.
+    pub fn create(path: PathBuf) -> Result<Arc<MetricsOut>> {
+        let file = std::fs::File::create(&path).map_err(|source| Error::Output {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Arc::new(MetricsOut {
+            path,
+            file: Mutex::new(std::io::BufWriter::new(file)),
+            noted: AtomicBool::new(false),
+        }))
+    }
+
+    /// Writes one line; a failure is noted on stderr once.
+    fn write(&self, line: &ScrapeLine<'_>) {
+        let mut out = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let written = serde_json::to_writer(&mut *out, line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if let Err(e) = written {
+            if !self.noted.swap(true, Ordering::Relaxed) {
+                eprintln!("mc-replay: note: {}: {e}", self.path.display());
+            }
+        }
+    }
 }
 
 /// How long one scrape may take: a server that is slow to answer its
@@ -80,20 +118,10 @@ impl Scraper {
     pub fn new(
         url: String,
         headers: Vec<(String, String)>,
-        out: Option<PathBuf>,
+        out: Option<Arc<MetricsOut>>,
         redactor: Redactor,
         cacert: Option<&CaCerts>,
     ) -> Result<Self> {
-        let out = match out {
-            Some(path) => {
-                let file = std::fs::File::create(&path).map_err(|source| Error::Output {
-                    path: path.clone(),
-                    source,
-                })?;
-                Some((path, Mutex::new(std::io::BufWriter::new(file))))
-            }
-            None => None,
-        };
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(SCRAPE_TIMEOUT))
@@ -174,16 +202,8 @@ impl Scraper {
     }
 
     fn write(&self, line: ScrapeLine<'_>) {
-        let Some((path, out)) = &self.out else { return };
-        let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-        let written = serde_json::to_writer(&mut *out, &line)
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush());
-        if let Err(e) = written {
-            if !self.noted.swap(true, Ordering::Relaxed) {
-                eprintln!("mc-replay: note: {}: {e}", path.display());
-            }
+        if let Some(out) = &self.out {
+            out.write(&line);
         }
     }
 }
