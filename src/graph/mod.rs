@@ -324,103 +324,14 @@ impl Builder {
     /// reports on); a tool that uses the graph calls [`Builder::check`].
     pub fn finish(mut self) -> (Graphs, Problems) {
         let n = self.rows.len();
-        let kind: Vec<RowKind> = self
-            .rows
-            .iter()
-            .map(|r| {
-                if r.graph_fields
-                    || (r.session != NO_SESSION && self.sessions[r.session as usize].1)
-                {
-                    RowKind::Call
-                } else if r.session == NO_SESSION {
-                    RowKind::Single
-                } else {
-                    RowKind::Turn
-                }
-            })
-            .collect();
-        for (i, r) in self.rows.iter().enumerate() {
-            if kind[i] == RowKind::Call && r.delay < 0.0 {
-                self.problems.add(
-                    self.place(i as RowIndex),
-                    ProblemKind::NegativeDelay,
-                    RecordError::field(
-                        "delay",
-                        format!(
-                            "{} ms: a call of an agent graph waits a finite number of ms \
-                             at least 0 after its dependencies",
-                            r.delay
-                        ),
-                    ),
-                );
-            }
-        }
+        let kind = self.row_kinds();
+        self.check_delays(&kind);
         // (dependent, dependency) pairs: the edges, then the plain turns.
-        let mut pairs: Vec<(RowIndex, RowIndex)> = Vec::new();
-        for p in std::mem::take(&mut self.pending) {
-            let r = &self.rows[p.row as usize];
-            let field = if p.branch { "branches" } else { "wait_for" };
-            let Some(&t) = self.ids.get(&p.target) else {
-                self.problems.add(
-                    self.place(p.row),
-                    ProblemKind::UnknownId,
-                    RecordError::field(
-                        field,
-                        format!(
-                            "no row has request_id `{}`: add the call, or remove the id \
-                             from {field}",
-                            p.target
-                        ),
-                    ),
-                );
-                continue;
-            };
-            let other = &self.rows[t as usize];
-            // Rows without `session_id` are one session among themselves
-            // (Dynamo's agentic rows, whose `session_id` is optional): an
-            // edge between two of them passes, between one of them and a
-            // row with a `session_id` does not.
-            if other.session != r.session {
-                let name = |s: u32| {
-                    if s == NO_SESSION {
-                        "no session".to_string()
-                    } else {
-                        format!(
-                            "session {}",
-                            String::from_utf8_lossy(&self.sessions[s as usize].0)
-                        )
-                    }
-                };
-                self.problems.add(
-                    self.place(p.row),
-                    ProblemKind::OtherSession,
-                    RecordError::field(
-                        field,
-                        format!(
-                            "`{}` ({}) is a call of {}, this row of {}: a call waits \
-                             only for calls of its own session; give both the same \
-                             session_id, or remove the id from {field}",
-                            p.target,
-                            self.place_text(t),
-                            name(other.session),
-                            name(r.session)
-                        ),
-                    ),
-                );
-                continue;
-            }
-            pairs.push(if p.branch { (t, p.row) } else { (p.row, t) });
-        }
-        let mut last_turn: Vec<Option<RowIndex>> = vec![None; self.sessions.len()];
-        for (i, r) in self.rows.iter().enumerate() {
-            if kind[i] == RowKind::Turn {
-                let s = r.session as usize;
-                if let Some(prev) = last_turn[s] {
-                    pairs.push((i as RowIndex, prev));
-                }
-                last_turn[s] = Some(i as RowIndex);
-            }
-        }
+        let mut pairs: Vec<(RowIndex, RowIndex)> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .filter_map(|p| self.resolve(&p))
+            .collect();
+        self.chain_turns(&kind, &mut pairs);
         pairs.sort_unstable();
         pairs.dedup();
         let deps = Csr::new(n, pairs.iter().copied());
@@ -446,6 +357,120 @@ impl Builder {
             t0,
         };
         (graphs, self.problems)
+    }
+
+    /// Each row's kind: a call when it has graph fields or its session
+    /// has, else a turn of its session, else (no session) a single row.
+    fn row_kinds(&self) -> Vec<RowKind> {
+        self.rows
+            .iter()
+            .map(|r| {
+                if r.graph_fields
+                    || (r.session != NO_SESSION && self.sessions[r.session as usize].1)
+                {
+                    RowKind::Call
+                } else if r.session == NO_SESSION {
+                    RowKind::Single
+                } else {
+                    RowKind::Turn
+                }
+            })
+            .collect()
+    }
+
+    /// A call's `delay` is its wait after its dependencies: a negative one
+    /// is a problem.
+    fn check_delays(&mut self, kind: &[RowKind]) {
+        for (i, r) in self.rows.iter().enumerate() {
+            if kind[i] == RowKind::Call && r.delay < 0.0 {
+                self.problems.add(
+                    self.place(i as RowIndex),
+                    ProblemKind::NegativeDelay,
+                    RecordError::field(
+                        "delay",
+                        format!(
+                            "{} ms: a call of an agent graph waits a finite number of ms \
+                             at least 0 after its dependencies",
+                            r.delay
+                        ),
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The edge `p` as a (dependent, dependency) pair; `None`, with the
+    /// problem added, when its target is unknown or of another session.
+    fn resolve(&mut self, p: &Pending) -> Option<(RowIndex, RowIndex)> {
+        let r = &self.rows[p.row as usize];
+        let field = if p.branch { "branches" } else { "wait_for" };
+        let Some(&t) = self.ids.get(&p.target) else {
+            self.problems.add(
+                self.place(p.row),
+                ProblemKind::UnknownId,
+                RecordError::field(
+                    field,
+                    format!(
+                        "no row has request_id `{}`: add the call, or remove the id \
+                         from {field}",
+                        p.target
+                    ),
+                ),
+            );
+            return None;
+        };
+        let other = &self.rows[t as usize];
+        // Rows without `session_id` are one session among themselves
+        // (Dynamo's agentic rows, whose `session_id` is optional): an
+        // edge between two of them passes, between one of them and a
+        // row with a `session_id` does not.
+        if other.session != r.session {
+            self.problems.add(
+                self.place(p.row),
+                ProblemKind::OtherSession,
+                RecordError::field(
+                    field,
+                    format!(
+                        "`{}` ({}) is a call of {}, this row of {}: a call waits \
+                         only for calls of its own session; give both the same \
+                         session_id, or remove the id from {field}",
+                        p.target,
+                        self.place_text(t),
+                        self.session_name(other.session),
+                        self.session_name(r.session)
+                    ),
+                ),
+            );
+            return None;
+        }
+        Some(if p.branch { (t, p.row) } else { (p.row, t) })
+    }
+
+    /// Session `s` as a message names it.
+    fn session_name(&self, s: u32) -> String {
+        if s == NO_SESSION {
+            "no session".to_string()
+        } else {
+            format!(
+                "session {}",
+                String::from_utf8_lossy(&self.sessions[s as usize].0)
+            )
+        }
+    }
+
+    /// Adds a plain session's chain to `pairs`: each turn waits for the
+    /// session's previous turn.
+    fn chain_turns(&self, kind: &[RowKind], pairs: &mut Vec<(RowIndex, RowIndex)>) {
+        let mut last_turn: Vec<Option<RowIndex>> = vec![None; self.sessions.len()];
+        for (i, r) in self.rows.iter().enumerate() {
+            if kind[i] == RowKind::Turn {
+                let s = r.session as usize;
+                if let Some(prev) = last_turn[s] {
+                    pairs.push((i as RowIndex, prev));
+                }
+                last_turn[s] = Some(i as RowIndex);
+            }
+        }
     }
 
     /// [`Builder::finish`] for a tool: the first problem (earliest line)

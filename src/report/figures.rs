@@ -333,9 +333,22 @@ pub fn windows(runs: &[RunData], window_s: Option<f64>) -> Result<(f64, f64)> {
 /// Every panel of the runs' report (sessions last, one per run that has
 /// sessions).
 pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> Vec<Panel> {
-    let n = ((span_s(runs) / w).floor() as usize + 1).max(1);
+    let mut out = latency_panels(runs, w_pct);
+    out.extend(load_panels(runs, w));
+    out.push(lag_panel(runs, w_pct));
+    for r in runs {
+        if let Some(p) = sessions(r, max_sessions) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// TTFT, ITL and E2E over the run (p99 per `w_pct` window), then their
+/// CDFs.
+fn latency_panels(runs: &[RunData], w_pct: f64) -> Vec<Panel> {
     let s = |ms: f64| ms / 1000.0;
-    let mut out = vec![
+    vec![
         over_run(
             runs,
             w_pct,
@@ -369,7 +382,12 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
         cdf_panel(runs, "E2E latency CDF", "E2E", &|r| {
             ok(r).filter_map(|x| x.e2e_ms).collect()
         }),
-    ];
+    ]
+}
+
+/// Output tokens per second and requests in flight, per `w` window.
+fn load_panels(runs: &[RunData], w: f64) -> [Panel; 2] {
+    let n = ((span_s(runs) / w).floor() as usize + 1).max(1);
     let per_window = |title: &str, y: &str, f: &dyn Fn(&RunData) -> Vec<(f64, f64)>| Panel {
         title: title.into(),
         x_label: format!(
@@ -385,14 +403,20 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
                 .collect(),
         ),
     };
-    out.push(per_window("Output tokens per second", "tok/s", &|r| {
-        output_rate(r, w, n)
-    }));
-    out.push(per_window(
-        "Requests in flight (mean per window)",
-        "requests",
-        &|r| in_flight(r, w, n),
-    ));
+    [
+        per_window("Output tokens per second", "tok/s", &|r| {
+            output_rate(r, w, n)
+        }),
+        per_window("Requests in flight (mean per window)", "requests", &|r| {
+            in_flight(r, w, n)
+        }),
+    ]
+}
+
+/// Each request's schedule lag at its scheduled time (thinned to
+/// `MAX_DOTS` dots a run), with the p99 per `w_pct` window.
+fn lag_panel(runs: &[RunData], w_pct: f64) -> Panel {
+    let s = |ms: f64| ms / 1000.0;
     let mut lag = Vec::new();
     let mut notes = Vec::new();
     for (k, r) in runs.iter().enumerate() {
@@ -402,7 +426,7 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
         lag.push(series(runs, k, "requests", thin(&d, MAX_DOTS), Role::Dots));
         lag.push(series(runs, k, "p99", p99, Role::P99));
     }
-    out.push(Panel {
+    Panel {
         title: noted("Schedule lag (send − scheduled time)", &notes),
         x_label: format!(
             "scheduled time since the run's start; p99 per {} window (all requests)",
@@ -412,13 +436,7 @@ pub fn panels(runs: &[RunData], (w, w_pct): (f64, f64), max_sessions: usize) -> 
         x_unit: Unit::S,
         y_unit: Unit::Ms,
         body: Body::Lines(lag),
-    });
-    for r in runs {
-        if let Some(p) = sessions(r, max_sessions) {
-            out.push(p);
-        }
     }
-    out
 }
 
 /// One lane per session (in order of first send), a mark per turn at its

@@ -12,7 +12,7 @@ use crate::plot::{web, Panel, PlotError};
 
 use super::compare::{change_text, MetricRow, Unit};
 use super::summary::describe;
-use super::Report;
+use super::{Report, SweepMeta};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1em auto;max-width:1340px;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em;border-bottom:1px solid #ccc}\
@@ -157,10 +157,28 @@ fn distributions(out: &mut String, m: &crate::results::summary::Metrics) {
     out.push_str("</tbody>\n</table>\n");
 }
 
+/// The columns of [`tasks_table`].
+const TASK_COLUMNS: [&str; 15] = [
+    "run",
+    "tasks",
+    "calls",
+    "with a failed call",
+    "makespan p50 ms",
+    "p90",
+    "p99",
+    "max",
+    "critical path share",
+    "LLM %",
+    "wait %",
+    "think %",
+    "tool %",
+    "in flight achieved (mean/max)",
+    "graph's timing (mean/max)",
+];
+
 /// The runs' agent-graph tasks (the summary's task section), one row per
 /// run that had any; nothing when none had.
 fn tasks_table(out: &mut String, labels: &[String], r: &Report) {
-    use crate::results::summary::Ms;
     let rows: Vec<(&String, &crate::results::tasks::TaskSummary)> = labels
         .iter()
         .zip(&r.summaries)
@@ -176,70 +194,57 @@ fn tasks_table(out: &mut String, labels: &[String], r: &Report) {
          at once, achieved and as the graph's own timing implies with the measured call \
          times.</p>\n",
     );
-    let columns: Vec<String> = [
-        "run",
-        "tasks",
-        "calls",
-        "with a failed call",
-        "makespan p50 ms",
-        "p90",
-        "p99",
-        "max",
-        "critical path share",
-        "LLM %",
-        "wait %",
-        "think %",
-        "tool %",
-        "in flight achieved (mean/max)",
-        "graph's timing (mean/max)",
-    ]
-    .iter()
-    .map(|c| c.to_string())
-    .collect();
+    let columns: Vec<String> = TASK_COLUMNS.iter().map(|c| c.to_string()).collect();
     head(out, "tasks", &columns);
     for (label, t) in rows {
-        out.push_str("<tr>");
-        cell(out, label, None);
-        for n in [t.tasks, t.calls, t.tasks_with_failed_call] {
-            cell(out, &n.to_string(), Some(n as f64));
-        }
-        match &t.makespan {
-            Some(m) => {
-                for v in [m.p50, m.p90, m.p99, m.max] {
-                    cell(out, &Ms(v).to_string(), Some(v));
-                }
-            }
-            None => {
-                for _ in 0..4 {
-                    cell(out, "-", None);
-                }
-            }
-        }
-        let share = t.critical_path_share * 100.0;
-        cell(out, &format!("{share:.0}%"), Some(share));
-        let p = &t.critical_path_ms;
-        for v in [p.llm, p.wait, p.think, p.tool] {
-            let pct = if p.total() > 0.0 {
-                v / p.total() * 100.0
-            } else {
-                0.0
-            };
-            cell(out, &format!("{pct:.1}"), Some(pct));
-        }
-        let q = &t.parallelism;
-        cell(
-            out,
-            &format!("{} / {}", q.achieved_mean, q.achieved_max),
-            Some(q.achieved_mean),
-        );
-        cell(
-            out,
-            &format!("{} / {}", q.recorded_mean, q.recorded_max),
-            Some(q.recorded_mean),
-        );
-        out.push_str("</tr>\n");
+        task_row(out, label, t);
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// One run's row of [`tasks_table`], in [`TASK_COLUMNS`]' order.
+fn task_row(out: &mut String, label: &str, t: &crate::results::tasks::TaskSummary) {
+    use crate::results::summary::Ms;
+    out.push_str("<tr>");
+    cell(out, label, None);
+    for n in [t.tasks, t.calls, t.tasks_with_failed_call] {
+        cell(out, &n.to_string(), Some(n as f64));
+    }
+    match &t.makespan {
+        Some(m) => {
+            for v in [m.p50, m.p90, m.p99, m.max] {
+                cell(out, &Ms(v).to_string(), Some(v));
+            }
+        }
+        None => {
+            for _ in 0..4 {
+                cell(out, "-", None);
+            }
+        }
+    }
+    let share = t.critical_path_share * 100.0;
+    cell(out, &format!("{share:.0}%"), Some(share));
+    let p = &t.critical_path_ms;
+    for v in [p.llm, p.wait, p.think, p.tool] {
+        let pct = if p.total() > 0.0 {
+            v / p.total() * 100.0
+        } else {
+            0.0
+        };
+        cell(out, &format!("{pct:.1}"), Some(pct));
+    }
+    let q = &t.parallelism;
+    cell(
+        out,
+        &format!("{} / {}", q.achieved_mean, q.achieved_max),
+        Some(q.achieved_mean),
+    );
+    cell(
+        out,
+        &format!("{} / {}", q.recorded_mean, q.recorded_max),
+        Some(q.recorded_mean),
+    );
+    out.push_str("</tr>\n");
 }
 
 /// The replayed trace's figure (mc-plot's panels) and what it covers.
@@ -269,91 +274,11 @@ pub fn page(
     );
     // Every caution the terminal prints, first (a page that shows a 99.95%
     // hit rate must say when the fidelity check flagged it).
-    let several = r.runs.len() > 1;
-    let mut cautions: Vec<String> = Vec::new();
-    for (run, rc) in r.runs.iter().zip(&r.summaries) {
-        // The terminal's own `note:` lines (the recomputation's and the
-        // metrics block's), word for word.
-        let table = rc.table(&run.label);
-        let notes = table
-            .lines()
-            .filter(|l| l.starts_with("note: "))
-            .map(str::to_string);
-        for c in rc.summary.cautions().into_iter().chain(notes) {
-            cautions.push(if several {
-                format!("{}: {c}", run.label)
-            } else {
-                c
-            });
-        }
-    }
-    if let Some(st) = r.sweep.as_ref().and_then(|sw| sw.file.stopped.as_ref()) {
-        cautions.push(format!("the sweep stopped at {}: {}", st.value, st.reason));
-    }
-    if !cautions.is_empty() {
-        s.push_str("<div class=\"warnings\">\n<ul>\n");
-        for c in &cautions {
-            let _ = writeln!(s, "<li>{}</li>", esc(c));
-        }
-        s.push_str("</ul>\n</div>\n");
-    }
-    let results: usize = r.runs.iter().map(|x| x.results.len()).sum();
-    let _ = writeln!(
-        s,
-        "<p class=\"note\">mc-report {} from {results} result lines; every number is \
-         recomputed from the raw values in the result lines. Hover a chart for exact values, \
-         drag across it to zoom (double-click resets), click a legend entry to hide or show \
-         it, click a column's header to sort a table.</p>\n\
-         <noscript><p class=\"warnings\">The charts are drawn by this page's own script \
-         (inline; nothing is fetched): allow scripts to see them.</p></noscript>",
-        env!("CARGO_PKG_VERSION")
-    );
-    s.push_str("<h2>Runs</h2>\n");
-    head(
-        &mut s,
-        "runs",
-        &["run".into(), "description".into(), "results".into()],
-    );
-    for (run, rc) in r.runs.iter().zip(&r.summaries) {
-        let files: Vec<String> = run
-            .sources
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        let _ = writeln!(
-            s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&run.label),
-            esc(&describe(rc)),
-            esc(&files.join(" "))
-        );
-    }
-    s.push_str("</tbody>\n</table>\n");
+    warnings(&mut s, &cautions(r));
+    intro(&mut s, r);
+    runs_table(&mut s, r);
     if let Some(sw) = &r.sweep {
-        let _ = writeln!(s, "<h2>Sweep over {}</h2>", esc(&sw.file.parameter));
-        if let Some(st) = &sw.file.stopped {
-            let at = format!(" at {}", st.value);
-            let _ = writeln!(
-                s,
-                "<p>The sweep stopped{}: {}</p>",
-                esc(&at),
-                esc(&st.reason)
-            );
-        }
-        // The terminal's sweep table, value by value.
-        if let Some(param) = crate::results::sweep::Param::from_name(&sw.file.parameter) {
-            let points: Vec<crate::results::sweep::Point> = sw
-                .file
-                .runs
-                .iter()
-                .zip(&r.summaries)
-                .map(|(e, rc)| crate::results::sweep::Point::of(e.value, &rc.summary))
-                .collect();
-            sweep_table(&mut s, param, &points);
-        }
-        for p in sweep_panels {
-            figure(&mut s, p)?;
-        }
+        sweep_section(&mut s, r, sw, sweep_panels)?;
     }
     s.push_str("<h2>Summary</h2>\n");
     if r.runs.len() == 1 {
@@ -380,6 +305,119 @@ pub fn page(
     let _ = write!(s, "<script>\n{}</script>\n", web::SCRIPT);
     s.push_str("</body>\n</html>\n");
     Ok(s)
+}
+
+/// Every caution the terminal prints for the runs (each named by its run
+/// when there are several), and where a sweep stopped.
+fn cautions(r: &Report) -> Vec<String> {
+    let several = r.runs.len() > 1;
+    let mut cautions: Vec<String> = Vec::new();
+    for (run, rc) in r.runs.iter().zip(&r.summaries) {
+        // The terminal's own `note:` lines (the recomputation's and the
+        // metrics block's), word for word.
+        let table = rc.table(&run.label);
+        let notes = table
+            .lines()
+            .filter(|l| l.starts_with("note: "))
+            .map(str::to_string);
+        for c in rc.summary.cautions().into_iter().chain(notes) {
+            cautions.push(if several {
+                format!("{}: {c}", run.label)
+            } else {
+                c
+            });
+        }
+    }
+    if let Some(st) = r.sweep.as_ref().and_then(|sw| sw.file.stopped.as_ref()) {
+        cautions.push(format!("the sweep stopped at {}: {}", st.value, st.reason));
+    }
+    cautions
+}
+
+/// The cautions' box; nothing when there are none.
+fn warnings(s: &mut String, cautions: &[String]) {
+    if cautions.is_empty() {
+        return;
+    }
+    s.push_str("<div class=\"warnings\">\n<ul>\n");
+    for c in cautions {
+        let _ = writeln!(s, "<li>{}</li>", esc(c));
+    }
+    s.push_str("</ul>\n</div>\n");
+}
+
+/// Where the numbers come from and how to use the charts.
+fn intro(s: &mut String, r: &Report) {
+    let results: usize = r.runs.iter().map(|x| x.results.len()).sum();
+    let _ = writeln!(
+        s,
+        "<p class=\"note\">mc-report {} from {results} result lines; every number is \
+         recomputed from the raw values in the result lines. Hover a chart for exact values, \
+         drag across it to zoom (double-click resets), click a legend entry to hide or show \
+         it, click a column's header to sort a table.</p>\n\
+         <noscript><p class=\"warnings\">The charts are drawn by this page's own script \
+         (inline; nothing is fetched): allow scripts to see them.</p></noscript>",
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+/// The runs: each one's label, description and result files.
+fn runs_table(s: &mut String, r: &Report) {
+    s.push_str("<h2>Runs</h2>\n");
+    head(
+        s,
+        "runs",
+        &["run".into(), "description".into(), "results".into()],
+    );
+    for (run, rc) in r.runs.iter().zip(&r.summaries) {
+        let files: Vec<String> = run
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&run.label),
+            esc(&describe(rc)),
+            esc(&files.join(" "))
+        );
+    }
+    s.push_str("</tbody>\n</table>\n");
+}
+
+/// The sweep: where it stopped, the terminal's table value by value, and
+/// its figures.
+fn sweep_section(
+    s: &mut String,
+    r: &Report,
+    sw: &SweepMeta,
+    sweep_panels: &[Panel],
+) -> Result<(), PlotError> {
+    let _ = writeln!(s, "<h2>Sweep over {}</h2>", esc(&sw.file.parameter));
+    if let Some(st) = &sw.file.stopped {
+        let at = format!(" at {}", st.value);
+        let _ = writeln!(
+            s,
+            "<p>The sweep stopped{}: {}</p>",
+            esc(&at),
+            esc(&st.reason)
+        );
+    }
+    if let Some(param) = crate::results::sweep::Param::from_name(&sw.file.parameter) {
+        let points: Vec<crate::results::sweep::Point> = sw
+            .file
+            .runs
+            .iter()
+            .zip(&r.summaries)
+            .map(|(e, rc)| crate::results::sweep::Point::of(e.value, &rc.summary))
+            .collect();
+        sweep_table(s, param, &points);
+    }
+    for p in sweep_panels {
+        figure(s, p)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::results::summary::utc_iso8601;
+use crate::results::summary::{utc_iso8601, Metrics, Summary};
 use crate::results::{ErrorKind, RequestResult, Stats};
 
 use super::input::Run;
@@ -241,6 +241,24 @@ fn results(run: &Run, rc: &Recomputed) -> Value {
         .iter()
         .filter(|r| !r.warmup && r.is_ok())
         .collect();
+    let mut out = Map::new();
+    out.insert(
+        "request_performance".into(),
+        json!({ "aggregate": {
+            "requests": requests(s, &ok),
+            "latency": latency(&s.metrics, &ok),
+            "throughput": throughput(s),
+        }}),
+    );
+    if let Some(o) = observability(rc) {
+        out.insert("observability".into(), o);
+    }
+    Value::Object(out)
+}
+
+/// The request counts, and the input and output lengths of the requests
+/// that succeeded (`ok`).
+fn requests(s: &Summary, ok: &[&RequestResult]) -> Map<String, Value> {
     // Requests still in flight when the run was stopped did not fail:
     // they are the schema's `incomplete`, the rest of mc-replay's failures
     // its `failures` (total = ok + failures + incomplete).
@@ -262,8 +280,12 @@ fn results(run: &Run, rc: &Recomputed) -> Value {
     if let Some(v) = lengths(|r| r.completion_tokens) {
         requests.insert("output_length".into(), v);
     }
+    requests
+}
 
-    let m = &s.metrics;
+/// The latency distributions, in seconds, and NTPOT from the requests
+/// that succeeded (`ok`).
+fn latency(m: &Metrics, ok: &[&RequestResult]) -> Map<String, Value> {
     let mut latency = Map::new();
     let mut put = |name: &str, st: &Option<Stats>, units: &str| {
         if let Some(st) = st {
@@ -285,41 +307,35 @@ fn results(run: &Run, rc: &Recomputed) -> Value {
     if let Some(v) = of_values(ntpot, "s/token") {
         latency.insert("normalized_time_per_output_token".into(), v);
     }
+    latency
+}
 
+/// The token and request rates.
+fn throughput(s: &Summary) -> Value {
     let rate = |v: f64, units: &str| json!({ "units": units, "mean": v });
-    let throughput = json!({
+    json!({
         "input_token_rate": rate(s.input_token_throughput, "tokens/s"),
         "output_token_rate": rate(s.output_token_throughput, "tokens/s"),
         "total_token_rate": rate(s.input_token_throughput + s.output_token_throughput, "tokens/s"),
         "request_rate": rate(s.request_throughput, "queries/s"),
-    });
+    })
+}
 
-    let mut out = Map::new();
-    out.insert(
-        "request_performance".into(),
-        json!({ "aggregate": {
-            "requests": requests,
-            "latency": latency,
-            "throughput": throughput,
-        }}),
-    );
-    // The hit rate belongs to the stack's component, so only a described
-    // run (which has one) carries it.
-    if let (Some(h), true) = (rc.hit_rate, rc.described) {
-        let label = if s.run.target == "engine" {
-            ENGINE
-        } else {
-            SERVER
-        };
-        out.insert(
-            "observability".into(),
-            json!({ "components": [{
-                "component_label": label,
-                "aggregate": { "cache_hit_rate": { "units": "percent", "mean": h * 100.0 } },
-            }]}),
-        );
-    }
-    Value::Object(out)
+/// The prefix-cache hit rate, as the stack component's. It belongs to the
+/// component, so only a described run (which has one) carries it.
+fn observability(rc: &Recomputed) -> Option<Value> {
+    let (Some(h), true) = (rc.hit_rate, rc.described) else {
+        return None;
+    };
+    let label = if rc.summary.run.target == "engine" {
+        ENGINE
+    } else {
+        SERVER
+    };
+    Some(json!({ "components": [{
+        "component_label": label,
+        "aggregate": { "cache_hit_rate": { "units": "percent", "mean": h * 100.0 } },
+    }]}))
 }
 
 /// A distribution of mc-replay's (in ms) as the schema's `Statistics`,

@@ -276,91 +276,25 @@ impl RawSpan<'_> {
         )
     }
 
+    /// The span's fault: `msg` about `field`, naming the span.
+    fn fault(&self, field: &str, msg: String) -> RecordError {
+        RecordError::new(format!("{}: field `{field}`: {msg}", self.named()))
+    }
+
     fn check(&self) -> Result<Span, RecordError> {
-        let fault = |field: &str, msg: String| {
-            RecordError::new(format!("{}: field `{field}`: {msg}", self.named()))
-        };
-        let id_of = |v: &Option<Cow<'_, str>>, field: &str| match v.as_deref() {
-            Some(s) if !s.is_empty() => Ok(Box::<str>::from(s)),
-            _ => Err(fault(
-                field,
-                "missing: every span needs its trace and span ids".into(),
-            )),
-        };
-        let trace = id_of(&self.trace_id, "traceId")?;
-        let id = id_of(&self.span_id, "spanId")?;
+        let trace = self.id(&self.trace_id, "traceId")?;
+        let id = self.id(&self.span_id, "spanId")?;
         let parent = self
             .parent_span_id
             .as_deref()
             .filter(|p| !p.is_empty())
             .map(Box::<str>::from);
         let attrs = Attributes::of(&self.attributes);
-        let operation = attrs.operation.and_then(|v| v.string.as_deref());
-        let kind = match operation {
-            Some(op) if CALL_OPERATIONS.contains(&op) => {
-                let tokens = |a: Option<(&'static str, &AnyValue<'_>)>, name: &str| {
-                    let Some((field, v)) = a else {
-                        return Err(fault(
-                            name,
-                            format!(
-                                "missing: an LLM call (`{op}`) needs its token counts; export \
-                                 the spans with usage recorded, or leave the call out \
-                                 (--on-error skip)"
-                            ),
-                        ));
-                    };
-                    let n = whole(v).map_err(|found| {
-                        fault(
-                            field,
-                            format!(
-                                "expected an intValue (a whole number of tokens), found {found}"
-                            ),
-                        )
-                    })?;
-                    let n = u64::try_from(n)
-                        .map_err(|_| fault(field, format!("{n} tokens: a count is at least 0")))?;
-                    crate::limits::tokens(field, n).map_err(|e| fault(field, e.to_string()))
-                };
-                Kind::Call {
-                    input: tokens(attrs.input, "gen_ai.usage.input_tokens")?,
-                    output: tokens(attrs.output, "gen_ai.usage.output_tokens")?,
-                }
-            }
-            Some("invoke_agent") => Kind::Agent,
-            Some("execute_tool") => Kind::Tool,
-            _ => Kind::Other {
-                genai: operation.is_some(),
-            },
-        };
+        let kind = self.kind(&attrs)?;
         let (start_ns, end_ns) = if matches!(kind, Kind::Other { .. }) {
             (0, 0)
         } else {
-            let time = |v: &Option<Int>, field: &str| match v {
-                Some(Int::Value(n)) if *n > 0 && *n <= u64::MAX as i128 => Ok(*n as u64),
-                Some(Int::Value(n)) => Err(fault(
-                    field,
-                    format!("{n}: expected ns since the epoch, above 0"),
-                )),
-                Some(Int::Bad(text)) => Err(fault(
-                    field,
-                    format!("expected ns since the epoch as a decimal string, found {text}"),
-                )),
-                None => Err(fault(
-                    field,
-                    "missing: a call, agent or tool span needs its start and end times".into(),
-                )),
-            };
-            let start = time(&self.start, "startTimeUnixNano")?;
-            let end = time(&self.end, "endTimeUnixNano")?;
-            if end < start {
-                return Err(fault(
-                    "endTimeUnixNano",
-                    format!(
-                        "{end} is before startTimeUnixNano {start}: a span ends after it starts"
-                    ),
-                ));
-            }
-            (start, end)
+            self.times()?
         };
         let conversation = attrs
             .conversation
@@ -379,6 +313,94 @@ impl RawSpan<'_> {
             line: 0,
             file: 0,
         })
+    }
+
+    /// The trace or span id in `v`, which every span needs.
+    fn id(&self, v: &Option<Cow<'_, str>>, field: &str) -> Result<Box<str>, RecordError> {
+        match v.as_deref() {
+            Some(s) if !s.is_empty() => Ok(Box::<str>::from(s)),
+            _ => Err(self.fault(
+                field,
+                "missing: every span needs its trace and span ids".into(),
+            )),
+        }
+    }
+
+    /// What the span is, from `gen_ai.operation.name`: an LLM call (with
+    /// its token counts), an agent, a tool, or anything else.
+    fn kind(&self, attrs: &Attributes<'_, '_>) -> Result<Kind, RecordError> {
+        let operation = attrs.operation.and_then(|v| v.string.as_deref());
+        Ok(match operation {
+            Some(op) if CALL_OPERATIONS.contains(&op) => Kind::Call {
+                input: self.tokens(op, attrs.input, "gen_ai.usage.input_tokens")?,
+                output: self.tokens(op, attrs.output, "gen_ai.usage.output_tokens")?,
+            },
+            Some("invoke_agent") => Kind::Agent,
+            Some("execute_tool") => Kind::Tool,
+            _ => Kind::Other {
+                genai: operation.is_some(),
+            },
+        })
+    }
+
+    /// An LLM call's (`op`) token count: the attribute `a` found for `name`
+    /// (under its current or old name), a whole number within the limits.
+    fn tokens(
+        &self,
+        op: &str,
+        a: Option<(&'static str, &AnyValue<'_>)>,
+        name: &str,
+    ) -> Result<u64, RecordError> {
+        let Some((field, v)) = a else {
+            return Err(self.fault(
+                name,
+                format!(
+                    "missing: an LLM call (`{op}`) needs its token counts; export \
+                     the spans with usage recorded, or leave the call out \
+                     (--on-error skip)"
+                ),
+            ));
+        };
+        let n = whole(v).map_err(|found| {
+            self.fault(
+                field,
+                format!("expected an intValue (a whole number of tokens), found {found}"),
+            )
+        })?;
+        let n = u64::try_from(n)
+            .map_err(|_| self.fault(field, format!("{n} tokens: a count is at least 0")))?;
+        crate::limits::tokens(field, n).map_err(|e| self.fault(field, e.to_string()))
+    }
+
+    /// A call's, agent's or tool's start and end, in ns since the epoch; the
+    /// end not before the start.
+    fn times(&self) -> Result<(u64, u64), RecordError> {
+        let start = self.time(&self.start, "startTimeUnixNano")?;
+        let end = self.time(&self.end, "endTimeUnixNano")?;
+        if end < start {
+            return Err(self.fault(
+                "endTimeUnixNano",
+                format!("{end} is before startTimeUnixNano {start}: a span ends after it starts"),
+            ));
+        }
+        Ok((start, end))
+    }
+
+    fn time(&self, v: &Option<Int>, field: &str) -> Result<u64, RecordError> {
+        match v {
+            Some(Int::Value(n)) if *n > 0 && *n <= u64::MAX as i128 => Ok(*n as u64),
+            Some(Int::Value(n)) => {
+                Err(self.fault(field, format!("{n}: expected ns since the epoch, above 0")))
+            }
+            Some(Int::Bad(text)) => Err(self.fault(
+                field,
+                format!("expected ns since the epoch as a decimal string, found {text}"),
+            )),
+            None => Err(self.fault(
+                field,
+                "missing: a call, agent or tool span needs its start and end times".into(),
+            )),
+        }
     }
 }
 

@@ -248,8 +248,22 @@ fn slurm(
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "mc-replay".into());
-    let name = &args.job_name;
     let mut s = String::new();
+    slurm_header(&mut s, n, &input, plan, &results);
+    sbatch_options(&mut s, n, &args.job_name, &results);
+    let _ = writeln!(s, "set -euo pipefail");
+    slurm_secrets(&mut s, secrets);
+    slurm_start(&mut s, args, n, &plan.digest, &results, &exe);
+    srun_line(&mut s, args, n, &input, (rest, secrets));
+    let _ = writeln!(
+        s,
+        "echo \"mc-replay: done; merge with: mc-report $RESULTS/shard-*.jsonl\" >&2"
+    );
+    Ok(s)
+}
+
+/// The script's first lines: what it runs, the plan, how to submit it.
+fn slurm_header(s: &mut String, n: u32, input: &Path, plan: &super::ShardPlan, results: &Path) {
     let _ = writeln!(s, "#!/bin/bash");
     let _ = writeln!(
         s,
@@ -267,9 +281,11 @@ fn slurm(
         "# Submit: sbatch THIS; then: mc-report {}/shard-*.jsonl",
         results.display()
     );
-    sbatch_options(&mut s, n, name, &results);
-    let _ = writeln!(s, "set -euo pipefail");
-    slurm_secrets(&mut s, secrets);
+}
+
+/// The batch shell's exports: the results folder, the binary (`MC_REPLAY`
+/// overrides it) and the one instant every shard starts at.
+fn slurm_start(s: &mut String, args: &Job, n: u32, digest: &str, results: &Path, exe: &str) {
     let _ = writeln!(
         s,
         "export RESULTS={}",
@@ -294,8 +310,18 @@ fn slurm(
     let _ = writeln!(
         s,
         "echo \"mc-replay: {n} shards start at $START_AT (plan {})\" >&2",
-        plan.digest.get(..12).unwrap_or_default()
+        digest.get(..12).unwrap_or_default()
     );
+}
+
+/// The `srun` step: every task runs the shard command with `--shard env`.
+fn srun_line(
+    s: &mut String,
+    args: &Job,
+    n: u32,
+    input: &Path,
+    (rest, secrets): (&[Arg], &[Secret]),
+) {
     let mut cmd = vec![sh_quote(&input.display().to_string())];
     cmd.extend(rest.iter().map(|a| match a {
         Arg::Plain(a) => sh_quote(a),
@@ -309,11 +335,6 @@ fn slurm(
         args.start_grace_ms,
         cmd.join(" ")
     );
-    let _ = writeln!(
-        s,
-        "echo \"mc-replay: done; merge with: mc-report $RESULTS/shard-*.jsonl\" >&2"
-    );
-    Ok(s)
 }
 
 /// The `#SBATCH` lines: the job, its tasks one a node, its log.
@@ -429,148 +450,205 @@ fn k8s(
         .image
         .as_deref()
         .ok_or_else(|| Error::usage("--emit-k8s-job: give --image IMAGE"))?;
-    let name = &args.job_name;
-    let file = input
-        .file_name()
-        .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned());
+    let job = K8sJob {
+        args,
+        n,
+        input,
+        file: input
+            .file_name()
+            .map_or("trace.jsonl".into(), |f| f.to_string_lossy().into_owned()),
+        digest,
+        start_at: super::now_unix_ms() as u64 + args.start_in * 1000,
+        secret_name: format!("{}-secrets", args.job_name),
+        secrets,
+    };
     let trace_volume = trace_volume(args, input)?;
-    let start_at = super::now_unix_ms() as u64 + args.start_in * 1000;
-    let secret_name = format!("{name}-secrets");
-    // Kubernetes expands `$(VAR)` in args from the container's env, and
-    // reads `$$(` as a literal `$(`.
-    let mut shard_args: Vec<Value> = rest
-        .iter()
-        .map(|a| match a {
-            Arg::Plain(a) => json!(a.replace("$(", "$$(")),
-            Arg::Secret(i) => json!(format!("$({})", secrets[*i].env)),
-        })
-        .collect();
-    let env = pod_env(&secret_name, secrets);
-    for a in [
-        "--input".to_string(),
-        format!("/trace/{file}"),
-        "--shard".into(),
-        "env".into(),
-        "--shards".into(),
-        n.to_string(),
-        "--start-at".into(),
-        start_at.to_string(),
-        "--start-grace-ms".into(),
-        args.start_grace_ms.to_string(),
-        "--output".into(),
-        "/results/shard-$(MC_SHARD).jsonl".into(),
-    ] {
-        shard_args.push(json!(a));
+    let pod = job.pod(image, job.shard_args(rest), trace_volume);
+    let manifest = job.manifest(pod, span_s);
+    let mut s = String::new();
+    job.comment(&mut s);
+    s.push_str("---\n");
+    yaml(&mut s, &manifest, 0);
+    Ok(s)
+}
+
+/// What `--emit-k8s-job` writes the Job and its comment from.
+struct K8sJob<'a> {
+    args: &'a Job,
+    n: u32,
+    input: &'a Path,
+    /// The trace's file name, under /trace in the pods.
+    file: String,
+    digest: &'a str,
+    /// When every shard starts, in ms since the Unix epoch.
+    start_at: u64,
+    /// The Kubernetes Secret the pods read [`Secret`]s from.
+    secret_name: String,
+    secrets: &'a [Secret],
+}
+
+impl K8sJob<'_> {
+    /// The container's args: the shard command (`rest`), then the options
+    /// every shard takes, its output named by its index.
+    fn shard_args(&self, rest: &[Arg]) -> Vec<Value> {
+        // Kubernetes expands `$(VAR)` in args from the container's env, and
+        // reads `$$(` as a literal `$(`.
+        let mut shard_args: Vec<Value> = rest
+            .iter()
+            .map(|a| match a {
+                Arg::Plain(a) => json!(a.replace("$(", "$$(")),
+                Arg::Secret(i) => json!(format!("$({})", self.secrets[*i].env)),
+            })
+            .collect();
+        for a in [
+            "--input".to_string(),
+            format!("/trace/{}", self.file),
+            "--shard".into(),
+            "env".into(),
+            "--shards".into(),
+            self.n.to_string(),
+            "--start-at".into(),
+            self.start_at.to_string(),
+            "--start-grace-ms".into(),
+            self.args.start_grace_ms.to_string(),
+            "--output".into(),
+            "/results/shard-$(MC_SHARD).jsonl".into(),
+        ] {
+            shard_args.push(json!(a));
+        }
+        shard_args
     }
-    let deadline = args.start_in + span_s + args.timeout.ceil() as u64 + DEADLINE_SLACK_S;
-    let labels = json!({"app.kubernetes.io/name": "mc-replay", "mctrace/job": name});
-    let job = json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {
-                "mctrace/plan-digest": digest,
-                "mctrace/start-at-unix-ms": start_at.to_string(),
-            },
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": n,
-            "parallelism": n,
-            "backoffLimitPerIndex": 0,
-            "maxFailedIndexes": 0,
-            "podReplacementPolicy": "Failed",
-            "activeDeadlineSeconds": deadline,
-            "podFailurePolicy": {
-                "rules": [{
-                    "action": "FailJob",
-                    "onExitCodes": {
-                        "containerName": "mc-replay",
-                        "operator": "In",
-                        "values": [crate::error::ExitCode::TempFail as i32],
-                    },
-                }],
-            },
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "topologySpreadConstraints": [{
-                        "maxSkew": 1,
-                        "topologyKey": "kubernetes.io/hostname",
-                        "whenUnsatisfiable": "DoNotSchedule",
-                        "labelSelector": {"matchLabels": {"mctrace/job": name}},
-                    }],
-                    "containers": [{
-                        "name": "mc-replay",
-                        "image": image,
-                        "command": ["mc-replay"],
-                        "args": shard_args,
-                        "env": env,
-                        "volumeMounts": [
-                            {"name": "trace", "mountPath": "/trace", "readOnly": true},
-                            {"name": "results", "mountPath": "/results"},
-                        ],
-                    }],
-                    "volumes": [
-                        trace_volume,
-                        {"name": "results", "persistentVolumeClaim": {"claimName": format!("{name}-results")}},
-                    ],
+
+    /// The Job's labels, which its pods carry too (the topology spread
+    /// selects on them).
+    fn labels(&self) -> Value {
+        json!({"app.kubernetes.io/name": "mc-replay", "mctrace/job": self.args.job_name})
+    }
+
+    /// The Indexed Job around the pod template `pod`: one completion per
+    /// shard, none retried, failed by a late shard's exit code, stopped by
+    /// `activeDeadlineSeconds` past the trace's span (`span_s`).
+    fn manifest(&self, pod: Value, span_s: u64) -> Value {
+        let (args, n) = (self.args, self.n);
+        let deadline = args.start_in + span_s + args.timeout.ceil() as u64 + DEADLINE_SLACK_S;
+        json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": args.job_name,
+                "labels": self.labels(),
+                "annotations": {
+                    "mctrace/plan-digest": self.digest,
+                    "mctrace/start-at-unix-ms": self.start_at.to_string(),
                 },
             },
-        },
-    });
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# Written by mc-replay --emit-k8s-job: {n} shards of {}, one pod each, one per node.",
-        input.display()
-    );
-    let _ = writeln!(s, "# plan digest {digest}");
-    let _ = writeln!(
-        s,
-        "# The shards start at {start_at} (ms since the Unix epoch, {} s after this was written):",
-        args.start_in
-    );
-    let _ = writeln!(s, "# apply it at once. Before:");
-    k8s_secrets(&mut s, &secret_name, secrets);
-    match &args.trace_volume {
-        Some(claim) => {
-            let _ = writeln!(
-                s,
-                "#   {} on the PersistentVolumeClaim {claim} as {file} (mounted read-only at /trace)",
-                input.display()
-            );
-        }
-        None => {
-            let _ = writeln!(
-                s,
-                "#   kubectl create configmap {name}-trace --from-file={file}={}",
-                input.display()
-            );
-        }
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": n,
+                "parallelism": n,
+                "backoffLimitPerIndex": 0,
+                "maxFailedIndexes": 0,
+                "podReplacementPolicy": "Failed",
+                "activeDeadlineSeconds": deadline,
+                "podFailurePolicy": {
+                    "rules": [{
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": "mc-replay",
+                            "operator": "In",
+                            "values": [crate::error::ExitCode::TempFail as i32],
+                        },
+                    }],
+                },
+                "template": pod,
+            },
+        })
     }
-    let _ = writeln!(
-        s,
-        "#   a ReadWriteMany PersistentVolumeClaim {name}-results (every pod writes shard-I.jsonl)"
-    );
-    if args.trace_volume.is_none() {
+
+    /// The pod template: one pod a node, the trace read-only at /trace,
+    /// the results claim at /results.
+    fn pod(&self, image: &str, shard_args: Vec<Value>, trace_volume: Value) -> Value {
+        let name = &self.args.job_name;
+        json!({
+            "metadata": {"labels": self.labels()},
+            "spec": {
+                "restartPolicy": "Never",
+                "topologySpreadConstraints": [{
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"mctrace/job": name}},
+                }],
+                "containers": [{
+                    "name": "mc-replay",
+                    "image": image,
+                    "command": ["mc-replay"],
+                    "args": shard_args,
+                    "env": pod_env(&self.secret_name, self.secrets),
+                    "volumeMounts": [
+                        {"name": "trace", "mountPath": "/trace", "readOnly": true},
+                        {"name": "results", "mountPath": "/results"},
+                    ],
+                }],
+                "volumes": [
+                    trace_volume,
+                    {"name": "results", "persistentVolumeClaim": {"claimName": format!("{name}-results")}},
+                ],
+            },
+        })
+    }
+
+    /// The comment above the Job: what it runs, when, and what to create
+    /// before applying it.
+    fn comment(&self, s: &mut String) {
+        let (args, n, input, file) = (self.args, self.n, self.input, &self.file);
+        let name = &args.job_name;
         let _ = writeln!(
             s,
-            "#   (a ConfigMap holds at most 1 MiB: a larger trace needs --trace-volume CLAIM)"
+            "# Written by mc-replay --emit-k8s-job: {n} shards of {}, one pod each, one per node.",
+            input.display()
         );
+        let _ = writeln!(s, "# plan digest {}", self.digest);
+        let _ = writeln!(
+            s,
+            "# The shards start at {} (ms since the Unix epoch, {} s after this was written):",
+            self.start_at, args.start_in
+        );
+        let _ = writeln!(s, "# apply it at once. Before:");
+        k8s_secrets(s, &self.secret_name, self.secrets);
+        match &args.trace_volume {
+            Some(claim) => {
+                let _ = writeln!(
+                    s,
+                    "#   {} on the PersistentVolumeClaim {claim} as {file} (mounted read-only at /trace)",
+                    input.display()
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "#   kubectl create configmap {name}-trace --from-file={file}={}",
+                    input.display()
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "#   a ReadWriteMany PersistentVolumeClaim {name}-results (every pod writes shard-I.jsonl)"
+        );
+        if args.trace_volume.is_none() {
+            let _ = writeln!(
+                s,
+                "#   (a ConfigMap holds at most 1 MiB: a larger trace needs --trace-volume CLAIM)"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
+            args.start_grace_ms
+        );
+        let _ = writeln!(s, "# Then: mc-report RESULTS/shard-*.jsonl");
     }
-    let _ = writeln!(
-        s,
-        "# A pod that starts more than {} ms late exits 75 and fails the Job (podFailurePolicy).",
-        args.start_grace_ms
-    );
-    let _ = writeln!(s, "# Then: mc-report RESULTS/shard-*.jsonl");
-    s.push_str("---\n");
-    yaml(&mut s, &job, 0);
-    Ok(s)
 }
 
 /// `v` as block YAML; every string JSON-quoted (valid YAML, never
