@@ -440,15 +440,30 @@ fn answers_larger_than_a_first_read_are_read_whole() {
 
 #[test]
 fn timed_run_reports_every_request_with_exact_lengths() {
-    let mock = Mock::start(&["--ttft-ms", "10", "--itl-ms", "1"]);
     let trace = lines(&[
         json!({"timestamp": 0, "input_length": 700, "output_length": 5, "hash_ids": [1, 2]}),
         json!({"timestamp": 60, "input_length": 512, "output_length": 3, "hash_ids": [1]}),
         json!({"timestamp": 120, "input_length": 20, "output_length": 1}),
         json!({"timestamp": 180, "text_input": "one two three", "output_length": 2}),
     ]);
-    // No --model: the first model mc-mock lists is used.
-    let run = replay(&mock.url, &[], &trace);
+    // Sent on schedule (the trace's timestamps, from run start) within
+    // 40 ms: a bound a loaded machine can miss, so up to three runs (a
+    // late sender misses every one).
+    let mut kept = None;
+    crate::util::within_attempts(3, || {
+        let mock = Mock::start(&["--ttft-ms", "10", "--itl-ms", "1"]);
+        // No --model: the first model mc-mock lists is used.
+        let run = replay(&mock.url, &[], &trace);
+        for res in &run.results {
+            let want = (res.line - 1) as f64 * 60.0;
+            if !(res.t_send_ms >= want && res.t_send_ms - want < 40.0) {
+                return Err(format!("sent off schedule: {res:?}"));
+            }
+        }
+        kept = Some((mock, run));
+        Ok(())
+    });
+    let (mock, run) = kept.unwrap();
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.results.len(), 4);
     let r = by_line(&run.results);
@@ -466,10 +481,6 @@ fn timed_run_reports_every_request_with_exact_lengths() {
         // Sent on schedule: the trace's timestamps, from run start.
         let want = (line - 1) as f64 * 60.0;
         assert_eq!(res.t_sched_ms, want);
-        assert!(
-            res.t_send_ms >= want && res.t_send_ms - want < 40.0,
-            "{res:?}"
-        );
         assert!((res.lag_ms - (res.t_send_ms - res.t_sched_ms)).abs() < 1e-6);
     }
     // TPOT = (last - first) / (tokens - 1).

@@ -63,24 +63,7 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
                 tokenizer.as_deref(),
                 because,
             )?;
-            // From the seed, so the same input gives the same result lines.
-            let run_id = shard_run_id(
-                plan,
-                RunId(crate::hash::splitmix64(plan.seed ^ 0x656e_6769_6e65)),
-            );
-            let summary = drive(
-                plan,
-                run,
-                || Ok(target),
-                None,
-                run_id,
-                Watch::NoServer,
-                &stop,
-            )?;
-            if let Some(r) = engine_target::EngineReport::of(&summary) {
-                eprint!("{}", engine_target::table(&r));
-            }
-            Ok(summary)
+            on_engine(plan, run, target, &stop)
         }
         TargetKind::Http {
             urls,
@@ -131,6 +114,33 @@ pub fn execute(plan: &Plan, run: &Run, stop: Arc<AtomicBool>) -> Result<Summary>
             drive(plan, run, make, Some(model), run_id, watch, &stop)
         }
     }
+}
+
+/// A run on the engine model, in virtual time: its run id from the seed,
+/// so the same input gives the same result lines.
+fn on_engine(
+    plan: &Plan,
+    run: &Run,
+    target: engine_target::EngineTarget,
+    stop: &AtomicBool,
+) -> Result<Summary> {
+    let run_id = shard_run_id(
+        plan,
+        RunId(crate::hash::splitmix64(plan.seed ^ 0x656e_6769_6e65)),
+    );
+    let summary = drive(
+        plan,
+        run,
+        || Ok(target),
+        None,
+        run_id,
+        Watch::NoServer,
+        stop,
+    )?;
+    if let Some(r) = engine_target::EngineReport::of(&summary) {
+        eprint!("{}", engine_target::table(&r));
+    }
+    Ok(summary)
 }
 
 /// The servers of a routed run, as the plan checked them.

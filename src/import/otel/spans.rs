@@ -369,7 +369,9 @@ impl RawSpan<'_> {
         })?;
         let n = u64::try_from(n)
             .map_err(|_| self.fault(field, format!("{n} tokens: a count is at least 0")))?;
-        crate::limits::tokens(field, n).map_err(|e| self.fault(field, e.to_string()))
+        // The limit's message names the field already.
+        crate::limits::tokens(field, n)
+            .map_err(|e| RecordError::new(format!("{}: {e}", self.named())))
     }
 
     /// A call's, agent's or tool's start and end, in ns since the epoch; the
@@ -505,6 +507,17 @@ mod tests {
             e.contains("field `gen_ai.usage.input_tokens`: expected an intValue (a whole number of tokens), found \"12.5\""),
             "{e}"
         );
+        let huge = spans(&doc(
+            r#"{"traceId": "t", "spanId": "s1", "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+                "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                               {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "1000000000000000"}}]}"#,
+        ));
+        let e = huge[0].as_ref().unwrap_err();
+        assert!(
+            e.contains("of trace `t`: field `gen_ai.usage.input_tokens`: 1000000000000000 tokens is above the limit"),
+            "{e}"
+        );
+        assert_eq!(e.matches("gen_ai.usage.input_tokens").count(), 1, "{e}");
         let backwards = spans(&doc(
             r#"{"traceId": "t", "spanId": "s1", "startTimeUnixNano": "5", "endTimeUnixNano": "2",
                 "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}]}"#,
