@@ -271,17 +271,17 @@ if [ -n "${INSTR:-}" ]; then
       "$(awk -v a="$ir" -v b="$inb" 'BEGIN { print a / b }')" "$(awk -v a="$ir" -v b="$outb" 'BEGIN { print a / b }')"
   }
   if want azure; then
-    [ -s "$idir/azure.csv" ] || gen_azure "$(bytes_of "$islice")" > "$idir/azure.csv"
-    instr azure "$idir/azure.csv" $bin/mc-import --from azure
-    instr azure-synth "$idir/azure.csv" $bin/mc-import --from azure --synth-hash-ids
+    [ -s "$idir/azure-$islice.csv" ] || gen_azure "$(bytes_of "$islice")" > "$idir/azure-$islice.csv"
+    instr azure "$idir/azure-$islice.csv" $bin/mc-import --from azure
+    instr azure-synth "$idir/azure-$islice.csv" $bin/mc-import --from azure --synth-hash-ids
   fi
   if want burstgpt; then
-    [ -s "$idir/burstgpt.csv" ] || gen_burstgpt "$(bytes_of "$islice")" > "$idir/burstgpt.csv"
-    instr burstgpt "$idir/burstgpt.csv" $bin/mc-import --from burstgpt
+    [ -s "$idir/burstgpt-$islice.csv" ] || gen_burstgpt "$(bytes_of "$islice")" > "$idir/burstgpt-$islice.csv"
+    instr burstgpt "$idir/burstgpt-$islice.csv" $bin/mc-import --from burstgpt
   fi
   if want aibrix; then
-    [ -s "$idir/aibrix.jsonl" ] || gen_aibrix "$(bytes_of "$islice")" > "$idir/aibrix.jsonl"
-    instr aibrix "$idir/aibrix.jsonl" $bin/mc-import --from aibrix
+    [ -s "$idir/aibrix-$islice.jsonl" ] || gen_aibrix "$(bytes_of "$islice")" > "$idir/aibrix-$islice.jsonl"
+    instr aibrix "$idir/aibrix-$islice.jsonl" $bin/mc-import --from aibrix
   fi
   if want weka; then
     wsrc="${MCTRACE_DATA:-}/kv-cache-tester-sample"
