@@ -9,6 +9,8 @@
 #     AZURE_SIZE);
 #   - mc-import --from aibrix on an AIBrix-shaped JSONL workload (one
 #     entry a line, one to three requests each, every other with a prompt);
+#   - mc-import --from weka on the kv-cache-tester sample's sessions from
+#     $MCTRACE_DATA copied WEKA_COPIES times (skipped without MCTRACE_DATA);
 #   - mc-import --from ragpulse on a RAGPulse-shaped trace with its
 #     component files (skipped, with a message, while that importer is not
 #     implemented); memory O(distinct blocks);
@@ -32,7 +34,7 @@
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
 #   AZURE_SIZE=1G AIBRIX_SIZE=256M RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
 #   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
-#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, burstgpt, aibrix, otel, ragpulse, chat, merge)
+#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, burstgpt, aibrix, weka, otel, ragpulse, chat, merge)
 #   INSTR=1 PROFILE=release scripts/bench-import.sh    (instructions a byte, cachegrind: see below)
 #
 # SIZE (default 1G) is the default of the four per-input sizes (CHAT_SIZE,
@@ -406,6 +408,28 @@ bytes=$(stat -c %s "$otel")
 cat "$otel" > /dev/null
 measure "$otel" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (otlp json lines)" "$bytes" "$cat_mbps"
 measure "$otel" $bin/mc-import --from otel; row "mc-import --from otel" "$bytes" "$cat_mbps"
+fi
+
+# ---- weka: the kv-cache-tester sample's session files from $MCTRACE_DATA,
+# copied WEKA_COPIES times (default 33: about 75 MB), one document a file
+if want weka; then
+  wsrc="${MCTRACE_DATA:-}/kv-cache-tester-sample"
+  if [ -n "${MCTRACE_DATA:-}" ] && [ -d "$wsrc" ]; then
+    wdir="$dir/weka-${WEKA_COPIES:-33}"
+    if [ ! -d "$wdir" ]; then
+      mkdir -p "$wdir"
+      for c in $(seq 1 "${WEKA_COPIES:-33}"); do
+        for f in "$wsrc"/trace_*.json; do cp "$f" "$wdir/c$c-$(basename "$f")"; done
+      done
+    fi
+    bytes=$(cat "$wdir"/*.json | wc -c)
+    measure /dev/null sh -c 'cat "$@" | cat' sh "$wdir"/*.json; cat_mbps=$(mbps "$bytes" "$best_s")
+    row "cat files | cat (weka sessions)" "$bytes" "$cat_mbps"
+    measure /dev/null $bin/mc-import --from weka "$wdir"/*.json
+    row "mc-import --from weka" "$bytes" "$cat_mbps"
+  else
+    echo "skipping weka: set MCTRACE_DATA (the ../shared/data folder with kv-cache-tester-sample)" >&2
+  fi
 fi
 
 # ---- ragpulse
