@@ -9,6 +9,8 @@
 #     AZURE_SIZE);
 #   - mc-import --from aibrix on an AIBrix-shaped JSONL workload (one
 #     entry a line, one to three requests each, every other with a prompt);
+#   - mc-import --from weka on the kv-cache-tester sample's sessions from
+#     $MCTRACE_DATA copied WEKA_COPIES times (skipped without MCTRACE_DATA);
 #   - mc-import --from ragpulse on a RAGPulse-shaped trace with its
 #     component files (skipped, with a message, while that importer is not
 #     implemented); memory O(distinct blocks);
@@ -32,7 +34,8 @@
 #   SIZE=200M scripts/bench-import.sh          (a quicker look)
 #   AZURE_SIZE=1G AIBRIX_SIZE=256M RAG_SIZE=256M MERGE_SIZE=1G PROFILE=release scripts/bench-import.sh
 #   BIN=/path/to/old/target/release scripts/bench-import.sh   (another build, not rebuilt)
-#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, burstgpt, aibrix, otel, ragpulse, chat, merge)
+#   ONLY=chat CHAT_SIZE=100M scripts/bench-import.sh   (one section: azure, burstgpt, aibrix, weka, otel, ragpulse, chat, merge)
+#   INSTR=1 PROFILE=release scripts/bench-import.sh    (instructions a byte, cachegrind: see below)
 #
 # SIZE (default 1G) is the default of the four per-input sizes (CHAT_SIZE,
 # default 100M, is the chat log's: it is bound by the tokenizer); the merge
@@ -242,6 +245,63 @@ gen_chat_template() {
   printf '%s' "{% set ns = namespace(system='') %}{% for m in messages %}{% if m['role'] == 'system' %}{% set ns.system = ns.system + m['content'] %}{% endif %}{% endfor %}{{ bos_token }}{{ ns.system }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}{% elif m['role'] == 'assistant' %}{{ '<｜Assistant｜>' + m['content'] + '<｜end▁of▁sentence｜>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜>' }}{% endif %}"
 }
 
+# ---- INSTR=1: instructions per input byte (cachegrind) instead of wall
+# time: azure, burstgpt and aibrix on INSTR_SIZE slices (default 4M) of the
+# generators above, weka on the real kv-cache-tester sample files
+# ($MCTRACE_DATA/kv-cache-tester-sample, copied INSTR_WEKA_COPIES times,
+# default 4; skipped without MCTRACE_DATA). Counts do not move with the
+# machine's load, unlike the walls below. Each tool's profile goes to
+# $dir/instr/<name>.annotate (cg_annotate, the top functions).
+#   INSTR=1 PROFILE=release scripts/bench-import.sh
+#   INSTR=1 ONLY=weka MCTRACE_DATA=../shared/data PROFILE=release scripts/bench-import.sh
+if [ -n "${INSTR:-}" ]; then
+  islice="${INSTR_SIZE:-4M}"
+  idir="$dir/instr"; mkdir -p "$idir"
+  printf '\nprofile: %s, slices of %s\n\n' "$profile" "$islice"
+  printf '| command | input bytes | output bytes | instructions | per input byte | per output byte |\n|---|---:|---:|---:|---:|---:|\n'
+  instr() { # NAME INPUT CMD... (the input on stdin; INPUT - for none)
+    local name=$1 input=$2; shift 2
+    local src=$input; [ "$input" = - ] && src=/dev/null
+    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$idir/$name.out" \
+      "$@" < "$src" > "$idir/$name.rows.jsonl" 2> "$idir/$name.err" || { cat "$idir/$name.err" >&2; exit 1; }
+    local ir inb outb
+    ir=$(awk '/^summary:/ { print $2 }' "$idir/$name.out")
+    if [ "$input" = - ]; then inb=$INSTR_IN; else inb=$(stat -c %s "$input"); fi
+    outb=$(stat -c %s "$idir/$name.rows.jsonl")
+    cg_annotate "$idir/$name.out" 2>/dev/null | head -60 > "$idir/$name.annotate" || true
+    printf '| `%s` | %d | %d | %d | %.1f | %.1f |\n' "$name" "$inb" "$outb" "$ir" \
+      "$(awk -v a="$ir" -v b="$inb" 'BEGIN { print a / b }')" "$(awk -v a="$ir" -v b="$outb" 'BEGIN { print a / b }')"
+  }
+  if want azure; then
+    [ -s "$idir/azure-$islice.csv" ] || gen_azure "$(bytes_of "$islice")" > "$idir/azure-$islice.csv"
+    instr azure "$idir/azure-$islice.csv" $bin/mc-import --from azure
+    instr azure-synth "$idir/azure-$islice.csv" $bin/mc-import --from azure --synth-hash-ids
+  fi
+  if want burstgpt; then
+    [ -s "$idir/burstgpt-$islice.csv" ] || gen_burstgpt "$(bytes_of "$islice")" > "$idir/burstgpt-$islice.csv"
+    instr burstgpt "$idir/burstgpt-$islice.csv" $bin/mc-import --from burstgpt
+  fi
+  if want aibrix; then
+    [ -s "$idir/aibrix-$islice.jsonl" ] || gen_aibrix "$(bytes_of "$islice")" > "$idir/aibrix-$islice.jsonl"
+    instr aibrix "$idir/aibrix-$islice.jsonl" $bin/mc-import --from aibrix
+  fi
+  if want weka; then
+    wsrc="${MCTRACE_DATA:-}/kv-cache-tester-sample"
+    if [ -n "${MCTRACE_DATA:-}" ] && [ -d "$wsrc" ]; then
+      rm -rf "$idir/weka"; mkdir -p "$idir/weka"
+      for c in $(seq 1 "${INSTR_WEKA_COPIES:-4}"); do
+        for f in "$wsrc"/trace_*.json; do cp "$f" "$idir/weka/c$c-$(basename "$f")"; done
+      done
+      INSTR_IN=$(cat "$idir"/weka/*.json | wc -c)
+      instr weka - $bin/mc-import --from weka "$idir"/weka/*.json
+    else
+      echo "skipping weka: set MCTRACE_DATA (the ../shared/data folder with kv-cache-tester-sample)" >&2
+    fi
+  fi
+  printf '\n(valgrind --tool=cachegrind --cache-sim=no; every thread counted; profiles in %s)\n' "$idir"
+  exit 0
+fi
+
 best_s=""; best_kb=""
 measure() { # INPUT CMD... -> best_s (best of 3 wall seconds) and best_kb (largest peak RSS)
   local input=$1; shift
@@ -348,6 +408,28 @@ bytes=$(stat -c %s "$otel")
 cat "$otel" > /dev/null
 measure "$otel" sh -c 'cat | cat'; cat_mbps=$(mbps "$bytes" "$best_s"); row "cat | cat (otlp json lines)" "$bytes" "$cat_mbps"
 measure "$otel" $bin/mc-import --from otel; row "mc-import --from otel" "$bytes" "$cat_mbps"
+fi
+
+# ---- weka: the kv-cache-tester sample's session files from $MCTRACE_DATA,
+# copied WEKA_COPIES times (default 33: about 75 MB), one document a file
+if want weka; then
+  wsrc="${MCTRACE_DATA:-}/kv-cache-tester-sample"
+  if [ -n "${MCTRACE_DATA:-}" ] && [ -d "$wsrc" ]; then
+    wdir="$dir/weka-${WEKA_COPIES:-33}"
+    if [ ! -d "$wdir" ]; then
+      mkdir -p "$wdir"
+      for c in $(seq 1 "${WEKA_COPIES:-33}"); do
+        for f in "$wsrc"/trace_*.json; do cp "$f" "$wdir/c$c-$(basename "$f")"; done
+      done
+    fi
+    bytes=$(cat "$wdir"/*.json | wc -c)
+    measure /dev/null sh -c 'cat "$@" | cat' sh "$wdir"/*.json; cat_mbps=$(mbps "$bytes" "$best_s")
+    row "cat files | cat (weka sessions)" "$bytes" "$cat_mbps"
+    measure /dev/null $bin/mc-import --from weka "$wdir"/*.json
+    row "mc-import --from weka" "$bytes" "$cat_mbps"
+  else
+    echo "skipping weka: set MCTRACE_DATA (the ../shared/data folder with kv-cache-tester-sample)" >&2
+  fi
 fi
 
 # ---- ragpulse

@@ -11,8 +11,8 @@
 
 use std::io::Read;
 
-use super::csv::{column_error, read_rows, show, CsvFormat, CsvRow, Header};
-use super::row::SynthIds;
+use super::csv::{column_error, plain_tokens, read_rows, show, CsvFormat, CsvRow, Header};
+use super::row::{write_plain_request, PlainTime, SynthIds};
 use super::{time, write_request, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
@@ -173,6 +173,53 @@ impl CsvFormat for BurstGpt {
             ids,
         );
         Ok(())
+    }
+
+    /// Without filters and without a session column: a row of plain
+    /// fields (`plain_commas`) whose seconds and token counts read as
+    /// `verdict` reads them, written by hand (`write_plain_request`) or
+    /// dropped as failed, as `row` does.
+    fn fast(&mut self, line: &[u8], c: &Cols, out: &mut Vec<u8>, counts: &mut Counts) -> bool {
+        if !self.models.is_empty() || !self.log_types.is_empty() || c.session.is_some() {
+            return false;
+        }
+        let mut commas = [0usize; 8];
+        let Some(n) = crate::csv::plain_commas(line, &mut commas) else {
+            return false;
+        };
+        // Every column read is there (the model and log type only checked).
+        let last = [c.model, c.log_type]
+            .into_iter()
+            .flatten()
+            .fold(c.ts.max(c.input).max(c.output), usize::max);
+        if last > n || last >= commas.len() {
+            return false;
+        }
+        let field = |k| crate::csv::plain_field(line, &commas, n, k);
+        let Some(t) = time::parse_seconds(field(c.ts)).filter(|&t| t >= 0) else {
+            return false;
+        };
+        let (Some(input), Some(output)) =
+            (plain_tokens(field(c.input)), plain_tokens(field(c.output)))
+        else {
+            return false;
+        };
+        if output == 0 && !self.keep_failed {
+            counts.drop(FAILED);
+            return true;
+        }
+        let ts = if self.float {
+            self.ts.clear();
+            time::write_ms(t, true, &mut self.ts);
+            PlainTime::Text(&self.ts)
+        } else {
+            // `write_ms`' floor; `t` is at least 0.
+            PlainTime::Ms((t / 1_000_000) as u64)
+        };
+        let ids = self.synth.as_mut().map(|s| s.next_row(input));
+        write_plain_request(out, ts, input, output, ids);
+        counts.rows_out += 1;
+        true
     }
 
     /// Every row is a function of itself; made-up ids number on from the

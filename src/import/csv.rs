@@ -70,6 +70,21 @@ pub trait CsvFormat: Send {
         counts: &mut Counts,
     ) -> std::result::Result<(), RecordError>;
 
+    /// The row's fast path: handles a row of the common shape (no quotes,
+    /// no blanks around fields, the values as the format expects them) as
+    /// [`CsvFormat::row`] would, and says whether it did; any other row
+    /// (a bad one too: its message is `row`'s) goes the general way, with
+    /// the format's state as it was.
+    fn fast(
+        &mut self,
+        _line: &[u8],
+        _cols: &Self::Cols,
+        _out: &mut Vec<u8>,
+        _counts: &mut Counts,
+    ) -> bool {
+        false
+    }
+
     /// As [`Convert::ready`]: later rows are a function of the row and the
     /// state held now.
     fn ready(&self) -> bool {
@@ -128,6 +143,9 @@ impl<F: CsvFormat> Convert for Rows<'_, F> {
         counts: &mut Counts,
     ) -> Result<std::result::Result<(), RecordError>> {
         counts.rows_in += 1;
+        if self.format.fast(line, self.cols, out, counts) {
+            return Ok(Ok(()));
+        }
         if let Err(e) = self.fields.split(line) {
             return Ok(Err(e));
         }
@@ -205,6 +223,13 @@ impl<C> CsvRow<'_, C> {
             .text(self.line, col)
             .ok_or_else(|| column_error(self.header, col, "missing (too few columns)"))
     }
+}
+
+/// A token count as the fast paths take it: digits only, at most
+/// `limits::MAX_ROW_TOKENS` (anything else is [`CsvRow::tokens`]' to name).
+#[inline]
+pub fn plain_tokens(raw: &[u8]) -> Option<u64> {
+    crate::record::parse_uint(raw).filter(|&v| v <= crate::limits::MAX_ROW_TOKENS)
 }
 
 /// An error about column `col` (0-based) of a CSV row: the message names

@@ -6,6 +6,115 @@
 /// The row writer under the name the import sink hands to each format.
 pub use crate::record::RowWriter as ObjWriter;
 
+/// The plain request row of the CSV formats (Azure, BurstGPT without a
+/// session), written by hand: `{"timestamp": T,
+/// "input_length": I, "output_length": O}` and the newline, in
+/// [`ObjWriter`]'s style (its test checks they agree byte for byte). Through
+/// `ObjWriter` each key, separator and number was a `Vec` append of its own,
+/// a quarter of an Azure import's instructions (cachegrind,
+/// docs/decisions/0043-importers-at-pipe-speed.md); here the keys are
+/// stores of constant size into a row on the stack, the digits put in
+/// place, and the row appended once. Made-up ids go through
+/// `record::write_id_array`.
+pub fn write_plain_request(
+    out: &mut Vec<u8>,
+    ts: PlainTime<'_>,
+    input: u64,
+    output: u64,
+    ids: Option<&[u64]>,
+) {
+    // The keys, `}` and the newline are 53 bytes (`hash_ids`' key 14
+    // more), the numbers at most 20 digits each (a float's text 24), and
+    // the eight bytes `put_uint` may store past the last.
+    let mut buf = [0u8; 53 + 14 + 24 + 20 + 20 + 8];
+    let mut p = put(&mut buf, 0, b"{\"timestamp\": ");
+    p = match ts {
+        PlainTime::Ms(ms) => put_uint(&mut buf, p, ms),
+        PlainTime::Text(t) => {
+            // ryu's longest text is 24 bytes.
+            let t = &t[..t.len().min(24)];
+            buf[p..p + t.len()].copy_from_slice(t);
+            p + t.len()
+        }
+    };
+    p = put(&mut buf, p, b", \"input_length\": ");
+    p = put_uint(&mut buf, p, input);
+    p = put(&mut buf, p, b", \"output_length\": ");
+    p = put_uint(&mut buf, p, output);
+    match ids {
+        None => {
+            p = put(&mut buf, p, b"}\n");
+            out.extend_from_slice(&buf[..p]);
+        }
+        Some(ids) => {
+            p = put(&mut buf, p, b", \"hash_ids\": ");
+            out.extend_from_slice(&buf[..p]);
+            crate::record::write_id_array(ids, out);
+            out.extend_from_slice(b"}\n");
+        }
+    }
+}
+
+/// A plain row's timestamp: whole ms, or a float's JSON text.
+#[derive(Clone, Copy)]
+pub enum PlainTime<'a> {
+    Ms(u64),
+    Text(&'a [u8]),
+}
+
+/// Stores the constant `s` at `buf[p..]`; returns the index after it.
+#[inline(always)]
+fn put<const N: usize>(buf: &mut [u8], p: usize, s: &[u8; N]) -> usize {
+    buf[p..p + N].copy_from_slice(s);
+    p + N
+}
+
+/// Stores `v` in decimal (as `itoa` writes it) at `buf[p..]`, which has
+/// room for its digits and eight bytes more; returns the index after the
+/// digits. Below 10^16 (every length and every timestamp of a trace), as
+/// one or two words of eight digits made at once and stored whole, the
+/// first one's leading zeros skipped.
+#[inline]
+fn put_uint(buf: &mut [u8], p: usize, v: u64) -> usize {
+    const E8: u64 = 100_000_000;
+    if v >= E8 * E8 {
+        let mut text = itoa::Buffer::new();
+        let text = text.format(v).as_bytes();
+        buf[p..p + text.len()].copy_from_slice(text);
+        return p + text.len();
+    }
+    let (high, low) = (v / E8, v % E8);
+    let first = if high > 0 { high } else { low };
+    let digits = eight_ascii_digits(first);
+    // Leading zeros are the low bytes: skip them (keeping one for 0).
+    let skip = ((digits ^ ASCII_ZEROS).trailing_zeros() / 8).min(7) as usize;
+    buf[p..p + 8].copy_from_slice(&(digits >> (8 * skip)).to_le_bytes());
+    let mut end = p + 8 - skip;
+    if high > 0 {
+        buf[end..end + 8].copy_from_slice(&eight_ascii_digits(low).to_le_bytes());
+        end += 8;
+    }
+    end
+}
+
+const ASCII_ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
+
+/// `v` (below 10^8) as eight ASCII digits with leading zeros, the first
+/// in the lowest byte: the lanes split by multiply-shifts (as
+/// `record::ids` makes the ids' digits; the test checks the rows).
+#[inline]
+fn eight_ascii_digits(v: u64) -> u64 {
+    // 32-bit lanes: the upper four digits, then the lower four.
+    let x = (v / 10_000) | ((v % 10_000) << 32);
+    // 16-bit lanes: each four digits split into two pairs.
+    let hundreds = ((x * 10_486) >> 20) & 0x0000_007F_0000_007F;
+    let x = hundreds | ((x - hundreds * 100) << 16);
+    // 8-bit lanes: each pair split into two digits.
+    let tens = ((x * 103) >> 10) & 0x000F_000F_000F_000F;
+    let x = tens | ((x - tens * 10) << 8);
+    x | ASCII_ZEROS
+}
+
 /// Made-up block ids for formats without prefix information: every row gets
 /// fresh ids (`ceil(input_length / B)` of them), so nothing is shared — the
 /// only pattern that claims nothing the source does not say.
@@ -37,6 +146,87 @@ impl SynthIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written row is `ObjWriter`'s, byte for byte.
+    #[test]
+    fn plain_rows_are_the_row_writers() {
+        let edges = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            9_999_999,
+            10_000_000,
+            u64::MAX,
+        ];
+        for &ts in &edges {
+            for &input in &edges {
+                for ids in [None, Some(&[][..]), Some(&[0, 7, 123_456_789][..])] {
+                    let mut want = b"x".to_vec();
+                    let mut w = ObjWriter::new(&mut want);
+                    w.timestamp_text(ts.to_string().as_bytes());
+                    w.input_length(input);
+                    w.output_length(ts ^ input);
+                    if let Some(ids) = ids {
+                        w.hash_ids(ids);
+                    }
+                    w.finish();
+                    let mut got = b"x".to_vec();
+                    write_plain_request(&mut got, PlainTime::Ms(ts), input, ts ^ input, ids);
+                    assert_eq!(
+                        String::from_utf8(got).unwrap(),
+                        String::from_utf8(want).unwrap()
+                    );
+                    let text = ts.to_string();
+                    let mut again = b"x".to_vec();
+                    write_plain_request(
+                        &mut again,
+                        PlainTime::Text(text.as_bytes()),
+                        input,
+                        ts ^ input,
+                        ids,
+                    );
+                    let mut want = b"x".to_vec();
+                    let mut w = ObjWriter::new(&mut want);
+                    w.timestamp_text(text.as_bytes());
+                    w.input_length(input);
+                    w.output_length(ts ^ input);
+                    if let Some(ids) = ids {
+                        w.hash_ids(ids);
+                    }
+                    w.finish();
+                    assert_eq!(again, want);
+                }
+            }
+        }
+        let mut got = Vec::new();
+        write_plain_request(&mut got, PlainTime::Text(b"3435948.056"), 1, 2, None);
+        assert_eq!(
+            got,
+            b"{\"timestamp\": 3435948.056, \"input_length\": 1, \"output_length\": 2}\n"
+        );
+    }
+
+    #[test]
+    fn put_uint_writes_what_itoa_writes() {
+        let mut v = 0u64;
+        while v < u64::MAX / 3 {
+            for w in [v, v + 1, v.saturating_sub(1)] {
+                let mut buf = [0u8; 28];
+                let end = put_uint(&mut buf, 0, w);
+                assert_eq!(&buf[..end], w.to_string().as_bytes());
+            }
+            v = v * 3 + 7;
+        }
+        for w in 0..100_000 {
+            let mut buf = [b'x'; 28];
+            let end = put_uint(&mut buf, 1, w);
+            assert_eq!(&buf[1..end], w.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn synthesised_ids_are_fresh_per_row() {

@@ -106,15 +106,101 @@ impl Datetimes {
     pub fn parse(&mut self, s: &[u8]) -> Option<i64> {
         let head: &[u8; 17] = s.get(..17)?.try_into().ok()?;
         match self.last {
-            Some((h, m)) if h == *head && s.len() >= 19 => seconds_and_after(s, m),
+            Some((h, m)) if h == *head && s.len() >= 19 => seconds_and_after_fast(s, m),
             _ => {
                 let m = minute(s)?;
                 self.last = Some((*head, m));
-                seconds_and_after(s, m)
+                seconds_and_after_fast(s, m)
             }
         }
     }
 }
+
+/// [`seconds_and_after`] for the shapes Azure writes, `SS`, `SS.f{1,9}`,
+/// either with `+00:00` or `Z`: the digits checked and summed without
+/// bounds checks per byte (the general reader was a tenth of an Azure
+/// import's instructions, cachegrind); any other tail goes to
+/// [`seconds_and_after`], so the answers are its answers (the minute-cache
+/// test compares the two on every mutation of the valid shapes).
+#[inline]
+fn seconds_and_after_fast(s: &[u8], minute_s: i64) -> Option<i64> {
+    // Azure 2024's `SS.fffffff+00:00`: the point and seven digits as one
+    // word of eight digits (the point read as a 0).
+    if let [a, b, b'.', f @ .., b'+', b'0', b'0', b':', b'0', b'0'] = s.get(17..)? {
+        if let (Ok(f), true) = (
+            <[u8; 7]>::try_from(f),
+            a.is_ascii_digit() && b.is_ascii_digit(),
+        ) {
+            let word = u64::from_le_bytes([b'0', f[0], f[1], f[2], f[3], f[4], f[5], f[6]]);
+            let sec = i64::from(a - b'0') * 10 + i64::from(b - b'0');
+            if let (Some(frac), true) = (eight_digits(word), sec <= 60) {
+                let secs = minute_s + sec;
+                return secs
+                    .checked_mul(1_000_000_000)?
+                    .checked_add(frac as i64 * 100);
+            }
+        }
+    }
+    let tail = s.get(17..)?;
+    let (sec, rest) = match tail {
+        [a, b, rest @ ..] if a.is_ascii_digit() && b.is_ascii_digit() => {
+            (i64::from(a - b'0') * 10 + i64::from(b - b'0'), rest)
+        }
+        _ => return None,
+    };
+    if sec > 60 {
+        return None;
+    }
+    let (nanos, rest) = match rest {
+        [b'.', frac @ ..] => {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 || n > 9 {
+                return seconds_and_after(s, minute_s);
+            }
+            let mut v = 0i64;
+            for &c in &frac[..n] {
+                v = v * 10 + i64::from(c - b'0');
+            }
+            (v * POW10[9 - n], &frac[n..])
+        }
+        _ => (0, rest),
+    };
+    match rest {
+        b"" | b"Z" | b"+00:00" => {
+            let secs = minute_s + sec;
+            secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+        }
+        _ => seconds_and_after(s, minute_s),
+    }
+}
+
+/// Eight ASCII digits, the first in the lowest byte, as their number;
+/// `None` when a byte is not a digit. Pairs, then fours, then the eight
+/// are joined by multiplies (the usual SWAR parse).
+#[inline]
+fn eight_digits(word: u64) -> Option<u64> {
+    let x = word.wrapping_sub(0x3030_3030_3030_3030);
+    // Each byte below 10: no high nibble, and no carry out when 6 is added.
+    if (x | x.wrapping_add(0x0606_0606_0606_0606)) & 0xF0F0_F0F0_F0F0_F0F0 != 0 {
+        return None;
+    }
+    let x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((x.wrapping_mul(10_000) + (x >> 32)) & 0xFFFF_FFFF)
+}
+
+const POW10: [i64; 10] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
 
 /// Why a datetime of the right shape is refused by [`parse_datetime`]: a
 /// date or time that does not exist, or an offset no place uses. `None`
@@ -173,6 +259,11 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// Decimal seconds (`82`, `5.25`, `-0.5`) as nanoseconds; digits past the
 /// ninth decimal are dropped.
 pub fn parse_seconds(s: &[u8]) -> Option<i64> {
+    // Whole seconds (BurstGPT's), without the general walk below.
+    if !s.is_empty() && s.len() <= 18 && s.iter().all(u8::is_ascii_digit) {
+        let secs = s.iter().fold(0i64, |v, &c| v * 10 + i64::from(c - b'0'));
+        return secs.checked_mul(1_000_000_000);
+    }
     let (neg, s) = match s.first() {
         Some(b'-') => (true, &s[1..]),
         _ => (false, s),
@@ -275,8 +366,11 @@ mod tests {
     /// of the same minute and after none.
     #[test]
     fn the_minute_cache_answers_as_the_plain_parse() {
-        let valid: [&[u8]; 6] = [
+        let valid: [&[u8]; 8] = [
             b"2023-11-16 18:17:03.9799600",
+            // Azure 2024's shape, read as one word of digits.
+            b"2024-05-10 00:00:00.0095530+00:00",
+            b"2024-05-10 23:59:59.9999999+00:00",
             b"2023-11-16 18:17:59",
             b"2024-05-10 00:00:00.5+00:00",
             b"2024-05-10 00:00:00-03:30",
@@ -316,6 +410,25 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(s)
             );
+        }
+    }
+
+    #[test]
+    fn eight_digits_reads_every_digit_and_refuses_the_rest() {
+        for v in [
+            0u64, 1, 9, 10, 12_345_678, 99_999_999, 10_203_040, 90_000_001,
+        ] {
+            let text = format!("{v:08}");
+            let word = u64::from_le_bytes(text.as_bytes().try_into().unwrap());
+            assert_eq!(eight_digits(word), Some(v), "{text}");
+            for i in 0..8 {
+                for bad in [b'/', b':', b'.', b' ', b'a', 0, 0xff, b'0' + 16, b'0' - 16] {
+                    let mut t = text.as_bytes().to_vec();
+                    t[i] = bad;
+                    let word = u64::from_le_bytes(t.as_slice().try_into().unwrap());
+                    assert_eq!(eight_digits(word), None, "{t:?}");
+                }
+            }
         }
     }
 
