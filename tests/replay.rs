@@ -552,29 +552,39 @@ fn measured_ttft_and_itl_match_the_mock() {
 /// would put TTFT at 100 ms plus half the pause (~120 ms).
 #[test]
 fn coalesced_reads_keep_the_arrival_times() {
-    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "50"]);
+    if !cfg!(target_os = "linux") {
+        return;
+    }
     let rows: Vec<Value> = (0..120)
         .map(|i| json!({"timestamp": i / 3, "input_length": 10, "output_length": 4}))
         .collect();
-    let run = replay(
-        &mock.url,
-        &["--model", "mock-model", "--read-coalesce-us", "40000"],
-        &lines(&rows),
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.results.len(), 120);
-    let p50 = |f: &dyn Fn(&RequestResult) -> f64| {
-        let mut v: Vec<f64> = run.results.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[60]
-    };
-    if cfg!(target_os = "linux") {
+    // Bounds a loaded machine can miss (the mock's own sends run late):
+    // up to three runs; read times instead of arrival stamps miss every one.
+    crate::util::within_attempts(3, || {
+        let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "50"]);
+        let run = replay(
+            &mock.url,
+            &["--model", "mock-model", "--read-coalesce-us", "40000"],
+            &lines(&rows),
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.results.len(), 120);
+        let p50 = |f: &dyn Fn(&RequestResult) -> f64| {
+            let mut v: Vec<f64> = run.results.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[60]
+        };
         let ttft = p50(&|r| r.ttft_ms.unwrap());
-        assert!((99.0..113.0).contains(&ttft), "TTFT p50 {ttft} ms");
         // The end is the last token's arrival: 100 + 3 x 50 ms.
         let e2e = p50(&|r| r.e2e_ms.unwrap());
-        assert!((249.0..263.0).contains(&e2e), "e2e p50 {e2e} ms");
-    }
+        if (99.0..113.0).contains(&ttft) && (249.0..263.0).contains(&e2e) {
+            Ok(())
+        } else {
+            Err(format!(
+                "TTFT p50 {ttft} ms (99-113), e2e p50 {e2e} ms (249-263)"
+            ))
+        }
+    });
 }
 
 #[test]
