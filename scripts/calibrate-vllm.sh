@@ -16,7 +16,9 @@
 # The runs keep vLLM's own request-phase histograms (mc-replay scrapes
 # /metrics); FIT_FLAGS=--server-histograms fits service time to them (on
 # 2026-11-27 that missed held-out ITL by +216% to +330%, the client-side
-# default by 10-19%: decision 0035). Opt-in, not in .ci/run: written to be
+# default by 10-19%: decision 0035). The step model is `serving` (the
+# roofline plus vLLM's per-request costs outside the step: decision 0044);
+# MODEL_KIND=roofline fits the roofline alone. Opt-in, not in .ci/run: written to be
 # run on a quiet machine (about 3 minutes on vLLM's CPU build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +60,7 @@ replay "$work/other.jsonl" 1 "$work/other-x1.jsonl"
 
 echo "== fit on the designed run"
 # shellcheck disable=SC2086 # FIT_FLAGS: words, or nothing
-"$bin/mc-fit" ${FIT_FLAGS:-} --trace "$work/design.jsonl" "$work/design-run.jsonl" -o "$work/fitted.json" \
+"$bin/mc-fit" --model "${MODEL_KIND:-serving}" ${FIT_FLAGS:-} --trace "$work/design.jsonl" "$work/design-run.jsonl" -o "$work/fitted.json" \
     --max-model-len "$len" "${shape[@]}"
 for run in sessions-x1 sessions-x3; do
     echo "== held out: $run"
