@@ -39,7 +39,8 @@ pub const TOOL: &str = "mc-fit";
 /// Reads mc-replay's result files (or folders of them) of runs against a
 /// real server, and the trace they replayed (--trace). Each run's requests
 /// go through the engine model at the times they were actually sent, and
-/// the six coefficients of the roofline step-time model are searched
+/// the six coefficients of the roofline step-time model (eight with
+/// `--model serving`) are searched
 /// (Nelder–Mead, then golden-section rounds, in log space) to minimise the
 /// error: for each of per-request TTFT, ITL and E2E its mean squared log
 /// ratio of predicted to measured, then the mean of the three (each metric
