@@ -16,7 +16,9 @@
 # The runs keep vLLM's own request-phase histograms (mc-replay scrapes
 # /metrics); FIT_FLAGS=--server-histograms fits service time to them (on
 # 2026-11-27 that missed held-out ITL by +216% to +330%, the client-side
-# default by 10-19%: decision 0035). Opt-in, not in .ci/run: written to be
+# default by 10-19%: decision 0035). The step model is `serving` (the
+# roofline plus vLLM's per-request costs outside the step: decision 0044);
+# MODEL_KIND=roofline fits the roofline alone. Opt-in, not in .ci/run: written to be
 # run on a quiet machine (about 3 minutes on vLLM's CPU build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +47,13 @@ shape=(--engine-block-size "$block" --kv-tokens "$kv" --max-batched-tokens "$bud
 
 # Each run its own --seed: no run's prompts share blocks with an earlier
 # one's, so each meets a cold prefix cache, as the fit's simulation assumes.
-seed=0
+# The base differs between invocations too: vLLM's prefix cache outlives a
+# run, and a second invocation with the same seeds against the same server
+# met its prompts cached (2026-11-27: an 8,127-token prompt's first token in
+# 41 ms instead of 930, the fit's error 0.20 instead of 0.03). SEED_BASE=N
+# repeats an invocation's prompts (against a restarted server).
+seed=${SEED_BASE:-$(( $(date +%s) % 1000000 * 10 ))}
+echo "prompt seeds from $((seed + 1)) (SEED_BASE=$seed repeats them)"
 replay() { # TRACE SPEEDUP OUT
     seed=$((seed + 1))
     "$bin/mc-replay" --url "$url" --model "${MODEL:-tiny}" --tokenizer "$model_dir" -i "$1" \
@@ -58,7 +66,7 @@ replay "$work/other.jsonl" 1 "$work/other-x1.jsonl"
 
 echo "== fit on the designed run"
 # shellcheck disable=SC2086 # FIT_FLAGS: words, or nothing
-"$bin/mc-fit" ${FIT_FLAGS:-} --trace "$work/design.jsonl" "$work/design-run.jsonl" -o "$work/fitted.json" \
+"$bin/mc-fit" --model "${MODEL_KIND:-serving}" ${FIT_FLAGS:-} --trace "$work/design.jsonl" "$work/design-run.jsonl" -o "$work/fitted.json" \
     --max-model-len "$len" "${shape[@]}"
 for run in sessions-x1 sessions-x3; do
     echo "== held out: $run"

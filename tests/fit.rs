@@ -523,6 +523,11 @@ const HIDDEN_DESIGN: &str = r#"{"name": "hidden", "model": "roofline", "t_fix_ms
 /// `full.jsonl`), and the same run without its decode ladder
 /// (`nodecode.jsonl`, its summary beside it).
 fn designed_runs(dir: &Path) {
+    designed_runs_on(dir, HIDDEN_DESIGN);
+}
+
+/// [`designed_runs`] with another hidden engine.
+fn designed_runs_on(dir: &Path, hidden: &str) {
     let trace = tool("mc-gen")
         .args(["calibrate", "--max-model-len", "4096", "--max-seqs", "16"])
         .args([
@@ -537,7 +542,7 @@ fn designed_runs(dir: &Path) {
         .unwrap();
     assert_success(&trace);
     std::fs::write(dir.join("design.jsonl"), &trace.stdout).unwrap();
-    std::fs::write(dir.join("hidden.json"), HIDDEN_DESIGN).unwrap();
+    std::fs::write(dir.join("hidden.json"), hidden).unwrap();
     let out = tool("mc-replay")
         .current_dir(dir)
         .args(["--engine-profile", "hidden.json", "-i", "design.jsonl"])
@@ -775,4 +780,64 @@ fn a_design_that_cannot_be_made_is_a_usage_error() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// A CPU-like hidden engine of the `serving` model (decision 0044): no
+/// weight-read floor to speak of, and a new request costs 1.5 ms of the
+/// step that takes it and waits 6 ms before any step may take it (vLLM's
+/// CPU build: a lone short prompt's first token 10.5 ms, a decode step 2).
+const HIDDEN_SERVING: &str = r#"{"name": "hidden", "model": "serving", "t_fix_ms": 1.5, "c_seq_ms": 0.15,
+ "t_w_ms": 0.2, "c_lin_ms": 0.02, "k_ms": 2e-5, "c_kv_ms": 4e-4, "c_new_ms": 1.5, "t_req_ms": 6.0,
+ "kv_tokens": 200000, "block_size": 16, "max_batched_tokens": 2048, "max_seqs": 16,
+ "max_model_len": 4096}"#;
+
+/// `--model serving` recovers the per-request costs from one designed run
+/// of a serving engine, and the roofline cannot make up for them: its fit
+/// of the same run is worse by orders of magnitude.
+#[test]
+fn a_serving_fit_recovers_the_per_request_costs_a_roofline_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    designed_runs_on(d, HIDDEN_SERVING);
+    let fit = |model: &str| {
+        let out = tool("mc-fit")
+            .current_dir(d)
+            .args(["--trace", "design.jsonl", "full.jsonl", "--model", model])
+            .args(["-o", &format!("{model}.json")])
+            .output()
+            .unwrap();
+        assert_success(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join(format!("{model}.json"))).unwrap())
+                .unwrap();
+        let err: f64 = stderr
+            .split("(error ")
+            .nth(1)
+            .and_then(|t| t.split(':').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no error in\n{stderr}"));
+        (v, err, stderr)
+    };
+    let (serving, err, stderr) = fit("serving");
+    assert_eq!(serving["model"], "serving", "{stderr}");
+    for (name, truth) in [
+        ("t_fix_ms", 1.5),
+        ("c_seq_ms", 0.15),
+        ("c_lin_ms", 0.02),
+        ("k_ms", 2e-5),
+        ("c_kv_ms", 4e-4),
+        ("c_new_ms", 1.5),
+        ("t_req_ms", 6.0),
+    ] {
+        let v = serving[name].as_f64().unwrap();
+        assert!(
+            (v / truth - 1.0).abs() < 0.05,
+            "{name} {v} vs {truth}\n{stderr}"
+        );
+    }
+    assert!(err < 1e-3, "{err}\n{stderr}");
+    let (roofline, rerr, rstderr) = fit("roofline");
+    assert_eq!(roofline["model"], "roofline");
+    assert!(rerr > 10.0 * err.max(1e-4), "{rerr} vs {err}\n{rstderr}");
 }

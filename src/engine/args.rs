@@ -159,7 +159,7 @@ impl EngineArgs {
         };
         let mut values: Vec<(f64, String)> = Vec::new();
         match &profile.model {
-            StepModel::Roofline(r) => {
+            StepModel::Roofline(r) | StepModel::Serving(super::Serving { base: r, .. }) => {
                 for (v, flag, set) in [
                     (r.t_fix_ms, "t-fix-ms", self.t_fix_ms.is_some()),
                     (r.c_seq_ms, "c-seq-ms", self.c_seq_ms.is_some()),
@@ -251,7 +251,7 @@ impl EngineArgs {
             ))
         };
         match &mut profile.model {
-            StepModel::Roofline(r) => {
+            StepModel::Roofline(r) | StepModel::Serving(super::Serving { base: r, .. }) => {
                 for (v, slot) in [
                     (self.t_fix_ms, &mut r.t_fix_ms),
                     (self.c_seq_ms, &mut r.c_seq_ms),

@@ -20,7 +20,7 @@ pub use args::{check_shape, EngineArgs, EngineShapeArgs, MODEL_HELP};
 pub use blocks::{chain, row_blocks, text_blocks, token_blocks};
 pub use cluster::Cluster;
 pub use profile::{
-    Calibrated, Polynomial, Profile, ProfileFile, Roofline, StepModel, StepShape, BUILTIN,
+    Calibrated, Polynomial, Profile, ProfileFile, Roofline, Serving, StepModel, StepShape, BUILTIN,
     DYNAMO_POLYNOMIAL, H100_LLAMA3_8B, LLAMA31_8B_MAX_MODEL_LEN,
 };
 pub use sched::{context_length_message, Engine, EngineLoad, EngineRequest, Finished};
@@ -85,7 +85,7 @@ impl EngineParams {
     pub fn describe(&self) -> ParamsOut {
         let mut c = std::collections::BTreeMap::new();
         let model = match self.profile.model {
-            StepModel::Roofline(r) => {
+            StepModel::Roofline(r) | StepModel::Serving(Serving { base: r, .. }) => {
                 for (k, v) in [
                     ("t_fix_ms", r.t_fix_ms),
                     ("c_seq_ms", r.c_seq_ms),
@@ -96,7 +96,13 @@ impl EngineParams {
                 ] {
                     c.insert(k.to_string(), v);
                 }
-                "roofline"
+                if let StepModel::Serving(v) = self.profile.model {
+                    c.insert("c_new_ms".into(), v.c_new_ms);
+                    c.insert("t_req_ms".into(), v.t_req_ms);
+                    "serving"
+                } else {
+                    "roofline"
+                }
             }
             StepModel::Polynomial(p) => {
                 for (name, co) in [("prefill", p.prefill_ms), ("decode", p.decode_ms)] {

@@ -11,6 +11,15 @@
 //! still costs attention time), L_j each decoding request's context. The
 //! square root blends the weight-read floor t_w into the compute line c_lin·T.
 //!
+//! `serving` is the roofline plus two costs of the serving process outside
+//! the forward pass, measured on vLLM's CPU build (decision 0044): `c_new`
+//! per request in the step that first schedules it (the API server's and
+//! the scheduler's work on a new request, which shares the core with the
+//! steps), and `t_req`, a latency from a request's arrival until it can be
+//! scheduled (HTTP, tokenising, the hand-over to the engine process). A
+//! lone 25-token prompt's first token took 10.5 ms there where a decode
+//! step took 2.0 ms, which no roofline coefficient can give.
+//!
 //! `dynamo-polynomial` is Dynamo's mocker timing: a prefill polynomial in the
 //! step's new prefill tokens X and a decode polynomial in u, the decodes'
 //! context tokens over the KV capacity in tokens; a step with both costs both.
@@ -36,6 +45,9 @@ pub struct StepShape {
     pub decodes: u64,
     /// Σ L_j: each decode's context (its sequence length, the new token included).
     pub decode_context: u64,
+    /// Requests whose first chunk is in the step (not re-admissions after
+    /// a preemption): the `serving` model's `c_new` is charged per each.
+    pub new_requests: u64,
     /// Σ L_j / KV capacity in tokens (Dynamo's u: the context the step's
     /// decodes read, as a fraction of the cache).
     pub kv_fraction: f64,
@@ -58,6 +70,19 @@ pub struct Roofline {
     pub c_kv_ms: f64,
 }
 
+/// The `serving` model: the roofline's step plus the serving process's
+/// per-request costs, in ms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Serving {
+    pub base: Roofline,
+    /// Per request in the step that first schedules it (CPU time the
+    /// request's intake takes from the steps on a shared core).
+    pub c_new_ms: f64,
+    /// From a request's arrival until the scheduler can take it (latency,
+    /// no step time): it adds to TTFT and E2E, not to ITL.
+    pub t_req_ms: f64,
+}
+
 /// Dynamo's mocker polynomials: `[a, b, c]` means `a·x² + b·x + c`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Polynomial {
@@ -73,6 +98,7 @@ pub struct Polynomial {
 pub enum StepModel {
     Roofline(Roofline),
     Polynomial(Polynomial),
+    Serving(Serving),
 }
 
 /// BF16 Llama-3.1-8B on one H100 (fitted to a measured microbenchmark and
@@ -93,11 +119,30 @@ pub const DYNAMO_POLYNOMIAL: Polynomial = Polynomial {
     decode_min_ms: 1.0,
 };
 
+fn roofline_ms(r: &Roofline, s: &StepShape) -> f64 {
+    r.t_fix_ms
+        + r.c_seq_ms * s.requests as f64
+        + r.t_w_ms.hypot(r.c_lin_ms * s.tokens as f64)
+        + r.k_ms * s.attention_pairs
+        + r.c_kv_ms * s.decode_context as f64
+}
+
 fn poly(c: [f64; 3], x: f64) -> f64 {
     c[0] * x * x + c[1] * x + c[2]
 }
 
 impl StepModel {
+    /// How long a request waits after its arrival before a step may take
+    /// it, in whole µs (only `serving` has such a latency).
+    pub fn request_latency_us(&self) -> u64 {
+        match self {
+            StepModel::Serving(s) if s.t_req_ms.is_finite() && s.t_req_ms > 0.0 => {
+                (s.t_req_ms.min(crate::limits::MAX_STEP_MS) * 1000.0).round() as u64
+            }
+            _ => 0,
+        }
+    }
+
     /// The step's duration in ms, held within [0, `limits::MAX_STEP_MS`]
     /// (the parameters are bounded, but a polynomial may still go negative
     /// or a bounded coefficient meet a large step).
@@ -111,13 +156,8 @@ impl StepModel {
 
     fn raw_step_ms(&self, s: &StepShape) -> f64 {
         match self {
-            StepModel::Roofline(r) => {
-                r.t_fix_ms
-                    + r.c_seq_ms * s.requests as f64
-                    + r.t_w_ms.hypot(r.c_lin_ms * s.tokens as f64)
-                    + r.k_ms * s.attention_pairs
-                    + r.c_kv_ms * s.decode_context as f64
-            }
+            StepModel::Roofline(r) => roofline_ms(r, s),
+            StepModel::Serving(v) => roofline_ms(&v.base, s) + v.c_new_ms * s.new_requests as f64,
             StepModel::Polynomial(p) => {
                 let mut ms = 0.0;
                 if s.prefill_tokens > 0 {
@@ -249,6 +289,9 @@ pub struct ProfileFile {
     pub prefill_ms: Option<[f64; 3]>,
     pub decode_ms: Option<[f64; 3]>,
     pub decode_min_ms: Option<f64>,
+    /// `serving` only: per new request, and the latency before scheduling.
+    pub c_new_ms: Option<f64>,
+    pub t_req_ms: Option<f64>,
     pub kv_tokens: Option<u64>,
     pub block_size: Option<u64>,
     pub max_batched_tokens: Option<u64>,
@@ -274,14 +317,22 @@ impl ProfileFile {
                 ))),
             }
         };
-        let model = match self.model.as_str() {
-            "roofline" => StepModel::Roofline(Roofline {
+        let roofline = || -> Result<Roofline> {
+            Ok(Roofline {
                 t_fix_ms: need(self.t_fix_ms, "t_fix_ms")?,
                 c_seq_ms: need(self.c_seq_ms, "c_seq_ms")?,
                 t_w_ms: need(self.t_w_ms, "t_w_ms")?,
                 c_lin_ms: need(self.c_lin_ms, "c_lin_ms")?,
                 k_ms: need(self.k_ms, "k_ms")?,
                 c_kv_ms: need(self.c_kv_ms, "c_kv_ms")?,
+            })
+        };
+        let model = match self.model.as_str() {
+            "roofline" => StepModel::Roofline(roofline()?),
+            "serving" => StepModel::Serving(Serving {
+                base: roofline()?,
+                c_new_ms: need(self.c_new_ms, "c_new_ms")?,
+                t_req_ms: need(self.t_req_ms, "t_req_ms")?,
             }),
             "dynamo-polynomial" => {
                 let coeffs = |v: Option<[f64; 3]>, field: &str| -> Result<[f64; 3]> {
@@ -303,7 +354,7 @@ impl ProfileFile {
             }
             other => {
                 return Err(Error::Input(format!(
-                    "engine profile {spec}: field `model` is `{other}`; expected `roofline` or `dynamo-polynomial`"
+                    "engine profile {spec}: field `model` is `{other}`; expected `roofline`, `serving` or `dynamo-polynomial`"
                 )))
             }
         };

@@ -68,6 +68,9 @@ pub struct Finished {
 struct Req {
     id: u64,
     arrival_us: u64,
+    /// When a step may first take it: its arrival plus the model's
+    /// request latency (`serving`'s `t_req`), else its arrival.
+    ready_us: u64,
     /// Block hashes: the prompt's full blocks, then (made lazily) hashes
     /// unique to this request for blocks holding its own output.
     hashes: Vec<u64>,
@@ -280,6 +283,7 @@ impl Engine {
         let req = Req {
             id: r.id,
             arrival_us: r.arrival_us,
+            ready_us: r.arrival_us.saturating_add(self.model.request_latency_us()),
             hashes,
             unique: splitmix64(0x756e_6971 ^ self.added),
             prompt,
@@ -323,7 +327,8 @@ impl Engine {
             }
             // Requests are served in the order added (callers add them in
             // arrival order), so the head of the queue is the next arrival.
-            let next = self.waiting.front().map(|&i| self.req(i).arrival_us);
+            // (A constant request latency keeps that order.)
+            let next = self.waiting.front().map(|&i| self.req(i).ready_us);
             if !self.running.is_empty() || next.is_some_and(|a| a <= self.now) {
                 if self.step(out) {
                     return;
@@ -352,7 +357,7 @@ impl Engine {
             return Some(self.now);
         }
         let &i = self.waiting.front()?;
-        Some(self.req(i).arrival_us.max(self.now))
+        Some(self.req(i).ready_us.max(self.now))
     }
 
     /// Runs one step at [`next_step_at`](Engine::next_step_at) (nothing
@@ -489,6 +494,11 @@ impl Engine {
         for slot in &self.sched {
             let r = self.req(slot.req);
             s.tokens += slot.n;
+            // Admitted in this very step for the first time (a request
+            // readmitted after a preemption was first scheduled earlier).
+            if r.first_scheduled_us == Some(self.now) && r.preemptions == 0 {
+                s.new_requests += 1;
+            }
             if slot.n == 1 && r.computed >= r.prompt {
                 s.decodes += 1;
                 s.decode_context += r.tokens();
@@ -553,7 +563,7 @@ impl Engine {
             let now = self.now;
             let bs = self.bs;
             let r = self.req_mut(i);
-            if r.arrival_us > now {
+            if r.ready_us > now {
                 return;
             }
             // A hit covers whole blocks and at most all tokens but the last.

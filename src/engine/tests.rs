@@ -337,3 +337,41 @@ fn idle_engine_jumps_to_the_deadline() {
     assert_eq!(e.now_us(), 5_000);
     assert!(out.is_empty());
 }
+
+/// The `serving` model: LINEAR's step plus 2 ms per new request in the
+/// step that first schedules it, and 3 ms from arrival to schedulable.
+#[test]
+fn serving_charges_new_requests_and_holds_them_back_by_the_request_latency() {
+    let m = StepModel::Serving(super::Serving {
+        base: LINEAR,
+        c_new_ms: 2.0,
+        t_req_ms: 3.0,
+    });
+    let mut e = Engine::new(params(m, 1600, 4, 100));
+    // Request 1 at 0 (prompt 4, 3 tokens), request 2 at 1 ms (prompt 8, 2 tokens).
+    e.add(req(1, 0, row_blocks(&[1], 4, 4, 4, 1), 4, 3));
+    e.add(req(2, 1_000, row_blocks(&[2, 3], 8, 4, 4, 2), 8, 2));
+    let f = run_all(&mut e);
+    let (a, b) = (&f[0], &f[1]);
+    assert_eq!((a.id, b.id), (1, 2));
+    // Request 1 is schedulable at 3 ms; request 2 at 4 ms, mid-step.
+    // Step 1 at 3 ms: request 1's prompt, T = 4, one new request:
+    //   1 + 0.5·4 + 2 = 5 ms -> its first token at 8 ms (TTFT 8 from arrival 0).
+    // Step 2 at 8 ms: request 1 decodes (T = 1) and request 2's prompt is new
+    //   (T = 8): 1 + 0.5·9 + 2 = 7.5 ms -> tokens at 15.5 ms for both.
+    // Step 3 at 15.5: both decode, T = 2, nothing new: 1 + 1 = 2 ms -> 17.5 ms;
+    //   request 1's third token and request 2's second: both finish.
+    assert_eq!(a.first_token_us, Some(8_000));
+    assert_eq!(a.first_scheduled_us, 3_000);
+    assert_eq!(a.token_us, vec![8_000, 15_500, 17_500]);
+    assert_eq!(b.arrival_us, 1_000);
+    assert_eq!(b.token_us, vec![15_500, 17_500]);
+    // The same requests with no new-request cost and no latency: step 1 at 0
+    // (T = 4: 3 ms); request 2 arrived at 1 ms, so step 2 at 3 takes it with
+    // request 1's decode: T = 9, 5.5 ms -> 8.5 ms.
+    let mut plain = Engine::new(params(StepModel::Roofline(LINEAR), 1600, 4, 100));
+    plain.add(req(1, 0, row_blocks(&[1], 4, 4, 4, 1), 4, 3));
+    plain.add(req(2, 1_000, row_blocks(&[2, 3], 8, 4, 4, 2), 8, 2));
+    let g = run_all(&mut plain);
+    assert_eq!(g[0].token_us, vec![3_000, 8_500, 10_500]);
+}

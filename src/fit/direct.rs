@@ -105,6 +105,13 @@ pub fn decode_steps(b: u64, p: u64, output: u64) -> Vec<StepShape> {
 
 /// The mean over the parts of each part's mean squared log error.
 pub fn error(rungs: &[Rung], r: &Roofline) -> f64 {
+    error_with(rungs, r, 0.0)
+}
+
+/// [`error`] with `offset_ms` added to each lone prompt's time to its first
+/// token: the `serving` model's intake of a request (`c_new_ms` +
+/// `t_req_ms`), which a decode step's time does not hold.
+fn error_with(rungs: &[Rung], r: &Roofline, offset_ms: f64) -> f64 {
     let m = StepModel::Roofline(*r);
     let mut per: std::collections::BTreeMap<Part, (f64, u64)> = Default::default();
     for g in rungs {
@@ -112,7 +119,7 @@ pub fn error(rungs: &[Rung], r: &Roofline) -> f64 {
         let pred = if g.mean {
             sum / g.steps.len().max(1) as f64
         } else {
-            sum
+            sum + offset_ms
         };
         let e = per.entry(g.part).or_default();
         e.0 += (pred.max(1e-6) / g.measured_ms.max(1e-6)).ln().powi(2);
@@ -124,19 +131,35 @@ pub fn error(rungs: &[Rung], r: &Roofline) -> f64 {
     per.values().map(|(s, n)| s / *n as f64).sum::<f64>() / per.len() as f64
 }
 
-/// Where the simulation search starts on `runs`: the rungs' own fit when
-/// the runs hold designed rungs, else `start`.
-pub fn start_for<'a>(
+/// Where the simulation search of the model `kind` starts on `runs`: the
+/// rungs' own fit when the runs hold designed rungs, else `start`. For `serving`, the rungs
+/// are read with a constant per lone prompt beside its steps (without it
+/// the prompts' intake is read as step cost: on a CPU-like engine the
+/// direct fit put `k_ms` at 3e-16 for 2e-5 and the search never came
+/// back); the constant is split evenly between `c_new_ms` and `t_req_ms`,
+/// which only the simulation tells apart (a batch's requests each pay
+/// `c_new_ms` in turn, `t_req_ms` once together).
+pub fn start_for_model<'a>(
     runs: impl IntoIterator<Item = &'a Run>,
     shape: Shape,
     start: Roofline,
-) -> Roofline {
+    kind: model::Kind,
+) -> StepModel {
     let runs: Vec<Run> = runs.into_iter().cloned().collect();
     let r = rungs(&runs, shape);
     if r.is_empty() {
-        start
-    } else {
-        fit(&r, start)
+        return model::start_model(kind, start);
+    }
+    match kind {
+        model::Kind::Roofline => StepModel::Roofline(fit(&r, start)),
+        model::Kind::Serving => {
+            let (base, offset) = fit_offset(&r, start, true);
+            StepModel::Serving(crate::engine::Serving {
+                base,
+                c_new_ms: offset / 2.0,
+                t_req_ms: offset / 2.0,
+            })
+        }
     }
 }
 
@@ -150,17 +173,38 @@ pub fn start_for<'a>(
 /// evaluation is microseconds, so nine starts cost nothing beside one
 /// simulation of a run.
 pub fn fit(rungs: &[Rung], start: Roofline) -> Roofline {
-    let mut f = |lx: &[f64; 6]| error(rungs, &from_vec(&lx.map(f64::exp)));
-    let x0 = to_vec(&start).map(|v| v.max(1e-12).ln());
-    let (mut x, mut best) = (x0, f(&x0));
+    fit_offset(rungs, start, false).0
+}
+
+/// [`fit`], and with `offset` also a constant per lone prompt (see
+/// [`error_with`]), returned beside the coefficients (0 without).
+fn fit_offset(rungs: &[Rung], start: Roofline, offset: bool) -> (Roofline, f64) {
+    let split = |lx: &[f64]| {
+        let v: [f64; 6] = std::array::from_fn(|i| lx.get(i).map_or(0.0, |x| x.exp()));
+        let o = if offset {
+            lx.get(6).map_or(0.0, |x| x.exp())
+        } else {
+            0.0
+        };
+        (from_vec(&v), o)
+    };
+    let mut f = |lx: &[f64]| {
+        let (r, o) = split(lx);
+        error_with(rungs, &r, o)
+    };
+    let mut x0: Vec<f64> = to_vec(&start).map(|v| v.max(1e-12).ln()).to_vec();
+    if offset {
+        x0.push(start.t_fix_ms.max(1e-3).ln());
+    }
+    let (mut x, mut best) = (x0.clone(), f(&x0));
     for lin in [0.1f64, 1.0, 10.0] {
         for attn in [0.1f64, 1.0, 10.0] {
-            let mut y = x0;
+            let mut y = x0.clone();
             y[3] += lin.ln();
             y[4] += attn.ln();
             let mut v = f(&y);
             for step in [3.0, 1.0, 0.3, 0.1, 0.03] {
-                let (by, bv) = model::nelder_mead(&mut f, y, step, 4000);
+                let (by, bv) = model::nelder_mead(&mut f, y.clone(), step, 4000);
                 if bv < v {
                     (y, v) = (by, bv);
                 }
@@ -170,7 +214,7 @@ pub fn fit(rungs: &[Rung], start: Roofline) -> Roofline {
             }
         }
     }
-    from_vec(&x.map(f64::exp))
+    split(&x)
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ pub fn cross_validate(
     prepared: &[Prepared<'_>],
     shape: Shape,
     start: Roofline,
+    kind: model::Kind,
     ticker: &mut Ticker,
 ) -> Option<Vec<Row>> {
     if prepared.len() < 2 {
@@ -75,7 +76,7 @@ pub fn cross_validate(
         ticker.stage(format!("held-out fold {} of {}", f + 1, folds.len()));
         // The fold's own start: a designed run's rungs read directly, from
         // the training runs only.
-        let start = super::direct::start_for(train.iter().map(|p| p.run), shape, start);
+        let start = super::direct::start_for_model(train.iter().map(|p| p.run), shape, start, kind);
         let (fitted, _) = model::fit(&train, shape, start, &mut |e| ticker.tick(e));
         let p = model::params(fitted, shape, "fold");
         per_fold.push(table::compare(&test, &p));
@@ -132,8 +133,14 @@ pub fn render(rows: &[Row], folds: &[Vec<usize>], labels: &[String]) -> String {
 }
 
 /// Cross-validates and prints the table on stderr (or why it cannot).
-pub fn report(prepared: &[Prepared<'_>], shape: Shape, start: Roofline, ticker: &mut Ticker) {
-    let Some(rows) = cross_validate(prepared, shape, start, ticker) else {
+pub fn report(
+    prepared: &[Prepared<'_>],
+    shape: Shape,
+    start: Roofline,
+    kind: model::Kind,
+    ticker: &mut Ticker,
+) {
+    let Some(rows) = cross_validate(prepared, shape, start, kind, ticker) else {
         eprintln!(
             "{TOOL}: held-out error: not measured: it needs two runs or more (each is \
              predicted by a fit to the others); give more runs, or hold one out with --predict"

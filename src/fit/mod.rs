@@ -25,8 +25,8 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::engine::{
-    check_shape, Calibrated, EngineParams, EngineShapeArgs, Profile, Roofline, StepModel,
-    DEFAULT_BLOCK_SIZE, DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
+    check_shape, Calibrated, EngineParams, EngineShapeArgs, Profile, StepModel, DEFAULT_BLOCK_SIZE,
+    DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -39,7 +39,8 @@ pub const TOOL: &str = "mc-fit";
 /// Reads mc-replay's result files (or folders of them) of runs against a
 /// real server, and the trace they replayed (--trace). Each run's requests
 /// go through the engine model at the times they were actually sent, and
-/// the six coefficients of the roofline step-time model are searched
+/// the six coefficients of the roofline step-time model (eight with
+/// `--model serving`) are searched
 /// (Nelder–Mead, then golden-section rounds, in log space) to minimise the
 /// error: for each of per-request TTFT, ITL and E2E its mean squared log
 /// ratio of predicted to measured, then the mean of the three (each metric
@@ -106,6 +107,16 @@ pub struct FitArgs {
     /// Where the search starts (a built-in roofline profile or a file).
     #[arg(long, default_value = "h100-llama3-8b", value_name = "PROFILE")]
     pub start: String,
+
+    /// The step-time model to fit: `roofline` (six coefficients), or
+    /// `serving`, the roofline plus the serving process's per-request
+    /// costs: `c_new_ms` (CPU time per new request, charged to the step
+    /// that first schedules it) and `t_req_ms` (latency from a request's
+    /// arrival until it can be scheduled). On vLLM's CPU build a lone
+    /// prompt's first token took five times a decode step, which only
+    /// `serving` can give (decision 0044).
+    #[arg(long, value_enum, default_value = "roofline")]
+    pub model: model::Kind,
 
     /// Score a run on the server's own request-phase histograms (vLLM's
     /// prefill and decode time, which mc-replay keeps) instead of the
@@ -174,7 +185,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
     // The same checks as the engine's own options (no zero sizes, a
     // bounded KV cache), before any simulation.
     check_shape(&model::params(
-        crate::engine::H100_LLAMA3_8B,
+        StepModel::Roofline(crate::engine::H100_LLAMA3_8B),
         shape,
         "shape",
     ))?;
@@ -197,6 +208,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
     }
     let start = match Profile::load(&args.start)?.model {
         StepModel::Roofline(r) => r,
+        StepModel::Serving(v) => v.base,
         StepModel::Polynomial(_) => {
             return Err(Error::usage(format!(
                 "--start {}: the fit searches the roofline model; start from a roofline profile",
@@ -232,14 +244,14 @@ pub fn run(args: &FitArgs) -> Result<()> {
     }
     let mut ticker = Ticker::new();
     let given_start = start;
-    let start = direct::start_for(&runs, shape, start);
-    if start != given_start {
+    let start = direct::start_for_model(&runs, shape, start, args.model);
+    if start != model::start_model(args.model, given_start) {
         eprintln!(
             "{TOOL}: the search starts from the designed rungs read directly (each a known \
              sum of steps): {}",
-            NAMES
+            model::names(&start)
                 .iter()
-                .zip(model::to_vec(&start))
+                .zip(model::coeffs(&start))
                 .map(|(n, v)| format!("{n} {v:.4e}"))
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -256,7 +268,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
         (fitted, err, identified)
     };
     report_fit(&prepared, shape, fitted, err, &coverage, &mut ticker);
-    heldout::report(&prepared, shape, given_start, &mut ticker);
+    heldout::report(&prepared, shape, given_start, args.model, &mut ticker);
     ticker.done();
     let calibrated = Calibrated {
         max_rate_rps: load.max_rate_rps,
@@ -434,10 +446,10 @@ fn beyond(run: &runs::Run, c: &Calibrated, max_seqs: u64) -> Option<String> {
 fn fit_max_seqs(
     prepared: &[Prepared<'_>],
     shape: Shape,
-    start: Roofline,
+    start: StepModel,
     load: &Load,
     ticker: &mut Ticker,
-) -> (Roofline, f64, u64) {
+) -> (StepModel, f64, u64) {
     ticker.stage(format!("fit at max seqs {}", shape.max_seqs));
     let (mut fitted, mut err) = model::fit(prepared, shape, start, &mut |e| ticker.tick(e));
     let mut best = shape.max_seqs;
@@ -489,7 +501,7 @@ fn fit_max_seqs(
 fn report_fit(
     prepared: &[Prepared<'_>],
     shape: Shape,
-    fitted: Roofline,
+    fitted: StepModel,
     err: f64,
     coverage: &design::Coverage,
     ticker: &mut Ticker,
@@ -506,11 +518,16 @@ fn report_fit(
             (!missing.is_empty()).then(|| (*name, missing.into_iter().map(design::label).collect()))
         })
         .collect();
+    let kind = if matches!(fitted, StepModel::Serving(_)) {
+        "serving"
+    } else {
+        "roofline"
+    };
     eprintln!(
-        "{TOOL}: fitted roofline coefficients (error {err:.5}: mean over TTFT, ITL and E2E \
+        "{TOOL}: fitted {kind} coefficients (error {err:.5}: mean over TTFT, ITL and E2E \
          of each one's mean squared log error):"
     );
-    for (name, value) in NAMES.iter().zip(model::to_vec(&fitted)) {
+    for (name, value) in model::names(&fitted).iter().zip(model::coeffs(&fitted)) {
         eprintln!("  {name:<10} {value:.6e}");
     }
     for (name, missing) in &unpinned {
@@ -541,11 +558,16 @@ fn report_fit(
 fn write_profile(
     args: &FitArgs,
     shape: Shape,
-    fitted: &Roofline,
+    fitted: &StepModel,
     calibrated: Calibrated,
 ) -> Result<()> {
-    let mut profile = json!({"name": "fitted", "model": "roofline"});
-    for (name, value) in NAMES.iter().zip(model::to_vec(fitted)) {
+    let kind = if matches!(fitted, StepModel::Serving(_)) {
+        "serving"
+    } else {
+        "roofline"
+    };
+    let mut profile = json!({"name": "fitted", "model": kind});
+    for (name, value) in model::names(fitted).iter().zip(model::coeffs(fitted)) {
         profile[*name] = json!(value);
     }
     profile["kv_tokens"] = json!(shape.kv_tokens);
