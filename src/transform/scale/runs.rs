@@ -8,7 +8,7 @@
 //! id and then counts up in the text (the last digit, carrying rarely),
 //! instead of formatting every id from its value; and the ids after the
 //! core are never read, only counted (the scanner's shape has the
-//! count). Decoding every id and formatting every new one was over half
+//! count). Decoding every id twice and formatting every new one was 43%
 //! of the multipliers' instructions (cachegrind,
 //! docs/decisions/0042-multipliers-count-and-write-runs.md).
 
