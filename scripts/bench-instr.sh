@@ -70,6 +70,10 @@ row "mc-cap --max-isl 8192 --max-osl 512" mc-cap --max-isl 8192 --max-osl 512
 # reading and of its in-order id table, in the order it runs them.
 row "mc-analyze --json" mc-analyze --json
 row "mc-scale --sample-rows 0.1" mc-scale --sample-rows 0.1
+# The prefix and prompt multipliers read the slice twice (ids counted,
+# then rows rewritten): a file given as stdin is read again, not copied.
+row "mc-scale --prefix-len-multiplier 2 --prompt-len-multiplier 0.5" mc-scale \
+  --prefix-len-multiplier 2 --prompt-len-multiplier 0.5
 # Whole sessions need session ids, the delta form turns that extend their
 # context: slices of their own, of about the same size, over their bytes.
 input="$dir/slice-16M-sessions.jsonl"

@@ -10,12 +10,16 @@
 use crate::blocks::{self, BlockSize, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Ctx, Emit, IoArgs, Step};
-use crate::idmap::IdMap;
 use crate::options;
 use crate::record::{self, Edit, Field, Number, Record};
 use crate::transform::{delta, sample};
 
+pub mod counts;
+pub mod runs;
 pub mod whole;
+
+pub use counts::IdCounts;
+use runs::IdRuns;
 
 /// Rescale a Mooncake trace: arrival speed, shared-prefix length, unique-prompt
 /// length and answer length (AIPerf's trace synthesis, as a filter).
@@ -238,8 +242,10 @@ fn report_changes(tool: &str, counts: &filter::RowCounts) {
 /// Applies the per-row rules. Holds scratch buffers so rows allocate nothing.
 pub struct RowScaler {
     opts: ScaleArgs,
-    ids: Vec<u64>,
-    new_ids: Vec<u64>,
+    /// A row's core prefix (the multipliers).
+    core: Vec<u64>,
+    /// A row's new ids (the multipliers).
+    runs: IdRuns,
     values: [Vec<u8>; 6],
     /// `--max-delay`: the delays cut so far.
     cap: Option<crate::delays::DelayCap>,
@@ -273,8 +279,8 @@ impl RowScaler {
         RowScaler {
             cap: opts.max_delay.map(crate::delays::DelayCap::new),
             opts,
-            ids: Vec::new(),
-            new_ids: Vec::new(),
+            core: Vec::new(),
+            runs: IdRuns::default(),
             values: Default::default(),
         }
     }
@@ -341,9 +347,9 @@ impl RowScaler {
             edits[2] = Some((Field::OutputLength, osl));
         }
         if let Some(plan) = prefix {
-            let ids = (&mut self.ids, &mut self.new_ids);
-            if rescale_prompt(rec, plan, o, ids, ids_text, isl)? {
-                edits[3] = Some((Field::HashIds, ids_text));
+            let ids = (&mut self.core, &mut self.runs);
+            if let Some(n) = rescale_prompt(rec, plan, o, ids, ids_text, isl)? {
+                edits[3] = Some((Field::HashIds, &ids_text[..n]));
                 edits[4] = Some((Field::InputLength, isl));
             }
         }
@@ -405,29 +411,55 @@ fn write_output_length(
 }
 
 /// Rescales `rec`'s prompt by `plan`: its new `hash_ids` into `ids_text`
-/// and `input_length` into `isl` (`ids` are the scratch id lists, old and
-/// new); whether the row had ids to rescale.
+/// (the first bytes of it: their length is returned) and `input_length`
+/// into `isl` (`core` and `runs` are scratch: the row's core prefix and
+/// its new ids); `None` when the row has no ids to rescale.
+///
+/// Only the core prefix is read from the array (the first pass checked
+/// every row, and the scanner's shape has the count of ids): the ids after
+/// it are dropped unread.
 #[inline(never)]
 fn rescale_prompt(
     rec: &Record<'_>,
     plan: &mut PrefixPlan<'_>,
     o: &ScaleArgs,
-    (ids, new_ids): (&mut Vec<u64>, &mut Vec<u64>),
+    (core, runs): (&mut Vec<u64>, &mut IdRuns),
     ids_text: &mut Vec<u8>,
     isl: &mut Vec<u8>,
-) -> std::result::Result<bool, RecordError> {
-    if !rec.hash_ids_into(ids)? || ids.is_empty() {
-        return Ok(false);
+) -> std::result::Result<Option<usize>, RecordError> {
+    let (Some(shape), Some(raw)) = (rec.hash_ids_shape()?, rec.raw(Field::HashIds)) else {
+        return Ok(None);
+    };
+    if shape.count == 0 {
+        return Ok(None);
     }
     let len = rec.uint(Field::InputLength)?.ok_or_else(|| {
         RecordError::field("input_length", "missing; it is needed to rescale hash_ids")
     })?;
-    let new_len = plan.rescale_row(ids, len, o, new_ids)?;
-    ids_text.clear();
-    record::write_id_array_like(new_ids, rec.raw(Field::HashIds), ids_text);
+    core.clear();
+    if shape.longest_digits <= 19 {
+        let counts = plan.counts;
+        runs::ids_while(raw, |h| {
+            let shared = counts.is_shared(h);
+            if shared {
+                core.push(h);
+            }
+            shared
+        });
+    } else {
+        // An id of 20 digits may not fit 64 bits: the decoder says so.
+        rec.hash_ids_into(core)?;
+        let shared = core
+            .iter()
+            .take_while(|&&h| plan.counts.is_shared(h))
+            .count();
+        core.truncate(shared);
+    }
+    let new_len = plan.rescale_row(core, shape.count as u64, len, o, runs)?;
+    let n = runs.write_into(raw, ids_text);
     isl.clear();
     record::write_number(Number::UInt(new_len), isl);
-    Ok(true)
+    Ok(Some(n))
 }
 
 /// The time rule of `--speedup R` (shared with mc-merge's `--scale-rate`):
@@ -503,30 +535,6 @@ fn too_big(field: &str, v: f64, option: &str) -> RecordError {
     )
 }
 
-/// How often each id occurs, saturating at 2 (only "shared or not" matters).
-#[derive(Default)]
-pub struct IdCounts(IdMap<u8>);
-
-impl IdCounts {
-    pub fn add(&mut self, id: u64) {
-        let c = self.0.slot(id);
-        *c = (*c + 1).min(2);
-    }
-
-    pub fn is_shared(&self, id: u64) -> bool {
-        self.0.get(id).is_some_and(|&c| c >= 2)
-    }
-
-    /// Largest id that occurs at least twice.
-    fn max_shared(&self) -> Option<u64> {
-        self.0
-            .iter()
-            .filter(|&(_, &c)| c >= 2)
-            .map(|(id, _)| id)
-            .max()
-    }
-}
-
 /// The whole-trace facts the prefix and prompt multipliers need, and the
 /// counter of fresh ids.
 pub struct PrefixPlan<'c> {
@@ -538,16 +546,16 @@ pub struct PrefixPlan<'c> {
 }
 
 impl<'c> PrefixPlan<'c> {
-    pub fn new(counts: &'c IdCounts, max_id: Option<u64>, prefix_mult: f64) -> Result<Self> {
+    pub fn new(counts: &'c IdCounts, prefix_mult: f64) -> Result<Self> {
         let k = if prefix_mult > 1.0 {
             prefix_mult.floor() as u64
         } else {
             1
         };
+        let (max_id, max_shared) = (counts.max_id(), counts.max_shared());
         let above_input = max_id.map_or(Some(0), |m| m.checked_add(1));
-        let above_stretched = counts
-            .max_shared()
-            .map_or(Some(0), |m| m.checked_add(1).and_then(|m| m.checked_mul(k)));
+        let above_stretched =
+            max_shared.map_or(Some(0), |m| m.checked_add(1).and_then(|m| m.checked_mul(k)));
         let next_fresh = above_input
             .zip(above_stretched)
             .map(|(a, b)| a.max(b))
@@ -556,7 +564,7 @@ impl<'c> PrefixPlan<'c> {
                 // new ids above it (exit 65; the caller names its line).
                 let id = match above_input {
                     None => max_id.unwrap_or(0),
-                    Some(_) => counts.max_shared().unwrap_or(0),
+                    Some(_) => max_shared.unwrap_or(0),
                 };
                 Error::Input(if k > 1 {
                     format!(
@@ -578,12 +586,12 @@ impl<'c> PrefixPlan<'c> {
         })
     }
 
-    fn fresh(&mut self, n: u64, out: &mut Vec<u64>) -> std::result::Result<(), RecordError> {
+    fn fresh(&mut self, n: u64, out: &mut IdRuns) -> std::result::Result<(), RecordError> {
         let end = self
             .next_fresh
             .checked_add(n)
             .ok_or_else(|| RecordError::field("hash_ids", "fresh ids would overflow 64 bits"))?;
-        out.extend(self.next_fresh..end);
+        out.push_run(self.next_fresh, n);
         self.next_fresh = end;
         Ok(())
     }
@@ -597,7 +605,7 @@ impl<'c> PrefixPlan<'c> {
         prefix_tokens: u64,
         partial_tail: bool,
         o: &ScaleArgs,
-        new_ids: &mut Vec<u64>,
+        new_ids: &mut IdRuns,
     ) -> std::result::Result<u64, RecordError> {
         let b = o.block_size;
         let core = core_ids.len() as u64;
@@ -605,21 +613,22 @@ impl<'c> PrefixPlan<'c> {
         if p > 1.0 {
             let k = self.k;
             for &h in core_ids {
+                // Below `next_fresh`, which is (max shared + 1) * k.
                 let base = h
                     .checked_mul(k)
                     .ok_or_else(|| RecordError::field("hash_ids", "id too large to stretch"))?;
-                new_ids.extend(base..base + k);
+                new_ids.push_run(base, k);
             }
             if partial_tail {
                 // The last stretched id carries the partial tail. Fresh ids for
                 // the fractional part of P would have to follow it and break
                 // the block rule, so such rows are stretched by floor(P) only.
-                Ok((new_ids.len() as u64 - 1) * b + (prefix_tokens - (core - 1) * b))
+                Ok((new_ids.len() - 1) * b + (prefix_tokens - (core - 1) * b))
             } else {
                 let target = (core as f64 * p).ceil() as u64;
                 let extra = target.saturating_sub(core * k);
                 self.fresh(extra, new_ids)?;
-                Ok(new_ids.len() as u64 * b)
+                Ok(new_ids.len() * b)
             }
         } else if p < 1.0 {
             // AIPerf keeps max(1, floor(n*P)) blocks; a row without a shared
@@ -629,32 +638,38 @@ impl<'c> PrefixPlan<'c> {
             } else {
                 ((core as f64 * p).floor() as u64).max(1)
             };
-            new_ids.extend_from_slice(&core_ids[..keep as usize]);
+            for &h in &core_ids[..keep as usize] {
+                new_ids.push_run(h, 1);
+            }
             Ok(if keep == core {
                 prefix_tokens
             } else {
                 keep * b
             })
         } else {
-            new_ids.extend_from_slice(core_ids);
+            for &h in core_ids {
+                new_ids.push_run(h, 1);
+            }
             Ok(prefix_tokens)
         }
     }
 
-    /// Rescales one row's prompt: fills `new_ids` and returns the new input length.
+    /// Rescales one row's prompt of `n` ids and `len` tokens: fills
+    /// `new_ids` and returns the new input length.
     ///
-    /// The row's core prefix is its leading run of shared ids; its tokens are
-    /// `min(len, n*B)`, so a row whose every block is shared and whose last
-    /// block is partial keeps that partial tail (AIPerf aborts on such rows).
+    /// The row's core prefix `core_ids` is its leading run of shared ids
+    /// (the caller reads them); its tokens are `min(len, core*B)`, so a row
+    /// whose every block is shared and whose last block is partial keeps
+    /// that partial tail (AIPerf aborts on such rows).
     fn rescale_row(
         &mut self,
-        ids: &[u64],
+        core_ids: &[u64],
+        n: u64,
         len: u64,
         o: &ScaleArgs,
-        new_ids: &mut Vec<u64>,
+        new_ids: &mut IdRuns,
     ) -> std::result::Result<u64, RecordError> {
         let b = o.block_size;
-        let n = ids.len() as u64;
         if len <= (n - 1).saturating_mul(b) {
             return Err(RecordError::field(
                 "input_length",
@@ -663,10 +678,7 @@ impl<'c> PrefixPlan<'c> {
                 ),
             ));
         }
-        let core = ids
-            .iter()
-            .take_while(|&&h| self.counts.is_shared(h))
-            .count() as u64;
+        let core = core_ids.len() as u64;
         let prefix_tokens = len.min(core * b);
         // The core prefix ends in a partial block only when it is the whole row.
         let partial_tail = core > 0 && prefix_tokens < core * b;
@@ -689,7 +701,6 @@ impl<'c> PrefixPlan<'c> {
         let new_prompt_tokens = new_prompt_tokens as u64;
 
         new_ids.clear();
-        let core_ids = &ids[..core as usize];
         let new_prefix_tokens =
             self.rescale_prefix(core_ids, prefix_tokens, partial_tail, o, new_ids)?;
 
@@ -704,14 +715,36 @@ mod tests {
     use super::*;
 
     fn plan_for<'c>(counts: &'c mut IdCounts, rows: &[&[u64]], p: f64) -> PrefixPlan<'c> {
-        let mut max = None;
         for r in rows {
             for &h in *r {
                 counts.add(h);
-                max = max.max(Some(h));
             }
         }
-        PrefixPlan::new(counts, max, p).unwrap()
+        PrefixPlan::new(counts, p).unwrap()
+    }
+
+    /// `plan.rescale_row` on a whole row: its core prefix read as the
+    /// second pass reads it; the new length and the new ids.
+    fn rescale(
+        plan: &mut PrefixPlan<'_>,
+        row: &[u64],
+        len: u64,
+        o: &ScaleArgs,
+    ) -> std::result::Result<(u64, Vec<u64>), RecordError> {
+        let mut text = Vec::new();
+        record::write_id_array(row, &mut text);
+        let mut core = Vec::new();
+        let counts = plan.counts;
+        runs::ids_while(&text, |h| {
+            let shared = counts.is_shared(h);
+            if shared {
+                core.push(h);
+            }
+            shared
+        });
+        let mut out = IdRuns::default();
+        let new_len = plan.rescale_row(&core, row.len() as u64, len, o, &mut out)?;
+        Ok((new_len, out.iter().collect()))
     }
 
     fn opts(p: f64, q: f64, b: u64) -> ScaleArgs {
@@ -723,20 +756,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn counts_saturate_and_handle_sparse_ids() {
-        let mut c = IdCounts::default();
-        for id in [1, 1, 1, 5, u64::MAX, u64::MAX, 1 << 40] {
-            c.add(id);
-        }
-        assert!(c.is_shared(1));
-        assert!(!c.is_shared(5));
-        assert!(!c.is_shared(7));
-        assert!(c.is_shared(u64::MAX));
-        assert!(!c.is_shared(1 << 40));
-        assert_eq!(c.max_shared(), Some(u64::MAX));
-    }
-
     // Block size 10 throughout; rows A = [0,1,2] len 25 and B = [0,1,3] len 30
     // share the core prefix [0,1] (20 tokens).
     #[test]
@@ -745,13 +764,16 @@ mod tests {
         let rows: [&[u64]; 2] = [&[0, 1, 2], &[0, 1, 3]];
         let mut plan = plan_for(&mut c, &rows, 2.0);
         let o = opts(2.0, 1.0, 10);
-        let mut out = Vec::new();
         // Core [0,1] -> [0,1,2,3] (40 tokens); unique prompt 25-20 = 5 tokens
         // -> one fresh id. Fresh ids start above max(max id 3, (1+1)*2) = 4.
-        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 45);
-        assert_eq!(out, vec![0, 1, 2, 3, 4]);
-        assert_eq!(plan.rescale_row(rows[1], 30, &o, &mut out).unwrap(), 50);
-        assert_eq!(out, vec![0, 1, 2, 3, 5]);
+        assert_eq!(
+            rescale(&mut plan, rows[0], 25, &o).unwrap(),
+            (45, vec![0, 1, 2, 3, 4])
+        );
+        assert_eq!(
+            rescale(&mut plan, rows[1], 30, &o).unwrap(),
+            (50, vec![0, 1, 2, 3, 5])
+        );
     }
 
     #[test]
@@ -760,10 +782,11 @@ mod tests {
         let rows: [&[u64]; 2] = [&[0, 1, 2], &[0, 1, 3]];
         let mut plan = plan_for(&mut c, &rows, 1.5);
         let o = opts(1.5, 1.0, 10);
-        let mut out = Vec::new();
         // k = 1; target ceil(2*1.5) = 3 blocks: [0, 1, fresh 4]; prompt 5 -> fresh 5.
-        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 35);
-        assert_eq!(out, vec![0, 1, 4, 5]);
+        assert_eq!(
+            rescale(&mut plan, rows[0], 25, &o).unwrap(),
+            (35, vec![0, 1, 4, 5])
+        );
     }
 
     #[test]
@@ -772,13 +795,16 @@ mod tests {
         let rows: [&[u64]; 3] = [&[0, 1, 2], &[0, 1, 3], &[7, 8]];
         let mut plan = plan_for(&mut c, &rows, 0.4);
         let o = opts(0.4, 1.0, 10);
-        let mut out = Vec::new();
         // floor(2*0.4) = 0 -> keep 1 block [0] (10 tokens) + prompt 5 -> fresh 9.
-        assert_eq!(plan.rescale_row(rows[0], 25, &o, &mut out).unwrap(), 15);
-        assert_eq!(out, vec![0, 9]);
+        assert_eq!(
+            rescale(&mut plan, rows[0], 25, &o).unwrap(),
+            (15, vec![0, 9])
+        );
         // No shared prefix: AIPerf would add a phantom block; we keep 12 tokens.
-        assert_eq!(plan.rescale_row(rows[2], 12, &o, &mut out).unwrap(), 12);
-        assert_eq!(out, vec![10, 11]);
+        assert_eq!(
+            rescale(&mut plan, rows[2], 12, &o).unwrap(),
+            (12, vec![10, 11])
+        );
     }
 
     #[test]
@@ -788,22 +814,17 @@ mod tests {
         let mut c = IdCounts::default();
         let rows: [&[u64]; 2] = [&[0, 1], &[0, 1]];
         let mut plan = plan_for(&mut c, &rows, 1.0);
-        let mut out = Vec::new();
         assert_eq!(
-            plan.rescale_row(rows[0], 15, &opts(1.0, 0.5, 10), &mut out)
-                .unwrap(),
-            15
+            rescale(&mut plan, rows[0], 15, &opts(1.0, 0.5, 10)).unwrap(),
+            (15, vec![0, 1])
         );
-        assert_eq!(out, vec![0, 1]);
         // P = 2: [0,1,2,3], the last carrying the 5-token tail: 3*10 + 5.
         let mut c = IdCounts::default();
         let mut plan = plan_for(&mut c, &rows, 2.5);
         assert_eq!(
-            plan.rescale_row(rows[0], 15, &opts(2.5, 1.0, 10), &mut out)
-                .unwrap(),
-            35
+            rescale(&mut plan, rows[0], 15, &opts(2.5, 1.0, 10)).unwrap(),
+            (35, vec![0, 1, 2, 3])
         );
-        assert_eq!(out, vec![0, 1, 2, 3]);
     }
 
     #[test]
@@ -811,9 +832,7 @@ mod tests {
         let mut c = IdCounts::default();
         let rows: [&[u64]; 1] = [&[0, 1, 2]];
         let mut plan = plan_for(&mut c, &rows, 2.0);
-        let err = plan
-            .rescale_row(rows[0], 20, &opts(2.0, 1.0, 10), &mut Vec::new())
-            .unwrap_err();
+        let err = rescale(&mut plan, rows[0], 20, &opts(2.0, 1.0, 10)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "field `input_length`: 20 tokens cannot fill 3 hash ids at block size 10 (check --block-size)"

@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use super::{IdCounts, PrefixPlan, RowScaler, ScaleArgs};
+use super::{runs, IdCounts, PrefixPlan, RowScaler, ScaleArgs};
 use crate::blocks::{self, BlockSize, FeasibleSizes, DEFAULT_BLOCK_SIZE};
 use crate::error::{Error, RecordError, Result};
 use crate::filter;
@@ -67,7 +67,7 @@ pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
     // those rows).
     let mut out = io.writer()?;
     let mut counts = filter::RowCounts::default();
-    let emitted = match PrefixPlan::new(&facts.counts, facts.max_id, args.prefix_mult) {
+    let emitted = match PrefixPlan::new(&facts.counts, args.prefix_mult) {
         Err(e) => Err(facts.name_line_of_largest_id(&input, io.max_line_bytes, e)),
         Ok(mut plan) => {
             let mut step =
@@ -107,7 +107,6 @@ pub fn run(tool: &'static str, args: &ScaleArgs) -> Result<()> {
 #[derive(Default)]
 struct Facts {
     counts: IdCounts,
-    max_id: Option<u64>,
     scratch: Vec<u64>,
     /// The block sizes the rows allow, for `--block-size auto`.
     sizes: FeasibleSizes,
@@ -194,17 +193,29 @@ impl Facts {
         rec.number(Field::Delay)?;
         rec.uint(Field::OutputLength)?;
         let len = rec.uint(Field::InputLength)?;
-        rec.hash_ids_into(&mut self.scratch)?;
+        // The shape checks the array (the scanner's, or measured now); the
+        // ids are counted as they are read, without a list between.
+        let n = match (rec.hash_ids_shape()?, rec.raw(Field::HashIds)) {
+            (Some(shape), Some(raw)) if shape.longest_digits <= 19 => {
+                let counts = &mut self.counts;
+                runs::ids_while(raw, |h| {
+                    counts.add(h);
+                    true
+                });
+                shape.count
+            }
+            _ => {
+                // An id of 20 digits may not fit 64 bits: the decoder says so.
+                rec.hash_ids_into(&mut self.scratch)?;
+                for &id in &self.scratch {
+                    self.counts.add(id);
+                }
+                self.scratch.len()
+            }
+        };
         if let Some(len) = len {
-            self.sizes.add(self.scratch.len() as u64, len);
-            self.check
-                .add(self.scratch.len() as u64, len, self.given.max(1));
-        }
-        for &id in &self.scratch {
-            self.counts.add(id);
-        }
-        if let Some(&m) = self.scratch.iter().max() {
-            self.max_id = self.max_id.max(Some(m));
+            self.sizes.add(n as u64, len);
+            self.check.add(n as u64, len, self.given.max(1));
         }
         Ok(())
     }
@@ -249,7 +260,7 @@ impl Facts {
     /// `e` with the line of the first row holding the largest id, when the
     /// ids are what went wrong (one more pass over the input).
     fn name_line_of_largest_id(&self, input: &Twice, max_line: usize, e: Error) -> Error {
-        let (Error::Input(msg), Some(max)) = (&e, self.max_id) else {
+        let (Error::Input(msg), Some(max)) = (&e, self.counts.max_id()) else {
             return e;
         };
         let Ok(src) = input.again() else {
