@@ -60,8 +60,8 @@ if nice -n -10 true 2> /dev/null; then client=(nice -n -10 taskset -c 0); fi
 
 # The design at the server's limits: one sequence, and prompts up to
 # DESIGN_LEN (2,048: the longest held-out prompt is 1.5k tokens, and each
-# prompt token costs this server about 9 ms, so climbing to 4,096 would
-# add two minutes). Short rate-ladder requests: about 2 s each alone, so
+# prompt token costs this server about 7 ms, so climbing to 4,096 would
+# add more than a minute). Short rate-ladder requests: about 2 s each alone, so
 # the top rate is most of the server's capacity.
 "$bin/mc-gen" calibrate --max-model-len "${DESIGN_LEN:-2048}" --max-seqs 1 --rates "${RATES:-0.15,0.3}" \
     --rate-requests "${RATE_REQUESTS:-12}" --rate-isl lognormal:128:0.6 --rate-osl lognormal:32:0.5 \
@@ -86,6 +86,8 @@ server_view() { # FROM LABEL
 }
 # Each run its own --seed: no run's prompts share a prefix with an earlier
 # one's (llama.cpp keeps the last prompt), as the fit's simulation assumes.
+# The engine model keeps every prompt its KV holds, llama.cpp only the last:
+# on 2026-11-27 that was most of the held-out TTFT error (decision 0045).
 seed=0
 replay() { # TRACE SPEEDUP OUT
     seed=$((seed + 1))
