@@ -133,7 +133,7 @@ const SIZE_CONFLICT_COUNTED: u8 = 3;
 pub fn full_up_to(isl: f64, n: usize) -> Option<u64> {
     let n = u64::try_from(n).ok().filter(|&n| n > 0)?;
     // Below 2^63, where an f64 converts to u64 exactly.
-    (0.0..9.2e18).contains(&isl).then(|| isl.floor() as u64 / n)
+    (isl >= 0.0 && isl < 9.2e18).then(|| isl.floor() as u64 / n)
 }
 
 fn scratch(f: u8) -> u8 {

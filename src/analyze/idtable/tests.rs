@@ -117,7 +117,7 @@ fn positions_past_16_bits_are_counted_exactly() {
 #[test]
 fn sizes_conflict_once_and_only_last_blocks_met_twice_are_checked() {
     let mut t = IdTable::default();
-    let row = |t: &mut IdTable, i: u32, ids: &[u64]| {
+    let mut row = |t: &mut IdTable, i: u32, ids: &[u64]| {
         t.visit(i, ids);
         t.last_block(ids[ids.len() - 1], None);
     };
