@@ -70,13 +70,12 @@ pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
 
 /// The ids seen at two sizes, for block size `b`: a second pass over the
 /// rows in order, made only when some id can conflict (the last block of a
-/// row that is not full at `b`, met in another block too:
-/// [`IdTable::size_candidates`]), which
+/// row met in another block too: [`IdTable::size_candidates`]), which
 /// looks at those ids only, found in each row's runs by binary search. The
 /// first pass counted the repeated pairs.
 pub fn conflicts(rows: &RowStore, table: &mut IdTable, b: u64) -> Finding {
     let mut conflicts = Finding::default();
-    let candidates = table.size_candidates(b);
+    let candidates = table.size_candidates();
     if candidates.is_empty() {
         return conflicts;
     }
@@ -174,9 +173,6 @@ mod tests {
         let mut table = IdTable::default();
         for (i, (ids, isl)) in rows.iter().enumerate() {
             let visit = table.visit(i as u32, ids);
-            if let Some(&last) = ids.last() {
-                table.last_block(last, crate::analyze::idtable::full_up_to(*isl, ids.len()));
-            }
             let facts = RowFacts {
                 isl: *isl,
                 osl: 0.0,

@@ -126,16 +126,6 @@ const SIZE_OTHER: u8 = 2;
 /// A second size was seen and counted; later ones are not counted again.
 const SIZE_CONFLICT_COUNTED: u8 = 3;
 
-/// The block sizes up to which a row of `n` ids and `isl` tokens has a
-/// full last block (or, past `isl / (n - 1)`, none): `n * b <= isl` makes
-/// its last block `b` tokens. In integers, so no rounding moves the edge;
-/// `None` for a length that is not a count.
-pub fn full_up_to(isl: f64, n: usize) -> Option<u64> {
-    let n = u64::try_from(n).ok().filter(|&n| n > 0)?;
-    // Below 2^63, where an f64 converts to u64 exactly.
-    (isl >= 0.0 && isl < 9.2e18).then(|| isl.floor() as u64 / n)
-}
-
 fn scratch(f: u8) -> u8 {
     (f & SCRATCH) >> SCRATCH_SHIFT
 }
@@ -163,11 +153,8 @@ pub struct IdTable {
     /// too (AIPerf's context length), counted as the rows are visited: a
     /// pair met the second time counts for its first row as well.
     repeated: Vec<u32>,
-    /// Some id is both `LAST` and `MULTI`.
+    /// Some id is both `LAST` and `MULTI`: only then can a size conflict.
     size_candidates: bool,
-    /// Ids whose every row that ends with them is full at block sizes up
-    /// to the value ([`IdTable::last_block`]), without `LAST`.
-    last_full_up_to: HashMap<u64, u64, IdHash>,
     /// [`Pass::Sizes`]: the size of ids first seen at a size other than
     /// the full block.
     sizes: HashMap<u64, u32, IdHash>,
@@ -331,6 +318,12 @@ impl IdTable {
             parent = key;
         }
         self.blocks += ids.len() as u64;
+        if let Some(&last) = ids.last() {
+            if let Some(f) = self.flags.get_mut(last) {
+                *f |= LAST;
+                self.size_candidates |= *f & MULTI != 0;
+            }
+        }
         let row = row as usize;
         if self.repeated.len() <= row {
             self.repeated.resize(row + 1, 0);
@@ -421,46 +414,20 @@ impl IdTable {
         }
     }
 
-    /// Records that `id` (visited) is the last block of a row, which is
-    /// full (its size the block size, or no size at all) at every block
-    /// size up to `full_up_to` ([`full_up_to`]; `None`: at none). Only a
-    /// last block that is not full can have a second size.
-    pub fn last_block(&mut self, id: u64, full_up_to: Option<u64>) {
-        let f = self.flags.get(id);
-        if f == 0 || f & LAST != 0 {
-            return;
-        }
-        let last = match full_up_to {
-            Some(k) => {
-                let was = self.last_full_up_to.entry(id).or_insert(k);
-                *was = (*was).min(k);
-                return;
-            }
-            None => {
-                self.last_full_up_to.remove(&id);
-                f | LAST
-            }
-        };
-        if let Some(slot) = self.flags.get_mut(id) {
-            *slot = last;
-        }
-        self.size_candidates |= f & MULTI != 0;
+    /// Whether some id can show two sizes: the last block of a row met in
+    /// another block too. When none can, the size check has nothing to do.
+    pub fn may_conflict(&self) -> bool {
+        self.size_candidates
     }
 
-    /// The ids that can show two sizes at block size `b` (met in more than
-    /// one block, and the last block of a row that is not full at `b`), in
-    /// increasing order: the only ids the size check needs to look at.
-    pub fn size_candidates(&self, b: u64) -> Vec<u64> {
-        let mut ids = Vec::new();
-        if self.size_candidates {
-            ids = self.flags.ids_with(|f| f & (MULTI | LAST) == MULTI | LAST);
+    /// The ids that can show two sizes (the last block of a row met in
+    /// another block too), in increasing order: the only ids the size
+    /// check needs to look at.
+    pub fn size_candidates(&self) -> Vec<u64> {
+        if !self.size_candidates {
+            return Vec::new();
         }
-        ids.extend(
-            self.last_full_up_to
-                .iter()
-                .filter(|&(&id, &k)| k < b && self.flags.get(id) & MULTI != 0)
-                .map(|(&id, _)| id),
-        );
+        let mut ids = self.flags.ids_with(|f| f & (MULTI | LAST) == MULTI | LAST);
         ids.sort_unstable();
         ids
     }
@@ -473,8 +440,8 @@ impl IdTable {
     pub fn check_size(&mut self, id: u64, size: u32, full: u32) -> bool {
         debug_assert_eq!(self.pass, Pass::Sizes);
         let f = self.flags_of(id);
-        // An id met once has one size.
-        if f & MULTI == 0 || size == 0 {
+        // An id met once has one size; one never last has only `full`.
+        if f & (MULTI | LAST) != MULTI | LAST || size == 0 {
             return false;
         }
         let (next, conflict) = match scratch(f) {

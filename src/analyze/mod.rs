@@ -255,10 +255,6 @@ impl Analyzer {
                 lint.not_prefix_shaped.add(line);
             }
             first_unseen = visit.first_unseen as u32;
-            if let Some(&last) = ids.last() {
-                let full = idtable::full_up_to(isl.unwrap_or(0.0), ids.len());
-                self.table.last_block(last, full);
-            }
             self.first_ids.add(first);
         }
         let facts = RowFacts {

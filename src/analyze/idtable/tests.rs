@@ -117,23 +117,16 @@ fn positions_past_16_bits_are_counted_exactly() {
 #[test]
 fn sizes_conflict_once_and_only_last_blocks_met_twice_are_checked() {
     let mut t = IdTable::default();
-    let mut row = |t: &mut IdTable, i: u32, ids: &[u64]| {
-        t.visit(i, ids);
-        t.last_block(ids[ids.len() - 1], None);
-    };
-    row(&mut t, 0, &[1, 2]);
-    row(&mut t, 1, &[1, 3]);
-    assert_eq!(
-        t.size_candidates(512),
-        Vec::<u64>::new(),
-        "last blocks 2 and 3 were met once each"
-    );
+    t.visit(0, &[1, 2]);
+    t.visit(1, &[1, 3]);
+    assert!(!t.may_conflict(), "last blocks 2 and 3 were met once each");
     // 2 again, one position further: a second pair, a second node.
-    row(&mut t, 2, &[4, 1, 2]);
-    assert_eq!(t.size_candidates(512), [2]);
+    t.visit(2, &[4, 1, 2]);
+    assert!(t.may_conflict());
     t.enter(Pass::Sizes);
     // 1 is never a row's last block: it has the full size only.
     assert!(!t.check_size(1, 512, 512));
+    assert!(!t.check_size(1, 100, 512));
     assert!(!t.check_size(2, 100, 512));
     assert!(t.check_size(2, 512, 512));
     // Counted once per id; size 0 (a broken row) says nothing.
@@ -194,9 +187,6 @@ proptest! {
         let mut old = reference::IdTable::default();
         for (i, ids) in rows.iter().enumerate() {
             let a = new.visit(i as u32, ids);
-            if let Some(&last) = ids.last() {
-                new.last_block(last, None);
-            }
             let b = old.visit(i as u32 + 1, ids);
             prop_assert_eq!(
                 (a.first_unseen, a.duplicate, a.not_prefix_shaped),
@@ -221,7 +211,6 @@ proptest! {
             prop_assert_eq!(repeated[i] as usize, want, "row {}", i);
         }
         prop_assert_eq!(repeated[rows.len()], 0);
-        let candidates = new.size_candidates(4);
         new.enter(Pass::Sizes);
         old.enter(reference::Pass::Sizes);
         let mut k = 0;
@@ -231,7 +220,7 @@ proptest! {
                 let size = if pos + 1 < ids.len() { 4 } else { sizes[k % sizes.len()] };
                 k += 1;
                 let (_, want) = old.check_block(pos, id, size);
-                prop_assert_eq!(candidates.contains(&id) && new.check_size(id, size, 4), want);
+                prop_assert_eq!(new.may_conflict() && new.check_size(id, size, 4), want);
             }
         }
         new.enter(Pass::Marks);
@@ -242,39 +231,4 @@ proptest! {
             }
         }
     }
-}
-
-#[test]
-fn a_last_block_is_full_up_to_the_length_over_the_ids() {
-    // n * b <= isl: 3 ids of 4 fill 12 tokens; 13.9 tokens, still 4.
-    assert_eq!(full_up_to(12.0, 3), Some(4));
-    assert_eq!(full_up_to(13.9, 3), Some(4));
-    assert_eq!(full_up_to(11.0, 3), Some(3));
-    assert_eq!(full_up_to(0.5, 1), Some(0));
-    for (isl, n) in [
-        (-1.0, 3),
-        (f64::NAN, 1),
-        (5.0, 0),
-        (1e19, 1),
-        (f64::INFINITY, 2),
-    ] {
-        assert_eq!(full_up_to(isl, n), None, "{isl} {n}");
-    }
-    // Full at 4 in one row, at 2 in another: a candidate above 2 only,
-    // once met twice; a row where it is not full makes it one at any size.
-    let mut t = IdTable::default();
-    t.visit(0, &[1, 2]);
-    t.last_block(2, Some(4));
-    t.visit(1, &[7, 2]);
-    t.last_block(2, Some(2));
-    assert_eq!(t.size_candidates(2), Vec::<u64>::new());
-    assert_eq!(t.size_candidates(3), [2]);
-    t.visit(2, &[3]);
-    t.last_block(3, Some(1));
-    assert_eq!(t.size_candidates(512), [2], "3 is met once");
-    t.visit(3, &[3, 9]);
-    t.last_block(9, None);
-    assert_eq!(t.size_candidates(2), [3]);
-    t.visit(4, &[8, 9]);
-    assert_eq!(t.size_candidates(1), [9]);
 }
