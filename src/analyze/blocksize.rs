@@ -68,48 +68,41 @@ pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
     })
 }
 
-/// What the second pass over every block finds.
-pub struct BlockWalk {
-    /// Per row: blocks whose (position, id) pair occurs in another row too.
-    pub repeated: Vec<u32>,
-    pub conflicts: Finding,
-}
-
-/// The second pass over every block, for block size `b`: repeated pairs
-/// (AIPerf's context length) and ids seen at two sizes.
-pub fn walk(rows: &RowStore, table: &mut IdTable, b: u64) -> BlockWalk {
-    table.enter(Pass::Sizes);
+/// The ids seen at two sizes, for block size `b`: a second pass over the
+/// rows in order, made only when some id can conflict (the last block of a
+/// row met in another block too: [`IdTable::size_candidates`]), which
+/// looks at those ids only, found in each row's runs by binary search. The
+/// first pass counted the repeated pairs.
+pub fn conflicts(rows: &RowStore, table: &mut IdTable, b: u64) -> Finding {
     let mut conflicts = Finding::default();
-    let mut repeated = Vec::with_capacity(rows.rows.len());
-    let mut ids = Vec::new();
-    for (i, r) in rows.rows.iter().enumerate() {
-        rows.ids_into(r, &mut ids);
-        let n = ids.len();
+    let candidates = table.size_candidates();
+    if candidates.is_empty() {
+        return conflicts;
+    }
+    table.enter(Pass::Sizes);
+    rows.for_each_runs(|i, r, runs| {
+        let n = r.n_ids as usize;
         let full = n.saturating_sub(1) as f64 * b as f64;
         // A broken row (too short for its ids) has no sizes to speak of.
-        let sized = r.isl > full;
-        let last = (r.isl - full).clamp(0.0, b as f64) as u32;
-        let mut count = 0;
-        for (pos, &id) in ids.iter().enumerate() {
-            let size = if !sized {
-                0
-            } else if pos + 1 < n {
-                b as u32
-            } else {
-                last
-            };
-            let (rep, conflict) = table.check_block(pos, id, size, b as u32);
-            count += u32::from(rep);
-            if conflict && sized {
-                conflicts.add(rows.line(i));
-            }
+        if n == 0 || r.isl <= full {
+            return;
         }
-        repeated.push(count);
-    }
-    BlockWalk {
-        repeated,
-        conflicts,
-    }
+        let last = (r.isl - full).clamp(0.0, b as f64) as u32;
+        let mut pos = 0;
+        for &(first, len) in runs {
+            let from = candidates.partition_point(|&c| c < first);
+            // Ids are at most 2^63 - 1: a run's end does not wrap.
+            for &id in candidates[from..].iter().take_while(|&&c| c - first < len) {
+                let at = pos + (id - first) as usize;
+                let size = if at + 1 < n { b as u32 } else { last };
+                if table.check_size(id, size, b as u32) {
+                    conflicts.add(rows.line(i));
+                }
+            }
+            pos += len as usize;
+        }
+    });
+    conflicts
 }
 
 pub fn check(
@@ -132,5 +125,104 @@ pub fn check(
         feasible_max: feasible.and_then(|f| (f.max != u64::MAX).then_some(f.max)),
         inconsistent_rows: inconsistent,
         conflicting_ids: conflicts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::analyze::rows::RowFacts;
+
+    /// The size check as the report defines it, block by block in file
+    /// order: an id's first size, and the rows where another first shows.
+    fn plain(rows: &[(Vec<u64>, f64)], b: u64) -> Finding {
+        let mut first = HashMap::new();
+        let mut counted = HashSet::new();
+        let mut out = Finding::default();
+        for (i, (ids, isl)) in rows.iter().enumerate() {
+            let n = ids.len();
+            let full = n.saturating_sub(1) as f64 * b as f64;
+            if n == 0 || *isl <= full {
+                continue;
+            }
+            let last = (isl - full).clamp(0.0, b as f64) as u32;
+            for (pos, &id) in ids.iter().enumerate() {
+                let size = if pos + 1 < n { b as u32 } else { last };
+                match first.get(&id) {
+                    None => {
+                        first.insert(id, size);
+                    }
+                    Some(&s) if s == size => {}
+                    Some(_) => {
+                        if counted.insert(id) {
+                            out.add(i as u64 + 1);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn analyzed(rows: &[(Vec<u64>, f64)]) -> (RowStore, IdTable) {
+        let mut store = RowStore::default();
+        let mut table = IdTable::default();
+        for (i, (ids, isl)) in rows.iter().enumerate() {
+            let visit = table.visit(i as u32, ids);
+            let facts = RowFacts {
+                isl: *isl,
+                osl: 0.0,
+                timestamp: None.into(),
+            };
+            store.push(i as u64 + 1, facts, visit.first_unseen as u32, ids);
+        }
+        (store, table)
+    }
+
+    #[test]
+    fn a_last_block_met_again_at_the_full_size_is_no_conflict() {
+        // 3 is the last block of row 1 at the full size (8 tokens of 4 a
+        // block), then a middle block: a candidate, not a conflict. 6 is
+        // the last block of row 3 at 1 token, and a middle one in row 4.
+        let rows = vec![
+            (vec![1, 2, 3], 12.0),
+            (vec![1, 2, 3, 4], 13.0),
+            (vec![5, 6], 5.0),
+            (vec![5, 6, 7], 9.0),
+        ];
+        let (store, mut table) = analyzed(&rows);
+        let got = conflicts(&store, &mut table, 4);
+        assert_eq!((got.count, got.first_lines.clone()), (1, vec![4]));
+        assert_eq!(got, plain(&rows, 4));
+    }
+
+    proptest! {
+        #[test]
+        fn conflicts_are_the_plain_checks(
+            rows in prop::collection::vec(
+                (
+                    prop::collection::vec(
+                        prop_oneof![
+                            3 => (0u64..12).prop_map(|s| vec![s]),
+                            2 => (0u64..12, 1u64..5).prop_map(|(s, n)| (s..s + n).collect()),
+                        ],
+                        0..4,
+                    )
+                    .prop_map(|p: Vec<Vec<u64>>| p.concat()),
+                    0u32..24,
+                ),
+                1..24,
+            ),
+            b in 1u64..5,
+        ) {
+            let rows: Vec<(Vec<u64>, f64)> =
+                rows.into_iter().map(|(ids, isl)| (ids, f64::from(isl))).collect();
+            let (store, mut table) = analyzed(&rows);
+            prop_assert_eq!(conflicts(&store, &mut table, b), plain(&rows, b));
+        }
     }
 }

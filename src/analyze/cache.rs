@@ -167,10 +167,10 @@ fn block_tokens(i: usize, len: f64, b: f64) -> f64 {
 fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) -> f64 {
     let mut hit_tokens = 0.0;
     let mut ids = Vec::new();
+    let at = rows.offsets();
     for &i in order {
-        let row = &rows.rows[i];
-        rows.ids_into(row, &mut ids);
-        hit_tokens += replay_row(&ids, row.isl, b, cache);
+        rows.ids_at(at[i], &mut ids);
+        hit_tokens += replay_row(&ids, rows.rows[i].isl, b, cache);
     }
     hit_tokens
 }

@@ -16,6 +16,7 @@
 //! parent and position in a map. Before this, 16 bytes per id took 1.07 GB
 //! of the 1.63 GB peak on the 1 GB trace (ARCHITECTURE.md §5).
 
+mod flags;
 mod heads;
 #[cfg(test)]
 pub(crate) mod reference;
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::hash::splitmix64;
-use crate::idmap::IdMap;
+use flags::Flags;
 use heads::Heads;
 
 /// The maps keyed by id are read twice per row or so and grow to millions
@@ -74,13 +75,18 @@ const MULTI: u8 = 1 << 4;
 /// Two bits of per-pass scratch ([`Pass`]).
 const SCRATCH_SHIFT: u8 = 5;
 const SCRATCH: u8 = 0b11 << SCRATCH_SHIFT;
+/// The id is the last block of some row: only a last block can have a
+/// size other than the full block, so only an id that is both `LAST` and
+/// `MULTI` can show two sizes.
+const LAST: u8 = 1 << 7;
 
-/// An id's primary node: its parent key, position, and distance from the
-/// head of its run.
+/// An id's primary node: its parent key, position, the row it was first
+/// seen in, and its distance from the head of its run.
 #[derive(Debug, Clone, Copy)]
 struct Primary {
     parent: u64,
     pos: u32,
+    row: u32,
     chain: u32,
 }
 
@@ -105,7 +111,7 @@ pub enum Pass {
     /// the row itself).
     #[default]
     Trie,
-    /// [`IdTable::check_block`]: the size the id was first seen at.
+    /// [`IdTable::check_size`]: the size the id was first seen at.
     Sizes,
     /// The cache model ([`IdTable::mark`]): whether the id is marked.
     Marks,
@@ -131,7 +137,7 @@ fn with_scratch(f: u8, s: u8) -> u8 {
 #[derive(Default)]
 pub struct IdTable {
     /// Each seen id's flags.
-    flags: IdMap<u8>,
+    flags: Flags,
     distinct: u64,
     /// Parent key and position of each id that does not follow the one
     /// below it (the heads of runs).
@@ -140,14 +146,18 @@ pub struct IdTable {
     pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
     extra_nodes: HashMap<(u64, u64), (u64, u32)>,
-    /// Pairs beyond each id's primary one: (position, id) -> count.
-    extra_pairs: HashMap<(u32, u64), u32>,
+    /// Pairs beyond each id's primary one: (position, id) -> (count, the
+    /// row it was first seen in).
+    extra_pairs: HashMap<(u32, u64), (u32, u32)>,
+    /// Per row: its blocks whose (position, id) pair occurs in another row
+    /// too (AIPerf's context length), counted as the rows are visited: a
+    /// pair met the second time counts for its first row as well.
+    repeated: Vec<u32>,
+    /// Some id is both `LAST` and `MULTI`: only then can a size conflict.
+    size_candidates: bool,
     /// [`Pass::Sizes`]: the size of ids first seen at a size other than
     /// the full block.
     sizes: HashMap<u64, u32, IdHash>,
-    /// The last id [`IdTable::check_block`] resolved: the next block is
-    /// usually the id after it.
-    hint: Option<(u64, Primary)>,
     /// Positions of the row being visited that repeat an earlier id of it.
     repeats: Vec<bool>,
     sorted: Vec<(u64, usize)>,
@@ -163,17 +173,18 @@ impl IdTable {
     }
 
     fn flags_of(&self, id: u64) -> u8 {
-        self.flags.get(id).copied().unwrap_or(0)
+        self.flags.get(id)
     }
 
-    /// The primary node of seen `id`; `hint` is an id already resolved,
-    /// which makes the next id's answer one step.
-    fn primary(&self, id: u64, hint: Option<(u64, Primary)>) -> Primary {
-        if self.flags_of(id) & FOLLOWS != 0 {
+    /// The primary node of seen `id` (flags `f`); `hint` is an id already
+    /// resolved, which makes the next id's answer one step.
+    fn primary(&self, id: u64, f: u8, hint: Option<(u64, Primary)>) -> Primary {
+        if f & FOLLOWS != 0 {
             if let Some((h, p)) = hint.filter(|&(h, _)| h.wrapping_add(1) == id) {
                 return Primary {
                     parent: h,
                     pos: p.pos + 1,
+                    row: p.row,
                     chain: p.chain + 1,
                 };
             }
@@ -185,10 +196,11 @@ impl IdTable {
         let chain = (id - head) as u32;
         // Every seen id that does not follow is a head (set together in
         // `visit`); the fallback is never taken.
-        let (parent, pos) = self.heads.get(head).unwrap_or((ROOT, 0));
+        let (parent, pos, row) = self.heads.get(head).unwrap_or((ROOT, 0, 0));
         Primary {
             parent: if chain == 0 { parent } else { id - 1 },
             pos: pos + chain,
+            row,
             chain,
         }
     }
@@ -215,9 +227,9 @@ impl IdTable {
         any
     }
 
-    /// Walks row number `row` (1-based, in file order) through the trie and
-    /// the pair counts.
-    pub fn visit(&mut self, _row: u32, ids: &[u64]) -> RowVisit {
+    /// Walks row number `row` (0-based, in file order; rows come in
+    /// order, each once) through the trie and the pair counts.
+    pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
         debug_assert_eq!(
             self.pass,
             Pass::Trie,
@@ -229,82 +241,129 @@ impl IdTable {
         };
         let repeats = self.find_repeats(ids);
         let mut parent = ROOT;
+        // The id before, its primary node, and whether it was new here.
         let mut prev: Option<(u64, Primary)> = None;
+        let mut prev_fresh = false;
+        let mut repeated = 0u32;
         for (pos, &id) in ids.iter().enumerate() {
-            self.blocks += 1;
             let pos32 = pos as u32;
-            let f = self.flags_of(id);
+            let slot = self.flags.slot(id);
+            let f = *slot;
             if f == 0 {
-                let primary = self.first_sight(id, parent, pos32, prev);
+                // First sight. The id follows the block before when that
+                // was new here too (so an id's run shares its head's row).
+                self.distinct += 1;
+                self.nodes += 1;
+                let chain = match prev {
+                    Some((p, pp))
+                        if prev_fresh && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN =>
+                    {
+                        *slot = SEEN | FOLLOWS;
+                        pp.chain + 1
+                    }
+                    _ => {
+                        *slot = SEEN;
+                        self.heads.insert(id, parent, pos32, row);
+                        0
+                    }
+                };
                 if v.first_unseen == ids.len() {
                     v.first_unseen = pos;
                 }
+                let primary = Primary {
+                    parent,
+                    pos: pos32,
+                    row,
+                    chain,
+                };
                 prev = Some((id, primary));
+                prev_fresh = true;
                 parent = id;
                 continue;
             }
-            let primary = self.primary(id, prev);
             if repeats && self.repeats[pos] {
                 v.duplicate = true;
             } else if v.first_unseen < pos {
                 v.not_prefix_shaped = true;
             }
-            let key = self.seen_again(id, f, primary, parent, pos32);
+            prev_fresh = false;
+            // The usual case: the id follows the block before, which was at
+            // its primary node (the trie node is the id's key), so this
+            // block is at its primary node and pair too, one step on.
+            if let Some((p, pp)) =
+                prev.filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && parent == p)
+            {
+                *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
+                if f & PAIRED_TWICE == 0 {
+                    if let Some(c) = self.repeated.get_mut(pp.row as usize) {
+                        *c += 1;
+                    }
+                }
+                self.size_candidates |= f & LAST != 0;
+                repeated += 1;
+                let primary = Primary {
+                    parent: p,
+                    pos: pp.pos + 1,
+                    row: pp.row,
+                    chain: pp.chain + 1,
+                };
+                prev = Some((id, primary));
+                parent = id;
+                continue;
+            }
+            let primary = self.primary(id, f, prev);
+            let (key, rep) = self.seen_again(id, f, primary, parent, pos32, row);
+            repeated += u32::from(rep);
             prev = Some((id, primary));
             parent = key;
         }
+        self.blocks += ids.len() as u64;
+        if let Some(&last) = ids.last() {
+            if let Some(f) = self.flags.get_mut(last) {
+                *f |= LAST;
+                self.size_candidates |= *f & MULTI != 0;
+            }
+        }
+        let row = row as usize;
+        if self.repeated.len() <= row {
+            self.repeated.resize(row + 1, 0);
+        }
+        self.repeated[row] = repeated;
         v
     }
 
-    /// Records the first sight of `id`, at `pos` under trie node `parent`
-    /// after `prev`, and returns its primary node.
+    /// Records `id` (flags `f`, primary node `primary`) seen again at `pos`
+    /// of row `row` under trie node `parent`: its pair and node counts.
+    /// Returns its trie node's key (an overflow key when the node is not
+    /// the primary) and whether its pair is now repeated (when this is
+    /// the pair's second sight, its first row's count goes up too).
     #[inline]
-    fn first_sight(
+    fn seen_again(
         &mut self,
         id: u64,
+        f: u8,
+        primary: Primary,
         parent: u64,
         pos: u32,
-        prev: Option<(u64, Primary)>,
-    ) -> Primary {
-        self.distinct += 1;
-        self.nodes += 1;
-        // `parent == id - 1` only when the block before was the
-        // primary node of id - 1 (overflow keys are above every id).
-        let follows = match prev {
-            Some((p, pp)) => parent == p && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN,
-            None => false,
-        };
-        if follows {
-            *self.flags.slot(id) = SEEN | FOLLOWS;
-            let pp = prev.map_or(0, |(_, pp)| pp.chain);
-            Primary {
-                parent,
-                pos,
-                chain: pp + 1,
-            }
-        } else {
-            *self.flags.slot(id) = SEEN;
-            self.heads.insert(id, parent, pos);
-            Primary {
-                parent,
-                pos,
-                chain: 0,
-            }
-        }
-    }
-
-    /// Records `id` (flags `f`, primary node `primary`) seen again at `pos`
-    /// under trie node `parent`: its pair and node counts, and returns its
-    /// trie node's key (an overflow key when the node is not the primary).
-    #[inline]
-    fn seen_again(&mut self, id: u64, f: u8, primary: Primary, parent: u64, pos: u32) -> u64 {
+        row: u32,
+    ) -> (u64, bool) {
+        self.size_candidates |= f & LAST != 0;
         let mut f = f | MULTI;
-        let same_pair = primary.pos == pos;
-        if same_pair {
-            f |= PAIRED_TWICE;
+        let repeated = if primary.pos == pos {
+            if f & PAIRED_TWICE == 0 {
+                f |= PAIRED_TWICE;
+                self.count_first_row(primary.row);
+            }
+            true
         } else {
-            *self.extra_pairs.entry((pos, id)).or_insert(0) += 1;
-        }
+            let pair = self.extra_pairs.entry((pos, id)).or_insert((0, row));
+            pair.0 = pair.0.saturating_add(1);
+            let (count, first) = *pair;
+            if count == 2 {
+                self.count_first_row(first);
+            }
+            count >= 2
+        };
         let key = if primary.parent == parent {
             f |= VISITED_TWICE;
             id
@@ -321,7 +380,22 @@ impl IdTable {
             node.0
         };
         *self.flags.slot(id) = f;
-        key
+        (key, repeated)
+    }
+
+    /// A pair first seen in (earlier) row `row` was seen again.
+    fn count_first_row(&mut self, row: u32) {
+        if let Some(c) = self.repeated.get_mut(row as usize) {
+            *c += 1;
+        }
+    }
+
+    /// Per row (0-based, as visited; rows never visited count none): its
+    /// blocks whose (position, id) pair occurs in more than one row.
+    pub fn take_repeated(&mut self, rows: usize) -> Vec<u32> {
+        let mut r = std::mem::take(&mut self.repeated);
+        r.resize(rows, 0);
+        r
     }
 
     /// Whether the (position, id) pair occurs more than once in the trace.
@@ -330,40 +404,45 @@ impl IdTable {
         if f == 0 {
             return false;
         }
-        self.repeated(f, self.primary(id, None), pos, id)
-    }
-
-    fn repeated(&self, f: u8, primary: Primary, pos: usize, id: u64) -> bool {
-        if primary.pos as usize == pos {
+        if self.primary(id, f, None).pos as usize == pos {
             f & PAIRED_TWICE != 0
         } else {
             u32::try_from(pos)
                 .ok()
                 .and_then(|p| self.extra_pairs.get(&(p, id)))
-                .is_some_and(|&c| c > 1)
+                .is_some_and(|&(c, _)| c > 1)
         }
     }
 
-    /// The second pass over one block: whether its (position, id) pair is
-    /// repeated, and whether the id now shows a second size (a conflict,
-    /// reported once per id; `size` 0 checks only the pair). `full` is the
-    /// block size, the size of every block but a row's last.
-    pub fn check_block(&mut self, pos: usize, id: u64, size: u32, full: u32) -> (bool, bool) {
+    /// Whether some id can show two sizes: the last block of a row met in
+    /// another block too. When none can, the size check has nothing to do.
+    pub fn may_conflict(&self) -> bool {
+        self.size_candidates
+    }
+
+    /// The ids that can show two sizes (the last block of a row met in
+    /// another block too), in increasing order: the only ids the size
+    /// check needs to look at.
+    pub fn size_candidates(&self) -> Vec<u64> {
+        if !self.size_candidates {
+            return Vec::new();
+        }
+        let mut ids = self.flags.ids_with(|f| f & (MULTI | LAST) == MULTI | LAST);
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The size check over one block of `size` tokens (0: a broken row,
+    /// which says nothing about sizes): whether `id` now shows a second
+    /// size (a conflict, reported once per id). `full` is the block size,
+    /// the size of every block but a row's last. Blocks must come in file
+    /// order: an id's first size decides which later one conflicts.
+    pub fn check_size(&mut self, id: u64, size: u32, full: u32) -> bool {
         debug_assert_eq!(self.pass, Pass::Sizes);
         let f = self.flags_of(id);
-        // An id met once (most ids: a row's fresh tail) is in one block, so
-        // its pair is not repeated and it has one size; its primary node,
-        // the costly part (a chain of flags and a head's entry, out of
-        // cache), is not needed. The hint stays on the last id that was.
-        if f & MULTI == 0 {
-            return (false, false);
-        }
-        let primary = self.primary(id, self.hint);
-        self.hint = Some((id, primary));
-        let repeated = self.repeated(f, primary, pos, id);
-        // Size 0, a broken row, says nothing about sizes.
-        if size == 0 {
-            return (repeated, false);
+        // An id met once has one size; one never last has only `full`.
+        if f & (MULTI | LAST) != MULTI | LAST || size == 0 {
+            return false;
         }
         let (next, conflict) = match scratch(f) {
             SIZE_NOT_YET if size == full => (SIZE_FULL, false),
@@ -382,30 +461,26 @@ impl IdTable {
         if let Some(slot) = self.flags.get_mut(id) {
             *slot = with_scratch(f, next);
         }
-        (repeated, conflict)
+        conflict
     }
 
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes):
     /// every block visits one node, so it is the blocks less the nodes
     /// visited once.
     pub fn reused_visits(&self) -> u64 {
-        let primary_once = self
-            .flags
-            .iter()
-            .filter(|&(_, &f)| f & VISITED_TWICE == 0)
-            .count() as u64;
+        let primary_once = self.flags.count(|f| f & VISITED_TWICE == 0);
         let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
         self.blocks - primary_once - extra_once
     }
 
     /// Enters `pass`, clearing every id's scratch (entering
-    /// [`Pass::Marks`] again clears the marks).
+    /// [`Pass::Marks`] again clears the marks). The trie pass writes none,
+    /// so leaving it needs no clearing.
     pub fn enter(&mut self, pass: Pass) {
-        for f in self.flags.values_mut() {
-            *f &= !SCRATCH;
+        if self.pass != Pass::Trie {
+            self.flags.clear_bits(SCRATCH);
         }
         self.sizes = HashMap::default();
-        self.hint = None;
         self.pass = pass;
     }
 

@@ -159,7 +159,10 @@ impl<'a> ReadRow<&'a [u8]> {
         let session = rec.session_id()?;
         let agent = AgentFields::read_if_any(rec)?.map(Box::new);
         let has_ids = rec.hash_ids_into(ids)?;
-        if let Some(&big) = ids.iter().find(|&&h| h > idtable::MAX_ID) {
+        // One OR over the ids (vectorised) finds whether any has the top
+        // bit; only then is the first such id looked for, to be named.
+        let big = ids.iter().fold(0, |a, &h| a | h) > idtable::MAX_ID;
+        if let Some(&big) = ids.iter().find(|&&h| big && h > idtable::MAX_ID) {
             return Err(RecordError::field(
                 "hash_ids",
                 format!("id {big} is above 2^63 - 1, the largest id mc-analyze handles"),
@@ -218,8 +221,11 @@ impl Analyzer {
             has_ids,
             agent,
         } = row;
-        let stamp = u32::try_from(self.rows.rows.len() + 1)
-            .map_err(|_| RecordError::new("more than 4 billion rows"))?;
+        // The row's index, kept in 32 bits by the id table.
+        let index = u32::try_from(self.rows.rows.len())
+            .ok()
+            .filter(|&i| i < u32::MAX)
+            .ok_or_else(|| RecordError::new("more than 4 billion rows"))?;
 
         let lint = &mut self.lint;
         match isl {
@@ -241,7 +247,7 @@ impl Analyzer {
         }
         let mut first_unseen = 0;
         if let Some(&first) = ids.first() {
-            let visit = self.table.visit(stamp, ids);
+            let visit = self.table.visit(index, ids);
             if visit.duplicate {
                 lint.duplicate_ids.add(line);
             }
@@ -296,14 +302,15 @@ impl Analyzer {
                 let timing = timing::compute(rows, &mut column);
                 (columns, timing)
             });
-            let walk = blocksize::walk(rows, &mut table, b);
-            let blocks = blocksize::check(rows, b, detected, feasible, walk.conflicts);
+            let conflicts = blocksize::conflicts(rows, &mut table, b);
+            let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
             // A panic there is a bug: it ends the run as it would on
             // this thread.
             let (columns, timing) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            let aiperf = aiperf::compute(rows, &table, &first_ids, &walk.repeated, b, columns);
+            let repeated = table.take_repeated(rows.rows.len());
+            let aiperf = aiperf::compute(rows, &table, &first_ids, &repeated, b, columns);
             // 4 bytes a row, needed by nothing after AIPerf's statistics.
-            drop(walk.repeated);
+            drop(repeated);
             let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
             (aiperf, blocks, cache, timing)
         });

@@ -41,7 +41,10 @@ pub struct RowFacts {
 }
 
 /// One row of the trace, as the analysis remembers it: its facts (reachable
-/// as `row.isl` and so on) and where its ids are.
+/// as `row.isl` and so on) and how many ids it has. Where its ids are is
+/// not kept: rows are read in order, each row's runs after the one
+/// before's ([`RowStore::for_each_ids`]); the few readers out of order keep
+/// a [`RowAt`] or make [`RowStore::offsets`] (8 bytes a row, while they run).
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRow {
     /// Kept apart from `first_unseen` and `n_ids`: inside one struct with
@@ -52,8 +55,6 @@ pub struct StoredRow {
     /// The row's ids; its runs are read until they add up to this many
     /// (every run holds at least one), so their count is not stored.
     pub n_ids: u32,
-    /// Offset of the row's first run in `RowStore::runs`.
-    runs: u64,
 }
 
 impl std::ops::Deref for StoredRow {
@@ -69,10 +70,18 @@ impl StoredRow {
     }
 }
 
+/// A stored row and where its runs start in the store.
+#[derive(Debug, Clone, Copy)]
+pub struct RowAt {
+    pub index: usize,
+    runs: u64,
+}
+
 #[derive(Default)]
 pub struct RowStore {
     pub rows: Vec<StoredRow>,
-    /// Every row's runs of consecutive ids, encoded (see the module's doc).
+    /// Every row's runs of consecutive ids, encoded (see the module's doc),
+    /// in row order.
     runs: Vec<u8>,
     /// (row index, line) of the first row and of each row whose line is
     /// not the one after its predecessor's (lines skipped between them):
@@ -106,7 +115,7 @@ fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
 impl RowStore {
     /// Stores the row read from `line` (above every line pushed before).
     /// `first_unseen` is what the id table found for the row.
-    pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> usize {
+    pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> RowAt {
         let row = self.rows.len();
         if self.rows.is_empty() || self.line(row - 1) + 1 != line {
             self.line_starts.push((row, line));
@@ -117,10 +126,11 @@ impl RowStore {
         let mut k = 0;
         while k < ids.len() {
             let first = ids[k];
-            let mut len = 1;
-            while k + len < ids.len() && ids[k + len] == first.wrapping_add(len as u64) {
-                len += 1;
-            }
+            let len = 1 + ids[k + 1..]
+                .iter()
+                .zip(1u64..)
+                .take_while(|&(&id, d)| id == first.wrapping_add(d))
+                .count();
             // Zigzag: a run may start below where the one before ended.
             let delta = first.wrapping_sub(end) as i64;
             put_varint(&mut self.runs, ((delta << 1) ^ (delta >> 63)) as u64);
@@ -132,9 +142,11 @@ impl RowStore {
             facts,
             first_unseen,
             n_ids: ids.len() as u32,
-            runs: start,
         });
-        self.rows.len() - 1
+        RowAt {
+            index: row,
+            runs: start,
+        }
     }
 
     /// The line row number `row` was read from.
@@ -145,20 +157,74 @@ impl RowStore {
         line + (row - first) as u64
     }
 
-    /// The ids of `row`, decoded into `out` (cleared first).
-    pub fn ids_into(&self, row: &StoredRow, out: &mut Vec<u64>) {
+    /// Decodes `n` ids from the runs at `*at` into `out` (cleared first),
+    /// moving `*at` past them.
+    fn decode(&self, at: &mut usize, n: usize, out: &mut Vec<u64>) {
         out.clear();
-        let mut at = row.runs as usize;
         let mut end = 0u64;
-        let n = row.n_ids as usize;
         while out.len() < n {
-            let z = get_varint(&self.runs, &mut at);
+            let z = get_varint(&self.runs, at);
             let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
             let first = end.wrapping_add(delta as u64);
-            let len = get_varint(&self.runs, &mut at);
+            let len = get_varint(&self.runs, at);
             out.extend((0..len).map(|k| first.wrapping_add(k)));
             end = first.wrapping_add(len);
         }
+    }
+
+    /// The ids of the row at `at`, decoded into `out` (cleared first).
+    pub fn ids_at(&self, at: RowAt, out: &mut Vec<u64>) {
+        let n = self.rows[at.index].n_ids as usize;
+        self.decode(&mut (at.runs as usize), n, out);
+    }
+
+    /// Calls `f(index, row, runs)` for every row, in order, with the row's
+    /// runs of consecutive ids as (first id, length).
+    pub fn for_each_runs(&self, mut f: impl FnMut(usize, &StoredRow, &[(u64, u64)])) {
+        let mut runs = Vec::new();
+        let mut at = 0;
+        for (i, r) in self.rows.iter().enumerate() {
+            runs.clear();
+            let (mut end, mut left) = (0u64, u64::from(r.n_ids));
+            while left > 0 {
+                let z = get_varint(&self.runs, &mut at);
+                let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
+                let first = end.wrapping_add(delta as u64);
+                let len = get_varint(&self.runs, &mut at);
+                runs.push((first, len));
+                end = first.wrapping_add(len);
+                left = left.saturating_sub(len);
+            }
+            f(i, r, &runs);
+        }
+    }
+
+    /// Calls `f(index, row, ids)` for every row, in order.
+    pub fn for_each_ids(&self, mut f: impl FnMut(usize, &StoredRow, &[u64])) {
+        let mut ids = Vec::new();
+        let mut at = 0;
+        for (i, r) in self.rows.iter().enumerate() {
+            self.decode(&mut at, r.n_ids as usize, &mut ids);
+            f(i, r, &ids);
+        }
+    }
+
+    /// Where each row is, for reading rows out of order.
+    pub fn offsets(&self) -> Vec<RowAt> {
+        let mut out = Vec::with_capacity(self.rows.len());
+        let mut at = 0;
+        for (index, r) in self.rows.iter().enumerate() {
+            out.push(RowAt {
+                index,
+                runs: at as u64,
+            });
+            let mut left = u64::from(r.n_ids);
+            while left > 0 {
+                get_varint(&self.runs, &mut at);
+                left = left.saturating_sub(get_varint(&self.runs, &mut at));
+            }
+        }
+        out
     }
 }
 
@@ -185,19 +251,40 @@ mod tests {
             &[u64::MAX, 0, 1, 1 << 62],
             &[40_000_000, 40_000_001, 7],
         ];
-        for (i, ids) in rows.iter().enumerate() {
-            s.push(i as u64 + 1, facts(), 0, ids);
-        }
+        let at: Vec<RowAt> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, ids)| s.push(i as u64 + 1, facts(), 0, ids))
+            .collect();
         // [0] [5,6,7] [9]; none; [3] [3,4] [2]; one run; the run wraps past
         // u64::MAX like the ids it stands for. Small steps take a byte
         // each: 0 (+0, 1), 5 (+4 from 1, 3), 9 (+1 from 8, 1).
-        let starts: Vec<u64> = s.rows.iter().map(|r| r.runs).collect();
+        let starts: Vec<u64> = at.iter().map(|r| r.runs).collect();
         assert_eq!(starts[..4], [0, 6, 6, 12]);
         let mut out = Vec::new();
-        for (row, ids) in s.rows.iter().zip(rows) {
-            s.ids_into(row, &mut out);
+        for (&at, ids) in at.iter().zip(rows) {
+            s.ids_at(at, &mut out);
             assert_eq!(out, ids);
         }
+        // In order, and found again for reading out of order.
+        let mut seen = Vec::new();
+        s.for_each_ids(|i, r, ids| {
+            assert_eq!(r.n_ids as usize, ids.len());
+            seen.push((i, ids.to_vec()));
+        });
+        let want: Vec<(usize, Vec<u64>)> = rows.iter().map(|r| r.to_vec()).enumerate().collect();
+        assert_eq!(seen, want);
+        let mut expanded = Vec::new();
+        s.for_each_runs(|i, _, runs| {
+            let ids = runs
+                .iter()
+                .flat_map(|&(first, len)| (0..len).map(move |k| first.wrapping_add(k)));
+            expanded.push((i, ids.collect::<Vec<_>>()));
+        });
+        assert_eq!(expanded, want);
+        let found: Vec<(usize, u64)> = s.offsets().iter().map(|r| (r.index, r.runs)).collect();
+        let pushed: Vec<(usize, u64)> = at.iter().map(|r| (r.index, r.runs)).collect();
+        assert_eq!(found, pushed);
     }
 
     #[test]
@@ -210,8 +297,8 @@ mod tests {
         // The canonical NaN is a number, not the missing one.
         assert!(MaybeF64::from(Some(f64::NAN)).get().is_some());
         assert_eq!(MaybeF64::from(None).get(), None);
-        // A row's facts and where its ids are: 40 bytes (80 before).
-        assert_eq!(std::mem::size_of::<StoredRow>(), 40);
+        // A row's facts and its id count: 32 bytes (80, then 40 before).
+        assert_eq!(std::mem::size_of::<StoredRow>(), 32);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::rows::RowStore;
+use super::rows::{RowAt, RowStore};
 use crate::stats::Summary;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -27,8 +27,8 @@ pub struct Sessions {
 /// What the first pass gathers about sessions.
 #[derive(Default)]
 pub struct SessionTracker {
-    /// Session id (raw JSON) -> (turns, index of its last row).
-    sessions: HashMap<Box<[u8]>, (u32, usize)>,
+    /// Session id (raw JSON) -> (turns, its last row).
+    sessions: HashMap<Box<[u8]>, (u32, RowAt)>,
     rows_without: u64,
     /// (row index, blocks in common with the previous turn) per later turn.
     later: Vec<(usize, u32)>,
@@ -42,7 +42,7 @@ impl SessionTracker {
     pub fn add(
         &mut self,
         rows: &RowStore,
-        row: usize,
+        row: RowAt,
         session: Option<&[u8]>,
         ids: &[u64],
         delay: Option<f64>,
@@ -57,14 +57,14 @@ impl SessionTracker {
                 self.sessions.insert(key.into(), (1, row));
             }
             Some((turns, last)) => {
-                rows.ids_into(&rows.rows[*last], &mut self.prev_ids);
+                rows.ids_at(*last, &mut self.prev_ids);
                 let common = self
                     .prev_ids
                     .iter()
                     .zip(ids)
                     .take_while(|(a, b)| a == b)
                     .count();
-                self.later.push((row, common as u32));
+                self.later.push((row.index, common as u32));
                 *turns += 1;
                 *last = row;
             }

@@ -33,12 +33,13 @@ const IDS_PER_HEAD: u64 = 256;
 #[derive(Debug, Default)]
 pub struct Heads {
     words: Vec<Word>,
-    /// (parent key, position) of appended heads, in id order.
-    entries: Vec<(u64, u32)>,
+    /// (parent key, position, row) of appended heads, in id order: 16
+    /// bytes, the row in what was the padding of (u64, u32).
+    entries: Vec<(u64, u32, u32)>,
     /// The largest appended head.
     last: Option<u64>,
     /// Heads that could not be appended.
-    others: HashMap<u64, (u64, u32), IdHash>,
+    others: HashMap<u64, (u64, u32, u32), IdHash>,
 }
 
 impl Heads {
@@ -47,13 +48,14 @@ impl Heads {
         self.entries.len() + self.others.len()
     }
 
-    /// Records head `id` (new: never inserted before).
-    pub fn insert(&mut self, id: u64, parent: u64, pos: u32) {
+    /// Records head `id` (new: never inserted before), first seen at `pos`
+    /// of row `row` under `parent`.
+    pub fn insert(&mut self, id: u64, parent: u64, pos: u32, row: u32) {
         let span = MIN_SPAN.max((self.entries.len() as u64 + 1).saturating_mul(IDS_PER_HEAD));
         let in_order = self.last.is_none_or(|l| id > l);
         // `before` is a u32: beyond 4 G appended heads, the map.
         if !in_order || id >= span || self.entries.len() >= u32::MAX as usize {
-            self.others.insert(id, (parent, pos));
+            self.others.insert(id, (parent, pos, row));
             return;
         }
         let w = (id / 64) as usize;
@@ -63,12 +65,12 @@ impl Heads {
             self.words.resize(w + 1, Word { bits: 0, before });
         }
         self.words[w].bits |= 1 << (id % 64);
-        self.entries.push((parent, pos));
+        self.entries.push((parent, pos, row));
         self.last = Some(id);
     }
 
-    /// The (parent key, position) of head `id`.
-    pub fn get(&self, id: u64) -> Option<(u64, u32)> {
+    /// The (parent key, position, row) of head `id`.
+    pub fn get(&self, id: u64) -> Option<(u64, u32, u32)> {
         let bit = 1u64 << (id % 64);
         match usize::try_from(id / 64)
             .ok()
@@ -90,25 +92,25 @@ mod tests {
     #[test]
     fn appended_and_mapped_heads_are_both_found() {
         let mut h = Heads::default();
-        h.insert(0, 9, 0);
-        h.insert(63, 8, 1);
-        h.insert(64, 7, 2);
-        h.insert(1000, 6, 3);
+        h.insert(0, 9, 0, 10);
+        h.insert(63, 8, 1, 11);
+        h.insert(64, 7, 2, 12);
+        h.insert(1000, 6, 3, 13);
         // Out of order, and far beyond the bitmap's span: the map.
-        h.insert(500, 5, 4);
-        h.insert(1 << 40, 4, 5);
-        h.insert(1001, 3, 6);
+        h.insert(500, 5, 4, 14);
+        h.insert(1 << 40, 4, 5, u32::MAX);
+        h.insert(1001, 3, 6, 0);
         assert_eq!(h.entries.len(), 5);
         assert_eq!(h.others.len(), 2);
         assert_eq!(h.len(), 7);
         let want = [
-            (0, (9, 0)),
-            (63, (8, 1)),
-            (64, (7, 2)),
-            (1000, (6, 3)),
-            (500, (5, 4)),
-            (1 << 40, (4, 5)),
-            (1001, (3, 6)),
+            (0, (9, 0, 10)),
+            (63, (8, 1, 11)),
+            (64, (7, 2, 12)),
+            (1000, (6, 3, 13)),
+            (500, (5, 4, 14)),
+            (1 << 40, (4, 5, u32::MAX)),
+            (1001, (3, 6, 0)),
         ];
         for (id, v) in want {
             assert_eq!(h.get(id), Some(v), "head {id}");

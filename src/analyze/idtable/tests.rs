@@ -12,7 +12,7 @@ use super::*;
 fn a_flag_byte_per_id_and_one_head_per_run() {
     let mut t = IdTable::default();
     let long: Vec<u64> = (0..200).collect();
-    t.visit(1, &long);
+    t.visit(0, &long);
     // Heads every MAX_CHAIN ids: 0, 64, 128, 192.
     assert_eq!(t.heads.len(), 4);
     t.visit(2, &[0, 1, 500, 501, 502]);
@@ -115,23 +115,45 @@ fn positions_past_16_bits_are_counted_exactly() {
 }
 
 #[test]
-fn sizes_conflict_once_and_pairs_are_checked_in_the_same_lookup() {
+fn sizes_conflict_once_and_only_last_blocks_met_twice_are_checked() {
     let mut t = IdTable::default();
-    t.visit(1, &[1, 2]);
-    t.visit(2, &[1, 3]);
+    t.visit(0, &[1, 2]);
+    t.visit(1, &[1, 3]);
+    assert!(!t.may_conflict(), "last blocks 2 and 3 were met once each");
     // 2 again, one position further: a second pair, a second node.
-    t.visit(3, &[4, 1, 2]);
+    t.visit(2, &[4, 1, 2]);
+    assert!(t.may_conflict());
     t.enter(Pass::Sizes);
-    assert_eq!(t.check_block(0, 1, 512, 512), (true, false));
-    assert_eq!(t.check_block(0, 1, 512, 512), (true, false));
-    assert_eq!(t.check_block(1, 2, 100, 512), (false, false));
-    assert_eq!(t.check_block(1, 2, 512, 512), (false, true));
-    assert_eq!(t.check_block(1, 2, 7, 512), (false, false));
+    // 1 is never a row's last block: it has the full size only.
+    assert!(!t.check_size(1, 512, 512));
+    assert!(!t.check_size(1, 100, 512));
+    assert!(!t.check_size(2, 100, 512));
+    assert!(t.check_size(2, 512, 512));
+    // Counted once per id; size 0 (a broken row) says nothing.
+    assert!(!t.check_size(2, 7, 512));
+    assert!(!t.check_size(2, 0, 512));
     // 3 occurs once: one size, whatever it is called with.
-    assert_eq!(t.check_block(1, 3, 100, 512), (false, false));
-    assert_eq!(t.check_block(1, 3, 512, 512), (false, false));
-    assert_eq!(t.check_block(5, 1, 512, 512), (false, false));
-    assert_eq!(t.check_block(0, 99, 512, 512), (false, false));
+    assert!(!t.check_size(3, 100, 512));
+    assert!(!t.check_size(3, 512, 512));
+    assert!(!t.check_size(99, 512, 512));
+}
+
+#[test]
+fn repeated_pairs_are_counted_for_their_first_row_too() {
+    let mut t = IdTable::default();
+    // Row 0 shares (0, 0) and (1, 1) with row 2, (2, 9) is in rows 2 and
+    // 3, and (1, 9), an extra pair of 9's (first seen at 2), in rows 4
+    // and 5; row 1 shares nothing, and 8 is at two positions once each.
+    t.visit(0, &[0, 1, 2]);
+    t.visit(1, &[5, 6]);
+    t.visit(2, &[0, 1, 9]);
+    t.visit(3, &[7, 8, 9]);
+    t.visit(4, &[8, 9]);
+    t.visit(5, &[3, 9]);
+    assert!(!t.pair_repeated(1, 8) && !t.pair_repeated(0, 8));
+    assert!(t.pair_repeated(1, 9) && t.pair_repeated(2, 9));
+    // Row 6 was never visited: none.
+    assert_eq!(t.take_repeated(7), vec![2, 0, 3, 1, 1, 1, 0]);
 }
 
 /// Rows over a few ids (so they collide), with far ids, repeats and long
@@ -164,7 +186,7 @@ proptest! {
         let mut new = IdTable::default();
         let mut old = reference::IdTable::default();
         for (i, ids) in rows.iter().enumerate() {
-            let a = new.visit(i as u32 + 1, ids);
+            let a = new.visit(i as u32, ids);
             let b = old.visit(i as u32 + 1, ids);
             prop_assert_eq!(
                 (a.first_unseen, a.duplicate, a.not_prefix_shaped),
@@ -183,6 +205,12 @@ proptest! {
                 }
             }
         }
+        let repeated = new.take_repeated(rows.len() + 1);
+        for (i, ids) in rows.iter().enumerate() {
+            let want = ids.iter().enumerate().filter(|&(pos, &id)| old.pair_repeated(pos, id)).count();
+            prop_assert_eq!(repeated[i] as usize, want, "row {}", i);
+        }
+        prop_assert_eq!(repeated[rows.len()], 0);
         new.enter(Pass::Sizes);
         old.enter(reference::Pass::Sizes);
         let mut k = 0;
@@ -191,7 +219,8 @@ proptest! {
                 // Full blocks of 4 but the last, whose size varies.
                 let size = if pos + 1 < ids.len() { 4 } else { sizes[k % sizes.len()] };
                 k += 1;
-                prop_assert_eq!(new.check_block(pos, id, size, 4), old.check_block(pos, id, size));
+                let (_, want) = old.check_block(pos, id, size);
+                prop_assert_eq!(new.may_conflict() && new.check_size(id, size, 4), want);
             }
         }
         new.enter(Pass::Marks);
