@@ -56,6 +56,7 @@ fn params(profile: &str, kv_tokens: u64, block: u64, budget: u64) -> EngineParam
         max_batched_tokens: budget,
         max_seqs: 8,
         max_model_len: None,
+        prefix_cache: mctrace::engine::PrefixCache::Blocks,
     }
 }
 

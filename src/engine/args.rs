@@ -62,6 +62,13 @@ pub struct EngineShapeArgs {
     /// dynamo-polynomial: no limit].
     #[arg(long, value_name = "TOKENS")]
     pub max_model_len: Option<u64>,
+
+    /// What the prefix cache keeps of finished prompts: `blocks` (every
+    /// block it has room for, LRU: vLLM, SGLang) or `last-prompt` (only the
+    /// last request's: llama.cpp's one slot) [default: the profile's, else
+    /// blocks].
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub prefix_cache: Option<super::PrefixCache>,
 }
 
 /// The checks every engine shape passes, wherever it came from: no zero
@@ -235,6 +242,11 @@ impl EngineArgs {
                 .or(profile.max_seqs)
                 .unwrap_or(DEFAULT_MAX_SEQS),
             max_model_len: self.shape.max_model_len.or(profile.max_model_len),
+            prefix_cache: self
+                .shape
+                .prefix_cache
+                .or(profile.prefix_cache)
+                .unwrap_or_default(),
             profile,
         };
         check_shape(&params)?;

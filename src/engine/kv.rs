@@ -292,6 +292,27 @@ impl KvCache {
         }
     }
 
+    /// Forgets every cached block no request holds (llama.cpp's one slot:
+    /// before a finished request's blocks are released, what earlier
+    /// prompts left is dropped, so only the last prompt stays cached). The
+    /// blocks stay free.
+    pub fn forget_free(&mut self) {
+        let mut b = self.head;
+        while b != NIL {
+            let blk = &mut self.b[b as usize];
+            let next = blk.next;
+            if blk.named {
+                blk.named = false;
+                let h = blk.hash;
+                self.cached.remove(h, b);
+                if self.watched(b) {
+                    self.watch = None;
+                }
+            }
+            b = next;
+        }
+    }
+
     /// Names a computed, full block by its hash so later requests can reuse
     /// it. If another block already holds the hash: while a running request
     /// uses that one, this block stays unnamed (two requests computed the

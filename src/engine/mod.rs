@@ -28,6 +28,21 @@ pub use stats::EngineStats;
 
 use serde::Serialize;
 
+/// What the engine's prefix cache keeps of finished prompts.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrefixCache {
+    /// Every block it has room for, least recently used evicted first
+    /// (vLLM's automatic prefix caching).
+    #[default]
+    Blocks,
+    /// Only the last request's prompt (llama.cpp's one slot: a prompt
+    /// reuses what it shares with the one before it, nothing older).
+    LastPrompt,
+}
+
 /// Everything that shapes the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineParams {
@@ -42,6 +57,8 @@ pub struct EngineParams {
     pub max_seqs: u64,
     /// The context limit (vLLM's `max_model_len`); `None`: no limit.
     pub max_model_len: Option<u64>,
+    /// What the prefix cache keeps.
+    pub prefix_cache: PrefixCache,
 }
 
 /// What vLLM gives Llama-3.1-8B in KV on one 80 GB H100.
@@ -60,6 +77,7 @@ impl Default for EngineParams {
             max_batched_tokens: DEFAULT_MAX_BATCHED_TOKENS,
             max_seqs: DEFAULT_MAX_SEQS,
             max_model_len: Some(profile::LLAMA31_8B_MAX_MODEL_LEN),
+            prefix_cache: PrefixCache::Blocks,
         }
     }
 }
@@ -79,6 +97,13 @@ pub struct ParamsOut {
     /// Absent in summaries written before the engine had a context limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_model_len: Option<u64>,
+    /// Absent for the default (`blocks`) and in older summaries.
+    #[serde(default, skip_serializing_if = "is_blocks")]
+    pub prefix_cache: PrefixCache,
+}
+
+fn is_blocks(c: &PrefixCache) -> bool {
+    *c == PrefixCache::Blocks
 }
 
 impl EngineParams {
@@ -123,6 +148,7 @@ impl EngineParams {
             max_batched_tokens: self.max_batched_tokens,
             max_seqs: self.max_seqs,
             max_model_len: self.max_model_len,
+            prefix_cache: self.prefix_cache,
         }
     }
 }

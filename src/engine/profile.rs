@@ -188,6 +188,8 @@ pub struct Profile {
     /// request whose prompt and output together pass it is refused with
     /// a 400, as vLLM refuses it. `None`: no limit.
     pub max_model_len: Option<u64>,
+    /// What the prefix cache keeps; `None`: the flag's, else `blocks`.
+    pub prefix_cache: Option<super::PrefixCache>,
     /// The load a fitted profile was calibrated at (mc-fit writes it), so
     /// a prediction beyond it can say so.
     pub calibrated: Option<Calibrated>,
@@ -234,6 +236,7 @@ impl Profile {
             max_batched_tokens: None,
             max_seqs: None,
             max_model_len,
+            prefix_cache: None,
             calibrated: None,
         })
     }
@@ -297,6 +300,8 @@ pub struct ProfileFile {
     pub max_batched_tokens: Option<u64>,
     pub max_seqs: Option<u64>,
     pub max_model_len: Option<u64>,
+    /// `blocks` (the default) or `last-prompt` (llama.cpp's one slot).
+    pub prefix_cache: Option<super::PrefixCache>,
     /// Written by mc-fit: the load the profile was fitted at.
     pub calibrated: Option<Calibrated>,
 }
@@ -366,6 +371,7 @@ impl ProfileFile {
             max_batched_tokens: self.max_batched_tokens,
             max_seqs: self.max_seqs,
             max_model_len: self.max_model_len,
+            prefix_cache: self.prefix_cache,
             calibrated: self.calibrated,
         })
     }

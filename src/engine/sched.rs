@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use super::kv::KvCache;
 use super::profile::{StepModel, StepShape};
 use super::stats::{EngineStats, Tally};
-use super::EngineParams;
+use super::{EngineParams, PrefixCache};
 use crate::hash::splitmix64;
 
 /// vLLM's refusal of a request past the context limit, word for word
@@ -633,6 +633,9 @@ impl Engine {
     fn finish(&mut self, i: usize, out: &mut Vec<Finished>) {
         self.running.retain(|&j| j != i);
         let r = self.take(i);
+        if self.params.prefix_cache == PrefixCache::LastPrompt {
+            self.kv.forget_free();
+        }
         // In prompt order: a request's first blocks are the least recently
         // used of its blocks and are evicted first (mc-analyze's LRU).
         self.kv.release(&r.blocks);

@@ -14,6 +14,7 @@ fn params(model: StepModel, kv_tokens: u64, block_size: u64, max_batched: u64) -
             max_batched_tokens: None,
             max_seqs: None,
             max_model_len: None,
+            prefix_cache: None,
             calibrated: None,
         },
         kv_tokens,
@@ -21,6 +22,7 @@ fn params(model: StepModel, kv_tokens: u64, block_size: u64, max_batched: u64) -
         max_batched_tokens: max_batched,
         max_seqs: 256,
         max_model_len: None,
+        prefix_cache: PrefixCache::Blocks,
     }
 }
 
@@ -374,4 +376,48 @@ fn serving_charges_new_requests_and_holds_them_back_by_the_request_latency() {
     plain.add(req(2, 1_000, row_blocks(&[2, 3], 8, 4, 4, 2), 8, 2));
     let g = run_all(&mut plain);
     assert_eq!(g[0].token_us, vec![3_000, 8_500, 10_500]);
+}
+
+/// Requests one after another (each finished before the next arrives):
+/// the cached tokens each finds.
+fn hits_in_turn(prefix_cache: PrefixCache, rows: &[&[u64]]) -> Vec<u64> {
+    let mut e = Engine::new(EngineParams {
+        prefix_cache,
+        ..EngineParams::default()
+    });
+    let mut hits = Vec::new();
+    for (i, ids) in rows.iter().enumerate() {
+        let id = i as u64 + 1;
+        let at = id * 1_000_000;
+        e.advance(Some(at), &mut Vec::new());
+        e.add(req(id, at, row_blocks(ids, 1024, 512, 16, id), 1024, 1));
+        let f = run_all(&mut e);
+        hits.push(f[0].cached_tokens);
+    }
+    hits
+}
+
+#[test]
+fn one_slot_keeps_only_the_last_prompt() {
+    // A = [1, 2], B = [3, 4], then A's first half again, then B's. Each id
+    // is 512 tokens (32 blocks of 16). With every block kept, the third
+    // and fourth find 512 each; llama.cpp's one slot holds only the last
+    // prompt: the third (after B) finds nothing, the fourth (after the
+    // third, [1, 5]) nothing of B's either.
+    let rows: [&[u64]; 4] = [&[1, 2], &[3, 4], &[1, 5], &[3, 6]];
+    assert_eq!(
+        hits_in_turn(PrefixCache::Blocks, &rows),
+        vec![0, 0, 512, 512]
+    );
+    assert_eq!(
+        hits_in_turn(PrefixCache::LastPrompt, &rows),
+        vec![0, 0, 0, 0]
+    );
+    // The one before it is kept: the next turn of the same conversation
+    // finds its history (at most prompt − 1 tokens, in whole blocks).
+    let turns: [&[u64]; 3] = [&[1, 2], &[1, 2], &[3, 4]];
+    assert_eq!(
+        hits_in_turn(PrefixCache::LastPrompt, &turns),
+        vec![0, 1008, 0]
+    );
 }

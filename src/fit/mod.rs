@@ -25,8 +25,8 @@ use clap::Parser;
 use serde_json::json;
 
 use crate::engine::{
-    check_shape, Calibrated, EngineParams, EngineShapeArgs, Profile, StepModel, DEFAULT_BLOCK_SIZE,
-    DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
+    check_shape, Calibrated, EngineParams, EngineShapeArgs, PrefixCache, Profile, StepModel,
+    DEFAULT_BLOCK_SIZE, DEFAULT_KV_TOKENS, DEFAULT_MAX_BATCHED_TOKENS, DEFAULT_MAX_SEQS,
 };
 use crate::error::{Error, Result};
 use crate::progress::Progress;
@@ -163,6 +163,10 @@ fn shape(args: &FitArgs, runs: &[runs::Run]) -> (Shape, bool) {
             .max_seqs
             .or(known.map(|k| k.max_seqs))
             .unwrap_or(DEFAULT_MAX_SEQS),
+        prefix_cache: args
+            .prefix_cache
+            .or(known.map(|k| k.prefix_cache))
+            .unwrap_or_default(),
     };
     let seqs_known = args.max_seqs.is_some() || known.is_some();
     (s, seqs_known)
@@ -389,6 +393,10 @@ fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) 
             .unwrap_or(shape.max_batched_tokens),
         max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
         max_model_len: o.max_model_len.or(profile.max_model_len),
+        prefix_cache: o
+            .prefix_cache
+            .or(profile.prefix_cache)
+            .unwrap_or(shape.prefix_cache),
         profile,
     };
     check_shape(&p)?;
@@ -574,6 +582,9 @@ fn write_profile(
     profile["block_size"] = json!(shape.block_size);
     profile["max_batched_tokens"] = json!(shape.max_batched_tokens);
     profile["max_seqs"] = json!(shape.max_seqs);
+    if shape.prefix_cache != PrefixCache::Blocks {
+        profile["prefix_cache"] = json!(shape.prefix_cache);
+    }
     if let Some(m) = args.shape.max_model_len {
         profile["max_model_len"] = json!(m);
     }

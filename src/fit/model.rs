@@ -6,7 +6,8 @@
 //! eight orders of magnitude and must stay positive).
 
 use crate::engine::{
-    Engine, EngineParams, EngineRequest, Finished, Profile, Roofline, Serving, StepModel,
+    Engine, EngineParams, EngineRequest, Finished, PrefixCache, Profile, Roofline, Serving,
+    StepModel,
 };
 
 use super::runs::Run;
@@ -19,6 +20,8 @@ pub struct Shape {
     pub block_size: u64,
     pub max_batched_tokens: u64,
     pub max_seqs: u64,
+    /// What the prefix cache keeps (`--prefix-cache`).
+    pub prefix_cache: PrefixCache,
 }
 
 /// The coefficient names, in the search vector's order.
@@ -118,6 +121,7 @@ pub fn params(model: StepModel, s: Shape, name: &str) -> EngineParams {
             max_seqs: Some(s.max_seqs),
             // The runs' requests were all served: no limit to apply.
             max_model_len: None,
+            prefix_cache: None,
             calibrated: None,
         },
         kv_tokens: s.kv_tokens,
@@ -125,6 +129,7 @@ pub fn params(model: StepModel, s: Shape, name: &str) -> EngineParams {
         max_batched_tokens: s.max_batched_tokens,
         max_seqs: s.max_seqs,
         max_model_len: None,
+        prefix_cache: s.prefix_cache,
     }
 }
 
@@ -557,6 +562,7 @@ mod tests {
             block_size: 16,
             max_batched_tokens: 2048,
             max_seqs: 256,
+            prefix_cache: PrefixCache::Blocks,
         };
         let p = params(
             StepModel::Roofline(crate::engine::H100_LLAMA3_8B),
