@@ -24,20 +24,17 @@ pub fn namespace_id(h: u64, k: u64, t: u64) -> Option<u64> {
 /// digits, what one lane makes) under [`namespace_id`] with `k`, `t`: then
 /// no id can overflow either, and the fast path gives what the rule gives.
 fn fits_eight_digits(digits: usize, k: u64, t: u64) -> bool {
-    let Some(largest) = u32::try_from(digits)
-        .ok()
-        .and_then(|d| 10u64.checked_pow(d))
-        .map(|p| p - 1)
-    else {
-        return false;
-    };
-    namespace_id(largest, k, t).is_some_and(|v| v < 100_000_000)
+    const LARGEST: [u64; 9] = [0, 9, 99, 999, 9_999, 99_999, 999_999, 9_999_999, 99_999_999];
+    LARGEST
+        .get(digits)
+        .and_then(|&largest| namespace_id(largest, k, t))
+        .is_some_and(|v| v < 100_000_000)
 }
 
 /// Appends `[` the ids of `line[open..end]` renumbered by
 /// [`namespace_id`] with `k`, `t`, `separator` between them `]` to `out`,
 /// and returns true; or returns false and leaves `out` as it was when the
-/// fast path does not apply: no AVX2 (with BMI1 and BMI2), ids of more
+/// fast path does not apply: no AVX2 (with BMI1, BMI2 and POPCNT), ids of more
 /// than eight digits or new ids that could be (`longest_digits`), or an
 /// array too near the start of the line for the 8-byte loads that end at
 /// its ids. `line[open]` is the `[` and `line[end - 1]` the `]` of an array
@@ -65,6 +62,7 @@ pub(super) fn namespace_fast<const N: usize>(
     if std::is_x86_feature_detected!("avx2")
         && std::is_x86_feature_detected!("bmi1")
         && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("popcnt")
     {
         // SAFETY: the CPU has the features the function is compiled for,
         // and the checks above are the function's preconditions.
@@ -114,34 +112,46 @@ impl Ends<'_> {
     #[target_feature(enable = "avx2,bmi1,bmi2")]
     unsafe fn window(&self) -> u64 {
         use std::arch::x86_64::*;
-        let rest = &self.line[self.w..];
-        let mut pad = [0u8; 64];
-        let bytes: &[u8; 64] = match rest.first_chunk::<64>() {
-            Some(w) => w,
-            None => {
-                pad[..rest.len()].copy_from_slice(rest);
-                &pad
-            }
+        // A window that would run past the line is loaded as the line's
+        // last 64 bytes and shifted down to start at `w` (the bytes past
+        // the line read as non-digits): every row's last window is one, and
+        // copying it into a padded buffer cost a `memcpy` call a row.
+        let len = self.line.len();
+        let (from, shift) = match len - self.w {
+            n if n >= 64 => (self.w, 0),
+            _ if len >= 64 => (len - 64, self.w - (len - 64)),
+            _ => return unsafe { self.short_window() },
         };
         let zero = _mm256_set1_epi8(b'0' as i8);
         let nine = _mm256_set1_epi8(9);
         let mut d = 0u64;
         for half in 0..2 {
-            // SAFETY: bytes 32*half..+32 lie within the 64 of `bytes`.
-            let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
+            // SAFETY: bytes from..from+64 lie within the line.
+            let v = unsafe { _mm256_loadu_si256(self.line.as_ptr().add(from + 32 * half).cast()) };
             let from_zero = _mm256_sub_epi8(v, zero);
             let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(from_zero, nine), from_zero);
             d |= u64::from(_mm256_movemask_epi8(digit) as u32) << (32 * half);
         }
+        let d = d >> shift;
         let before_close = match self.close - self.w {
             n if n >= 63 => (1u64 << 63) - 1,
             n => (1u64 << n) - 1,
         };
         d & !(d >> 1) & before_close
     }
+
+    /// [`Ends::window`] on a line shorter than 64 bytes, a byte at a time.
+    #[cold]
+    unsafe fn short_window(&self) -> u64 {
+        let mut d = 0u64;
+        for (i, c) in self.line[self.w..self.close].iter().enumerate().take(63) {
+            d |= u64::from(c.is_ascii_digit()) << i;
+        }
+        d & !(d >> 1) & ((1u64 << 63) - 1)
+    }
 }
 
-/// [`namespace_fast`]'s loop, compiled for AVX2, BMI1 and BMI2.
+/// [`namespace_fast`]'s loop, compiled for AVX2, BMI1, BMI2 and POPCNT.
 ///
 /// Per group of four ids: each id's eight bytes that end at its last digit
 /// are loaded into a lane; the bytes from the last non-digit down are
@@ -153,7 +163,7 @@ impl Ends<'_> {
 /// mask, and its digits stored as eight bytes, the next store overwriting
 /// what is past its length.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,bmi1,bmi2")]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn namespace_avx2<const N: usize>(
     line: &[u8],
@@ -205,22 +215,47 @@ unsafe fn namespace_avx2<const N: usize>(
     let mut left = count;
     let base_ptr = line.as_ptr();
     while left > 0 {
-        let mut e = [0usize; 4];
         let take = left.min(4);
-        for lane in e.iter_mut().take(take) {
-            match unsafe { ends.next() } {
-                Some(at) => *lane = at,
-                None => return false,
+        let (e0, e1, e2, e3);
+        if take == 4 && ends.mask.count_ones() >= 4 {
+            // Four ends in the window: no test between them.
+            let m0 = ends.mask;
+            let m1 = m0 & (m0 - 1);
+            let m2 = m1 & (m1 - 1);
+            let m3 = m2 & (m2 - 1);
+            ends.mask = m3 & (m3 - 1);
+            let at = |m: u64| ends.w + m.trailing_zeros() as usize;
+            (e0, e1, e2, e3) = (at(m0), at(m1), at(m2), at(m3));
+        } else {
+            // A short last group repeats its last id in the lanes it does not write.
+            let Some(f0) = (unsafe { ends.next() }) else {
+                return false;
+            };
+            let (mut f1, mut f2, mut f3) = (f0, f0, f0);
+            if take > 1 {
+                let Some(e) = (unsafe { ends.next() }) else {
+                    return false;
+                };
+                (f1, f2, f3) = (e, e, e);
+                if take > 2 {
+                    let Some(e) = (unsafe { ends.next() }) else {
+                        return false;
+                    };
+                    (f2, f3) = (e, e);
+                    if take > 3 {
+                        let Some(e) = (unsafe { ends.next() }) else {
+                            return false;
+                        };
+                        f3 = e;
+                    }
+                }
             }
-        }
-        for lane in take..4 {
-            e[lane] = e[take - 1];
+            (e0, e1, e2, e3) = (f0, f1, f2, f3);
         }
         // SAFETY: an end lies after `open` (at least 8), so e-7 >= 1, and
         // before the `]`, so e+1 <= line.len().
-        let [a, b, c, dd] =
-            e.map(|at| unsafe { base_ptr.add(at - 7).cast::<i64>().read_unaligned() });
-        let v = _mm256_set_epi64x(dd, c, b, a);
+        let load = |at: usize| unsafe { base_ptr.add(at - 7).cast::<i64>().read_unaligned() };
+        let v = _mm256_set_epi64x(load(e3), load(e2), load(e1), load(e0));
         let d = _mm256_sub_epi8(v, zeros);
         let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, nine), d);
         // Not part of the id: every byte at or below a non-digit.
