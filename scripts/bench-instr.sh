@@ -84,6 +84,10 @@ row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" mc-scale --
 [ -s "$input.delta" ] || $bin/mc-scale --to-delta < "$input" > "$input.delta" 2> /dev/null
 input="$input.delta"; bytes=$(stat -c %s "$input")
 row "mc-scale --from-delta (its delta rows)" mc-scale --from-delta
+# mc-merge interleave of the slice with itself: per byte of its input (both
+# files), each row's ids moved into its file's namespace.
+input=/dev/null; bytes=$((2 * $(stat -c %s "$slice")))
+row "mc-merge interleave SLICE SLICE (per input byte)" mc-merge interleave "$slice" "$slice"
 echo
 echo "(instructions executed, counted by valgrind's cachegrind with --cache-sim=no, over the slice's bytes)"
 if [ -n "${ANNOTATE:-}" ]; then
