@@ -42,16 +42,20 @@ else
   printf '| command | instructions/byte |\n|---|---:|\n'
 fi
 notes=()
-row() { # LABEL TOOL ARGS...
+row() { # LABEL TOOL [SUBCOMMAND] ARGS...
   local label=$1 tool=$2; shift 2
+  # mc-merge takes its options after its subcommand.
+  local sub=()
+  case "${1:-}" in interleave | concat) sub=("$1"); shift ;; esac
+  set -- "${sub[@]}" --line-buffered "$@"
   local out; out="$dir/cachegrind.$((${#notes[@]} + 1)).$tool.out"
-  local now; now=$(count "$out" "$bin/$tool" --line-buffered "$@")
+  local now; now=$(count "$out" "$bin/$tool" "$@")
   notes+=("$out")
   if [ -z "${BASE_BIN:-}" ]; then
     printf '| `%s` | %s |\n' "$label" "$(per_byte "$now")"
     return
   fi
-  local before; before=$(count /dev/null "$BASE_BIN/$tool" --line-buffered "$@")
+  local before; before=$(count /dev/null "$BASE_BIN/$tool" "$@")
   printf '| `%s` | %s | %s | %s |\n' "$label" "$(per_byte "$now")" "$(per_byte "$before")" \
     "$(awk -v a="$now" -v b="$before" 'BEGIN { printf "%.3f", a / b }')"
 }
