@@ -166,6 +166,23 @@ fi
 # on mc-gen's sessions (turns that extend their context, as --to-delta
 # needs; about SIZE too).
 row "mc-scale --sample-rows 0.1" - $bin/mc-scale --sample-rows 0.1
+# mc-merge interleave of two halves of the trace (so SIZE bytes in all, as
+# the other rows): ids into each file's namespace, the k-way merge by time.
+# Instructions per input byte on the slice with itself.
+if [ "${MEASURE:-time}" = instructions ]; then
+  now=$(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+    "$bin/mc-merge" interleave "$slice" "$slice" < /dev/null 2>&1 >/dev/null | awk '/I *refs:/ { gsub(",", "", $NF); print $NF }')
+  printf '| `mc-merge interleave SLICE SLICE` (per input byte) | %s |\n' \
+    "$(awk -v n="$now" -v b="$slice_bytes" 'BEGIN { printf "%.2f", n / b / 2 }')"
+elif [ -z "${BASE_BIN:-}" ]; then
+  half=$(( $(wc -l < "$trace") / 2 ))
+  [ -s "$trace.a" ] || head -n "$half" "$trace" > "$trace.a"
+  [ -s "$trace.b" ] || tail -n +"$((half + 1))" "$trace" > "$trace.b"
+  measure /dev/null "$bin/mc-merge" interleave "$trace.a" "$trace.b"
+  m=$(mbps "$bytes" "$best_s"); c=$(mbps "$bytes" "$best_cpu")
+  printf '| `mc-merge interleave A B` (the trace in two halves) | %s | %s | %s | n/a | n/a | %d |\n' "$m" "$c" \
+    "$(awk -v a="$m" -v b="$pipe_mbps" 'BEGIN { printf "%.2f", a / b }')" $((best_kb / 1024))
+fi
 if [ "${MEASURE:-time}" != instructions ] && [ -z "${BASE_BIN:-}" ]; then
   full_trace=$trace full_bytes=$bytes
   trace="$dir/sessions-$size.jsonl"

@@ -42,16 +42,20 @@ else
   printf '| command | instructions/byte |\n|---|---:|\n'
 fi
 notes=()
-row() { # LABEL TOOL ARGS...
+row() { # LABEL TOOL [SUBCOMMAND] ARGS...
   local label=$1 tool=$2; shift 2
+  # mc-merge takes its options after its subcommand.
+  local sub=()
+  case "${1:-}" in interleave | concat) sub=("$1"); shift ;; esac
+  set -- "${sub[@]}" --line-buffered "$@"
   local out; out="$dir/cachegrind.$((${#notes[@]} + 1)).$tool.out"
-  local now; now=$(count "$out" "$bin/$tool" --line-buffered "$@")
+  local now; now=$(count "$out" "$bin/$tool" "$@")
   notes+=("$out")
   if [ -z "${BASE_BIN:-}" ]; then
     printf '| `%s` | %s |\n' "$label" "$(per_byte "$now")"
     return
   fi
-  local before; before=$(count /dev/null "$BASE_BIN/$tool" --line-buffered "$@")
+  local before; before=$(count /dev/null "$BASE_BIN/$tool" "$@")
   printf '| `%s` | %s | %s | %s |\n' "$label" "$(per_byte "$now")" "$(per_byte "$before")" \
     "$(awk -v a="$now" -v b="$before" 'BEGIN { printf "%.3f", a / b }')"
 }
@@ -88,6 +92,10 @@ row "mc-scale --to-delta (mc-gen sessions, $((bytes / 1048576)) MB)" mc-scale --
 [ -s "$input.delta" ] || $bin/mc-scale --to-delta < "$input" > "$input.delta" 2> /dev/null
 input="$input.delta"; bytes=$(stat -c %s "$input")
 row "mc-scale --from-delta (its delta rows)" mc-scale --from-delta
+# mc-merge interleave of the slice with itself: per byte of its input (both
+# files), each row's ids moved into its file's namespace.
+input=/dev/null; bytes=$((2 * $(stat -c %s "$slice")))
+row "mc-merge interleave SLICE SLICE (per input byte)" mc-merge interleave "$slice" "$slice"
 echo
 echo "(instructions executed, counted by valgrind's cachegrind with --cache-sim=no, over the slice's bytes)"
 if [ -n "${ANNOTATE:-}" ]; then

@@ -5,8 +5,7 @@
 
 use crate::error::RecordError;
 use crate::hash::{splitmix64, stable_hash, unit, GOLDEN_GAMMA};
-use crate::record::{self, Edit, Field, Number, Record};
-use crate::transform::roots::namespace_id;
+use crate::record::{self, namespace_id, Edit, Field, Number, Record};
 use crate::transform::scale::{speed_up_delay, speed_up_timestamp, speed_up_wait};
 
 /// Largest integer written as an integer after a shift: beyond 2^53 a
@@ -46,18 +45,21 @@ pub struct Rewriter {
     tool_wait: Vec<u8>,
     /// `request_id`, `wait_for`, `branches` in the file's namespace.
     graph_ids: [Vec<u8>; 3],
+    /// `f{t}:`, the prefix of the file's request ids (made once, not a row).
+    request_prefix: String,
 }
 
 impl Rewriter {
     pub fn new(rule: FileRule) -> Self {
         Rewriter {
-            rule,
             ids_text: Vec::new(),
             session: Vec::new(),
             ts: Vec::new(),
             delay: Vec::new(),
             tool_wait: Vec::new(),
             graph_ids: Default::default(),
+            request_prefix: format!("f{}:", rule.t),
+            rule,
         }
     }
 
@@ -123,15 +125,20 @@ impl Rewriter {
             (renamed[3], Field::SessionId, &self.session),
             (renamed[4], Field::HashIds, &self.ids_text),
         ];
-        let mut edits: Vec<Edit<'_>> = edits_of
-            .into_iter()
-            .filter(|&(written, _, _)| written)
-            .map(|(_, field, value)| Edit { field, value })
-            .collect();
-        if edits.is_empty() {
+        // The written ones first, on the stack (a `Vec` was an allocation a row).
+        let written = edits_of.map(|(written, _, _)| written);
+        let mut edits = edits_of.map(|(_, field, value)| Edit { field, value });
+        let mut n = 0;
+        for (k, w) in written.into_iter().enumerate() {
+            if w {
+                edits.swap(n, k);
+                n += 1;
+            }
+        }
+        if n == 0 {
             out.extend_from_slice(bytes);
         } else {
-            rec.write_edited(&mut edits, out);
+            rec.write_edited(&mut edits[..n], out);
         }
         Ok(Some(Kept { timestamp }))
     }
@@ -184,7 +191,7 @@ impl Rewriter {
         }
         // Request ids are unique per file: two files' calls must not
         // wait for each other (`f{t}:`, as string session ids).
-        let prefix = format!("f{}:", self.rule.t);
+        let prefix = &self.request_prefix;
         let [rid, wait, branch] = &mut self.graph_ids;
         for (k, (field, buf)) in [
             (Field::RequestId, rid),
@@ -195,7 +202,7 @@ impl Rewriter {
         .enumerate()
         {
             buf.clear();
-            written[k] = crate::graph::write_prefixed(rec, field, &prefix, buf)?;
+            written[k] = crate::graph::write_prefixed(rec, field, prefix, buf)?;
         }
         if let Some(raw) = rec.session_id()? {
             self.session.clear();
@@ -204,17 +211,16 @@ impl Rewriter {
         }
         let (k, t) = (self.rule.k, self.rule.t);
         self.ids_text.clear();
-        // Read, namespaced and written in one pass (`Record::map_hash_ids`).
-        let count = rec.map_hash_ids(&mut self.ids_text, |id| {
-            namespace_id(id, k, t).ok_or_else(|| {
-                RecordError::field(
-                    "hash_ids",
-                    format!(
-                        "id {id} times {k} files overflows 64 bits (use --shared-ids, \
-                         or renumber the ids)"
-                    ),
-                )
-            })
+        // Read, namespaced and written in one pass, four ids at a time
+        // where it can (`Record::namespace_hash_ids`).
+        let count = rec.namespace_hash_ids(&mut self.ids_text, (k, t), |id| {
+            RecordError::field(
+                "hash_ids",
+                format!(
+                    "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                     or renumber the ids)"
+                ),
+            )
         })?;
         written[4] = count.is_some_and(|n| n > 0);
         Ok(written)

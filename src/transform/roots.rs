@@ -10,7 +10,7 @@
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, Ctx, Emit, IoArgs, Step};
 use crate::hash::{stable_hash, GOLDEN_GAMMA};
-use crate::record::{Edit, Field, Record};
+use crate::record::{Field, Record};
 
 /// Multiply the prefix roots of a trace: spread sessions over K disjoint
 /// prefix trees (AIPerf's prefix-root multiplier, keeping sessions whole).
@@ -60,28 +60,18 @@ pub fn run(args: &RootsArgs) -> Result<()> {
     Ok(())
 }
 
-/// The id-namespacing rule: id `h` of namespace `t` (of `k`) becomes
-/// `h*k + t`. One-to-one within a namespace, disjoint between namespaces,
-/// and the identity for `k = 1`. mc-roots, mc-merge and the WEKA importer
-/// all use it, so ids namespaced by one tool read the same in another.
-/// `None` when the result does not fit 64 bits.
-pub fn namespace_id(h: u64, k: u64, t: u64) -> Option<u64> {
-    h.checked_mul(k).and_then(|v| v.checked_add(t))
-}
+/// The id-namespacing rule (`h*k + t`), kept beside the record's fast
+/// path for it (`Record::namespace_hash_ids`).
+pub use crate::record::namespace_id;
 
 pub struct Roots {
     k: u64,
     seed: u64,
-    text: Vec<u8>,
 }
 
 impl Roots {
     pub fn new(k: u64, seed: u64) -> Self {
-        Roots {
-            k,
-            seed,
-            text: Vec::new(),
-        }
+        Roots { k, seed }
     }
 
     /// The tree of a session id (raw JSON bytes) or, without one, of row `row`.
@@ -119,22 +109,24 @@ impl Step for Roots {
             None => self.tree(None, cx.row()),
         };
         let k = self.k;
-        self.text.clear();
-        rec.map_hash_ids(&mut self.text, |id| {
-            namespace_id(id, k, t).ok_or_else(|| {
-                RecordError::field(
-                    "hash_ids",
-                    format!("id {id} times --roots {k} overflows 64 bits"),
-                )
-            })
-        })?;
-        rec.write_edited(
-            &mut [Edit {
-                field: Field::HashIds,
-                value: &self.text,
-            }],
-            out,
-        );
+        let overflow = |id| {
+            RecordError::field(
+                "hash_ids",
+                format!("id {id} times --roots {k} overflows 64 bits"),
+            )
+        };
+        // The row is the line with its array replaced: the text before it,
+        // the new array written straight into `out`, the text after it.
+        let (Some(span), at) = (rec.span(Field::HashIds), out.len()) else {
+            return Ok(Emit::Unchanged);
+        };
+        let line = rec.line();
+        out.extend_from_slice(&line[..span.start]);
+        if let Err(e) = rec.namespace_hash_ids(out, (k, t), overflow) {
+            out.truncate(at);
+            return Err(e);
+        }
+        out.extend_from_slice(&line[span.end..]);
         Ok(Emit::Written)
     }
 
