@@ -35,7 +35,8 @@ pub mod fit;
 pub mod gen;
 pub mod graph;
 pub mod hash;
-pub mod idmap;
+#[cfg(test)]
+pub(crate) mod idmap;
 pub mod import;
 pub mod jsonl;
 pub mod limits;

@@ -7,7 +7,7 @@
 //! behind, cost about 25 instructions an id with the call; cachegrind,
 //! docs/decisions/0042-multipliers-count-and-write-runs.md). The bound
 //! grows by doubling while it stays within four times the distinct ids
-//! met (at least [`MIN_DENSE`]), so memory stays O(distinct ids) however
+//! met (at least `MIN_DENSE`), so memory stays O(distinct ids) however
 //! large the ids; ids beyond it go to a small open-addressing table. An id
 //! lives in exactly one of the two: when the array grows over ids in the
 //! table, they move into it with their counts.
