@@ -272,23 +272,64 @@ fn in_order<S: Step>(
         start.rules,
     );
     let rows = &mut tally.rows;
+    let mut run = |rec: &Record<'_>, buf: &mut Vec<u8>| {
+        let cx = Ctx::in_order_at(*rows);
+        *rows += 1;
+        step.apply(rec, &cx, buf)
+    };
+    let max_line = reader.max_line();
     let mut n = 0u32;
-    let ticks = (&mut tally.lines, &mut tally.progress);
-    let counts = &mut tally.counts;
-    for_each_line(&mut reader, policy, |no, bytes, policy| {
-        let mut run = |rec: &Record<'_>, buf: &mut Vec<u8>| {
-            let cx = Ctx::in_order_at(*rows);
-            *rows += 1;
-            step.apply(rec, &cx, buf)
-        };
+    // Lines left to the reader's own cut after a line the plain parse in
+    // the buffer did not take (a file of lines in another form pays that
+    // try once in `SLOW_AFTER_MISS` lines, not on every line).
+    let mut slow = 0u32;
+    loop {
         n = n.wrapping_add(1);
+        // A line in the plain form is parsed where it lies in the read
+        // buffer: no search for its `\n` first and no second look at its
+        // bytes (docs/decisions/0039-filters-under-five-instructions-a-byte.md).
+        let unread = reader.unread().filter(|_| slow == 0);
+        let mut rec = Record::slot();
+        let taken = match unread.and_then(|u| Record::parse_line_into(u, &mut rec)) {
+            Some(next) if rec.line().len() <= max_line => {
+                let no = reader.line_no() + 1;
+                // The line and its `\n`, as they lie in the buffer.
+                let whole = unread
+                    .map(|u| &u[..next])
+                    .filter(|w| w.len() == rec.line().len() + 1);
+                write_parsed(out, policy, no, &rec, whole, &mut run, &mut tally.counts)?;
+                Some(next)
+            }
+            _ => None,
+        };
+        let no = match taken {
+            Some(next) => reader.consume(next),
+            None => {
+                slow = slow.checked_sub(1).unwrap_or(SLOW_AFTER_MISS);
+                match reader.next_line() {
+                    Ok(Some(line)) => {
+                        let (no, bytes) = (line.no, &*line.bytes);
+                        write_record(out, policy, no, bytes, &mut run, &mut tally.counts)?;
+                        no
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        policy.handle(e)?;
+                        reader.line_no()
+                    }
+                }
+            }
+        };
         if n.is_multiple_of(4096) {
-            *ticks.0 = no;
-            ticks.1.tick(|| format!("{no} lines"));
+            tally.lines = no;
+            tally.progress.tick(|| format!("{no} lines"));
         }
-        write_record(out, policy, no, bytes, &mut run, counts)
-    })
+    }
 }
+
+/// See [`in_order`]: lines read the reader's way after one the plain
+/// parse in the buffer did not take.
+const SLOW_AFTER_MISS: u32 = 64;
 
 /// What a worker made of one chunk: the output, the events between its
 /// bytes that the loop's thread handles in order, and what it counted.
@@ -597,16 +638,39 @@ pub fn write_record<F>(
 where
     F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
 {
-    let outcome = Record::parse(bytes).and_then(|rec| {
-        let buf = out.buffer();
-        let mark = buf.len();
-        step(&rec, buf).inspect_err(|_| buf.truncate(mark))
-    });
+    match Record::parse(bytes) {
+        Ok(rec) => write_parsed(out, policy, no, &rec, None, step, counts),
+        Err(e) => policy.record(no, e),
+    }
+}
+
+/// [`write_record`] for a record parsed already; `terminated` is its line
+/// with its `\n` where it lies in the input, if it does, written as it is
+/// when the record is unchanged.
+#[inline]
+fn write_parsed<F>(
+    out: &mut Output,
+    policy: &mut ErrorPolicy,
+    no: u64,
+    rec: &Record<'_>,
+    terminated: Option<&[u8]>,
+    step: &mut F,
+    counts: &mut RowCounts,
+) -> Result<()>
+where
+    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+{
+    let buf = out.buffer();
+    let mark = buf.len();
+    let outcome = step(rec, buf).inspect_err(|_| buf.truncate(mark));
     if outcome.is_ok() {
         counts.rows += 1;
     }
     match outcome {
-        Ok(Emit::Unchanged) => out.write_line(bytes),
+        Ok(Emit::Unchanged) => match terminated {
+            Some(line) => out.write_terminated(line),
+            None => out.write_line(rec.line()),
+        },
         Ok(Emit::Written) => {
             counts.changed += 1;
             out.end_record()
