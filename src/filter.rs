@@ -853,3 +853,114 @@ pub fn check_consistent(n: usize, len: u64, b: u64) -> std::result::Result<(), R
         format!("{len} tokens do not fit {n} hash ids at block size {b} (check --block-size)"),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// An input that gives at most `step` bytes a read, so lines are cut
+    /// by the reader's buffer at every place.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.data.len() - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Rows with a timestamp are kept as they are, others written as `{}`.
+    struct Mark;
+
+    impl Step for Mark {
+        fn apply(
+            &mut self,
+            rec: &Record<'_>,
+            _cx: &Ctx,
+            out: &mut Vec<u8>,
+        ) -> std::result::Result<Emit, RecordError> {
+            if rec.has(Field::Timestamp) {
+                return Ok(Emit::Unchanged);
+            }
+            out.extend_from_slice(b"{}");
+            Ok(Emit::Written)
+        }
+        fn fork(&self) -> Self {
+            Mark
+        }
+        fn join(&mut self, _fork: Self) {}
+    }
+
+    /// The in-order loop, which parses plain lines where they lie in the
+    /// read buffer, writes what reading line by line writes: a BOM and
+    /// `\r\n` endings, blank lines, a bad line (skipped), lines in other
+    /// forms, a last line without `\n`, cut by reads of every size.
+    #[test]
+    fn lines_parsed_in_the_buffer_are_the_lines_read_one_by_one() {
+        let input = b"\xEF\xBB\xBF{\"timestamp\": 1}\r\n\n{\"a\": 1}\n\
+            {\"timestamp\": 2, \"hash_ids\": [1, 2]}\r\n  \n{bad}\n\
+            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\r\n{\"timestamp\": 5}";
+        let want = b"{\"timestamp\": 1}\n{}\n{\"timestamp\": 2, \"hash_ids\": [1, 2]}\n\
+            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\n{\"timestamp\": 5}\n";
+        for step in [1, 2, 3, 5, 7, 16, 64, 1 << 20] {
+            let io = IoArgs {
+                on_error: OnError::Skip,
+                ..IoArgs::default()
+            };
+            let shared = Shared::default();
+            let mut out = Output::from_writer(Box::new(shared.clone()));
+            let mut policy = ErrorPolicy::new(OnError::Skip);
+            let src = Trickle {
+                data: input.to_vec(),
+                at: 0,
+                step,
+            };
+            let start = Start {
+                carry: Vec::new(),
+                line_base: 0,
+                rules: LineRules::jsonl(),
+            };
+            let mut tally = Tally::new("test");
+            in_order(
+                &io,
+                Box::new(src),
+                start,
+                &mut out,
+                &mut policy,
+                &mut Mark,
+                &mut tally,
+            )
+            .unwrap();
+            out.flush().unwrap();
+            let got = shared.0.lock().unwrap().clone();
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(want),
+                "reads of {step} bytes"
+            );
+            assert_eq!(tally.counts.rows, 6, "reads of {step} bytes");
+            assert_eq!(tally.counts.changed, 1);
+            assert!(policy.summary().is_some(), "the bad line is counted");
+        }
+    }
+}
