@@ -917,12 +917,22 @@ mod tests {
     /// forms, a last line without `\n`, cut by reads of every size.
     #[test]
     fn lines_parsed_in_the_buffer_are_the_lines_read_one_by_one() {
-        let input = b"\xEF\xBB\xBF{\"timestamp\": 1}\r\n\n{\"a\": 1}\n\
+        // After a line it does not take the loop reads 64 lines the
+        // reader's way: the lines of interest come after enough plain ones.
+        let plain = b"{\"timestamp\": 0}\n".repeat(70);
+        let mut input = b"\xEF\xBB\xBF".to_vec();
+        input.extend_from_slice(&plain);
+        input.extend_from_slice(
+            b"{\"timestamp\": 1}\r\n\n{\"a\": 1}\n\
             {\"timestamp\": 2, \"hash_ids\": [1, 2]}\r\n  \n{bad}\n\
-            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\r\n{\"timestamp\": 5}";
-        let want = b"{\"timestamp\": 1}\n{}\n{\"timestamp\": 2, \"hash_ids\": [1, 2]}\n\
-            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\n{\"timestamp\": 5}\n";
-        for step in [1, 2, 3, 5, 7, 16, 64, 1 << 20] {
+            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\r\n{\"timestamp\": 5}",
+        );
+        let mut want = plain.clone();
+        want.extend_from_slice(
+            b"{\"timestamp\": 1}\n{}\n{\"timestamp\": 2, \"hash_ids\": [1, 2]}\n\
+            { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\n{\"timestamp\": 5}\n",
+        );
+        for step in [1, 2, 3, 5, 7, 16, 64, 300, 1 << 20] {
             let io = IoArgs {
                 on_error: OnError::Skip,
                 ..IoArgs::default()
@@ -955,12 +965,49 @@ mod tests {
             let got = shared.0.lock().unwrap().clone();
             assert_eq!(
                 String::from_utf8_lossy(&got),
-                String::from_utf8_lossy(want),
+                String::from_utf8_lossy(&want),
                 "reads of {step} bytes"
             );
-            assert_eq!(tally.counts.rows, 6, "reads of {step} bytes");
+            assert_eq!(tally.counts.rows, 76, "reads of {step} bytes");
             assert_eq!(tally.counts.changed, 1);
             assert!(policy.summary().is_some(), "the bad line is counted");
+        }
+    }
+
+    /// Lines taken in the buffer are numbered as the reader numbers them
+    /// (a `\r\n` ending is one line): a bad line is named by its number.
+    #[test]
+    fn lines_taken_in_the_buffer_keep_their_numbers() {
+        let mut input = b"{\"timestamp\": 0}\n".repeat(70);
+        input.extend_from_slice(
+            b"{\"timestamp\": 1}\r\n{\"timestamp\": 2}\r\n\n{\"timestamp\": 3}\n{bad}\n",
+        );
+        for step in [1, 3, 300, 1 << 20] {
+            let shared = Shared::default();
+            let mut out = Output::from_writer(Box::new(shared.clone()));
+            let mut policy = ErrorPolicy::new(OnError::Fail);
+            let src = Trickle {
+                data: input.to_vec(),
+                at: 0,
+                step,
+            };
+            let start = Start {
+                carry: Vec::new(),
+                line_base: 0,
+                rules: LineRules::jsonl(),
+            };
+            let mut tally = Tally::new("test");
+            let err = in_order(
+                &IoArgs::default(),
+                Box::new(src),
+                start,
+                &mut out,
+                &mut policy,
+                &mut Mark,
+                &mut tally,
+            )
+            .unwrap_err();
+            assert!(err.to_string().starts_with("line 75:"), "{err}");
         }
     }
 }
