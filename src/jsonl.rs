@@ -173,6 +173,39 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// The bytes read and not yet handed out, for a caller that parses
+    /// lines where they lie (the filters' line loop, `filter`); `None`
+    /// before the first line is handed out, as that one goes through the
+    /// first line's rules (BOM, format sniff). A line the caller takes
+    /// from them is passed over with [`LineReader::consume`]; anything
+    /// else it leaves to [`LineReader::next_line`].
+    #[inline]
+    pub fn unread(&self) -> Option<&[u8]> {
+        (!self.rules.first).then(|| &self.buf[self.pos..self.end])
+    }
+
+    /// Passes over a line of `unread()` the caller took: `len` bytes with
+    /// its ending, its text no longer than `--max-line-bytes` and not
+    /// blank (the caller's to check). Returns its line number.
+    #[inline]
+    pub fn consume(&mut self, len: usize) -> u64 {
+        debug_assert!(self.pos + len <= self.end);
+        self.pos += len;
+        self.line_no += 1;
+        self.line_no
+    }
+
+    /// The number of the last line handed out or passed over (0 before any).
+    #[inline]
+    pub fn line_no(&self) -> u64 {
+        self.line_no
+    }
+
+    /// `--max-line-bytes`, the longest line text handed out.
+    pub fn max_line(&self) -> usize {
+        self.max_line
+    }
+
     fn too_long(&self) -> Error {
         too_long(self.line_no, self.max_line)
     }
@@ -403,15 +436,75 @@ impl Target {
     }
 }
 
+/// stdout for an [`Output`]: std's handle locked for the output's life
+/// (no other thread writes between its records), written through a
+/// duplicate of its descriptor. `Output` buffers already, and std's
+/// `LineWriter` under it cost ~220 instructions a record under
+/// `--line-buffered` (a `memrchr` for the last `\n`, its own buffer's
+/// checks, three calls; cachegrind,
+/// docs/decisions/0039-filters-under-five-instructions-a-byte.md). Where
+/// the descriptor cannot be duplicated (stdout closed), std's handle is
+/// used as before.
+#[cfg(unix)]
+fn stdout_writer() -> Box<dyn Write> {
+    use std::os::fd::AsFd;
+    let mut lock = io::stdout().lock();
+    // What was printed through std's handle goes out first.
+    let _ = lock.flush();
+    match lock.as_fd().try_clone_to_owned() {
+        Ok(fd) => Box::new(StdoutFd {
+            file: File::from(fd),
+            _lock: lock,
+        }),
+        Err(_) => Box::new(lock),
+    }
+}
+
+#[cfg(not(unix))]
+fn stdout_writer() -> Box<dyn Write> {
+    Box::new(io::stdout().lock())
+}
+
+/// stdout's descriptor, with std's handle held locked ([`stdout_writer`]).
+#[cfg(unix)]
+struct StdoutFd {
+    file: File,
+    _lock: io::StdoutLock<'static>,
+}
+
+#[cfg(unix)]
+impl Write for StdoutFd {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    /// One `write` call for a record, nearly always the whole of it; std's
+    /// loop only for what it leaves.
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self.file.write(buf) {
+            Ok(n) if n == buf.len() => Ok(()),
+            Ok(n) if n > 0 => self.file.write_all(&buf[n..]),
+            // Nothing written, or interrupted: std's loop says what it is.
+            _ => self.file.write_all(buf),
+        }
+    }
+
+    /// Nothing is held here: every write went to the descriptor.
+    #[inline]
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Output {
     /// Opens an output that is no input of the tool: `inputs` are every
     /// file it reads (`-` for stdin); see [`refuse_input_as_output`].
     pub fn open_for(path: Option<&Path>, line_buffered: bool, inputs: &[&Path]) -> Result<Self> {
         Ok(match Target::open(path, inputs)? {
             Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
-            Target::Stdout(tty) => {
-                Output::new(Box::new(io::stdout().lock()), line_buffered || tty, None)
-            }
+            Target::Stdout(tty) => Output::new(stdout_writer(), line_buffered || tty, None),
         })
     }
 
@@ -420,9 +513,7 @@ impl Output {
     pub fn open(path: Option<&Path>, line_buffered: bool) -> Result<Self> {
         Ok(match Target::open(path, &[Path::new("-")])? {
             Target::File(f, p) => Output::new(Box::new(f), line_buffered, Some(p)),
-            Target::Stdout(tty) => {
-                Output::new(Box::new(io::stdout().lock()), line_buffered || tty, None)
-            }
+            Target::Stdout(tty) => Output::new(stdout_writer(), line_buffered || tty, None),
         })
     }
 
@@ -460,6 +551,19 @@ impl<W: Write> Output<W> {
     pub fn write_line(&mut self, line: &[u8]) -> Result<()> {
         self.buf.extend_from_slice(line);
         self.buf.push(b'\n');
+        self.end_line()
+    }
+
+    /// Writes one record that `bytes` holds with its `\n` (a line where
+    /// it lies in the input buffer): under `--line-buffered`, with nothing
+    /// waiting in the buffer, straight to the writer without a copy.
+    #[inline]
+    pub fn write_terminated(&mut self, bytes: &[u8]) -> Result<()> {
+        debug_assert_eq!(bytes.last(), Some(&b'\n'));
+        if self.line_buffered && self.buf.is_empty() {
+            return self.inner.write_all(bytes).map_err(|e| self.error(e));
+        }
+        self.buf.extend_from_slice(bytes);
         self.end_line()
     }
 

@@ -45,7 +45,7 @@ pub(super) fn digit_run(b: &[u8]) -> usize {
 /// Nonzero bits in the bytes of `x` that are not ASCII digits (see
 /// [`digit_run`]; only the lowest flagged byte is sure to be exact).
 #[inline]
-fn not_digits(x: u64) -> u64 {
+pub(super) fn not_digits(x: u64) -> u64 {
     const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     const THREES: u64 = 0x3030_3030_3030_3030;
     const SIXES: u64 = 0x0606_0606_0606_0606;
@@ -157,17 +157,37 @@ const FAST_MAX_DIGITS: usize = 8;
 /// bytes at a time: the check costs one test of a cached flag a call,
 /// and cachegrind counted 2.9 instructions a byte of input for the
 /// SSE2 loop, 1.7 for this one (docs/decisions/0036-one-pass-plain-lines.md).
-#[inline(never)]
+/// Inlined: the choice of loop is one load and a test, where the call was
+/// 27 instructions a row (cachegrind, decision 0039).
+#[inline]
 pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("popcnt")
-        && std::is_x86_feature_detected!("bmi1")
-    {
+    if has_avx2() {
         // SAFETY: the CPU has the features the function is compiled for.
         return unsafe { walk_fast_avx2(b, i) };
     }
     walk_fast_with::<Baseline>(b, i)
+}
+
+/// Whether the CPU has AVX2, POPCNT and BMI1, asked once: one load a call
+/// where the three detections were three (cachegrind: the call to
+/// `walk_fast` was 37 instructions before its loop).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_avx2() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: not asked yet; 1: no; 2: yes.
+    static KNOWN: AtomicU8 = AtomicU8::new(0);
+    match KNOWN.load(Ordering::Relaxed) {
+        0 => {
+            let yes = std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("popcnt")
+                && std::is_x86_feature_detected!("bmi1");
+            KNOWN.store(1 + u8::from(yes), Ordering::Relaxed);
+            yes
+        }
+        known => known == 2,
+    }
 }
 
 /// [`walk_fast`] compiled for AVX2, POPCNT and BMI1.
@@ -207,29 +227,41 @@ impl Classify for Avx2 {
 }
 
 /// The body of [`walk_fast`], for each way to classify.
+///
+/// Each window after the first starts just after the last byte of the
+/// window before that is not a digit, so no id is cut by a window's start
+/// (an id cut by a window's end is looked at again, whole, in the next):
+/// the byte before a window is then a `,` or a space (or the `[`), never a
+/// digit, and the ladder that measures ids needs no carries from window
+/// to window. An id of more than [`FAST_MAX_DIGITS`] digits ends the fast
+/// path, so a window moves on by at least 64 − 8 bytes.
 #[inline(always)]
 fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
     let mut p = i;
-    // Whether the byte before the window is a digit, a comma, an id's leading `0`.
-    let (mut prev_d, mut prev_c, mut prev_z) = (0u64, 0u64, 0u64);
-    // Bit k: whether the byte before the window is at least the (k+1)-th
-    // digit of its id (bits, not an array: no bounds checks, no clearing).
-    let mut carries = 0u64;
+    // Whether the byte before the window is a comma.
+    let mut prev_c = 0u64;
     let mut commas = 0usize;
     let mut longest = 0usize;
     loop {
         let rest = b.get(p..)?;
         let m = match rest.first_chunk::<64>() {
             Some(w) => C::classify(w),
+            None if !rest.is_empty() && b.len() >= 64 => {
+                // The last bytes: the window that ends where `b` ends,
+                // shifted down so its first byte is `b[p]`; the bits
+                // shifted in above `b`'s end are no class, as NULs would
+                // be, and stop the array where the line stops.
+                let w = b.last_chunk::<64>()?;
+                C::classify(w).shifted_down(64 - rest.len() as u32)
+            }
             None => {
-                // The last bytes: padded with NULs, which are no class and
-                // so stop the array where the line stops.
+                // A line shorter than a window: padded with NULs.
                 let mut w = [0u8; 64];
                 w[..rest.len()].copy_from_slice(rest);
                 C::classify(&w)
             }
         };
-        let after_d = (m.digit << 1) | prev_d;
+        let after_d = m.digit << 1;
         let after_c = (m.comma << 1) | prev_c;
         let other = !(m.digit | m.comma | m.space);
         // Bits below the first byte of no class: the window's part of the array.
@@ -239,29 +271,13 @@ fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShap
             (1u64 << other.trailing_zeros()) - 1
         };
         let zero_start = m.zero & !after_d;
-        let bad =
-            (m.comma & !after_d) | (m.space & !after_c) | (m.digit & ((zero_start << 1) | prev_z));
+        let bad = (m.comma & !after_d) | (m.space & !after_c) | (m.digit & (zero_start << 1));
         if bad & inside != 0 {
             return None;
         }
         let d = m.digit & inside;
         commas += (m.comma & inside).count_ones() as usize;
-        let mut level = d; // bytes at least the (k+1)-th digit of their id
-        let mut k = 0;
-        let mut carries_out = 0u64;
-        while level != 0 {
-            if k == FAST_MAX_DIGITS {
-                return None;
-            }
-            let next = ((level << 1) | ((carries >> k) & 1)) & d;
-            carries_out |= (level >> 63) << k;
-            level = next;
-            k += 1;
-        }
-        // A level empty in this window is empty in all after it (a byte
-        // that is the (k+1)-th digit is also the k-th): their bits stay 0.
-        carries = carries_out;
-        longest = longest.max(k);
+        longest = longest.max(longest_run(d)?);
         if other != 0 {
             let e = other.trailing_zeros();
             let end = p + e as usize;
@@ -274,11 +290,45 @@ fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShap
             };
             return Some((end + 1, shape));
         }
-        prev_d = m.digit >> 63;
-        prev_c = m.comma >> 63;
-        prev_z = zero_start >> 63;
-        p += 64;
+        // The digits that end the window (at most FAST_MAX_DIGITS, or the
+        // ladder stopped) start the next one.
+        let cut = (!m.digit).leading_zeros();
+        prev_c = (m.comma >> (63 - cut)) & 1;
+        p += 64 - cut as usize;
     }
+}
+
+/// The longest run of set bits in `d` (the longest id of a window, in
+/// digits), or `None` when it is longer than [`FAST_MAX_DIGITS`]: by
+/// halves, runs of 2, 4 and 8 first, then the one step between. A ladder
+/// of one step a digit (`level &= level << 1` until empty) was ~30
+/// instructions a window for the trace's ids of 5-7 digits, this ~20
+/// (cachegrind, decision 0039).
+#[inline(always)]
+fn longest_run(d: u64) -> Option<usize> {
+    const _: () = assert!(FAST_MAX_DIGITS == 8);
+    // `rk`: bit j set when bits j, j-1, …, j-k+1 all are (a run of k ends there).
+    let r2 = d & (d << 1);
+    if r2 == 0 {
+        return Some(usize::from(d != 0));
+    }
+    let r4 = r2 & (r2 << 2);
+    if r4 == 0 {
+        let r3 = r2 & (d << 2);
+        return Some(2 + usize::from(r3 != 0));
+    }
+    let r8 = r4 & (r4 << 4);
+    if r8 != 0 {
+        let r9 = r8 & (d << 8);
+        return (r9 == 0).then_some(8);
+    }
+    let r6 = r4 & (r2 << 4);
+    if r6 != 0 {
+        let r7 = r6 & (d << 6);
+        return Some(6 + usize::from(r7 != 0));
+    }
+    let r5 = r4 & (d << 4);
+    Some(4 + usize::from(r5 != 0))
 }
 
 /// One bit a byte of a 64-byte window, the first byte in the lowest bit.
@@ -289,6 +339,20 @@ struct Classes {
     space: u64,
     /// `0` (also in `digit`).
     zero: u64,
+}
+
+impl Classes {
+    /// The classes of the window `by` bytes further on (1 to 63), the
+    /// bytes past the end of this one of no class.
+    #[inline(always)]
+    fn shifted_down(self, by: u32) -> Classes {
+        Classes {
+            digit: self.digit >> by,
+            comma: self.comma >> by,
+            space: self.space >> by,
+            zero: self.zero >> by,
+        }
+    }
 }
 
 /// The classes of 64 bytes, sixteen at a time with SSE2 (every x86_64 CPU
@@ -597,7 +661,7 @@ const POW10: [u64; 9] = [
 /// digits at the top with zeros (leading zeros) before them, and three
 /// multiplies then combine pairs, quads and the two halves.
 #[inline]
-fn eight_digits(x: u64, len: usize) -> u64 {
+pub(super) fn eight_digits(x: u64, len: usize) -> u64 {
     const ZEROS: u64 = 0x3030_3030_3030_3030;
     let v = x.wrapping_sub(ZEROS) << (8 * (8 - len));
     // Each byte pair (a, b), a the earlier digit, becomes 10a + b in the
@@ -859,6 +923,69 @@ mod tests {
             proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, 1), walk_fast(&line, 1));
             if let Some(fast) = walk_fast(&line, 1) {
                 proptest::prop_assert_eq!(Ok(fast), walk(&line, 1, |_| {}), "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    /// The longest run by halves is the one-step ladder's answer.
+    #[test]
+    fn longest_run_is_the_ladder() {
+        let ladder = |d: u64| {
+            let (mut level, mut k) = (d, 0);
+            while level != 0 {
+                if k == FAST_MAX_DIGITS {
+                    return None;
+                }
+                level &= level << 1;
+                k += 1;
+            }
+            Some(k)
+        };
+        let mut words = vec![0, !0, 1, 1 << 63];
+        for len in 1..=12 {
+            for at in 0..=(64 - len) {
+                let run = ((1u64 << len) - 1) << at;
+                words.push(run);
+                words.push(run | 0x5555_0000_0000_0005);
+                words.push(run | (run << 40));
+            }
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            words.push(x);
+            words.push(x & (x >> 1));
+            words.push(x | (x << 3));
+        }
+        for d in words {
+            assert_eq!(longest_run(d), ladder(d), "{d:#066b}");
+        }
+    }
+
+    /// Windows start after the last byte of the window before that is no
+    /// digit: an id at every place across a window's end, long, too long
+    /// or with a leading zero, is measured (or refused) whole, in lines
+    /// that end there or go on (a line in the reader's buffer).
+    #[test]
+    fn ids_across_a_window_end_are_measured_whole() {
+        for pad in 0..90 {
+            for id in ["12345678", "123456789", "01", "0", "7", "10"] {
+                for sep in [", ", ","] {
+                    for after in ["", "\n{\"a\": [1, 2]}"] {
+                        let line = format!(
+                            "[{}{id}{sep}5]{after}",
+                            "1, ".repeat(pad / 3) + &"9".repeat(pad % 3)
+                        );
+                        let b = line.as_bytes();
+                        let expected = walk(b, 1, |_| {})
+                            .ok()
+                            .filter(|(_, s)| s.longest_digits <= FAST_MAX_DIGITS);
+                        assert_eq!(walk_fast(b, 1), expected, "{line}");
+                        assert_eq!(walk_fast_with::<Baseline>(b, 1), expected, "{line}");
+                    }
+                }
             }
         }
     }

@@ -11,6 +11,14 @@ const MAX_DEPTH: usize = 256;
 impl<'a> Record<'a> {
     /// Scans and validates one line holding one JSON object.
     pub fn parse(line: &'a [u8]) -> Result<Record<'a>, RecordError> {
+        // The plain path checks the UTF-8 of the strings it steps over
+        // (every other byte it takes is ASCII), so a line it takes needs
+        // no pass of its own for it.
+        if u32::try_from(line.len()).is_ok() {
+            if let Some(rec) = parse_plain::<false>(line) {
+                return Ok(rec);
+            }
+        }
         // An ASCII line (nearly every one) is valid UTF-8: the OR of its
         // bytes, which the compiler does sixteen bytes at a time, saves
         // most of `from_utf8`'s 0.8 instructions a byte (cachegrind,
@@ -25,10 +33,50 @@ impl<'a> Record<'a> {
                 "a line of 4 GiB or more: records are read from shorter lines",
             ));
         }
-        if let Some(rec) = parse_plain(line) {
-            return Ok(rec);
-        }
         Record::parse_general(line)
+    }
+
+    /// The record at the start of `buf` when it is a line in the plain
+    /// form ([`parse_plain`]) ended by `\n` or `\r\n`: the record's line
+    /// is the bytes before that ending (its `\n` the first in `buf`: the
+    /// plain form holds none). `None` for anything else, which the caller then cuts at its
+    /// `\n` and gives to [`Record::parse`] (the verdict is the same for
+    /// every line this takes). For the line loop of the filters, which
+    /// parses lines where they lie in its read buffer instead of finding
+    /// each `\n` first (docs/decisions/0039-filters-under-five-instructions-a-byte.md).
+    /// `buf` may be longer than 4 GiB; only its first 4 GiB are looked at.
+    /// Returns the record and where the next line starts: after the `\n`,
+    /// or after `\r\n` (the reader drops a line's last `\r`).
+    #[inline]
+    pub fn parse_line_at(buf: &'a [u8]) -> Option<(Record<'a>, usize)> {
+        let mut rec = Record::slot();
+        let next = Record::parse_line_into(buf, &mut rec)?;
+        Some((rec, next))
+    }
+
+    /// [`Record::parse_line_at`] into `rec` (from [`Record::slot`], or
+    /// any record: it is overwritten; on `None` it holds no record),
+    /// returning where the next line starts: the record stays where the
+    /// caller keeps it, not copied out (decision 0039).
+    #[inline]
+    pub fn parse_line_into(buf: &'a [u8], rec: &mut Record<'a>) -> Option<usize> {
+        let most = buf.len().min(u32::MAX as usize);
+        parse_plain_into::<true>(&buf[..most], rec)?;
+        let end = rec.line.len();
+        Some(end + 1 + usize::from(buf[end] == b'\r'))
+    }
+
+    /// A place for [`Record::parse_line_into`] to parse into: the record
+    /// of no line, with no fields.
+    #[inline]
+    pub fn slot() -> Record<'a> {
+        Record {
+            line: &[],
+            spans: [(0, 0); FIELDS],
+            close: 0,
+            has_members: false,
+            hash_ids_shape: None,
+        }
     }
 
     /// The scan of any line (UTF-8 already checked): every JSON form,
@@ -106,19 +154,35 @@ impl<'a> Record<'a> {
 /// scan), and every error and its message stays the general scan's. The
 /// ~75 bytes before `hash_ids` cost the general scan ~1,390 instructions
 /// a row (cachegrind, docs/decisions/0036-one-pass-plain-lines.md).
+///
+/// With `UNTIL_NEWLINE`, `line` is where a line starts in a larger buffer,
+/// and the record ends at a `}` followed by `\n` (the record's line is cut
+/// there); else the record is the whole of `line`.
 #[inline]
-fn parse_plain(line: &[u8]) -> Option<Record<'_>> {
+fn parse_plain<const UNTIL_NEWLINE: bool>(line: &[u8]) -> Option<Record<'_>> {
+    let mut rec = Record::slot();
+    parse_plain_into::<UNTIL_NEWLINE>(line, &mut rec)?;
+    Some(rec)
+}
+
+/// [`parse_plain`] into `rec`, whatever it held (on `None`, it holds a
+/// part of the line's fields): for a caller that keeps the record where it
+/// is, as copying a returned `Record` (176 bytes) was a `memcpy` call or
+/// two a row (cachegrind, decision 0039).
+#[inline(always)]
+fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
+    line: &'a [u8],
+    rec: &mut Record<'a>,
+) -> Option<()> {
     let n = line.len();
     if n < 2 || line[0] != b'{' || line[1] != b'"' {
         return None;
     }
-    let mut rec = Record {
-        line,
-        spans: [(0, 0); FIELDS],
-        close: 0,
-        has_members: true,
-        hash_ids_shape: None,
-    };
+    rec.line = line;
+    rec.spans = [(0, 0); FIELDS];
+    rec.close = 0;
+    rec.has_members = true;
+    rec.hash_ids_shape = None;
     let mut i = 1;
     // The place in `EXPECTED` of the key the form puts next.
     let mut next = 0;
@@ -138,6 +202,7 @@ fn parse_plain(line: &[u8]) -> Option<Record<'_>> {
                 if line.get(key_end..key_end + 2)? != b"\":" {
                     return None;
                 }
+                utf8(&line[key_start..key_end])?;
                 i = key_end + 2;
                 let key = Field::from_key(&line[key_start..key_end]);
                 // Expect next what follows this key in the order, if it is there.
@@ -175,6 +240,7 @@ fn parse_plain(line: &[u8]) -> Option<Record<'_>> {
                 if line.get(i) != Some(&b'"') {
                     return None;
                 }
+                utf8(&line[start + 1..i])?;
                 i += 1;
             }
             b'[' => {
@@ -201,13 +267,31 @@ fn parse_plain(line: &[u8]) -> Option<Record<'_>> {
                     return None;
                 }
             }
+            Some(b'}') if UNTIL_NEWLINE => {
+                let ending = line.get(i + 1..).unwrap_or_default();
+                if !(ending.starts_with(b"\n") || ending.starts_with(b"\r\n")) {
+                    return None;
+                }
+                rec.line = &line[..i + 1];
+                rec.close = i;
+                return Some(());
+            }
             Some(b'}') if i + 1 == n => {
                 rec.close = i;
-                return Some(rec);
+                return Some(());
             }
             _ => return None,
         }
     }
+}
+
+/// `Some` when `text` (a string's bytes, between its quotes) is UTF-8:
+/// the plain path's one UTF-8 check, as every byte it takes outside
+/// strings is ASCII. A line is UTF-8 exactly when each run between its
+/// ASCII bytes is, so checking the strings checks the line.
+#[inline]
+fn utf8(text: &[u8]) -> Option<()> {
+    (text.is_ascii() || std::str::from_utf8(text).is_ok()).then_some(())
 }
 
 /// The keys of a Mooncake row in the order its writers give them.
@@ -746,7 +830,7 @@ mod plain_path_agrees_with_the_general_scan {
 
         #[test]
         fn plain_lines_are_taken_as_the_general_scan_reads_them(line in plain_line()) {
-            let fast = parse_plain(line.as_bytes());
+            let fast = parse_plain::<false>(line.as_bytes());
             prop_assert!(fast.is_some(), "{line}");
             let general = Record::parse_general(line.as_bytes()).unwrap();
             prop_assert!(same(&fast.unwrap(), &general), "{line}");
@@ -769,14 +853,113 @@ mod plain_path_agrees_with_the_general_scan {
                 }
             }
             if std::str::from_utf8(&b).is_err() {
-                return Ok(()); // refused before either path
+                // The plain path checks the UTF-8 of what it takes.
+                prop_assert!(parse_plain::<false>(&b).is_none(), "{}", String::from_utf8_lossy(&b));
+                return Ok(());
             }
-            if let Some(fast) = parse_plain(&b) {
+            if let Some(fast) = parse_plain::<false>(&b) {
                 let general = Record::parse_general(&b);
                 prop_assert!(general.is_ok(), "{}: {:?}", String::from_utf8_lossy(&b), general.err());
                 prop_assert!(same(&fast, &general.unwrap()), "{}", String::from_utf8_lossy(&b));
             }
         }
+    }
+
+    /// What follows a line in the read buffer: more lines, a cut line, a
+    /// `\r\n` ending's `\r`, or nothing.
+    fn after() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(b"\n".to_vec()),
+            Just(Vec::new()),
+            Just(b"\r\n".to_vec()),
+            Just(b"\n{\"timestamp\": 1, \"hash_ids\": [1, 2]}\n".to_vec()),
+            Just(b"\n{\"timestamp\": 1, \"hash_ids\": [1, 2".to_vec()),
+            Just(b" \n".to_vec()),
+            Just(b"\n\n\n".to_vec()),
+            prop::collection::vec(any::<u8>(), 0..80).prop_map(|mut v| {
+                v.insert(0, b'\n');
+                v
+            }),
+        ]
+    }
+
+    /// Applies 0-2 random byte edits to `line`.
+    fn edited(line: String, edits: &[(usize, u8, u8)]) -> Vec<u8> {
+        let mut b = line.into_bytes();
+        for &(at, op, c) in edits {
+            let at = at % (b.len() + 1);
+            match op {
+                0 if at < b.len() => {
+                    b.remove(at);
+                }
+                1 => b.insert(at, c),
+                _ if at < b.len() => b[at] = c,
+                _ => b.push(c),
+            }
+        }
+        b
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        /// The line loop's path: a record found where its line lies in the
+        /// read buffer is the one `Record::parse` finds in the line cut at
+        /// its first `\n` (the reader's cut: no `\r` stripped, as it is
+        /// taken only before a bare `\n`), and every plain line before a
+        /// `\n` is taken; on edited lines (and whatever follows them) it
+        /// takes only what `parse` takes, to the same record.
+        #[test]
+        fn a_line_parsed_in_the_buffer_is_the_line_cut_and_parsed(
+            line in plain_line(),
+            edits in prop::collection::vec((any::<usize>(), 0u8..3, prop::sample::select(
+                b"{}[]\",:0123456789-.eE tfnul\\ax\t\n\r\x01\xc3\xa9".to_vec())), 0..3),
+            tail in after(),
+        ) {
+            let plain = edits.is_empty();
+            let mut buf = edited(line, &edits);
+            buf.extend_from_slice(&tail);
+            // The reader's cut: at the first `\n`, one `\r` before it dropped.
+            let cut = memchr::memchr(b'\n', &buf).map(|i| {
+                let line = &buf[..i];
+                (line.strip_suffix(b"\r").unwrap_or(line), i + 1)
+            });
+            match Record::parse_line_at(&buf) {
+                Some((fast, next)) => {
+                    let (cut, cut_next) = cut.expect("taken only before a `\n`");
+                    prop_assert_eq!(fast.line, cut);
+                    prop_assert_eq!(next, cut_next);
+                    let parsed = Record::parse(cut);
+                    prop_assert!(parsed.is_ok(), "{}: {:?}", String::from_utf8_lossy(cut), parsed.err());
+                    prop_assert!(same(&fast, &parsed.unwrap()), "{}", String::from_utf8_lossy(cut));
+                }
+                None => prop_assert!(
+                    !(plain && (tail.starts_with(b"\n") || tail.starts_with(b"\r\n"))),
+                    "a plain line was left: {}", String::from_utf8_lossy(&buf)
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_in_a_string_or_key_is_left_to_the_general_scan() {
+        for line in [
+            &b"{\"a\": \"\xff\"}"[..],
+            b"{\"\xc3\": 1}",
+            b"{\"a\": \"\xc3\"}",
+            b"{\"a\": \"\xed\xa0\x80\"}",
+        ] {
+            assert!(parse_plain::<false>(line).is_none());
+            let mut buf = line.to_vec();
+            buf.push(b'\n');
+            assert!(Record::parse_line_at(&buf).is_none());
+            assert_eq!(
+                Record::parse(line).unwrap_err().to_string(),
+                "invalid UTF-8"
+            );
+        }
+        // Valid UTF-8 in strings and keys is taken.
+        assert!(parse_plain::<false>("{\"é\": \"ü€\", \"timestamp\": 1}".as_bytes()).is_some());
     }
 
     #[test]
@@ -829,7 +1012,7 @@ mod plain_path_agrees_with_the_general_scan {
             "{\"a\": nul}",
             "{\"a\": \"\t\"}",
         ] {
-            assert!(parse_plain(line.as_bytes()).is_none(), "{line}");
+            assert!(parse_plain::<false>(line.as_bytes()).is_none(), "{line}");
         }
     }
 }

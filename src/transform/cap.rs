@@ -195,7 +195,10 @@ impl Step for Capper {
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
         let [isl_text, ids_text, osl_text] = &mut self.values;
-        let mut edits: Vec<Edit<'_>> = Vec::new();
+        // On the stack: a `Vec` was an allocation and a free for every
+        // changed row (cachegrind, 55 instructions a row of
+        // `--max-osl 512`; docs/decisions/0039-filters-under-five-instructions-a-byte.md).
+        let mut edits = Edits::default();
         if let Some(max) = self.opts.max_isl {
             let len = rec.uint(Field::InputLength)?;
             if self.opts.drop {
@@ -258,10 +261,10 @@ impl Step for Capper {
                 });
             }
         }
-        if edits.is_empty() {
+        if edits.n == 0 {
             return Ok(Emit::Unchanged);
         }
-        rec.write_edited(&mut edits, out);
+        rec.write_edited(&mut edits.list[..edits.n], out);
         Ok(Emit::Written)
     }
 
@@ -275,6 +278,32 @@ impl Step for Capper {
         self.dropped += fork.dropped;
         self.truncated += fork.truncated;
         self.capped_osl += fork.capped_osl;
+    }
+}
+
+/// A row's edits: at most one each of `input_length`, `hash_ids` and
+/// `output_length`.
+struct Edits<'v> {
+    list: [Edit<'v>; 3],
+    n: usize,
+}
+
+impl Default for Edits<'_> {
+    fn default() -> Self {
+        Edits {
+            list: std::array::from_fn(|_| Edit {
+                field: Field::InputLength,
+                value: &[],
+            }),
+            n: 0,
+        }
+    }
+}
+
+impl<'v> Edits<'v> {
+    fn push(&mut self, edit: Edit<'v>) {
+        self.list[self.n] = edit;
+        self.n += 1;
     }
 }
 
