@@ -678,3 +678,44 @@ fn help_explains_the_model_and_what_it_leaves_out() {
         }
     }
 }
+
+#[test]
+fn the_one_slot_prefix_cache_is_chosen_by_flag_or_profile() {
+    // Rows 10 s apart (each ends before the next): A, B, A again. Every
+    // block kept, the third finds A's 32 blocks of 16 (at most prompt − 1
+    // tokens: 511 → 31 blocks = 496); llama.cpp's one slot keeps only B.
+    let trace = "{\"timestamp\":0,\"input_length\":512,\"output_length\":2,\"hash_ids\":[1]}\n\
+                 {\"timestamp\":10000,\"input_length\":512,\"output_length\":2,\"hash_ids\":[2]}\n\
+                 {\"timestamp\":20000,\"input_length\":512,\"output_length\":2,\"hash_ids\":[1]}\n";
+    let hits = |args: &[&str]| -> Vec<Option<u64>> {
+        let run =
+            crate::util::replay_with_summary(&[args, &["--block-size", "512"]].concat(), trace);
+        let mut r: Vec<RequestResult> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        r.sort_by_key(|x| x.line);
+        r.iter().map(|x| x.cached_tokens).collect()
+    };
+    assert_eq!(hits(&[]), [Some(0), Some(0), Some(496)]);
+    assert_eq!(
+        hits(&["--prefix-cache", "last-prompt"]),
+        [Some(0), Some(0), Some(0)]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    std::fs::write(
+        &profile,
+        r#"{"model": "roofline", "t_fix_ms": 0.1, "c_seq_ms": 0.01, "t_w_ms": 5, "c_lin_ms": 0.02,
+            "k_ms": 1e-6, "c_kv_ms": 1e-5, "prefix_cache": "last-prompt"}"#,
+    )
+    .unwrap();
+    let p = profile.to_str().unwrap();
+    assert_eq!(hits(&["--engine-profile", p]), [Some(0), Some(0), Some(0)]);
+    // The flag beats the profile.
+    assert_eq!(
+        hits(&["--engine-profile", p, "--prefix-cache", "blocks"]),
+        [Some(0), Some(0), Some(496)]
+    );
+}
