@@ -6,6 +6,8 @@
 /// The row writer under the name the import sink hands to each format.
 pub use crate::record::RowWriter as ObjWriter;
 
+use crate::record::put_decimal;
+
 /// The plain request row of the CSV formats (Azure, BurstGPT without a
 /// session), written by hand: `{"timestamp": T,
 /// "input_length": I, "output_length": O}` and the newline, in
@@ -25,11 +27,11 @@ pub fn write_plain_request(
 ) {
     // The keys, `}` and the newline are 53 bytes (`hash_ids`' key 14
     // more), the numbers at most 20 digits each (a float's text 24), and
-    // the eight bytes `put_uint` may store past the last.
+    // the eight bytes `put_decimal` may store past the last.
     let mut buf = [0u8; 53 + 14 + 24 + 20 + 20 + 8];
     let mut p = put(&mut buf, 0, b"{\"timestamp\": ");
     p = match ts {
-        PlainTime::Ms(ms) => put_uint(&mut buf, p, ms),
+        PlainTime::Ms(ms) => put_decimal(ms, &mut buf, p),
         PlainTime::Text(t) => {
             // ryu's longest text is 24 bytes.
             let t = &t[..t.len().min(24)];
@@ -38,9 +40,9 @@ pub fn write_plain_request(
         }
     };
     p = put(&mut buf, p, b", \"input_length\": ");
-    p = put_uint(&mut buf, p, input);
+    p = put_decimal(input, &mut buf, p);
     p = put(&mut buf, p, b", \"output_length\": ");
-    p = put_uint(&mut buf, p, output);
+    p = put_decimal(output, &mut buf, p);
     match ids {
         None => {
             p = put(&mut buf, p, b"}\n");
@@ -67,52 +69,6 @@ pub enum PlainTime<'a> {
 fn put<const N: usize>(buf: &mut [u8], p: usize, s: &[u8; N]) -> usize {
     buf[p..p + N].copy_from_slice(s);
     p + N
-}
-
-/// Stores `v` in decimal (as `itoa` writes it) at `buf[p..]`, which has
-/// room for its digits and eight bytes more; returns the index after the
-/// digits. Below 10^16 (every length and every timestamp of a trace), as
-/// one or two words of eight digits made at once and stored whole, the
-/// first one's leading zeros skipped.
-#[inline]
-fn put_uint(buf: &mut [u8], p: usize, v: u64) -> usize {
-    const E8: u64 = 100_000_000;
-    if v >= E8 * E8 {
-        let mut text = itoa::Buffer::new();
-        let text = text.format(v).as_bytes();
-        buf[p..p + text.len()].copy_from_slice(text);
-        return p + text.len();
-    }
-    let (high, low) = (v / E8, v % E8);
-    let first = if high > 0 { high } else { low };
-    let digits = eight_ascii_digits(first);
-    // Leading zeros are the low bytes: skip them (keeping one for 0).
-    let skip = ((digits ^ ASCII_ZEROS).trailing_zeros() / 8).min(7) as usize;
-    buf[p..p + 8].copy_from_slice(&(digits >> (8 * skip)).to_le_bytes());
-    let mut end = p + 8 - skip;
-    if high > 0 {
-        buf[end..end + 8].copy_from_slice(&eight_ascii_digits(low).to_le_bytes());
-        end += 8;
-    }
-    end
-}
-
-const ASCII_ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
-
-/// `v` (below 10^8) as eight ASCII digits with leading zeros, the first
-/// in the lowest byte: the lanes split by multiply-shifts (as
-/// `record::ids` makes the ids' digits; the test checks the rows).
-#[inline]
-fn eight_ascii_digits(v: u64) -> u64 {
-    // 32-bit lanes: the upper four digits, then the lower four.
-    let x = (v / 10_000) | ((v % 10_000) << 32);
-    // 16-bit lanes: each four digits split into two pairs.
-    let hundreds = ((x * 10_486) >> 20) & 0x0000_007F_0000_007F;
-    let x = hundreds | ((x - hundreds * 100) << 16);
-    // 8-bit lanes: each pair split into two digits.
-    let tens = ((x * 103) >> 10) & 0x000F_000F_000F_000F;
-    let x = tens | ((x - tens * 10) << 8);
-    x | ASCII_ZEROS
 }
 
 /// Made-up block ids for formats without prefix information: every row gets
@@ -208,24 +164,6 @@ mod tests {
             got,
             b"{\"timestamp\": 3435948.056, \"input_length\": 1, \"output_length\": 2}\n"
         );
-    }
-
-    #[test]
-    fn put_uint_writes_what_itoa_writes() {
-        let mut v = 0u64;
-        while v < u64::MAX / 3 {
-            for w in [v, v + 1, v.saturating_sub(1)] {
-                let mut buf = [0u8; 28];
-                let end = put_uint(&mut buf, 0, w);
-                assert_eq!(&buf[..end], w.to_string().as_bytes());
-            }
-            v = v * 3 + 7;
-        }
-        for w in 0..100_000 {
-            let mut buf = [b'x'; 28];
-            let end = put_uint(&mut buf, 1, w);
-            assert_eq!(&buf[1..end], w.to_string().as_bytes());
-        }
     }
 
     #[test]
