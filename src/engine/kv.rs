@@ -278,15 +278,7 @@ impl KvCache {
             if b == NIL {
                 return;
             }
-            let blk = &mut self.b[b as usize];
-            if blk.named {
-                blk.named = false;
-                let h = blk.hash;
-                self.cached.remove(h, b);
-                if self.watched(b) {
-                    self.watch = None;
-                }
-            }
+            self.unname(b);
             self.hold(b);
             into.push(b);
         }
@@ -299,17 +291,22 @@ impl KvCache {
     pub fn forget_free(&mut self) {
         let mut b = self.head;
         while b != NIL {
-            let blk = &mut self.b[b as usize];
-            let next = blk.next;
-            if blk.named {
-                blk.named = false;
-                let h = blk.hash;
-                self.cached.remove(h, b);
-                if self.watched(b) {
-                    self.watch = None;
-                }
-            }
+            let next = self.b[b as usize].next;
+            self.unname(b);
             b = next;
+        }
+    }
+
+    /// A cached block's name dropped: no request finds it any more.
+    fn unname(&mut self, b: u32) {
+        let blk = &mut self.b[b as usize];
+        if blk.named {
+            blk.named = false;
+            let h = blk.hash;
+            self.cached.remove(h, b);
+            if self.watched(b) {
+                self.watch = None;
+            }
         }
     }
 
