@@ -52,7 +52,7 @@ mkdir -p "$work"
 cargo build --release --quiet --bin mc-gen --bin mc-replay --bin mc-fit --bin mc-report
 bin=target/release
 shape=(--engine-block-size "$block" --kv-tokens "$ctx" --max-batched-tokens "$batch" --max-seqs 1
-    --prefix-cache "${PREFIX_CACHE:-last-prompt}")
+    --engine-prefix-cache "${PREFIX_CACHE:-last-prompt}")
 bias=${EOS_BIAS:-'{"logit_bias":{"1":-100,"106":-100}}'}
 
 # The client on core 0, at nice -10 when allowed, so the server's core is its own.

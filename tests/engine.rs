@@ -700,7 +700,7 @@ fn the_one_slot_prefix_cache_is_chosen_by_flag_or_profile() {
     };
     assert_eq!(hits(&[]), [Some(0), Some(0), Some(496)]);
     assert_eq!(
-        hits(&["--prefix-cache", "last-prompt"]),
+        hits(&["--engine-prefix-cache", "last-prompt"]),
         [Some(0), Some(0), Some(0)]
     );
     let dir = tempfile::tempdir().unwrap();
@@ -715,7 +715,7 @@ fn the_one_slot_prefix_cache_is_chosen_by_flag_or_profile() {
     assert_eq!(hits(&["--engine-profile", p]), [Some(0), Some(0), Some(0)]);
     // The flag beats the profile.
     assert_eq!(
-        hits(&["--engine-profile", p, "--prefix-cache", "blocks"]),
+        hits(&["--engine-profile", p, "--engine-prefix-cache", "blocks"]),
         [Some(0), Some(0), Some(496)]
     );
 }

@@ -68,7 +68,7 @@ pub struct EngineShapeArgs {
     /// last request's: llama.cpp's one slot) [default: the profile's, else
     /// blocks].
     #[arg(long, value_name = "KIND", value_enum)]
-    pub prefix_cache: Option<super::PrefixCache>,
+    pub engine_prefix_cache: Option<super::PrefixCache>,
 }
 
 /// The checks every engine shape passes, wherever it came from: no zero
@@ -244,7 +244,7 @@ impl EngineArgs {
             max_model_len: self.shape.max_model_len.or(profile.max_model_len),
             prefix_cache: self
                 .shape
-                .prefix_cache
+                .engine_prefix_cache
                 .or(profile.prefix_cache)
                 .unwrap_or_default(),
             profile,

@@ -164,7 +164,7 @@ fn shape(args: &FitArgs, runs: &[runs::Run]) -> (Shape, bool) {
             .or(known.map(|k| k.max_seqs))
             .unwrap_or(DEFAULT_MAX_SEQS),
         prefix_cache: args
-            .prefix_cache
+            .engine_prefix_cache
             .or(known.map(|k| k.prefix_cache))
             .unwrap_or_default(),
     };
@@ -210,37 +210,8 @@ pub fn run(args: &FitArgs) -> Result<()> {
     if let Some(spec) = &args.predict {
         return predict(args, spec, &prepared, shape);
     }
-    let start = match Profile::load(&args.start)?.model {
-        StepModel::Roofline(r) => r,
-        StepModel::Serving(v) => v.base,
-        StepModel::Polynomial(_) => {
-            return Err(Error::usage(format!(
-                "--start {}: the fit searches the roofline model; start from a roofline profile",
-                args.start
-            )))
-        }
-    };
-    for (r, had) in runs.iter().zip(&had_histograms) {
-        match runs::service_histograms(r) {
-            Some((prefill, decode)) => eprintln!(
-                "{TOOL}: {}: fitting service time to the server's own histograms \
-                 (vllm:request_prefill_time_seconds, {} requests; \
-                 vllm:request_decode_time_seconds, {}): queueing is simulated, not fitted",
-                r.label, prefill.count, decode.count
-            ),
-            None if *had => eprintln!(
-                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds the \
-                 server's request-phase histograms; --server-histograms fits service time \
-                 to them)",
-                r.label
-            ),
-            None => eprintln!(
-                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds no \
-                 request-phase histograms of the server)",
-                r.label
-            ),
-        }
-    }
+    let start = start_profile(args)?;
+    say_what_is_fitted(&runs, &had_histograms);
     let load = Load::of(&runs);
     let coverage = design::Coverage::of(&runs);
     for line in coverage.describe() {
@@ -250,16 +221,7 @@ pub fn run(args: &FitArgs) -> Result<()> {
     let given_start = start;
     let start = direct::start_for_model(&runs, shape, start, args.model);
     if start != model::start_model(args.model, given_start) {
-        eprintln!(
-            "{TOOL}: the search starts from the designed rungs read directly (each a known \
-             sum of steps): {}",
-            model::names(&start)
-                .iter()
-                .zip(model::coeffs(&start))
-                .map(|(n, v)| format!("{n} {v:.4e}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        say_start(&start);
     }
     let (fitted, err, identified) = if seqs_known {
         ticker.stage(format!("fit at max seqs {}", shape.max_seqs));
@@ -280,6 +242,58 @@ pub fn run(args: &FitArgs) -> Result<()> {
         max_seqs_identified: identified,
     };
     write_profile(args, shape, &fitted, calibrated)
+}
+
+/// `--start`: the roofline coefficients the search starts from.
+fn start_profile(args: &FitArgs) -> Result<crate::engine::Roofline> {
+    match Profile::load(&args.start)?.model {
+        StepModel::Roofline(r) => Ok(r),
+        StepModel::Serving(v) => Ok(v.base),
+        StepModel::Polynomial(_) => Err(Error::usage(format!(
+            "--start {}: the fit searches the roofline model; start from a roofline profile",
+            args.start
+        ))),
+    }
+}
+
+/// Says, per run, what the fit reads: the server's histograms or the
+/// client's times (and whether the run held histograms left unread).
+fn say_what_is_fitted(runs: &[runs::Run], had_histograms: &[bool]) {
+    for (r, had) in runs.iter().zip(had_histograms) {
+        match runs::service_histograms(r) {
+            Some((prefill, decode)) => eprintln!(
+                "{TOOL}: {}: fitting service time to the server's own histograms \
+             (vllm:request_prefill_time_seconds, {} requests; \
+             vllm:request_decode_time_seconds, {}): queueing is simulated, not fitted",
+                r.label, prefill.count, decode.count
+            ),
+            None if *had => eprintln!(
+                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds the \
+             server's request-phase histograms; --server-histograms fits service time \
+             to them)",
+                r.label
+            ),
+            None => eprintln!(
+                "{TOOL}: {}: fitting the client's TTFT, ITL and E2E (the run holds no \
+             request-phase histograms of the server)",
+                r.label
+            ),
+        }
+    }
+}
+
+/// The start the designed rungs gave, read directly.
+fn say_start(start: &StepModel) {
+    eprintln!(
+        "{TOOL}: the search starts from the designed rungs read directly (each a known \
+         sum of steps): {}",
+        model::names(start)
+            .iter()
+            .zip(model::coeffs(start))
+            .map(|(n, v)| format!("{n} {v:.4e}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 }
 
 /// The progress line of a fit (through the one reporter): the stage, the
@@ -394,7 +408,7 @@ fn predict(args: &FitArgs, spec: &str, prepared: &[Prepared<'_>], shape: Shape) 
         max_seqs: o.max_seqs.or(profile.max_seqs).unwrap_or(shape.max_seqs),
         max_model_len: o.max_model_len.or(profile.max_model_len),
         prefix_cache: o
-            .prefix_cache
+            .engine_prefix_cache
             .or(profile.prefix_cache)
             .unwrap_or(shape.prefix_cache),
         profile,
