@@ -37,7 +37,7 @@ impl<'a> Record<'a> {
     }
 
     /// The record at the start of `buf` when it is a line in the plain
-    /// form ([`parse_plain`]) ended by `\n` or `\r\n`: the record's line
+    /// form (`parse_plain`) ended by `\n` or `\r\n`: the record's line
     /// is the bytes before that ending (its `\n` the first in `buf`: the
     /// plain form holds none). `None` for anything else, which the caller then cuts at its
     /// `\n` and gives to [`Record::parse`] (the verdict is the same for
