@@ -933,36 +933,10 @@ mod tests {
             { \"timestamp\" : 3 }\n{\"timestamp\": 4}\r\n{\"timestamp\": 5}\n",
         );
         for step in [1, 2, 3, 5, 7, 16, 64, 300, 1 << 20] {
-            let io = IoArgs {
-                on_error: OnError::Skip,
-                ..IoArgs::default()
-            };
-            let shared = Shared::default();
-            let mut out = Output::from_writer(Box::new(shared.clone()));
             let mut policy = ErrorPolicy::new(OnError::Skip);
-            let src = Trickle {
-                data: input.to_vec(),
-                at: 0,
-                step,
-            };
-            let start = Start {
-                carry: Vec::new(),
-                line_base: 0,
-                rules: LineRules::jsonl(),
-            };
             let mut tally = Tally::new("test");
-            in_order(
-                &io,
-                Box::new(src),
-                start,
-                &mut out,
-                &mut policy,
-                &mut Mark,
-                &mut tally,
-            )
-            .unwrap();
-            out.flush().unwrap();
-            let got = shared.0.lock().unwrap().clone();
+            let (done, got) = trickled(&input, step, OnError::Skip, &mut policy, &mut tally);
+            done.unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&got),
                 String::from_utf8_lossy(&want),
@@ -974,6 +948,45 @@ mod tests {
         }
     }
 
+    /// The in-order loop over `input` read `step` bytes at a time, each
+    /// row through `Mark`: its end and what it wrote.
+    fn trickled(
+        input: &[u8],
+        step: usize,
+        on_error: OnError,
+        policy: &mut ErrorPolicy,
+        tally: &mut Tally,
+    ) -> (Result<()>, Vec<u8>) {
+        let io = IoArgs {
+            on_error,
+            ..IoArgs::default()
+        };
+        let shared = Shared::default();
+        let mut out = Output::from_writer(Box::new(shared.clone()));
+        let src = Trickle {
+            data: input.to_vec(),
+            at: 0,
+            step,
+        };
+        let start = Start {
+            carry: Vec::new(),
+            line_base: 0,
+            rules: LineRules::jsonl(),
+        };
+        let done = in_order(
+            &io,
+            Box::new(src),
+            start,
+            &mut out,
+            policy,
+            &mut Mark,
+            tally,
+        );
+        out.flush().unwrap();
+        let got = shared.0.lock().unwrap().clone();
+        (done, got)
+    }
+
     /// Lines taken in the buffer are numbered as the reader numbers them
     /// (a `\r\n` ending is one line): a bad line is named by its number.
     #[test]
@@ -983,30 +996,10 @@ mod tests {
             b"{\"timestamp\": 1}\r\n{\"timestamp\": 2}\r\n\n{\"timestamp\": 3}\n{bad}\n",
         );
         for step in [1, 3, 300, 1 << 20] {
-            let shared = Shared::default();
-            let mut out = Output::from_writer(Box::new(shared.clone()));
             let mut policy = ErrorPolicy::new(OnError::Fail);
-            let src = Trickle {
-                data: input.to_vec(),
-                at: 0,
-                step,
-            };
-            let start = Start {
-                carry: Vec::new(),
-                line_base: 0,
-                rules: LineRules::jsonl(),
-            };
             let mut tally = Tally::new("test");
-            let err = in_order(
-                &IoArgs::default(),
-                Box::new(src),
-                start,
-                &mut out,
-                &mut policy,
-                &mut Mark,
-                &mut tally,
-            )
-            .unwrap_err();
+            let (done, _) = trickled(&input, step, OnError::Fail, &mut policy, &mut tally);
+            let err = done.unwrap_err();
             assert!(err.to_string().starts_with("line 75:"), "{err}");
         }
     }

@@ -221,6 +221,19 @@ fn fit_offset(rungs: &[Rung], start: Roofline, offset: bool) -> (Roofline, f64) 
 mod tests {
     use super::*;
 
+    /// A decode rung (`b` requests at context `p`, 64 output tokens) as the
+    /// model `m` times it: the mean step, as a run's ITL reads it.
+    fn decode_rung(m: &StepModel, part: Part, b: u64, p: u64) -> Rung {
+        let steps = decode_steps(b, p, 64);
+        let ms = steps.iter().map(|s| m.step_ms(s)).sum::<f64>() / steps.len() as f64;
+        Rung {
+            part,
+            steps,
+            mean: true,
+            measured_ms: ms,
+        }
+    }
+
     #[test]
     fn a_long_prompt_is_cut_into_budget_chunks() {
         // 5000 tokens at 2048 a step: 2048, 2048, 904; the third chunk's
@@ -266,14 +279,7 @@ mod tests {
             .map(|b| (Part::Decode, b, 32));
         let kv = kv_lengths(len, 64).into_iter().map(|n| (Part::Kv, 1, n));
         for (part, b, p) in decodes.chain(kv) {
-            let steps = decode_steps(b, p, 64);
-            let ms = steps.iter().map(|s| m.step_ms(s)).sum::<f64>() / steps.len() as f64;
-            rungs.push(Rung {
-                part,
-                steps,
-                mean: true,
-                measured_ms: ms,
-            });
+            rungs.push(decode_rung(&m, part, b, p));
         }
         rungs
     }
@@ -339,14 +345,7 @@ mod tests {
             (Part::Kv, 1, 4096),
             (Part::Kv, 1, 8000),
         ] {
-            let steps = decode_steps(b, p, 64);
-            let ms = steps.iter().map(|s| m.step_ms(s)).sum::<f64>() / steps.len() as f64;
-            rungs.push(Rung {
-                part,
-                steps,
-                mean: true,
-                measured_ms: ms,
-            });
+            rungs.push(decode_rung(&m, part, b, p));
         }
         let got = fit(&rungs, crate::engine::H100_LLAMA3_8B);
         for (name, (g, t)) in model::NAMES
