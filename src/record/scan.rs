@@ -785,7 +785,9 @@ mod plain_path_agrees_with_the_general_scan {
     fn value() -> impl Strategy<Value = String> {
         prop_oneof![
             (0u64..u64::MAX).prop_map(|v| v.to_string()),
-            (0u64..100_000, 0u64..10_000).prop_map(|(a, b)| format!("{a}.{b}")),
+            // From 1: a decimal starting `0.` is a near-form the general scan
+            // decides (the near-forms test below holds that).
+            (1u64..100_000, 0u64..10_000).prop_map(|(a, b)| format!("{a}.{b}")),
             "[a-z_ \u{e9}]{0,12}".prop_map(|s| format!("\"{s}\"")),
             Just("null".to_string()),
             prop::collection::vec(0u64..100_000_000, 1..40).prop_map(|ids| {
