@@ -33,16 +33,24 @@
 //! ids); a row then gets a fresh id for its partial last block, so every
 //! row is consistent at the file's block size.
 
+mod renumber;
+mod scan;
+
 use std::collections::HashMap;
 use std::io::Read;
+use std::ops::Range;
 
 use serde::Deserialize;
+
+use renumber::Renumber;
 
 use super::{ImportArgs, Importer, Sink};
 use crate::error::{Error, RecordError, Result};
 use crate::record::Number;
 
-#[derive(Deserialize)]
+/// One session document. serde's reading of it is the reference; the
+/// files' own shape is read by hand ([`scan`]) into the same values.
+#[derive(Deserialize, Debug, PartialEq)]
 struct Session {
     #[serde(default)]
     id: Option<String>,
@@ -53,7 +61,7 @@ struct Session {
     requests: Vec<WekaRequest>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Debug, PartialEq, Default)]
 struct WekaRequest {
     #[serde(default)]
     t: f64,
@@ -98,11 +106,9 @@ pub struct Weka {
     /// Sessions started so far (the k of the timeline).
     sessions: u64,
     /// Local id -> output id, per file (or across files for `global` scope).
-    /// foldhash's fixed hasher: ids come from files, not from an
-    /// adversary, and SipHash was a fifth of the run (`perf`).
-    ids: HashMap<u64, u64, foldhash::fast::FixedState>,
-    next_id: u64,
-    out_ids: Vec<u64>,
+    ids: Renumber,
+    /// The current session's rows' `hash_ids` text (`Call::ids`).
+    texts: Vec<u8>,
     /// Rows whose partial last block got a fresh id; rows cut to their length.
     tails: u64,
     cut: u64,
@@ -141,7 +147,8 @@ struct Call {
     graph_delay: Option<f64>,
     input: u64,
     output: u64,
-    ids: Vec<u64>,
+    /// Its `hash_ids` array's text in `Weka::texts`.
+    ids: Range<usize>,
     /// The calls it waits for (indexes): the chain's previous call and the
     /// sub-agents' last calls it joins.
     wait_for: Vec<usize>,
@@ -170,9 +177,8 @@ impl Weka {
             file_block: None,
             files: args.inputs().cloned().collect(),
             sessions: 0,
-            ids: HashMap::default(),
-            next_id: 0,
-            out_ids: Vec::new(),
+            ids: Renumber::default(),
+            texts: Vec::new(),
             tails: 0,
             cut: 0,
             names: HashMap::new(),
@@ -196,41 +202,6 @@ impl Weka {
                 self.gap_ms,
                 self.gap_ms
             )
-        }
-    }
-
-    fn fresh(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id - 1
-    }
-
-    /// The output ids of one request at block size `b`: the source ids
-    /// renumbered, then made consistent with `input`.
-    fn row_ids(&mut self, local: &[u64], input: u64, b: u64) {
-        let need = input.div_ceil(b) as usize;
-        self.out_ids.clear();
-        let next = &mut self.next_id;
-        for &h in local.iter().take(need) {
-            let id = *self.ids.entry(h).or_insert_with(|| {
-                *next += 1;
-                *next - 1
-            });
-            self.out_ids.push(id);
-        }
-        if local.len() > need {
-            // More ids than blocks: cut, and a cut-short last block is not
-            // the full block that id names elsewhere.
-            self.cut += 1;
-            if !input.is_multiple_of(b) {
-                self.out_ids.pop();
-            }
-        }
-        if self.out_ids.len() < need {
-            self.tails += 1;
-        }
-        while self.out_ids.len() < need {
-            let id = self.fresh();
-            self.out_ids.push(id);
         }
     }
 
@@ -265,7 +236,10 @@ impl Weka {
                 continue;
             }
             let (input, output, ts, delay) = checked_call(r, prev, chain.start_ms, &at)?;
-            self.row_ids(&r.hash_ids, input, b);
+            let from = self.texts.len();
+            let fitted = self.ids.row(&r.hash_ids, input, b, &mut self.texts);
+            self.tails += u64::from(fitted.tail);
+            self.cut += u64::from(fitted.cut);
             let end_ms = ts + ms(r.api_time.unwrap_or(0.0)).max(0.0);
             let mut wait_for = Vec::new();
             let mut graph_delay = delay;
@@ -293,7 +267,7 @@ impl Weka {
                 graph_delay,
                 input,
                 output,
-                ids: self.out_ids.clone(),
+                ids: from..self.texts.len(),
                 wait_for,
                 spawned_by,
                 line: rows_before + calls.len() as u64 + 1,
@@ -375,7 +349,7 @@ impl Weka {
             if let Some(d) = delay {
                 self.long.observe(c.line, d);
             }
-            let ids = &c.ids;
+            let ids = &self.texts[c.ids.clone()];
             sink.row(|w| {
                 // Whole ms (see `ms`), written as integers; a chain's
                 // first call has a timestamp (in a graph: unless a
@@ -389,7 +363,11 @@ impl Weka {
                 }
                 w.input_length(c.input);
                 w.output_length(c.output);
-                w.hash_ids(ids);
+                // The array's text, made by `Renumber::row` (`RowWriter`
+                // has no method for an id array already written):
+                // `hash_ids` is the last field before the extras, so the
+                // row is the one `w.hash_ids` writes.
+                w.extra_raw("hash_ids", ids);
                 if graph {
                     w.extra_str("request_id", &id(k));
                     for (field, list) in [
@@ -480,6 +458,7 @@ impl Weka {
         if s.hash_id_scope.as_deref() != Some("global") {
             self.ids.clear();
         }
+        self.texts.clear();
         let start_ms = if self.sessions == 0 {
             0.0
         } else {
@@ -581,6 +560,15 @@ impl Importer for Weka {
         // is nothing to stream; reading it whole lets messages name lines.
         let bytes = super::read_document(src)?;
         let body = &bytes[..];
+        if let Some(docs) = scan::documents(body) {
+            for (first, s) in docs {
+                if let Err(e) = self.one(&s, file_no, sink)? {
+                    sink.bad(line_at(body, first), e)?;
+                }
+            }
+            return Ok(());
+        }
+        // Off the files' shape: serde reads it, and names what is wrong.
         let mut stream = serde_json::Deserializer::from_slice(body).into_iter::<Session>();
         loop {
             let start = stream.byte_offset();
