@@ -1117,6 +1117,30 @@ fn weka_session_with_a_sub_agent() {
     assert_eq!(rows(&out)[4].timestamp, Some(5.0));
 }
 
+/// A document off the files' usual shape (keys written with escapes,
+/// which the hand reader leaves to serde) gives the rows and notes of the
+/// same document written plainly, and so does a compact one with other
+/// whitespace (read by hand).
+#[test]
+fn weka_documents_off_the_usual_shape_give_the_same_rows() {
+    let plain = weka_session("s");
+    let (want, want_err) = import(&["--from", "weka"], &plain);
+    assert!(want.contains(r#""hash_ids": [0, 1, 2]"#), "{want}");
+    let escaped = plain
+        .replace("\"hash_id_scope\"", "\"hash_\\u0069d_scope\"")
+        .replace("\"think_time\"", "\"think_tim\\u0065\"");
+    assert!(escaped.contains("\\u0069d"), "{escaped}");
+    let compact = plain
+        .replace(": ", ":")
+        .replace(", ", ",\t")
+        .replace('\n', "\r\n ");
+    for doc in [escaped, compact] {
+        let (out, err) = import(&["--from", "weka"], &doc);
+        assert_eq!(out, want, "{doc}");
+        assert_eq!(err, want_err, "{doc}");
+    }
+}
+
 #[test]
 fn weka_bad_sessions_name_the_line() {
     // A request without `in`, inside the sub-agent: named by its path, on
