@@ -32,6 +32,11 @@
 //! same system prompt). The files hash only full blocks (`floor(in / B)`
 //! ids); a row then gets a fresh id for its partial last block, so every
 //! row is consistent at the file's block size.
+//!
+//! The files are read by hand ([`scan`]; serde, the reference, for any
+//! document off their shape) and renumbered a row at a time
+//! ([`renumber`]), each row taking the ids it shares with the previous
+//! row from it (docs/decisions/0050-weka-by-hand.md).
 
 mod renumber;
 mod scan;
