@@ -33,9 +33,9 @@
 //! ids); a row then gets a fresh id for its partial last block, so every
 //! row is consistent at the file's block size.
 //!
-//! The files are read by hand ([`scan`]; serde, the reference, for any
+//! The files are read by hand (`scan`; serde, the reference, for any
 //! document off their shape) and renumbered a row at a time
-//! ([`renumber`]), each row taking the ids it shares with the previous
+//! (`renumber`), each row taking the ids it shares with the previous
 //! row from it (docs/decisions/0050-weka-by-hand.md).
 
 mod renumber;
