@@ -153,8 +153,16 @@ pub struct IdTable {
     /// too (AIPerf's context length), counted as the rows are visited: a
     /// pair met the second time counts for its first row as well.
     repeated: Vec<u32>,
-    /// Some id is both `LAST` and `MULTI`: only then can a size conflict.
-    size_candidates: bool,
+    /// The rows whose last block is an id met in another block too (an
+    /// id both `LAST` and `MULTI`), in no order: only their last blocks
+    /// can show a size other than the full block to an id met at another
+    /// size, so when each of them is full at the chosen block size no id
+    /// conflicts and the size check walks nothing (decision 46).
+    candidate_rows: Vec<u32>,
+    /// Ids whose primary node was visited more than once (`VISITED_TWICE`
+    /// set), counted as the flag is set: the reuse count without a pass
+    /// over every id's flags.
+    visited_twice: u64,
     /// [`Pass::Sizes`]: the size of ids first seen at a size other than
     /// the full block.
     sizes: HashMap<u64, u32, IdHash>,
@@ -299,7 +307,8 @@ impl IdTable {
                         *c += 1;
                     }
                 }
-                self.size_candidates |= f & LAST != 0;
+                self.visited_twice += u64::from(f & VISITED_TWICE == 0);
+                self.met_again_as_last(f, pp.row);
                 repeated += 1;
                 let primary = Primary {
                     parent: p,
@@ -321,7 +330,9 @@ impl IdTable {
         if let Some(&last) = ids.last() {
             if let Some(f) = self.flags.get_mut(last) {
                 *f |= LAST;
-                self.size_candidates |= *f & MULTI != 0;
+                if *f & MULTI != 0 && self.candidate_rows.last() != Some(&row) {
+                    self.candidate_rows.push(row);
+                }
             }
         }
         let row = row as usize;
@@ -347,7 +358,7 @@ impl IdTable {
         pos: u32,
         row: u32,
     ) -> (u64, bool) {
-        self.size_candidates |= f & LAST != 0;
+        self.met_again_as_last(f, primary.row);
         let mut f = f | MULTI;
         let repeated = if primary.pos == pos {
             if f & PAIRED_TWICE == 0 {
@@ -365,6 +376,7 @@ impl IdTable {
             count >= 2
         };
         let key = if primary.parent == parent {
+            self.visited_twice += u64::from(f & VISITED_TWICE == 0);
             f |= VISITED_TWICE;
             id
         } else {
@@ -381,6 +393,17 @@ impl IdTable {
         };
         *self.flags.slot(id) = f;
         (key, repeated)
+    }
+
+    /// An id (flags `f` before this sight) first seen in row `first_row`
+    /// is met again. When it was met once, as that row's last block, that
+    /// row is a candidate for the size check (the rows where a candidate
+    /// id is last later are added at the end of their visit).
+    #[inline]
+    fn met_again_as_last(&mut self, f: u8, first_row: u32) {
+        if f & (LAST | MULTI) == LAST {
+            self.candidate_rows.push(first_row);
+        }
     }
 
     /// A pair first seen in (earlier) row `row` was seen again.
@@ -417,14 +440,21 @@ impl IdTable {
     /// Whether some id can show two sizes: the last block of a row met in
     /// another block too. When none can, the size check has nothing to do.
     pub fn may_conflict(&self) -> bool {
-        self.size_candidates
+        !self.candidate_rows.is_empty()
+    }
+
+    /// The rows whose last block is an id met in another block too (each
+    /// at least once, in no order): an id can show two sizes only when one
+    /// of these rows' last blocks is not full.
+    pub fn candidate_rows(&self) -> &[u32] {
+        &self.candidate_rows
     }
 
     /// The ids that can show two sizes (the last block of a row met in
     /// another block too), in increasing order: the only ids the size
     /// check needs to look at.
     pub fn size_candidates(&self) -> Vec<u64> {
-        if !self.size_candidates {
+        if !self.may_conflict() {
             return Vec::new();
         }
         let mut ids = self.flags.ids_with(|f| f & (MULTI | LAST) == MULTI | LAST);
@@ -468,7 +498,7 @@ impl IdTable {
     /// every block visits one node, so it is the blocks less the nodes
     /// visited once.
     pub fn reused_visits(&self) -> u64 {
-        let primary_once = self.flags.count(|f| f & VISITED_TWICE == 0);
+        let primary_once = self.distinct - self.visited_twice;
         let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
         self.blocks - primary_once - extra_once
     }
