@@ -20,6 +20,7 @@ mod flags;
 mod heads;
 #[cfg(test)]
 pub(crate) mod reference;
+mod runs;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -99,6 +100,28 @@ pub struct RowVisit {
     pub duplicate: bool,
     /// An id used by an earlier row follows an id new in this row.
     pub not_prefix_shaped: bool,
+}
+
+/// Where the walk of a row is: what it found, the trie node it is at,
+/// the id before and its primary node.
+struct Walk {
+    v: RowVisit,
+    /// The key of the trie node of the block before (`ROOT` at the start).
+    parent: u64,
+    /// The id before, its primary node.
+    prev: Option<(u64, Primary)>,
+    /// The id before was new in this row.
+    prev_fresh: bool,
+    /// The row's blocks whose (position, id) pair is repeated so far.
+    repeated: u32,
+}
+
+impl Walk {
+    /// An id is first seen at `pos` (positions come in order, so the
+    /// first one stays).
+    fn first_sight(&mut self, pos: usize) {
+        self.v.first_unseen = self.v.first_unseen.min(pos);
+    }
 }
 
 /// The passes over the table. Each id keeps two bits of scratch whose
@@ -238,94 +261,45 @@ impl IdTable {
     /// Walks row number `row` (0-based, in file order; rows come in
     /// order, each once) through the trie and the pair counts.
     pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
+        self.walk(row, ids, true)
+    }
+
+    /// [`IdTable::visit`], a run of consecutive ids at a time where it
+    /// can (`by_runs`; [`runs`]) or one id at a time, the rule the runs
+    /// must agree with.
+    fn walk(&mut self, row: u32, ids: &[u64], by_runs: bool) -> RowVisit {
         debug_assert_eq!(
             self.pass,
             Pass::Trie,
             "rows are visited before any other pass"
         );
-        let mut v = RowVisit {
-            first_unseen: ids.len(),
-            ..Default::default()
+        let mut w = Walk {
+            v: RowVisit {
+                first_unseen: ids.len(),
+                ..Default::default()
+            },
+            parent: ROOT,
+            prev: None,
+            prev_fresh: false,
+            repeated: 0,
         };
         let repeats = self.find_repeats(ids);
-        let mut parent = ROOT;
-        // The id before, its primary node, and whether it was new here.
-        let mut prev: Option<(u64, Primary)> = None;
-        let mut prev_fresh = false;
-        let mut repeated = 0u32;
-        for (pos, &id) in ids.iter().enumerate() {
-            let pos32 = pos as u32;
-            let slot = self.flags.slot(id);
-            let f = *slot;
-            if f == 0 {
-                // First sight. The id follows the block before when that
-                // was new here too (so an id's run shares its head's row).
-                self.distinct += 1;
-                self.nodes += 1;
-                let chain = match prev {
-                    Some((p, pp))
-                        if prev_fresh && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN =>
-                    {
-                        *slot = SEEN | FOLLOWS;
-                        pp.chain + 1
-                    }
-                    _ => {
-                        *slot = SEEN;
-                        self.heads.insert(id, parent, pos32, row);
-                        0
-                    }
-                };
-                if v.first_unseen == ids.len() {
-                    v.first_unseen = pos;
-                }
-                let primary = Primary {
-                    parent,
-                    pos: pos32,
-                    row,
-                    chain,
-                };
-                prev = Some((id, primary));
-                prev_fresh = true;
-                parent = id;
-                continue;
+        let by_runs = by_runs && !repeats;
+        let mut pos = 0;
+        while pos < ids.len() {
+            let k = if by_runs {
+                self.run(&mut w, row, pos, ids)
+            } else {
+                0
+            };
+            if k > 0 {
+                pos += k;
+            } else {
+                self.one(&mut w, row, pos, ids[pos], repeats);
+                pos += 1;
             }
-            if repeats && self.repeats[pos] {
-                v.duplicate = true;
-            } else if v.first_unseen < pos {
-                v.not_prefix_shaped = true;
-            }
-            prev_fresh = false;
-            // The usual case: the id follows the block before, which was at
-            // its primary node (the trie node is the id's key), so this
-            // block is at its primary node and pair too, one step on.
-            if let Some((p, pp)) =
-                prev.filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && parent == p)
-            {
-                *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
-                if f & PAIRED_TWICE == 0 {
-                    if let Some(c) = self.repeated.get_mut(pp.row as usize) {
-                        *c += 1;
-                    }
-                }
-                self.visited_twice += u64::from(f & VISITED_TWICE == 0);
-                self.met_again_as_last(f, pp.row);
-                repeated += 1;
-                let primary = Primary {
-                    parent: p,
-                    pos: pp.pos + 1,
-                    row: pp.row,
-                    chain: pp.chain + 1,
-                };
-                prev = Some((id, primary));
-                parent = id;
-                continue;
-            }
-            let primary = self.primary(id, f, prev);
-            let (key, rep) = self.seen_again(id, f, primary, parent, pos32, row);
-            repeated += u32::from(rep);
-            prev = Some((id, primary));
-            parent = key;
         }
+        let Walk { v, repeated, .. } = w;
         self.blocks += ids.len() as u64;
         if let Some(&last) = ids.last() {
             if let Some(f) = self.flags.get_mut(last) {
@@ -341,6 +315,82 @@ impl IdTable {
         }
         self.repeated[row] = repeated;
         v
+    }
+
+    /// One id of a row, at `pos` (`repeats`: some ids of the row repeat
+    /// an earlier one, marked in `self.repeats`).
+    #[inline]
+    fn one(&mut self, w: &mut Walk, row: u32, pos: usize, id: u64, repeats: bool) {
+        let pos32 = pos as u32;
+        let slot = self.flags.slot(id);
+        let f = *slot;
+        if f == 0 {
+            // First sight. The id follows the block before when that
+            // was new here too (so an id's run shares its head's row).
+            self.distinct += 1;
+            self.nodes += 1;
+            let chain = match w.prev {
+                Some((p, pp))
+                    if w.prev_fresh && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN =>
+                {
+                    *slot = SEEN | FOLLOWS;
+                    pp.chain + 1
+                }
+                _ => {
+                    *slot = SEEN;
+                    self.heads.insert(id, w.parent, pos32, row);
+                    0
+                }
+            };
+            w.first_sight(pos);
+            let primary = Primary {
+                parent: w.parent,
+                pos: pos32,
+                row,
+                chain,
+            };
+            w.prev = Some((id, primary));
+            w.prev_fresh = true;
+            w.parent = id;
+            return;
+        }
+        if repeats && self.repeats[pos] {
+            w.v.duplicate = true;
+        } else if w.v.first_unseen < pos {
+            w.v.not_prefix_shaped = true;
+        }
+        w.prev_fresh = false;
+        // The usual case: the id follows the block before, which was at
+        // its primary node (the trie node is the id's key), so this
+        // block is at its primary node and pair too, one step on.
+        if let Some((p, pp)) = w
+            .prev
+            .filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && w.parent == p)
+        {
+            *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
+            if f & PAIRED_TWICE == 0 {
+                if let Some(c) = self.repeated.get_mut(pp.row as usize) {
+                    *c += 1;
+                }
+            }
+            self.visited_twice += u64::from(f & VISITED_TWICE == 0);
+            self.met_again_as_last(f, pp.row);
+            w.repeated += 1;
+            let primary = Primary {
+                parent: p,
+                pos: pp.pos + 1,
+                row: pp.row,
+                chain: pp.chain + 1,
+            };
+            w.prev = Some((id, primary));
+            w.parent = id;
+            return;
+        }
+        let primary = self.primary(id, f, w.prev);
+        let (key, rep) = self.seen_again(id, f, primary, w.parent, pos32, row);
+        w.repeated += u32::from(rep);
+        w.prev = Some((id, primary));
+        w.parent = key;
     }
 
     /// Records `id` (flags `f`, primary node `primary`) seen again at `pos`
