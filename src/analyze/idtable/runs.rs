@@ -23,16 +23,11 @@ impl IdTable {
         let Some(flags) = self.flags.run_mut(id, ids.len() - pos) else {
             return 0;
         };
-        // The length of the run whose flag bytes satisfy `keep`.
-        let run_len = |flags: &[u8], keep: &dyn Fn(u8) -> bool| {
+        if flags[0] == 0 {
             let mut k = 1;
-            while k < flags.len() && ids[pos + k] == id.wrapping_add(k as u64) && keep(flags[k]) {
+            while k < flags.len() && ids[pos + k] == id.wrapping_add(k as u64) && flags[k] == 0 {
                 k += 1;
             }
-            k
-        };
-        if flags[0] == 0 {
-            let k = run_len(flags, &|f| f == 0);
             self.fresh_run(w, row, pos, id, k);
             return k;
         }
@@ -43,13 +38,19 @@ impl IdTable {
         else {
             return 0;
         };
-        let k = run_len(flags, &|f| f & FOLLOWS != 0);
+        // The run's ids and their flags, read and set in one loop.
         let (mut not_paired, mut not_visited, mut last_once) = (0u32, 0u64, false);
-        for f in &mut flags[..k] {
-            not_paired += u32::from(*f & PAIRED_TWICE == 0);
-            not_visited += u64::from(*f & VISITED_TWICE == 0);
-            last_once |= *f & (LAST | MULTI) == LAST;
-            *f |= MULTI | VISITED_TWICE | PAIRED_TWICE;
+        let mut k = 0;
+        while k < flags.len() && ids[pos + k] == id.wrapping_add(k as u64) {
+            let f = flags[k];
+            if f & FOLLOWS == 0 {
+                break;
+            }
+            not_paired += u32::from(f & PAIRED_TWICE == 0);
+            not_visited += u64::from(f & VISITED_TWICE == 0);
+            last_once |= f & (LAST | MULTI) == LAST;
+            flags[k] = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
+            k += 1;
         }
         // Each pair met for the second time counts for the row it was
         // first seen in, the head's row, once per id.
