@@ -34,7 +34,7 @@ use heads::Heads;
 /// are not chosen by an attacker who gains by colliding them (a slow
 /// analysis is the worst they get), so one SplitMix64 step is the hash.
 #[derive(Default)]
-struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -48,9 +48,13 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, id: u64) {
         self.0 = splitmix64(self.0 ^ id);
     }
+    /// A position in a pair key: one step, not one per byte.
+    fn write_u32(&mut self, pos: u32) {
+        self.write_u64(u64::from(pos));
+    }
 }
 
-type IdHash = BuildHasherDefault<IdHasher>;
+pub(super) type IdHash = BuildHasherDefault<IdHasher>;
 
 /// Parent key of a first block.
 const ROOT: u64 = u64::MAX;
@@ -168,10 +172,11 @@ pub struct IdTable {
     /// Which pass the scratch belongs to.
     pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
-    extra_nodes: HashMap<(u64, u64), (u64, u32)>,
+    /// (SipHash here was 2% of the instructions; the keys are ids too.)
+    extra_nodes: HashMap<(u64, u64), (u64, u32), IdHash>,
     /// Pairs beyond each id's primary one: (position, id) -> (count, the
     /// row it was first seen in).
-    extra_pairs: HashMap<(u32, u64), (u32, u32)>,
+    extra_pairs: HashMap<(u32, u64), (u32, u32), IdHash>,
     /// Per row: its blocks whose (position, id) pair occurs in another row
     /// too (AIPerf's context length), counted as the rows are visited: a
     /// pair met the second time counts for its first row as well.
