@@ -30,24 +30,152 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// `None` for no values (AIPerf writes `null`). Sorts `values`.
+    /// `None` for no values (AIPerf writes `null`). Reorders `values`: the
+    /// quantiles are selected, not sorted for (a sort of each column was
+    /// a tenth of mc-analyze's instructions; decision 46), and are the
+    /// same bits a sort by `f64::total_cmp` would give.
     pub fn of(values: &mut [f64]) -> Option<Summary> {
         if values.is_empty() {
             return None;
         }
         let m = mean(values);
         let var = mean_by(values, |x| (x - m) * (x - m));
-        values.sort_unstable_by(f64::total_cmp);
+        let n = values.len();
+        let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
+        let [min, max, q1_lo, q1_hi, mid_lo, mid_hi, q3_lo, q3_hi] = ranked(
+            values,
+            [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1],
+        );
         Some(Summary {
             mean: m,
             std_dev: var.sqrt(),
-            min: values[0],
-            p25: percentile_linear(values, 0.25),
-            median: median_sorted(values),
-            p75: percentile_linear(values, 0.75),
-            max: values[values.len() - 1],
+            min,
+            p25: lerp(q1_lo, q1_hi, q1.2),
+            median: middle(n, mid_lo, mid_hi),
+            p75: lerp(q3_lo, q3_hi, q3.2),
+            max,
         })
     }
+}
+
+/// The values at sorted positions `ranks` (each below `values.len()`):
+/// what `values` sorted by `f64::total_cmp` holds there, bit for bit (in a
+/// total order, the value at a position is the same whatever the
+/// algorithm). May reorder `values`. A long column is counted by the top
+/// 16 bits of each value's order key and only the values in the ranks'
+/// buckets are selected among (two passes over the column); a short one is
+/// selected in place.
+pub fn ranked<const N: usize>(values: &mut [f64], ranks: [usize; N]) -> [f64; N] {
+    ranked_with(values, ranks, RADIX_MIN)
+}
+
+/// Columns from this long are counted first: below it, the histogram's
+/// fixed cost (64 Ki counters) is more than the selection it saves.
+const RADIX_MIN: usize = 4096;
+const RADIX_BITS: u32 = 16;
+
+/// [`ranked`], counting the columns of `radix_min` values or more.
+fn ranked_with<const N: usize>(
+    values: &mut [f64],
+    ranks: [usize; N],
+    radix_min: usize,
+) -> [f64; N] {
+    let mut unique = ranks;
+    unique.sort_unstable();
+    let mut m = 0;
+    for i in 0..N {
+        if m == 0 || unique[m - 1] != unique[i] {
+            unique[m] = unique[i];
+            m += 1;
+        }
+    }
+    let mut found = [0.0; N];
+    if values.len() >= radix_min && u32::try_from(values.len()).is_ok() {
+        select_by_buckets(values, &unique[..m], &mut found[..m]);
+    } else {
+        select_ranks(values, 0, &unique[..m], &mut found[..m]);
+    }
+    ranks.map(|r| found[unique[..m].partition_point(|&u| u < r)])
+}
+
+/// `x`'s place in `f64::total_cmp`'s order as an unsigned number: negative
+/// values (sign bit set) reversed below the positive ones.
+fn order_key(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | 1 << 63
+    }
+}
+
+/// [`select_ranks`] for a long column (fewer than 2^32 values): counts
+/// the values per bucket of the top bits of their order key, finds the
+/// bucket of each rank, gathers those buckets' values (a few per cent of
+/// the column) and selects in each.
+fn select_by_buckets(values: &[f64], ranks: &[usize], out: &mut [f64]) {
+    let bucket = |x: f64| (order_key(x) >> (64 - RADIX_BITS)) as usize;
+    let mut counts = vec![0u32; 1 << RADIX_BITS];
+    for &x in values {
+        counts[bucket(x)] += 1;
+    }
+    // Each rank's bucket and how many values lie below that bucket; ranks
+    // increase, so their buckets do.
+    let mut at = vec![(0usize, 0usize); ranks.len()];
+    let (mut below, mut r) = (0usize, 0);
+    for (b, &c) in counts.iter().enumerate() {
+        while r < ranks.len() && ranks[r] < below + c as usize {
+            at[r] = (b, below);
+            r += 1;
+        }
+        if r == ranks.len() {
+            break;
+        }
+        below += c as usize;
+    }
+    // The buckets wanted, numbered from 1 in `group_of` (0: not wanted).
+    let mut wanted: Vec<(usize, usize)> = Vec::new();
+    for &(b, below) in &at {
+        if wanted.last().is_none_or(|&(w, _)| w != b) {
+            wanted.push((b, below));
+        }
+    }
+    let mut group_of = vec![0u8; 1 << RADIX_BITS];
+    let mut groups: Vec<Vec<f64>> = Vec::with_capacity(wanted.len());
+    for (j, &(b, _)) in wanted.iter().enumerate() {
+        // At most one group per rank: `ranked` asks for 8 at most.
+        group_of[b] = u8::try_from(j + 1).unwrap_or(u8::MAX);
+        groups.push(Vec::with_capacity(counts[b] as usize));
+    }
+    for &x in values {
+        let g = group_of[bucket(x)];
+        if g != 0 {
+            groups[usize::from(g) - 1].push(x);
+        }
+    }
+    let mut r = 0;
+    for (group, &(b, below)) in groups.iter_mut().zip(&wanted) {
+        let n = at[r..].iter().take_while(|&&(rb, _)| rb == b).count();
+        select_ranks(group, below, &ranks[r..r + n], &mut out[r..r + n]);
+        r += n;
+    }
+}
+
+/// Puts in `out[i]` the value at sorted position `ranks[i]` (strictly
+/// increasing, offsets from `base`, the position of `v[0]`): selects the
+/// middle rank, then the ranks below it in the part below, the ranks above
+/// in the part above.
+fn select_ranks(v: &mut [f64], base: usize, ranks: &[usize], out: &mut [f64]) {
+    if ranks.is_empty() {
+        return;
+    }
+    let m = ranks.len() / 2;
+    let k = ranks[m] - base;
+    let (below, at, above) = v.select_nth_unstable_by(k, f64::total_cmp);
+    out[m] = *at;
+    let (out_below, out_rest) = out.split_at_mut(m);
+    select_ranks(below, base, &ranks[..m], out_below);
+    select_ranks(above, base + k + 1, &ranks[m + 1..], &mut out_rest[1..]);
 }
 
 /// A compensated running sum.
@@ -142,12 +270,28 @@ pub fn exact_mean(values: &[f64]) -> f64 {
 
 /// numpy's `percentile(..., method="linear")` on sorted values, p in [0, 1].
 pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
-    let k = (sorted.len() - 1) as f64 * p;
+    let (lo, hi, t) = linear_rank(sorted.len(), p);
+    lerp(sorted[lo], sorted[hi], t)
+}
+
+/// The same percentile of unsorted `values` (reordered), selected.
+pub fn percentile_linear_unsorted(values: &mut [f64], p: f64) -> f64 {
+    let (lo, hi, t) = linear_rank(values.len(), p);
+    let [a, b] = ranked(values, [lo, hi]);
+    lerp(a, b, t)
+}
+
+/// numpy's linear method over n > 0 sorted values: the two positions to
+/// interpolate between, and how far (k = (n-1)p).
+fn linear_rank(n: usize, p: f64) -> (usize, usize, f64) {
+    let k = (n - 1) as f64 * p;
     let lo = k.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    let t = k - lo as f64;
-    let (a, b) = (sorted[lo], sorted[hi]);
-    // numpy's _lerp: interpolate from the nearer end, for symmetry.
+    let hi = (lo + 1).min(n - 1);
+    (lo, hi, k - lo as f64)
+}
+
+/// numpy's _lerp: interpolate from the nearer end, for symmetry.
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
     let d = b - a;
     if t >= 0.5 {
         b - d * (1.0 - t)
@@ -159,10 +303,15 @@ pub fn percentile_linear(sorted: &[f64], p: f64) -> f64 {
 /// numpy's `median`: the middle value, or the mean of the two middle ones.
 pub fn median_sorted(sorted: &[f64]) -> f64 {
     let n = sorted.len();
+    middle(n, sorted[(n - 1) / 2], sorted[n / 2])
+}
+
+/// The median of n values from the ones at positions (n-1)/2 and n/2.
+fn middle(n: usize, lo: f64, hi: f64) -> f64 {
     if !n.is_multiple_of(2) {
-        sorted[n / 2]
+        hi
     } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        (lo + hi) / 2.0
     }
 }
 
@@ -233,5 +382,130 @@ mod tests {
         }
         s.add(-1e16);
         assert_eq!(s.value(), 1000.0);
+    }
+
+    /// The summary as it was computed before selection: sort, then read.
+    fn summary_by_sorting(values: &mut [f64]) -> Option<Summary> {
+        if values.is_empty() {
+            return None;
+        }
+        let m = mean(values);
+        let var = mean_by(values, |x| (x - m) * (x - m));
+        values.sort_unstable_by(f64::total_cmp);
+        Some(Summary {
+            mean: m,
+            std_dev: var.sqrt(),
+            min: values[0],
+            p25: percentile_linear(values, 0.25),
+            median: median_sorted(values),
+            p75: percentile_linear(values, 0.75),
+            max: values[values.len() - 1],
+        })
+    }
+
+    fn bits(s: Option<Summary>) -> Option<[u64; 7]> {
+        s.map(|s| [s.mean, s.std_dev, s.min, s.p25, s.median, s.p75, s.max].map(f64::to_bits))
+    }
+
+    /// Values that sort differently by bits than by `<`, or are rare: both
+    /// zeros, subnormals, infinities, the extremes, and repeats.
+    fn edge_value() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            Just(0.0),
+            Just(-0.0),
+            Just(f64::MIN_POSITIVE / 4.0),
+            Just(-f64::MIN_POSITIVE / 8.0),
+            Just(f64::from_bits(1)),
+            Just(f64::INFINITY),
+            Just(f64::NEG_INFINITY),
+            Just(f64::MAX),
+            Just(f64::MIN),
+            Just(1.0),
+            (0u32..50).prop_map(f64::from),
+            any::<f64>().prop_filter("no NaN", |x| !x.is_nan()),
+            (-1e6f64..1e6),
+        ]
+    }
+
+    #[test]
+    fn summary_selects_what_a_sort_would_read() {
+        use proptest::prelude::*;
+        proptest!(ProptestConfig::with_cases(2000), |(
+            v in proptest::collection::vec(edge_value(), 0..300)
+        )| {
+            let (mut a, mut b) = (v.clone(), v);
+            prop_assert_eq!(bits(Summary::of(&mut a)), bits(summary_by_sorting(&mut b)));
+        });
+    }
+
+    #[test]
+    fn percentiles_select_what_a_sort_would_read() {
+        use proptest::prelude::*;
+        proptest!(ProptestConfig::with_cases(2000), |(
+            v in proptest::collection::vec(edge_value(), 1..300),
+            p in prop_oneof![Just(0.0), Just(0.5), Just(0.99), Just(1.0), 0.0f64..=1.0],
+        )| {
+            let mut sorted = v.clone();
+            sorted.sort_unstable_by(f64::total_cmp);
+            let mut v = v;
+            prop_assert_eq!(
+                percentile_linear_unsorted(&mut v, p).to_bits(),
+                percentile_linear(&sorted, p).to_bits()
+            );
+        });
+    }
+
+    #[test]
+    fn counted_columns_select_what_a_sort_would_read() {
+        use proptest::prelude::*;
+        // Every column counted first (a threshold of 1), short and long,
+        // and with values that share a bucket (1.0 to 1.06 share their
+        // top 16 bits).
+        proptest!(ProptestConfig::with_cases(300), |(
+            v in proptest::collection::vec(
+                prop_oneof![
+                    4 => edge_value(),
+                    2 => 1.0f64..1.06,
+                    1 => (0u32..3).prop_map(f64::from),
+                ],
+                1..3000,
+            ),
+            p in 0.0f64..=1.0,
+        )| {
+            let mut sorted = v.clone();
+            sorted.sort_unstable_by(f64::total_cmp);
+            let n = v.len();
+            let (lo, hi, _) = linear_rank(n, p);
+            let ranks = [0, n - 1, lo, hi, (n - 1) / 2, n / 2, n / 3, lo];
+            let got = ranked_with(&mut v.clone(), ranks, 1);
+            prop_assert_eq!(got.map(f64::to_bits), ranks.map(|r| sorted[r].to_bits()));
+        });
+    }
+
+    #[test]
+    fn order_keys_order_as_total_cmp() {
+        let v = [
+            f64::NEG_INFINITY,
+            -1.0,
+            -f64::from_bits(1),
+            -0.0,
+            0.0,
+            f64::from_bits(1),
+            1.0,
+            f64::INFINITY,
+        ];
+        for w in v.windows(2) {
+            assert!(order_key(w[0]) < order_key(w[1]), "{} {}", w[0], w[1]);
+        }
+    }
+
+    #[test]
+    fn ranked_reads_any_positions_in_any_order() {
+        // Sorted by total_cmp: -inf, -0.0, 0.0, 1, 2, 3, inf.
+        let v = [3.0, 0.0, f64::INFINITY, -0.0, 1.0, f64::NEG_INFINITY, 2.0];
+        let got = ranked(&mut v.clone(), [6, 1, 1, 2, 0, 4]);
+        let want = [f64::INFINITY, -0.0, -0.0, 0.0, f64::NEG_INFINITY, 2.0];
+        assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
     }
 }

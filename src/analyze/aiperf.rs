@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde::{Serialize, Serializer};
 
-use super::idtable::IdTable;
+use super::idtable::{IdHash, IdTable};
 use super::rows::{RowStore, StoredRow};
 use crate::stats::{Sum, Summary};
 
@@ -43,9 +43,11 @@ fn int_if_integral<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
-/// Counts how many rows start with each first id.
+/// Counts how many rows start with each first id (keyed with the id
+/// table's hash: SipHash was most of its cost, and only the count of the
+/// entries is read).
 #[derive(Default)]
-pub struct FirstIds(HashMap<u64, u8>);
+pub struct FirstIds(HashMap<u64, u8, IdHash>);
 
 impl FirstIds {
     pub fn add(&mut self, id: u64) {

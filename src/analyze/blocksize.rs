@@ -68,26 +68,45 @@ pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
     })
 }
 
+/// The size of the last block of a row of `n` ids and `isl` tokens at
+/// block size `b` (every other block is `b`); `None` for a broken row (too
+/// short for its ids), which has no sizes to speak of, and for no ids. A
+/// size of 0 (a length that is not a number) says nothing either.
+fn last_size(n: u32, isl: f64, b: u64) -> Option<u32> {
+    let full = n.checked_sub(1)? as f64 * b as f64;
+    (isl > full).then(|| (isl - full).clamp(0.0, b as f64) as u32)
+}
+
+/// Whether the size check must walk the rows: only when some row whose
+/// last block is an id met elsewhere too ([`IdTable::candidate_rows`])
+/// has a last block of another size than `b`. Otherwise every block of
+/// such an id is `b` (or says nothing), so no id conflicts; a generated
+/// trace's candidates are last blocks exactly full (1 row in 512).
+fn must_walk(rows: &RowStore, table: &IdTable, b: u64) -> bool {
+    table.candidate_rows().iter().any(|&i| {
+        rows.rows.get(i as usize).is_none_or(|r| {
+            last_size(r.n_ids, r.isl, b).is_some_and(|s| s != 0 && u64::from(s) != b)
+        })
+    })
+}
+
 /// The ids seen at two sizes, for block size `b`: a second pass over the
-/// rows in order, made only when some id can conflict (the last block of a
-/// row met in another block too: [`IdTable::size_candidates`]), which
-/// looks at those ids only, found in each row's runs by binary search. The
-/// first pass counted the repeated pairs.
+/// rows in order, made only when some id can conflict ([`must_walk`]),
+/// which looks at the ids that can ([`IdTable::size_candidates`]) only,
+/// found in each row's runs by binary search. The first pass counted the
+/// repeated pairs.
 pub fn conflicts(rows: &RowStore, table: &mut IdTable, b: u64) -> Finding {
     let mut conflicts = Finding::default();
-    let candidates = table.size_candidates();
-    if candidates.is_empty() {
+    if !must_walk(rows, table, b) {
         return conflicts;
     }
+    let candidates = table.size_candidates();
     table.enter(Pass::Sizes);
     rows.for_each_runs(|i, r, runs| {
         let n = r.n_ids as usize;
-        let full = n.saturating_sub(1) as f64 * b as f64;
-        // A broken row (too short for its ids) has no sizes to speak of.
-        if n == 0 || r.isl <= full {
+        let Some(last) = last_size(r.n_ids, r.isl, b) else {
             return;
-        }
-        let last = (r.isl - full).clamp(0.0, b as f64) as u32;
+        };
         let mut pos = 0;
         for &(first, len) in runs {
             let from = candidates.partition_point(|&c| c < first);
@@ -152,6 +171,11 @@ mod tests {
             let last = (isl - full).clamp(0.0, b as f64) as u32;
             for (pos, &id) in ids.iter().enumerate() {
                 let size = if pos + 1 < n { b as u32 } else { last };
+                // Under one token (a fractional length) truncates to 0,
+                // which says nothing, like a broken row.
+                if size == 0 {
+                    continue;
+                }
                 match first.get(&id) {
                     None => {
                         first.insert(id, size);
@@ -200,6 +224,36 @@ mod tests {
         assert_eq!(got, plain(&rows, 4));
     }
 
+    #[test]
+    fn rows_are_walked_only_when_a_candidate_last_block_is_not_full() {
+        // 3 is row 1's last block, full at 4 (12 tokens, 3 blocks), then
+        // a middle block of row 2: row 1 is the one candidate row.
+        let full = vec![(vec![1, 2, 3], 12.0), (vec![1, 2, 3, 4], 13.0)];
+        let (store, table) = analyzed(&full);
+        assert_eq!(table.candidate_rows(), &[0]);
+        assert!(!must_walk(&store, &table, 4));
+        // At 5 its last block is 2 tokens (12 - 2 x 5): walked (row 2, 13
+        // tokens for 4 blocks of 5, is broken and shows no sizes, so the
+        // walk finds no conflict; deciding that is the walk's job).
+        assert!(must_walk(&store, &table, 5));
+        // At 3 the last block holds 12 - 2 x 3 = 6 tokens, clamped to a
+        // full 3.
+        assert!(!must_walk(&store, &table, 3));
+        // 9 is row 3's last block (2 tokens), met again as row 4's last
+        // (3 tokens), then in the middle of row 5: rows 3 and 4 are
+        // candidates, added when 9 is met again and when row 4 ends.
+        let rows = vec![(vec![8, 9], 6.0), (vec![8, 9], 7.0), (vec![8, 9, 10], 9.0)];
+        let (store, table) = analyzed(&rows);
+        let mut got = table.candidate_rows().to_vec();
+        got.sort_unstable();
+        assert_eq!(got, [0, 1]);
+        assert!(must_walk(&store, &table, 4));
+        assert!(
+            !must_walk(&store, &table, 3),
+            "6 and 7 tokens in 2 blocks of 3: full"
+        );
+    }
+
     proptest! {
         #[test]
         fn conflicts_are_the_plain_checks(
@@ -213,14 +267,17 @@ mod tests {
                         0..4,
                     )
                     .prop_map(|p: Vec<Vec<u64>>| p.concat()),
-                    0u32..24,
+                    // Quarters too: a last block of 3.75 tokens is 3 (the
+                    // size is truncated), not 4.
+                    prop_oneof![
+                        3 => (0u32..24).prop_map(f64::from),
+                        1 => (0u32..96).prop_map(|q| f64::from(q) / 4.0),
+                    ],
                 ),
                 1..24,
             ),
             b in 1u64..5,
         ) {
-            let rows: Vec<(Vec<u64>, f64)> =
-                rows.into_iter().map(|(ids, isl)| (ids, f64::from(isl))).collect();
             let (store, mut table) = analyzed(&rows);
             prop_assert_eq!(conflicts(&store, &mut table, b), plain(&rows, b));
         }

@@ -20,6 +20,7 @@ mod flags;
 mod heads;
 #[cfg(test)]
 pub(crate) mod reference;
+mod runs;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -33,7 +34,7 @@ use heads::Heads;
 /// are not chosen by an attacker who gains by colliding them (a slow
 /// analysis is the worst they get), so one SplitMix64 step is the hash.
 #[derive(Default)]
-struct IdHasher(u64);
+pub(super) struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -47,9 +48,13 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, id: u64) {
         self.0 = splitmix64(self.0 ^ id);
     }
+    /// A position in a pair key: one step, not one per byte.
+    fn write_u32(&mut self, pos: u32) {
+        self.write_u64(u64::from(pos));
+    }
 }
 
-type IdHash = BuildHasherDefault<IdHasher>;
+pub(super) type IdHash = BuildHasherDefault<IdHasher>;
 
 /// Parent key of a first block.
 const ROOT: u64 = u64::MAX;
@@ -101,6 +106,28 @@ pub struct RowVisit {
     pub not_prefix_shaped: bool,
 }
 
+/// Where the walk of a row is: what it found, the trie node it is at,
+/// the id before and its primary node.
+struct Walk {
+    v: RowVisit,
+    /// The key of the trie node of the block before (`ROOT` at the start).
+    parent: u64,
+    /// The id before, its primary node.
+    prev: Option<(u64, Primary)>,
+    /// The id before was new in this row.
+    prev_fresh: bool,
+    /// The row's blocks whose (position, id) pair is repeated so far.
+    repeated: u32,
+}
+
+impl Walk {
+    /// An id is first seen at `pos` (positions come in order, so the
+    /// first one stays).
+    fn first_sight(&mut self, pos: usize) {
+        self.v.first_unseen = self.v.first_unseen.min(pos);
+    }
+}
+
 /// The passes over the table. Each id keeps two bits of scratch whose
 /// meaning is the pass's; entering a pass clears them, and each pass
 /// touches them only through its own method, so no pass reads another's
@@ -145,16 +172,25 @@ pub struct IdTable {
     /// Which pass the scratch belongs to.
     pass: Pass,
     /// Nodes beyond each id's primary one: (parent key, id) -> (key, visits).
-    extra_nodes: HashMap<(u64, u64), (u64, u32)>,
+    /// (SipHash here was 2% of the instructions; the keys are ids too.)
+    extra_nodes: HashMap<(u64, u64), (u64, u32), IdHash>,
     /// Pairs beyond each id's primary one: (position, id) -> (count, the
     /// row it was first seen in).
-    extra_pairs: HashMap<(u32, u64), (u32, u32)>,
+    extra_pairs: HashMap<(u32, u64), (u32, u32), IdHash>,
     /// Per row: its blocks whose (position, id) pair occurs in another row
     /// too (AIPerf's context length), counted as the rows are visited: a
     /// pair met the second time counts for its first row as well.
     repeated: Vec<u32>,
-    /// Some id is both `LAST` and `MULTI`: only then can a size conflict.
-    size_candidates: bool,
+    /// The rows whose last block is an id met in another block too (an
+    /// id both `LAST` and `MULTI`), in no order: only their last blocks
+    /// can show a size other than the full block to an id met at another
+    /// size, so when each of them is full at the chosen block size no id
+    /// conflicts and the size check walks nothing (decision 46).
+    candidate_rows: Vec<u32>,
+    /// Ids whose primary node was visited more than once (`VISITED_TWICE`
+    /// set), counted as the flag is set: the reuse count without a pass
+    /// over every id's flags.
+    visited_twice: u64,
     /// [`Pass::Sizes`]: the size of ids first seen at a size other than
     /// the full block.
     sizes: HashMap<u64, u32, IdHash>,
@@ -230,98 +266,52 @@ impl IdTable {
     /// Walks row number `row` (0-based, in file order; rows come in
     /// order, each once) through the trie and the pair counts.
     pub fn visit(&mut self, row: u32, ids: &[u64]) -> RowVisit {
+        self.walk(row, ids, true)
+    }
+
+    /// [`IdTable::visit`], a run of consecutive ids at a time where it
+    /// can (`by_runs`; [`runs`]) or one id at a time, the rule the runs
+    /// must agree with.
+    fn walk(&mut self, row: u32, ids: &[u64], by_runs: bool) -> RowVisit {
         debug_assert_eq!(
             self.pass,
             Pass::Trie,
             "rows are visited before any other pass"
         );
-        let mut v = RowVisit {
-            first_unseen: ids.len(),
-            ..Default::default()
+        let mut w = Walk {
+            v: RowVisit {
+                first_unseen: ids.len(),
+                ..Default::default()
+            },
+            parent: ROOT,
+            prev: None,
+            prev_fresh: false,
+            repeated: 0,
         };
         let repeats = self.find_repeats(ids);
-        let mut parent = ROOT;
-        // The id before, its primary node, and whether it was new here.
-        let mut prev: Option<(u64, Primary)> = None;
-        let mut prev_fresh = false;
-        let mut repeated = 0u32;
-        for (pos, &id) in ids.iter().enumerate() {
-            let pos32 = pos as u32;
-            let slot = self.flags.slot(id);
-            let f = *slot;
-            if f == 0 {
-                // First sight. The id follows the block before when that
-                // was new here too (so an id's run shares its head's row).
-                self.distinct += 1;
-                self.nodes += 1;
-                let chain = match prev {
-                    Some((p, pp))
-                        if prev_fresh && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN =>
-                    {
-                        *slot = SEEN | FOLLOWS;
-                        pp.chain + 1
-                    }
-                    _ => {
-                        *slot = SEEN;
-                        self.heads.insert(id, parent, pos32, row);
-                        0
-                    }
-                };
-                if v.first_unseen == ids.len() {
-                    v.first_unseen = pos;
-                }
-                let primary = Primary {
-                    parent,
-                    pos: pos32,
-                    row,
-                    chain,
-                };
-                prev = Some((id, primary));
-                prev_fresh = true;
-                parent = id;
-                continue;
+        let by_runs = by_runs && !repeats;
+        let mut pos = 0;
+        while pos < ids.len() {
+            let k = if by_runs {
+                self.run(&mut w, row, pos, ids)
+            } else {
+                0
+            };
+            if k > 0 {
+                pos += k;
+            } else {
+                self.one(&mut w, row, pos, ids[pos], repeats);
+                pos += 1;
             }
-            if repeats && self.repeats[pos] {
-                v.duplicate = true;
-            } else if v.first_unseen < pos {
-                v.not_prefix_shaped = true;
-            }
-            prev_fresh = false;
-            // The usual case: the id follows the block before, which was at
-            // its primary node (the trie node is the id's key), so this
-            // block is at its primary node and pair too, one step on.
-            if let Some((p, pp)) =
-                prev.filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && parent == p)
-            {
-                *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
-                if f & PAIRED_TWICE == 0 {
-                    if let Some(c) = self.repeated.get_mut(pp.row as usize) {
-                        *c += 1;
-                    }
-                }
-                self.size_candidates |= f & LAST != 0;
-                repeated += 1;
-                let primary = Primary {
-                    parent: p,
-                    pos: pp.pos + 1,
-                    row: pp.row,
-                    chain: pp.chain + 1,
-                };
-                prev = Some((id, primary));
-                parent = id;
-                continue;
-            }
-            let primary = self.primary(id, f, prev);
-            let (key, rep) = self.seen_again(id, f, primary, parent, pos32, row);
-            repeated += u32::from(rep);
-            prev = Some((id, primary));
-            parent = key;
         }
+        let Walk { v, repeated, .. } = w;
         self.blocks += ids.len() as u64;
         if let Some(&last) = ids.last() {
             if let Some(f) = self.flags.get_mut(last) {
                 *f |= LAST;
-                self.size_candidates |= *f & MULTI != 0;
+                if *f & MULTI != 0 && self.candidate_rows.last() != Some(&row) {
+                    self.candidate_rows.push(row);
+                }
             }
         }
         let row = row as usize;
@@ -330,6 +320,82 @@ impl IdTable {
         }
         self.repeated[row] = repeated;
         v
+    }
+
+    /// One id of a row, at `pos` (`repeats`: some ids of the row repeat
+    /// an earlier one, marked in `self.repeats`).
+    #[inline]
+    fn one(&mut self, w: &mut Walk, row: u32, pos: usize, id: u64, repeats: bool) {
+        let pos32 = pos as u32;
+        let slot = self.flags.slot(id);
+        let f = *slot;
+        if f == 0 {
+            // First sight. The id follows the block before when that
+            // was new here too (so an id's run shares its head's row).
+            self.distinct += 1;
+            self.nodes += 1;
+            let chain = match w.prev {
+                Some((p, pp))
+                    if w.prev_fresh && p.wrapping_add(1) == id && pp.chain + 1 < MAX_CHAIN =>
+                {
+                    *slot = SEEN | FOLLOWS;
+                    pp.chain + 1
+                }
+                _ => {
+                    *slot = SEEN;
+                    self.heads.insert(id, w.parent, pos32, row);
+                    0
+                }
+            };
+            w.first_sight(pos);
+            let primary = Primary {
+                parent: w.parent,
+                pos: pos32,
+                row,
+                chain,
+            };
+            w.prev = Some((id, primary));
+            w.prev_fresh = true;
+            w.parent = id;
+            return;
+        }
+        if repeats && self.repeats[pos] {
+            w.v.duplicate = true;
+        } else if w.v.first_unseen < pos {
+            w.v.not_prefix_shaped = true;
+        }
+        w.prev_fresh = false;
+        // The usual case: the id follows the block before, which was at
+        // its primary node (the trie node is the id's key), so this
+        // block is at its primary node and pair too, one step on.
+        if let Some((p, pp)) = w
+            .prev
+            .filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && w.parent == p)
+        {
+            *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
+            if f & PAIRED_TWICE == 0 {
+                if let Some(c) = self.repeated.get_mut(pp.row as usize) {
+                    *c += 1;
+                }
+            }
+            self.visited_twice += u64::from(f & VISITED_TWICE == 0);
+            self.met_again_as_last(f, pp.row);
+            w.repeated += 1;
+            let primary = Primary {
+                parent: p,
+                pos: pp.pos + 1,
+                row: pp.row,
+                chain: pp.chain + 1,
+            };
+            w.prev = Some((id, primary));
+            w.parent = id;
+            return;
+        }
+        let primary = self.primary(id, f, w.prev);
+        let (key, rep) = self.seen_again(id, f, primary, w.parent, pos32, row);
+        w.repeated += u32::from(rep);
+        w.prev = Some((id, primary));
+        w.parent = key;
     }
 
     /// Records `id` (flags `f`, primary node `primary`) seen again at `pos`
@@ -347,7 +413,7 @@ impl IdTable {
         pos: u32,
         row: u32,
     ) -> (u64, bool) {
-        self.size_candidates |= f & LAST != 0;
+        self.met_again_as_last(f, primary.row);
         let mut f = f | MULTI;
         let repeated = if primary.pos == pos {
             if f & PAIRED_TWICE == 0 {
@@ -365,6 +431,7 @@ impl IdTable {
             count >= 2
         };
         let key = if primary.parent == parent {
+            self.visited_twice += u64::from(f & VISITED_TWICE == 0);
             f |= VISITED_TWICE;
             id
         } else {
@@ -381,6 +448,17 @@ impl IdTable {
         };
         *self.flags.slot(id) = f;
         (key, repeated)
+    }
+
+    /// An id (flags `f` before this sight) first seen in row `first_row`
+    /// is met again. When it was met once, as that row's last block, that
+    /// row is a candidate for the size check (the rows where a candidate
+    /// id is last later are added at the end of their visit).
+    #[inline]
+    fn met_again_as_last(&mut self, f: u8, first_row: u32) {
+        if f & (LAST | MULTI) == LAST {
+            self.candidate_rows.push(first_row);
+        }
     }
 
     /// A pair first seen in (earlier) row `row` was seen again.
@@ -417,14 +495,21 @@ impl IdTable {
     /// Whether some id can show two sizes: the last block of a row met in
     /// another block too. When none can, the size check has nothing to do.
     pub fn may_conflict(&self) -> bool {
-        self.size_candidates
+        !self.candidate_rows.is_empty()
+    }
+
+    /// The rows whose last block is an id met in another block too (each
+    /// at least once, in no order): an id can show two sizes only when one
+    /// of these rows' last blocks is not full.
+    pub fn candidate_rows(&self) -> &[u32] {
+        &self.candidate_rows
     }
 
     /// The ids that can show two sizes (the last block of a row met in
     /// another block too), in increasing order: the only ids the size
     /// check needs to look at.
     pub fn size_candidates(&self) -> Vec<u64> {
-        if !self.size_candidates {
+        if !self.may_conflict() {
             return Vec::new();
         }
         let mut ids = self.flags.ids_with(|f| f & (MULTI | LAST) == MULTI | LAST);
@@ -468,7 +553,7 @@ impl IdTable {
     /// every block visits one node, so it is the blocks less the nodes
     /// visited once.
     pub fn reused_visits(&self) -> u64 {
-        let primary_once = self.flags.count(|f| f & VISITED_TWICE == 0);
+        let primary_once = self.distinct - self.visited_twice;
         let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
         self.blocks - primary_once - extra_once
     }

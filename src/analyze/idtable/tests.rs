@@ -232,3 +232,79 @@ proptest! {
         }
     }
 }
+
+/// Rows for the run-wise walk: runs long enough for several heads, runs
+/// that cross a page's end (64 Ki ids), far ids and far runs, and ids
+/// met again in and out of their runs.
+fn rows_of_runs() -> impl Strategy<Value = Vec<Vec<u64>>> {
+    let piece = prop_oneof![
+        3 => (0u64..24).prop_map(|i| vec![i]),
+        3 => (0u64..40, 1u64..140).prop_map(|(s, n)| (s..s + n).collect::<Vec<_>>()),
+        2 => (65_500u64..65_536, 1u64..80).prop_map(|(s, n)| (s..s + n).collect::<Vec<_>>()),
+        1 => (0u64..4, 1u64..6).prop_map(|(k, n)| ((1 << 60) + k..(1 << 60) + k + n).collect()),
+    ];
+    prop::collection::vec(
+        prop::collection::vec(piece, 0..5).prop_map(|p| p.concat()),
+        1..30,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A run at a time makes the table one id at a time makes: every id's
+    /// flags and head, the counts, the rows' repeated pairs and the size
+    /// check's candidate rows.
+    #[test]
+    fn runs_walk_as_one_id_at_a_time(rows in rows_of_runs()) {
+        let mut runs = IdTable::default();
+        let mut ones = IdTable::default();
+        for (i, ids) in rows.iter().enumerate() {
+            let a = runs.visit(i as u32, ids);
+            let b = ones.walk(i as u32, ids, false);
+            prop_assert_eq!(a, b, "row {}", i);
+        }
+        prop_assert_eq!(
+            (runs.distinct, runs.nodes, runs.blocks, runs.visited_twice),
+            (ones.distinct, ones.nodes, ones.blocks, ones.visited_twice)
+        );
+        prop_assert_eq!(&runs.repeated, &ones.repeated);
+        let rows_of = |t: &IdTable| {
+            let mut r = t.candidate_rows.clone();
+            r.sort_unstable();
+            r.dedup();
+            r
+        };
+        prop_assert_eq!(rows_of(&runs), rows_of(&ones));
+        let mut met = runs.flags.ids_with(|_| true);
+        met.sort_unstable();
+        let mut met_ones = ones.flags.ids_with(|_| true);
+        met_ones.sort_unstable();
+        prop_assert_eq!(&met, &met_ones);
+        for &id in &met {
+            prop_assert_eq!(runs.flags.get(id), ones.flags.get(id), "flags of {}", id);
+            prop_assert_eq!(runs.heads.get(id), ones.heads.get(id), "head {}", id);
+        }
+    }
+}
+
+#[test]
+fn a_fresh_run_has_a_head_every_max_chain_ids_across_rows() {
+    // Row 0: 0..100 (heads 0 and 64). Row 1: 100..200 is fresh but does
+    // not follow row 0's last id in the row (a new row starts at the
+    // root), so 100 is a head, then 164.
+    let mut t = IdTable::default();
+    t.visit(0, &(0..100).collect::<Vec<_>>());
+    t.visit(1, &(100..200).collect::<Vec<_>>());
+    let heads: Vec<u64> = (0..200).filter(|&id| t.heads.get(id).is_some()).collect();
+    assert_eq!(heads, [0, 64, 100, 164]);
+    // Row 1's head 164 is under 163 at position 64, first seen in row 1.
+    assert_eq!(t.heads.get(164), Some((163, 64, 1)));
+    assert_eq!(t.heads.get(100), Some((ROOT, 0, 1)));
+    // Row 2 reuses 0..70 along its primary nodes: 70 repeated pairs, each
+    // counted for row 0 too. Its last block, 69, is met in row 0 too: row
+    // 2 is a candidate for the size check (row 0's last, 99, is not).
+    t.visit(2, &(0..70).collect::<Vec<_>>());
+    assert_eq!(t.take_repeated(3), vec![70, 0, 70]);
+    assert_eq!(t.candidate_rows, [2]);
+}
