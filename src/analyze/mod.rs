@@ -263,7 +263,8 @@ impl Analyzer {
             timestamp: timestamp.into(),
         };
         let row = self.rows.push(line, facts, first_unseen, ids);
-        self.sessions.add(&self.rows, row, session, ids, delay);
+        self.sessions
+            .add(&self.rows, row, session, (ids, facts.isl), delay);
         self.graphs
             .add(line, session, timestamp, delay, agent.as_deref());
         Ok(())
@@ -314,7 +315,7 @@ impl Analyzer {
             let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
             (aiperf, blocks, cache, timing)
         });
-        let sessions = sessions.finish(rows, b);
+        let sessions = sessions.finish(b);
         let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {
             rows: rows.rows.len() as u64,
