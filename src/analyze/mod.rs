@@ -319,7 +319,7 @@ impl Analyzer {
         let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {
             rows: rows.rows.len() as u64,
-            rows_with_ids: rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
+            rows_with_ids: rows.rows.with_ids() as u64,
             blocks: table.blocks,
             distinct_ids: table.distinct_ids(),
             skipped_lines: policy.skipped().count,

@@ -99,9 +99,11 @@ mod tag {
 const WHOLE_LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
 
 /// `v` as a whole number when it is one the varint form gives back bit for
-/// bit: not negative (nor -0.0), no fraction, below 2^63; not NaN.
+/// bit: not negative (nor -0.0), no fraction, below 2^63; not NaN. (Two
+/// conversions, not `fract`: that is a call to libm's `trunc` here.)
 fn whole(v: f64) -> Option<u64> {
-    (v.is_sign_positive() && v < WHOLE_LIMIT && v.fract() == 0.0).then_some(v as u64)
+    let w = v as i64;
+    (v.is_sign_positive() && v < WHOLE_LIMIT && w as f64 == v).then_some(w as u64)
 }
 
 fn zigzag(delta: u64) -> u64 {
@@ -121,29 +123,49 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it.
-#[inline]
+/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it. Up
+/// to three bytes (a row's counts, lengths below 2 M, most steps) are read
+/// here, inline; the rest by a call (as a loop here, the two-byte ones
+/// made decoding a row cost 190 instructions; the three-byte ones, input
+/// lengths of 16 Ki tokens and more, were a third of the rows).
+#[inline(always)]
 fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
     let b = bytes[*at];
-    *at += 1;
     if b < 0x80 {
+        *at += 1;
         return u64::from(b);
     }
-    let mut v = u64::from(b & 0x7f);
-    let mut shift = 7;
+    let c = bytes[*at + 1];
+    if c < 0x80 {
+        *at += 2;
+        return u64::from(b & 0x7f) | u64::from(c) << 7;
+    }
+    let d = bytes[*at + 2];
+    if d < 0x80 {
+        *at += 3;
+        return u64::from(b & 0x7f) | u64::from(c & 0x7f) << 7 | u64::from(d) << 14;
+    }
+    let (v, next) = get_long_varint(bytes, *at);
+    *at = next;
+    v
+}
+
+/// A varint of four bytes or more at `at`, and where the next thing is
+/// (returned, not written through a reference: `at` stays in a register
+/// in the callers).
+#[inline(never)]
+fn get_long_varint(bytes: &[u8], mut at: usize) -> (u64, usize) {
+    let mut v = 0;
+    let mut shift = 0;
     loop {
-        let b = bytes[*at];
-        *at += 1;
+        let b = bytes[at];
+        at += 1;
         v |= u64::from(b & 0x7f) << shift;
         if b < 0x80 {
-            return v;
+            return (v, at);
         }
         shift += 7;
     }
-}
-
-fn put_f64(out: &mut Vec<u8>, v: f64) {
-    out.extend_from_slice(&v.to_bits().to_le_bytes());
 }
 
 fn get_f64(bytes: &[u8], at: &mut usize) -> f64 {
@@ -153,11 +175,38 @@ fn get_f64(bytes: &[u8], at: &mut usize) -> f64 {
     f64::from_bits(u64::from_le_bytes(b))
 }
 
+/// A row's bytes as they are made: the longest row is a tag, two varints
+/// of 32-bit counts (5 bytes each), two numbers (8 or 9 bytes) and a
+/// timestamp step (10 bytes).
+struct Packing {
+    buf: [u8; 48],
+    len: usize,
+}
+
+impl Packing {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf[self.len] = v as u8 | 0x80;
+            self.len += 1;
+            v >>= 7;
+        }
+        self.buf[self.len] = v as u8;
+        self.len += 1;
+    }
+
+    fn raw(&mut self, v: f64) {
+        self.buf[self.len..self.len + 8].copy_from_slice(&v.to_bits().to_le_bytes());
+        self.len += 8;
+    }
+}
+
 /// Every row's numbers, packed in input order (see the module's doc).
 #[derive(Default)]
 pub struct Rows {
     bytes: Vec<u8>,
     len: usize,
+    /// Rows with at least one id.
+    with_ids: usize,
     /// The last whole timestamp pushed (the next one is a step from it).
     last_ts: u64,
 }
@@ -171,47 +220,54 @@ impl Rows {
         self.len == 0
     }
 
+    /// How many rows have ids (counted as they come: one pass fewer).
+    pub fn with_ids(&self) -> usize {
+        self.with_ids
+    }
+
     /// The packed bytes (what the rows' numbers cost).
     pub fn bytes(&self) -> usize {
         self.bytes.len()
     }
 
     fn push(&mut self, row: &StoredRow) {
-        let out = &mut self.bytes;
-        let at = out.len();
-        out.push(0);
+        let mut p = Packing {
+            buf: [0; 48],
+            len: 1,
+        };
         let mut t = 0;
-        put_varint(out, u64::from(row.n_ids));
+        p.varint(u64::from(row.n_ids));
         if row.first_unseen == row.n_ids {
             t |= tag::ALL_SEEN;
         } else {
-            put_varint(out, u64::from(row.first_unseen));
+            p.varint(u64::from(row.first_unseen));
         }
         for (v, raw) in [(row.isl, tag::ISL_RAW), (row.osl, tag::OSL_RAW)] {
             match whole(v) {
-                Some(w) => put_varint(out, w),
+                Some(w) => p.varint(w),
                 None => {
                     t |= raw;
-                    put_f64(out, v);
+                    p.raw(v);
                 }
             }
         }
-        match row.timestamp.get() {
-            None => {}
-            Some(ts) => match whole(ts) {
+        if let Some(ts) = row.timestamp.get() {
+            match whole(ts) {
                 Some(w) => {
                     t |= tag::TS_WHOLE;
-                    put_varint(out, zigzag(w.wrapping_sub(self.last_ts)));
+                    p.varint(zigzag(w.wrapping_sub(self.last_ts)));
                     self.last_ts = w;
                 }
                 None => {
                     t |= tag::TS_RAW;
-                    put_f64(out, ts);
+                    p.raw(ts);
                 }
-            },
+            }
         }
-        out[at] = t;
+        p.buf[0] = t;
+        self.bytes.extend_from_slice(&p.buf[..p.len]);
         self.len += 1;
+        self.with_ids += usize::from(row.n_ids > 0);
     }
 
     /// The rows, in order.
@@ -236,38 +292,47 @@ pub struct RowIter<'a> {
 impl Iterator for RowIter<'_> {
     type Item = StoredRow;
 
-    #[inline]
+    // Inlined into each reader (a dozen passes over the rows): a call cost
+    // about 120 instructions a row, most of them moving the row through
+    // memory and the fields a reader never looks at.
+    #[inline(always)]
     fn next(&mut self) -> Option<StoredRow> {
         if self.left == 0 {
             return None;
         }
         self.left -= 1;
-        let (bytes, at) = (self.bytes, &mut self.at);
-        let t = bytes[*at];
-        *at += 1;
-        let n_ids = get_varint(bytes, at) as u32;
+        let bytes = self.bytes;
+        let mut at = self.at;
+        let t = bytes[at];
+        at += 1;
+        let n_ids = get_varint(bytes, &mut at) as u32;
         let first_unseen = if t & tag::ALL_SEEN != 0 {
             n_ids
         } else {
-            get_varint(bytes, at) as u32
+            get_varint(bytes, &mut at) as u32
         };
-        let mut number = |raw: u8| {
-            if t & raw != 0 {
-                get_f64(bytes, at)
-            } else {
-                get_varint(bytes, at) as f64
-            }
+        // Whole numbers are below 2^63: the signed conversion is exact.
+        let isl = if t & tag::ISL_RAW != 0 {
+            get_f64(bytes, &mut at)
+        } else {
+            get_varint(bytes, &mut at) as i64 as f64
         };
-        let isl = number(tag::ISL_RAW);
-        let osl = number(tag::OSL_RAW);
+        let osl = if t & tag::OSL_RAW != 0 {
+            get_f64(bytes, &mut at)
+        } else {
+            get_varint(bytes, &mut at) as i64 as f64
+        };
         let timestamp = if t & tag::TS_WHOLE != 0 {
-            self.last_ts = self.last_ts.wrapping_add(unzigzag(get_varint(bytes, at)));
-            Some(self.last_ts as f64)
+            self.last_ts = self
+                .last_ts
+                .wrapping_add(unzigzag(get_varint(bytes, &mut at)));
+            Some(self.last_ts as i64 as f64)
         } else if t & tag::TS_RAW != 0 {
-            Some(get_f64(bytes, at))
+            Some(get_f64(bytes, &mut at))
         } else {
             None
         };
+        self.at = at;
         Some(StoredRow {
             facts: RowFacts {
                 isl,
@@ -642,6 +707,7 @@ mod tests {
                 seen += 1;
             });
             prop_assert_eq!(seen, rows.len());
+            prop_assert_eq!(s.rows.with_ids(), rows.iter().filter(|r| !r.1.is_empty()).count());
             let mut out = Vec::new();
             // Out of order, from the back.
             for (k, &a) in at.iter().enumerate().rev() {
