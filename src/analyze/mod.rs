@@ -46,7 +46,7 @@ use crate::blocks::DEFAULT_BLOCK_SIZE;
 /// stdout (or --output); --json writes it as one JSON object on one line.
 /// With --pass the records go to stdout unchanged and the report to stderr,
 /// so mc-analyze can sit in the middle of a pipeline. Memory grows with the
-/// number of rows (about 50 bytes a row) and distinct ids, not with the
+/// number of rows (about 40 bytes a row) and distinct ids, not with the
 /// number of prefixes: a fraction of the input for rows of a few hundred
 /// bytes, more than the input for rows of a few dozen.
 #[derive(Debug, Clone, clap::Parser)]

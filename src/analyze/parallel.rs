@@ -292,17 +292,18 @@ mod tests {
     fn capped_reads_analyze_as_one_thread_does() {
         let mut text = String::new();
         for i in 0..3 * MAX_LINES_PER_READ as u64 {
-            // Short rows: a 2 MB chunk holds more than a read's cap.
-            if i % 2 == 0 {
-                text.push_str(&format!("{{\"timestamp\":{i}}}\n"));
-            } else {
-                text.push_str(&format!("{{\"hash_ids\":[{}]}}\n", i % 7));
+            // Short rows (13 bytes on average): a chunk of `CHUNK_BYTES`
+            // holds more than a read's cap.
+            match i % 3 {
+                0 => text.push_str(&format!("{{\"timestamp\":{i}}}\n")),
+                1 => text.push_str(&format!("{{\"hash_ids\":[{}]}}\n", i % 7)),
+                _ => text.push_str("{}\n"),
             }
             if i % 1000 == 0 {
                 text.push_str("not json\n");
             }
         }
-        assert!(chunks_of(text.as_bytes(), chunks::DEFAULT_CHUNK_BYTES)
+        assert!(chunks_of(text.as_bytes(), CHUNK_BYTES)
             .iter()
             .any(|c| c.lines > MAX_LINES_PER_READ as u64));
         let opts = <crate::analyze::AnalyzeArgs as clap::Parser>::parse_from(["mc-analyze"]);
