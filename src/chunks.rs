@@ -21,11 +21,17 @@ pub const CHUNK_ENV: &str = "MCTRACE_CHUNK_BYTES";
 
 /// The chunk size: [`CHUNK_ENV`] when set to a number, else the default.
 pub fn chunk_bytes() -> usize {
+    chunk_bytes_or(DEFAULT_CHUNK_BYTES)
+}
+
+/// The chunk size of a reader whose own default is `default`:
+/// [`CHUNK_ENV`] when set to a number, else `default`.
+pub fn chunk_bytes_or(default: usize) -> usize {
     std::env::var(CHUNK_ENV)
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or(DEFAULT_CHUNK_BYTES)
+        .unwrap_or(default)
 }
 
 /// The buffers one chunk travels with: the input bytes, and the output the

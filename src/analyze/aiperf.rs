@@ -125,12 +125,12 @@ pub fn compute(
     let rows_and_repeats = || rows.rows.iter().zip(repeated.iter().copied());
     let context_length_stats = Summary::of(
         &mut rows_and_repeats()
-            .map(|(r, rep)| context_of(r, rep))
+            .map(|(r, rep)| context_of(&r, rep))
             .collect::<Vec<_>>(),
     );
     let unique_prompt_length_stats = Summary::of(
         &mut rows_and_repeats()
-            .map(|(r, rep)| r.isl - context_of(r, rep))
+            .map(|(r, rep)| r.isl - context_of(&r, rep))
             .collect::<Vec<_>>(),
     );
     let prefix_reuse_ratio = if table.blocks == 0 {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::idtable::{IdTable, Pass};
-use super::rows::{RowStore, StoredRow};
+use super::rows::{RowStore, Rows};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -143,7 +143,7 @@ impl BlockCache for Lru {
 }
 
 /// Row indices in replay order.
-fn replay_order(rows: &[StoredRow], order: Order) -> Vec<usize> {
+fn replay_order(rows: &Rows, order: Order) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..rows.len()).collect();
     if order == Order::Timestamp {
         let mut key = f64::NEG_INFINITY;
@@ -168,9 +168,10 @@ fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) 
     let mut hit_tokens = 0.0;
     let mut ids = Vec::new();
     let at = rows.offsets();
+    let isl: Vec<f64> = rows.rows.iter().map(|r| r.isl).collect();
     for &i in order {
         rows.ids_at(at[i], &mut ids);
-        hit_tokens += replay_row(&ids, rows.rows[i].isl, b, cache);
+        hit_tokens += replay_row(&ids, isl[i], b, cache);
     }
     hit_tokens
 }

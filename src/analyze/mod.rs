@@ -46,7 +46,7 @@ use crate::blocks::DEFAULT_BLOCK_SIZE;
 /// stdout (or --output); --json writes it as one JSON object on one line.
 /// With --pass the records go to stdout unchanged and the report to stderr,
 /// so mc-analyze can sit in the middle of a pipeline. Memory grows with the
-/// number of rows (about 50 bytes a row) and distinct ids, not with the
+/// number of rows (about 40 bytes a row) and distinct ids, not with the
 /// number of prefixes: a fraction of the input for rows of a few hundred
 /// bytes, more than the input for rows of a few dozen.
 #[derive(Debug, Clone, clap::Parser)]
@@ -263,7 +263,8 @@ impl Analyzer {
             timestamp: timestamp.into(),
         };
         let row = self.rows.push(line, facts, first_unseen, ids);
-        self.sessions.add(&self.rows, row, session, ids, delay);
+        self.sessions
+            .add(&self.rows, row, session, (ids, facts.isl), delay);
         self.graphs
             .add(line, session, timestamp, delay, agent.as_deref());
         Ok(())
@@ -314,11 +315,11 @@ impl Analyzer {
             let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
             (aiperf, blocks, cache, timing)
         });
-        let sessions = sessions.finish(rows, b);
+        let sessions = sessions.finish(b);
         let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {
             rows: rows.rows.len() as u64,
-            rows_with_ids: rows.rows.iter().filter(|r| r.has_ids()).count() as u64,
+            rows_with_ids: rows.rows.with_ids() as u64,
             blocks: table.blocks,
             distinct_ids: table.distinct_ids(),
             skipped_lines: policy.skipped().count,

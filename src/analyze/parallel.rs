@@ -41,6 +41,15 @@ enum Line {
 /// more (every real trace) never reach it.
 pub const MAX_LINES_PER_READ: usize = 65_536;
 
+/// mc-analyze's chunks: half the filters' [`chunks::DEFAULT_CHUNK_BYTES`].
+/// A chunk in flight holds its text and, parsed, its rows and ids (8
+/// bytes an id: about 1.5 times the text on a generated trace), and the
+/// rows kept are a fraction of the input, so the chunks were a third of
+/// the peak: 1 MB chunks took 9 MB off 90 MB on the 256 MB generated trace
+/// (decision 47). A chunk of 1 MB is still thousands of rows: handing it
+/// over costs nothing next to parsing them.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
 /// What a worker made of one chunk (or of its first [`MAX_LINES_PER_READ`]
 /// lines). Reused from chunk to chunk.
 #[derive(Default)]
@@ -124,18 +133,19 @@ pub fn read_into(
     analyzer: &mut Analyzer,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<()> {
-    let size = chunks::chunk_bytes();
+    let size = chunks::chunk_bytes_or(CHUNK_BYTES);
     let max_line = max_line.max(1);
     let (job_tx, job_rx) = crossbeam_channel::bounded::<Chunk>(workers);
     let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
     let (free_tx, free_rx) = crossbeam_channel::unbounded::<Buffers>();
     let (spare_tx, spare_rx) = crossbeam_channel::unbounded::<ReadChunk>();
     // The pool: every chunk in flight holds one, so memory is bounded. One
-    // a worker, one for the reader to fill and one being applied: each
-    // more was 2 MB of text and about 2 MB of parsed rows at the peak, which
-    // is during the read (twice the workers plus two: 107 MB for 256 MB
-    // of trace, this: 100 MB, no slower).
-    for _ in 0..workers + 2 {
+    // a worker and one being applied; the reader fills one when a worker's
+    // comes back (copying a chunk in is fast next to parsing it). Each more
+    // was a chunk's text and its parsed rows at the peak, which is during
+    // the read (twice the workers plus two: 107 MB for 256 MB of trace;
+    // workers plus two: 100 MB; decision 47 has this one's figures).
+    for _ in 0..workers + 1 {
         let _ = free_tx.send(Buffers::default());
     }
     std::thread::scope(|scope| {
@@ -282,17 +292,18 @@ mod tests {
     fn capped_reads_analyze_as_one_thread_does() {
         let mut text = String::new();
         for i in 0..3 * MAX_LINES_PER_READ as u64 {
-            // Short rows: a 2 MB chunk holds more than a read's cap.
-            if i % 2 == 0 {
-                text.push_str(&format!("{{\"timestamp\":{i}}}\n"));
-            } else {
-                text.push_str(&format!("{{\"hash_ids\":[{}]}}\n", i % 7));
+            // Short rows (13 bytes on average): a chunk of `CHUNK_BYTES`
+            // holds more than a read's cap.
+            match i % 3 {
+                0 => text.push_str(&format!("{{\"timestamp\":{i}}}\n")),
+                1 => text.push_str(&format!("{{\"hash_ids\":[{}]}}\n", i % 7)),
+                _ => text.push_str("{}\n"),
             }
             if i % 1000 == 0 {
                 text.push_str("not json\n");
             }
         }
-        assert!(chunks_of(text.as_bytes(), chunks::DEFAULT_CHUNK_BYTES)
+        assert!(chunks_of(text.as_bytes(), CHUNK_BYTES)
             .iter()
             .any(|c| c.lines > MAX_LINES_PER_READ as u64));
         let opts = <crate::analyze::AnalyzeArgs as clap::Parser>::parse_from(["mc-analyze"]);

@@ -5,11 +5,16 @@
 //! stream: its first id as the zigzag distance from where the row's run
 //! before it ended, and its length; about 5 bytes a run on the 1 GB
 //! generated trace where a (u64, u32) pair took 16 (ARCHITECTURE.md §5).
+//!
+//! The numbers are a byte stream too ([`Rows`]): a tag byte, then varints
+//! (lengths as whole numbers, the timestamp as the zigzag step from the
+//! row before's), about 9 bytes a row where a struct took 32 (decision 47).
+//! Every reader takes the rows in order; the few out of order keep a
+//! [`RowAt`] or make [`RowStore::offsets`].
 
-/// An optional number in 8 bytes, not `Option<f64>`'s 16: a row store of
-/// millions of rows holds two of them per row. `None` is one NaN bit
-/// pattern no number read from JSON has (a parser makes no NaN, and
-/// arithmetic makes the canonical one), compared by bits, so every
+/// An optional number in 8 bytes, not `Option<f64>`'s 16. `None` is one
+/// NaN bit pattern no number read from JSON has (a parser makes no NaN,
+/// and arithmetic makes the canonical one), compared by bits, so every
 /// `Some` round-trips exactly.
 #[derive(Debug, Clone, Copy)]
 pub struct MaybeF64(u64);
@@ -41,14 +46,12 @@ pub struct RowFacts {
 }
 
 /// One row of the trace, as the analysis remembers it: its facts (reachable
-/// as `row.isl` and so on) and how many ids it has. Where its ids are is
-/// not kept: rows are read in order, each row's runs after the one
-/// before's ([`RowStore::for_each_ids`]); the few readers out of order keep
-/// a [`RowAt`] or make [`RowStore::offsets`] (8 bytes a row, while they run).
+/// as `row.isl` and so on) and how many ids it has. Made afresh by
+/// [`Rows::iter`] from the packed bytes; where its ids are is not kept:
+/// rows are read in order, each row's runs after the one before's
+/// ([`RowStore::for_each_ids`]).
 #[derive(Debug, Clone, Copy)]
 pub struct StoredRow {
-    /// Kept apart from `first_unseen` and `n_ids`: inside one struct with
-    /// them, its padding made a row 48 bytes.
     pub facts: RowFacts,
     /// Index of the first id no earlier row used (AIPerf's hit rate).
     pub first_unseen: u32,
@@ -70,23 +73,46 @@ impl StoredRow {
     }
 }
 
-/// A stored row and where its runs start in the store.
+/// Where a stored row's runs start, and how many ids they hold: enough to
+/// decode its ids out of order ([`RowStore::ids_at`]).
 #[derive(Debug, Clone, Copy)]
 pub struct RowAt {
-    pub index: usize,
     runs: u64,
+    n_ids: u32,
 }
 
-#[derive(Default)]
-pub struct RowStore {
-    pub rows: Vec<StoredRow>,
-    /// Every row's runs of consecutive ids, encoded (see the module's doc),
-    /// in row order.
-    runs: Vec<u8>,
-    /// (row index, line) of the first row and of each row whose line is
-    /// not the one after its predecessor's (lines skipped between them):
-    /// a few entries, where a line per row took 8 bytes a row.
-    line_starts: Vec<(usize, u64)>,
+/// The tag byte of a packed row: which numbers are not whole (stored as
+/// their 8 bytes), whether the row has a timestamp, and whether
+/// `first_unseen` is `n_ids` (a row whose ids were all seen before).
+mod tag {
+    pub const ISL_RAW: u8 = 1;
+    pub const OSL_RAW: u8 = 1 << 1;
+    /// A timestamp, as the zigzag step from the last whole one.
+    pub const TS_WHOLE: u8 = 1 << 2;
+    /// A timestamp, as its 8 bytes (it leaves the last whole one as it is).
+    pub const TS_RAW: u8 = 1 << 3;
+    pub const ALL_SEEN: u8 = 1 << 4;
+}
+
+/// Below this, a whole non-negative f64 and its u64 convert both ways
+/// exactly (every such f64 is an integer a u64 holds).
+const WHOLE_LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+
+/// `v` as a whole number when it is one the varint form gives back bit for
+/// bit: not negative (nor -0.0), no fraction, below 2^63; not NaN. (Two
+/// conversions, not `fract`: that is a call to libm's `trunc` here.)
+fn whole(v: f64) -> Option<u64> {
+    let w = v as i64;
+    (v.is_sign_positive() && v < WHOLE_LIMIT && w as f64 == v).then_some(w as u64)
+}
+
+fn zigzag(delta: u64) -> u64 {
+    let d = delta as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(z: u64) -> u64 {
+    ((z >> 1) as i64 ^ -((z & 1) as i64)) as u64
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -97,19 +123,253 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it.
+/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it. Up
+/// to three bytes (a row's counts, lengths below 2 M, most steps) are read
+/// here, inline; the rest by a call (as a loop here, the two-byte ones
+/// made decoding a row cost 190 instructions; the three-byte ones, input
+/// lengths of 16 Ki tokens and more, were a third of the rows).
+#[inline(always)]
 fn get_varint(bytes: &[u8], at: &mut usize) -> u64 {
-    let mut v = 0u64;
+    let b = bytes[*at];
+    if b < 0x80 {
+        *at += 1;
+        return u64::from(b);
+    }
+    let c = bytes[*at + 1];
+    if c < 0x80 {
+        *at += 2;
+        return u64::from(b & 0x7f) | u64::from(c) << 7;
+    }
+    let d = bytes[*at + 2];
+    if d < 0x80 {
+        *at += 3;
+        return u64::from(b & 0x7f) | u64::from(c & 0x7f) << 7 | u64::from(d) << 14;
+    }
+    let (v, next) = get_long_varint(bytes, *at);
+    *at = next;
+    v
+}
+
+/// A varint of four bytes or more at `at`, and where the next thing is
+/// (returned, not written through a reference: `at` stays in a register
+/// in the callers).
+#[inline(never)]
+fn get_long_varint(bytes: &[u8], mut at: usize) -> (u64, usize) {
+    let mut v = 0;
     let mut shift = 0;
     loop {
-        let b = bytes[*at];
-        *at += 1;
+        let b = bytes[at];
+        at += 1;
         v |= u64::from(b & 0x7f) << shift;
         if b < 0x80 {
-            return v;
+            return (v, at);
         }
         shift += 7;
     }
+}
+
+fn get_f64(bytes: &[u8], at: &mut usize) -> f64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[*at..*at + 8]);
+    *at += 8;
+    f64::from_bits(u64::from_le_bytes(b))
+}
+
+/// A row's bytes as they are made: the longest row is a tag, two varints
+/// of 32-bit counts (5 bytes each), two numbers (8 or 9 bytes) and a
+/// timestamp step (10 bytes).
+struct Packing {
+    buf: [u8; 48],
+    len: usize,
+}
+
+impl Packing {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf[self.len] = v as u8 | 0x80;
+            self.len += 1;
+            v >>= 7;
+        }
+        self.buf[self.len] = v as u8;
+        self.len += 1;
+    }
+
+    fn raw(&mut self, v: f64) {
+        self.buf[self.len..self.len + 8].copy_from_slice(&v.to_bits().to_le_bytes());
+        self.len += 8;
+    }
+}
+
+/// Every row's numbers, packed in input order (see the module's doc).
+#[derive(Default)]
+pub struct Rows {
+    bytes: Vec<u8>,
+    len: usize,
+    /// Rows with at least one id.
+    with_ids: usize,
+    /// The last whole timestamp pushed (the next one is a step from it).
+    last_ts: u64,
+}
+
+impl Rows {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many rows have ids (counted as they come: one pass fewer).
+    pub fn with_ids(&self) -> usize {
+        self.with_ids
+    }
+
+    /// The packed bytes (what the rows' numbers cost).
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn push(&mut self, row: &StoredRow) {
+        let mut p = Packing {
+            buf: [0; 48],
+            len: 1,
+        };
+        let mut t = 0;
+        p.varint(u64::from(row.n_ids));
+        if row.first_unseen == row.n_ids {
+            t |= tag::ALL_SEEN;
+        } else {
+            p.varint(u64::from(row.first_unseen));
+        }
+        for (v, raw) in [(row.isl, tag::ISL_RAW), (row.osl, tag::OSL_RAW)] {
+            match whole(v) {
+                Some(w) => p.varint(w),
+                None => {
+                    t |= raw;
+                    p.raw(v);
+                }
+            }
+        }
+        if let Some(ts) = row.timestamp.get() {
+            match whole(ts) {
+                Some(w) => {
+                    t |= tag::TS_WHOLE;
+                    p.varint(zigzag(w.wrapping_sub(self.last_ts)));
+                    self.last_ts = w;
+                }
+                None => {
+                    t |= tag::TS_RAW;
+                    p.raw(ts);
+                }
+            }
+        }
+        p.buf[0] = t;
+        self.bytes.extend_from_slice(&p.buf[..p.len]);
+        self.len += 1;
+        self.with_ids += usize::from(row.n_ids > 0);
+    }
+
+    /// The rows, in order.
+    pub fn iter(&self) -> RowIter<'_> {
+        RowIter {
+            bytes: &self.bytes,
+            at: 0,
+            last_ts: 0,
+            left: self.len,
+        }
+    }
+}
+
+/// [`Rows::iter`]: each row decoded from the bytes after the one before.
+pub struct RowIter<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    last_ts: u64,
+    left: usize,
+}
+
+impl Iterator for RowIter<'_> {
+    type Item = StoredRow;
+
+    // Inlined into each reader (a dozen passes over the rows): a call cost
+    // about 120 instructions a row, most of them moving the row through
+    // memory and the fields a reader never looks at.
+    #[inline(always)]
+    fn next(&mut self) -> Option<StoredRow> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let bytes = self.bytes;
+        let mut at = self.at;
+        let t = bytes[at];
+        at += 1;
+        let n_ids = get_varint(bytes, &mut at) as u32;
+        let first_unseen = if t & tag::ALL_SEEN != 0 {
+            n_ids
+        } else {
+            get_varint(bytes, &mut at) as u32
+        };
+        // Whole numbers are below 2^63: the signed conversion is exact.
+        let isl = if t & tag::ISL_RAW != 0 {
+            get_f64(bytes, &mut at)
+        } else {
+            get_varint(bytes, &mut at) as i64 as f64
+        };
+        let osl = if t & tag::OSL_RAW != 0 {
+            get_f64(bytes, &mut at)
+        } else {
+            get_varint(bytes, &mut at) as i64 as f64
+        };
+        let timestamp = if t & tag::TS_WHOLE != 0 {
+            self.last_ts = self
+                .last_ts
+                .wrapping_add(unzigzag(get_varint(bytes, &mut at)));
+            Some(self.last_ts as i64 as f64)
+        } else if t & tag::TS_RAW != 0 {
+            Some(get_f64(bytes, &mut at))
+        } else {
+            None
+        };
+        self.at = at;
+        Some(StoredRow {
+            facts: RowFacts {
+                isl,
+                osl,
+                timestamp: timestamp.into(),
+            },
+            first_unseen,
+            n_ids,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for RowIter<'_> {}
+
+#[derive(Default)]
+pub struct RowStore {
+    /// Every row's numbers.
+    pub rows: Rows,
+    /// Every row's runs of consecutive ids, encoded (see the module's doc),
+    /// in row order.
+    runs: Vec<u8>,
+    /// (row index, line) of the first row and of each row whose line is
+    /// not the one after its predecessor's (lines skipped between them):
+    /// a few entries, where a line per row took 8 bytes a row.
+    line_starts: Vec<(usize, u64)>,
+}
+
+/// Reads the run at `*at` (after one that ended at `end`) as (first id,
+/// length), moving `*at` past it.
+#[inline]
+fn get_run(runs: &[u8], at: &mut usize, end: u64) -> (u64, u64) {
+    let first = end.wrapping_add(unzigzag(get_varint(runs, at)));
+    (first, get_varint(runs, at))
 }
 
 impl RowStore {
@@ -117,7 +377,7 @@ impl RowStore {
     /// `first_unseen` is what the id table found for the row.
     pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> RowAt {
         let row = self.rows.len();
-        if self.rows.is_empty() || self.line(row - 1) + 1 != line {
+        if row == 0 || self.line(row - 1) + 1 != line {
             self.line_starts.push((row, line));
         }
         let start = self.runs.len() as u64;
@@ -132,21 +392,18 @@ impl RowStore {
                 .take_while(|&(&id, d)| id == first.wrapping_add(d))
                 .count();
             // Zigzag: a run may start below where the one before ended.
-            let delta = first.wrapping_sub(end) as i64;
-            put_varint(&mut self.runs, ((delta << 1) ^ (delta >> 63)) as u64);
+            put_varint(&mut self.runs, zigzag(first.wrapping_sub(end)));
             put_varint(&mut self.runs, len as u64);
             end = first.wrapping_add(len as u64);
             k += len;
         }
-        self.rows.push(StoredRow {
+        let n_ids = ids.len() as u32;
+        self.rows.push(&StoredRow {
             facts,
             first_unseen,
-            n_ids: ids.len() as u32,
+            n_ids,
         });
-        RowAt {
-            index: row,
-            runs: start,
-        }
+        RowAt { runs: start, n_ids }
     }
 
     /// The line row number `row` was read from.
@@ -163,10 +420,7 @@ impl RowStore {
         out.clear();
         let mut end = 0u64;
         while out.len() < n {
-            let z = get_varint(&self.runs, at);
-            let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
-            let first = end.wrapping_add(delta as u64);
-            let len = get_varint(&self.runs, at);
+            let (first, len) = get_run(&self.runs, at, end);
             out.extend((0..len).map(|k| first.wrapping_add(k)));
             end = first.wrapping_add(len);
         }
@@ -174,8 +428,7 @@ impl RowStore {
 
     /// The ids of the row at `at`, decoded into `out` (cleared first).
     pub fn ids_at(&self, at: RowAt, out: &mut Vec<u64>) {
-        let n = self.rows[at.index].n_ids as usize;
-        self.decode(&mut (at.runs as usize), n, out);
+        self.decode(&mut (at.runs as usize), at.n_ids as usize, out);
     }
 
     /// Calls `f(index, row, runs)` for every row, in order, with the row's
@@ -187,15 +440,12 @@ impl RowStore {
             runs.clear();
             let (mut end, mut left) = (0u64, u64::from(r.n_ids));
             while left > 0 {
-                let z = get_varint(&self.runs, &mut at);
-                let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
-                let first = end.wrapping_add(delta as u64);
-                let len = get_varint(&self.runs, &mut at);
+                let (first, len) = get_run(&self.runs, &mut at, end);
                 runs.push((first, len));
                 end = first.wrapping_add(len);
                 left = left.saturating_sub(len);
             }
-            f(i, r, &runs);
+            f(i, &r, &runs);
         }
     }
 
@@ -205,7 +455,7 @@ impl RowStore {
         let mut at = 0;
         for (i, r) in self.rows.iter().enumerate() {
             self.decode(&mut at, r.n_ids as usize, &mut ids);
-            f(i, r, &ids);
+            f(i, &r, &ids);
         }
     }
 
@@ -213,10 +463,10 @@ impl RowStore {
     pub fn offsets(&self) -> Vec<RowAt> {
         let mut out = Vec::with_capacity(self.rows.len());
         let mut at = 0;
-        for (index, r) in self.rows.iter().enumerate() {
+        for r in self.rows.iter() {
             out.push(RowAt {
-                index,
                 runs: at as u64,
+                n_ids: r.n_ids,
             });
             let mut left = u64::from(r.n_ids);
             while left > 0 {
@@ -231,6 +481,7 @@ impl RowStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn facts() -> RowFacts {
         RowFacts {
@@ -282,8 +533,8 @@ mod tests {
             expanded.push((i, ids.collect::<Vec<_>>()));
         });
         assert_eq!(expanded, want);
-        let found: Vec<(usize, u64)> = s.offsets().iter().map(|r| (r.index, r.runs)).collect();
-        let pushed: Vec<(usize, u64)> = at.iter().map(|r| (r.index, r.runs)).collect();
+        let found: Vec<(u64, u32)> = s.offsets().iter().map(|r| (r.runs, r.n_ids)).collect();
+        let pushed: Vec<(u64, u32)> = at.iter().map(|r| (r.runs, r.n_ids)).collect();
         assert_eq!(found, pushed);
     }
 
@@ -297,8 +548,32 @@ mod tests {
         // The canonical NaN is a number, not the missing one.
         assert!(MaybeF64::from(Some(f64::NAN)).get().is_some());
         assert_eq!(MaybeF64::from(None).get(), None);
-        // A row's facts and its id count: 32 bytes (80, then 40 before).
-        assert_eq!(std::mem::size_of::<StoredRow>(), 32);
+    }
+
+    #[test]
+    fn a_typical_row_packs_in_nine_bytes() {
+        // A generated-trace row: 27 ids, 4 seen before, 13,500 tokens in,
+        // 350 out, 40 ms after the row before (which had 1,000,000 ms).
+        let mut rows = Rows::default();
+        let row = |ts: f64, first_unseen| StoredRow {
+            facts: RowFacts {
+                isl: 13_500.0,
+                osl: 350.0,
+                timestamp: Some(ts).into(),
+            },
+            first_unseen,
+            n_ids: 27,
+        };
+        rows.push(&row(1_000_000.0, 27));
+        let first = rows.bytes();
+        rows.push(&row(1_000_040.0, 4));
+        // Tag, n_ids, first_unseen, isl (2 bytes), osl (2), the step (1):
+        // 8 bytes where the struct took 32.
+        assert_eq!(rows.bytes() - first, 8);
+        // The first: no first_unseen (all seen), a 3-byte step from 0.
+        assert_eq!(first, 1 + 1 + 2 + 2 + 3);
+        let ts: Vec<Option<f64>> = rows.iter().map(|r| r.timestamp.get()).collect();
+        assert_eq!(ts, [Some(1_000_000.0), Some(1_000_040.0)]);
     }
 
     #[test]
@@ -312,5 +587,133 @@ mod tests {
         assert_eq!(s.line_starts.len(), 4);
         let got: Vec<u64> = (0..lines.len()).map(|r| s.line(r)).collect();
         assert_eq!(got, lines);
+    }
+
+    /// Numbers at the edges of the packed form: whole ones (small, at a
+    /// varint byte's edge, the largest below 2^63), 2^63 and above (kept
+    /// as bits), fractions, -0.0, negatives, infinities, the largest f64;
+    /// and plain ones.
+    fn edge_number() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            3 => prop::sample::select(vec![
+                0.0,
+                -0.0,
+                1.0,
+                127.0,
+                128.0,
+                16_383.0,
+                16_384.0,
+                0.5,
+                -1.0,
+                -1e300,
+                9_223_372_036_854_774_784.0, // the largest f64 below 2^63
+                9_223_372_036_854_775_808.0, // 2^63
+                18_446_744_073_709_551_616.0, // 2^64
+                f64::MAX,
+                f64::MIN_POSITIVE,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ]),
+            3 => (0u64..1 << 20).prop_map(|v| v as f64),
+            2 => any::<u64>().prop_map(|v| v as f64),
+            2 => any::<f64>().prop_filter("not the missing bits", |v| v.to_bits() != NONE_BITS),
+        ]
+    }
+
+    /// A row's facts as bits, to compare exactly (-0.0 and 0.0 differ).
+    fn bits(r: &StoredRow) -> (u64, u64, Option<u64>, u32, u32) {
+        (
+            r.isl.to_bits(),
+            r.osl.to_bits(),
+            r.timestamp.get().map(f64::to_bits),
+            r.first_unseen,
+            r.n_ids,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn packed_rows_round_trip(
+            rows in prop::collection::vec(
+                (
+                    edge_number(),
+                    edge_number(),
+                    prop_oneof![
+                        1 => Just(None),
+                        // Steps up, equal and down from the row before.
+                        3 => (0u64..3).prop_map(|k| Some(k as f64 * 1000.0)),
+                        2 => edge_number().prop_map(Some),
+                    ],
+                    prop_oneof![
+                        Just(0u32),
+                        Just(u32::MAX),
+                        0u32..300,
+                    ],
+                    any::<prop::sample::Index>(),
+                ),
+                0..40,
+            ),
+        ) {
+            let mut packed = Rows::default();
+            let mut want = Vec::new();
+            for (isl, osl, ts, n_ids, seen) in rows {
+                // first_unseen is at most n_ids: all seen, none, or between.
+                let first_unseen = seen.index(n_ids as usize + 1) as u32;
+                let row = StoredRow {
+                    facts: RowFacts { isl, osl, timestamp: ts.into() },
+                    first_unseen,
+                    n_ids,
+                };
+                packed.push(&row);
+                want.push(bits(&row));
+            }
+            prop_assert_eq!(packed.len(), want.len());
+            let got: Vec<_> = packed.iter().map(|r| bits(&r)).collect();
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn stored_rows_round_trip_with_their_ids(
+            rows in prop::collection::vec(
+                (
+                    edge_number(),
+                    prop::collection::vec(
+                        prop_oneof![
+                            3 => (0u64..64).prop_map(|s| vec![s]),
+                            2 => (0u64..64, 1u64..6).prop_map(|(s, n)| (s..s + n).collect()),
+                            1 => any::<u64>().prop_map(|s| vec![s]),
+                            1 => Just(vec![u64::MAX, 0]),
+                        ],
+                        0..5,
+                    )
+                    .prop_map(|p: Vec<Vec<u64>>| p.concat()),
+                ),
+                0..30,
+            ),
+        ) {
+            let mut s = RowStore::default();
+            let mut at = Vec::new();
+            for (i, (isl, ids)) in rows.iter().enumerate() {
+                let facts = RowFacts { isl: *isl, osl: 1.0, timestamp: Some(i as f64).into() };
+                at.push(s.push(2 * i as u64 + 1, facts, (ids.len() / 2) as u32, ids));
+            }
+            let mut seen = 0;
+            s.for_each_ids(|i, r, ids| {
+                assert_eq!(ids, &rows[i].1[..]);
+                assert_eq!(r.isl.to_bits(), rows[i].0.to_bits());
+                assert_eq!(r.timestamp.get(), Some(i as f64));
+                assert_eq!(r.first_unseen as usize, ids.len() / 2);
+                assert_eq!(s.line(i), 2 * i as u64 + 1);
+                seen += 1;
+            });
+            prop_assert_eq!(seen, rows.len());
+            prop_assert_eq!(s.rows.with_ids(), rows.iter().filter(|r| !r.1.is_empty()).count());
+            let mut out = Vec::new();
+            // Out of order, from the back.
+            for (k, &a) in at.iter().enumerate().rev() {
+                s.ids_at(a, &mut out);
+                prop_assert_eq!(&out, &rows[k].1);
+            }
+        }
     }
 }

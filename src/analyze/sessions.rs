@@ -30,21 +30,23 @@ pub struct SessionTracker {
     /// Session id (raw JSON) -> (turns, its last row).
     sessions: HashMap<Box<[u8]>, (u32, RowAt)>,
     rows_without: u64,
-    /// (row index, blocks in common with the previous turn) per later turn.
-    later: Vec<(usize, u32)>,
+    /// (input length, blocks in common with the previous turn) per later
+    /// turn.
+    later: Vec<(f64, u32)>,
     prev_ids: Vec<u64>,
     /// Every row's `delay`, in file order.
     delays: Vec<f64>,
 }
 
 impl SessionTracker {
-    /// Row `row` (already stored, with `ids` and `delay`) belongs to `session`.
+    /// Row `row` (already stored, with `ids`, input length `isl` and
+    /// `delay`) belongs to `session`.
     pub fn add(
         &mut self,
         rows: &RowStore,
         row: RowAt,
         session: Option<&[u8]>,
-        ids: &[u64],
+        (ids, isl): (&[u64], f64),
         delay: Option<f64>,
     ) {
         self.delays.extend(delay);
@@ -64,18 +66,17 @@ impl SessionTracker {
                     .zip(ids)
                     .take_while(|(a, b)| a == b)
                     .count();
-                self.later.push((row.index, common as u32));
+                self.later.push((isl, common as u32));
                 *turns += 1;
                 *last = row;
             }
         }
     }
 
-    pub fn finish(mut self, rows: &RowStore, block_size: u64) -> Sessions {
+    pub fn finish(mut self, block_size: u64) -> Sessions {
         let mut turns: Vec<f64> = self.sessions.values().map(|&(t, _)| f64::from(t)).collect();
         let (mut fractions, mut repeated, mut total) = (Vec::new(), 0.0, 0.0);
-        for &(i, common) in &self.later {
-            let len = rows.rows[i].isl;
+        for &(len, common) in &self.later {
             let rep = (f64::from(common) * block_size as f64).min(len).max(0.0);
             if len > 0.0 {
                 fractions.push(rep / len);
