@@ -82,12 +82,28 @@ fn last_size(n: u32, isl: f64, b: u64) -> Option<u32> {
 /// has a last block of another size than `b`. Otherwise every block of
 /// such an id is `b` (or says nothing), so no id conflicts; a generated
 /// trace's candidates are last blocks exactly full (1 row in 512).
+///
+/// The rows are a byte stream read in order, so the candidates are sorted
+/// and met in one pass that stops at the last of them.
 fn must_walk(rows: &RowStore, table: &IdTable, b: u64) -> bool {
-    table.candidate_rows().iter().any(|&i| {
-        rows.rows.get(i as usize).is_none_or(|r| {
-            last_size(r.n_ids, r.isl, b).is_some_and(|s| s != 0 && u64::from(s) != b)
-        })
-    })
+    let mut wanted = table.candidate_rows().to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut wanted = wanted.into_iter().peekable();
+    for (i, r) in rows.rows.iter().enumerate() {
+        let Some(&next) = wanted.peek() else {
+            return false;
+        };
+        if next as usize != i {
+            continue;
+        }
+        wanted.next();
+        if last_size(r.n_ids, r.isl, b).is_some_and(|s| s != 0 && u64::from(s) != b) {
+            return true;
+        }
+    }
+    // A candidate past the last row says nothing sure: walk.
+    wanted.peek().is_some()
 }
 
 /// The ids seen at two sizes, for block size `b`: a second pass over the
