@@ -9,7 +9,7 @@
 //! after the other, so one input's rows must use both cores
 //! (docs/decisions/0048-merge-rows-made-on-workers.md). A chunk's output
 //! becomes a batch without a copy; buffers come back to be reused, so
-//! memory is bounded whatever the input (about 35 MB an input).
+//! memory is bounded whatever the input (about 20 MB an input).
 //!
 //! Everything the rows' order depends on stays in the file's order: the
 //! input's thread owns the file's [`Reading`] (its sort check,
@@ -69,7 +69,11 @@ impl Ahead {
         let _ = free.send(Batch::default());
         // Detached: it ends at the end of the file, or when this end is
         // dropped (a send fails).
-        let size = chunks::chunk_bytes();
+        // Half the filters' chunk: each input holds a pool of chunks and
+        // batches (the inputs not being written wait with theirs full), so
+        // memory grows with the number of inputs; 1 MB chunks still cost
+        // nothing to hand over.
+        let size = (chunks::chunk_bytes() / 2).max(1);
         std::thread::spawn(move || {
             read_ahead(reading, on_error, size, workers, &full_tx, &free_rx)
         });
