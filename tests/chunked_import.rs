@@ -183,6 +183,29 @@ fn an_azure_row_before_the_first_is_named_on_any_chunk_edge() {
     );
 }
 
+/// The read-ahead's workers guess that a chunk after the first follows a
+/// non-blank line; after chunks of blank lines only the guess is wrong and
+/// the chunk is made again in order: the BOM is stripped and the first line
+/// sniffed there, as in order (decision 0048).
+#[test]
+fn interleave_read_ahead_takes_the_first_line_rules_after_blank_chunks() {
+    let b = trace(50, 5, 15);
+    let blanks = "\n".repeat(40);
+    let sizes: Vec<Option<usize>> = [1, 7, 39, 45, 200].into_iter().map(Some).collect();
+    let a = format!("{blanks}\u{feff}{}", trace(60, 0, 10));
+    let out = merge_same(&["interleave"], &a, &b, &sizes);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 110);
+    let a = format!("{blanks}timestamp,input_length\n{}", trace(60, 0, 10));
+    let out = merge_same(&["interleave", "--on-error", "skip"], &a, &b, &sizes);
+    assert_eq!(out.code, Some(65));
+    assert!(
+        out.stderr.contains("DIR/a.jsonl: line 41: "),
+        "{}",
+        out.stderr
+    );
+}
+
 /// A sorted Mooncake-shaped trace of `n` rows from time `start`, a
 /// session on every third row.
 fn trace(n: usize, start: usize, step: usize) -> String {

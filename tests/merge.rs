@@ -503,3 +503,45 @@ fn sort_spills_runs_and_merges_them_into_the_stable_in_memory_order() {
         "cannot create a temporary file in /nonexistent/runs (TMPDIR=/nonexistent/runs)"
     ));
 }
+
+/// Runs of one file's rows (which leave without a trip through the heap)
+/// between other files' rows, with ties: the output is the stable sort by
+/// (timestamp, file index), worked out here by sorting.
+#[test]
+fn interleave_of_runs_is_the_stable_sort_by_time_then_file() {
+    // Three files of runs: gaps, equal times within and across files.
+    let times: [&[u64]; 3] = [
+        &[0, 1, 2, 2, 9, 10, 11, 30, 30, 31],
+        &[2, 3, 4, 5, 6, 10, 30, 40],
+        &[1, 2, 10, 10, 10, 12, 13, 14, 15, 16, 17, 40],
+    ];
+    let texts: Vec<String> = times
+        .iter()
+        .enumerate()
+        .map(|(f, ts)| {
+            ts.iter()
+                .enumerate()
+                .map(|(i, t)| format!("{{\"timestamp\": {t}, \"tag\": \"{f}.{i}\"}}\n"))
+                .collect()
+        })
+        .collect();
+    let named: Vec<(String, &str)> = texts
+        .iter()
+        .enumerate()
+        .map(|(f, t)| (format!("{f}.jsonl"), t.as_str()))
+        .collect();
+    let named: Vec<(&str, &str)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+    let (_d, p) = files(&named);
+    let mut want: Vec<(u64, usize, usize)> = times
+        .iter()
+        .enumerate()
+        .flat_map(|(f, ts)| ts.iter().enumerate().map(move |(i, &t)| (t, f, i)))
+        .collect();
+    want.sort();
+    let want: Vec<String> = want.iter().map(|(_, f, i)| format!("{f}.{i}")).collect();
+    for extra in [&[][..], &["--line-buffered"]] {
+        let mut head = vec!["interleave", "--shared-ids"];
+        head.extend_from_slice(extra);
+        assert_eq!(tags(&merge_ok(&head, &p, "")), want, "{extra:?}");
+    }
+}

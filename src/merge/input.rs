@@ -268,7 +268,10 @@ impl Source {
             dropped: 0,
         });
         let (rows, reading) = if ahead {
-            (Rows::Ahead(Ahead::start(reading)), None)
+            (
+                Rows::Ahead(Ahead::start(reading, on_error, super::cpus())),
+                None,
+            )
         } else {
             (Rows::Stream(reading), None)
         };

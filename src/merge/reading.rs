@@ -54,26 +54,12 @@ impl Reading {
             let mark = out.len();
             match self.rw.row(line.bytes, no, out) {
                 Ok(Some(kept)) => {
-                    self.rows_read += 1;
-                    let key = kept.timestamp.map_or(self.key, Number::as_f64);
-                    if self.check_sorted && key < self.key {
-                        return Err(Error::Input(format!(
-                            "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
-                             interleave reads each input in timestamp order; pass --sort to \
-                             sort the inputs first",
-                            self.name, self.key, self.key_line
-                        )));
-                    }
-                    if kept.timestamp.is_some() {
-                        self.key_line = no;
-                    }
-                    self.key = key;
+                    self.kept(no, kept.timestamp)?;
                     return Ok(Some(kept.timestamp));
                 }
                 Ok(None) => {
                     out.truncate(mark);
-                    self.rows_read += 1;
-                    self.dropped += 1;
+                    self.dropped();
                 }
                 Err(e) => {
                     out.truncate(mark);
@@ -83,6 +69,34 @@ impl Reading {
                 }
             }
         }
+    }
+
+    /// Takes a row kept (line `no`, written timestamp `timestamp`) in file
+    /// order: counts it, sets the key and checks the order. The one place
+    /// of these rules, for rows rewritten here ([`Reading::next`]) and on
+    /// the chunked read-ahead's workers (`ahead`).
+    pub fn kept(&mut self, no: u64, timestamp: Option<Number>) -> Result<()> {
+        self.rows_read += 1;
+        let key = timestamp.map_or(self.key, Number::as_f64);
+        if self.check_sorted && key < self.key {
+            return Err(Error::Input(format!(
+                "{}: line {no}: timestamp {key} is earlier than {} on line {}: \
+                 interleave reads each input in timestamp order; pass --sort to \
+                 sort the inputs first",
+                self.name, self.key, self.key_line
+            )));
+        }
+        if timestamp.is_some() {
+            self.key_line = no;
+        }
+        self.key = key;
+        Ok(())
+    }
+
+    /// Counts a row `--weights` dropped.
+    pub fn dropped(&mut self) {
+        self.rows_read += 1;
+        self.dropped += 1;
     }
 
     /// The key of the last row kept.

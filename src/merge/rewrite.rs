@@ -5,7 +5,7 @@
 
 use crate::error::RecordError;
 use crate::hash::{splitmix64, stable_hash, unit, GOLDEN_GAMMA};
-use crate::record::{self, namespace_id, Edit, Field, Number, Record};
+use crate::record::{self, namespace_id, Field, Number, Record};
 use crate::transform::scale::{speed_up_delay, speed_up_timestamp, speed_up_wait};
 
 /// Largest integer written as an integer after a shift: beyond 2^53 a
@@ -38,7 +38,6 @@ pub struct Kept {
 /// Applies a [`FileRule`] to rows, with scratch buffers reused across rows.
 pub struct Rewriter {
     pub rule: FileRule,
-    ids_text: Vec<u8>,
     session: Vec<u8>,
     ts: Vec<u8>,
     delay: Vec<u8>,
@@ -52,7 +51,6 @@ pub struct Rewriter {
 impl Rewriter {
     pub fn new(rule: FileRule) -> Self {
         Rewriter {
-            ids_text: Vec::new(),
             session: Vec::new(),
             ts: Vec::new(),
             delay: Vec::new(),
@@ -84,6 +82,7 @@ impl Rewriter {
     }
 
     /// The row's timestamp after `--scale-rate` (before any shift).
+    #[inline]
     pub fn scaled_time(&self, rec: &Record<'_>) -> Result<Option<Number>, RecordError> {
         let Some(t) = rec.number(Field::Timestamp)? else {
             return Ok(None);
@@ -98,7 +97,8 @@ impl Rewriter {
     }
 
     /// Writes line `line` (`bytes`) with the rules applied into `out`, or
-    /// returns `None` (writing nothing) when `--weights` drops it.
+    /// returns `None` (writing nothing) when `--weights` drops it; an
+    /// error writes nothing either.
     pub fn row(
         &mut self,
         bytes: &[u8],
@@ -109,37 +109,68 @@ impl Rewriter {
         if !self.keeps(&rec, line)? {
             return Ok(None);
         }
-        // The new values are written into the buffers first, then every
-        // written one becomes an edit (the edits borrow the buffers).
+        // The new values are written into the buffers first, then the row
+        // is written with each replaced where its value lay.
         let (timestamp, new_ts) = self.shift_timestamp(&rec)?;
         let (new_delay, new_wait) = self.scale_waits(&rec)?;
         let renamed = self.namespace(&rec)?;
-        let [rid, wait, branch] = &self.graph_ids;
-        let edits_of = [
-            (new_ts, Field::Timestamp, &self.ts),
-            (new_delay, Field::Delay, &self.delay),
-            (new_wait, Field::ToolWaitMs, &self.tool_wait),
-            (renamed[0], Field::RequestId, rid),
-            (renamed[1], Field::WaitFor, wait),
-            (renamed[2], Field::Branches, branch),
-            (renamed[3], Field::SessionId, &self.session),
-            (renamed[4], Field::HashIds, &self.ids_text),
-        ];
-        // The written ones first, on the stack (a `Vec` was an allocation a row).
-        let written = edits_of.map(|(written, _, _)| written);
-        let mut edits = edits_of.map(|(_, field, value)| Edit { field, value });
+        // (start, end, new value) of each value replaced, on the stack (a
+        // `Vec` was an allocation a row); `None` for the hash ids, which
+        // are renumbered straight into `out` when their place comes (made
+        // in a buffer and copied, they were a second copy of most of the
+        // row: decision 0048). Every edited field is present (each rule
+        // above writes only a value the row has), so no field is appended.
+        let mut edits: [(usize, usize, Option<&[u8]>); 8] = [(0, 0, None); 8];
         let mut n = 0;
-        for (k, w) in written.into_iter().enumerate() {
-            if w {
-                edits.swap(n, k);
+        let mut edit = |written: bool, field: Field, value| {
+            if let Some(span) = rec.span(field).filter(|_| written) {
+                edits[n] = (span.start, span.end, value);
                 n += 1;
             }
+        };
+        let [rid, wait, branch] = &self.graph_ids;
+        edit(new_ts, Field::Timestamp, Some(&self.ts));
+        edit(new_delay, Field::Delay, Some(&self.delay));
+        edit(new_wait, Field::ToolWaitMs, Some(&self.tool_wait));
+        edit(renamed[0], Field::RequestId, Some(rid));
+        edit(renamed[1], Field::WaitFor, Some(wait));
+        edit(renamed[2], Field::Branches, Some(branch));
+        edit(renamed[3], Field::SessionId, Some(&self.session));
+        edit(self.rule.k > 1, Field::HashIds, None);
+        let edits = &mut edits[..n];
+        edits.sort_unstable_by_key(|e| e.0);
+        let (k, t) = (self.rule.k, self.rule.t);
+        let row_start = out.len();
+        let mut at = 0;
+        for &(start, end, value) in edits.iter() {
+            out.extend_from_slice(&bytes[at..start]);
+            at = end;
+            match value {
+                Some(v) => out.extend_from_slice(v),
+                None => {
+                    let mark = out.len();
+                    // Read, namespaced and written in one pass, four ids
+                    // at a time where it can (`Record::namespace_hash_ids`);
+                    // `null` and `[]` are kept as written.
+                    let count = rec.namespace_hash_ids(out, (k, t), |id| {
+                        RecordError::field(
+                            "hash_ids",
+                            format!(
+                                "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                                 or renumber the ids)"
+                            ),
+                        )
+                    });
+                    // A bad row writes nothing, as one `--weights` drops.
+                    let count = count.inspect_err(|_| out.truncate(row_start))?;
+                    if count.is_none_or(|c| c == 0) {
+                        out.truncate(mark);
+                        out.extend_from_slice(&bytes[start..end]);
+                    }
+                }
+            }
         }
-        if n == 0 {
-            out.extend_from_slice(bytes);
-        } else {
-            rec.write_edited(&mut edits[..n], out);
-        }
+        out.extend_from_slice(&bytes[at..]);
         Ok(Some(Kept { timestamp }))
     }
 
@@ -182,10 +213,10 @@ impl Rewriter {
 
     /// With several files, the row's ids put in its file's namespace: the
     /// request ids, `wait_for` and `branches` into `graph_ids`, the session
-    /// id into `session`, the block ids into `ids_text`; whether each of
-    /// the five was written.
-    fn namespace(&mut self, rec: &Record<'_>) -> Result<[bool; 5], RecordError> {
-        let mut written = [false; 5];
+    /// id into `session`; whether each of the four was written. (The hash
+    /// ids are renumbered as the row is written, in [`Rewriter::row`].)
+    fn namespace(&mut self, rec: &Record<'_>) -> Result<[bool; 4], RecordError> {
+        let mut written = [false; 4];
         if self.rule.k <= 1 {
             return Ok(written);
         }
@@ -201,33 +232,23 @@ impl Rewriter {
         .into_iter()
         .enumerate()
         {
-            buf.clear();
-            written[k] = crate::graph::write_prefixed(rec, field, prefix, buf)?;
+            // Most rows have no agent-graph field: one look at the span.
+            if rec.has(field) {
+                buf.clear();
+                written[k] = crate::graph::write_prefixed(rec, field, prefix, buf)?;
+            }
         }
         if let Some(raw) = rec.session_id()? {
             self.session.clear();
             namespace_session(raw, self.rule.k, self.rule.t, &mut self.session)?;
             written[3] = true;
         }
-        let (k, t) = (self.rule.k, self.rule.t);
-        self.ids_text.clear();
-        // Read, namespaced and written in one pass, four ids at a time
-        // where it can (`Record::namespace_hash_ids`).
-        let count = rec.namespace_hash_ids(&mut self.ids_text, (k, t), |id| {
-            RecordError::field(
-                "hash_ids",
-                format!(
-                    "id {id} times {k} files overflows 64 bits (use --shared-ids, \
-                     or renumber the ids)"
-                ),
-            )
-        })?;
-        written[4] = count.is_some_and(|n| n > 0);
         Ok(written)
     }
 }
 
 /// `t + offset`, an integer when both are (and it stays exact).
+#[inline]
 pub fn shift(t: Number, offset: f64) -> Result<Number, RecordError> {
     if offset == 0.0 {
         return Ok(t);
