@@ -317,11 +317,17 @@ impl<'a> Record<'a> {
     /// field is absent or null.
     pub fn hash_ids_into(&self, out: &mut Vec<u64>) -> Result<bool, RecordError> {
         out.clear();
-        let Some(raw) = self.present(Field::HashIds) else {
+        if self.present(Field::HashIds).is_none() {
             return Ok(false);
-        };
-        ids::decode(raw, self.hash_ids_shape, out)
-            .map_err(|msg| RecordError::field("hash_ids", msg))?;
+        }
+        let (open, end) = self.spans[Field::HashIds as usize];
+        ids::decode_in(
+            self.line,
+            (open as usize, end as usize),
+            self.hash_ids_shape,
+            out,
+        )
+        .map_err(|msg| RecordError::field("hash_ids", msg))?;
         Ok(true)
     }
 
