@@ -493,6 +493,12 @@ pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
 /// fast path mc-roots and mc-analyze live on (`scripts/bench-filters.sh`
 /// measured mc-roots 6–28% slower with the checking walker); otherwise the
 /// walker decodes and names what is wrong.
+///
+/// Kept out of line: on AVX2 it is the path of arrays [`decode_in`] does
+/// not take, and inlined into `Record::map_hash_ids` (after `decode_in`
+/// left it one caller fewer) it made mc-roots' row 8 instructions longer
+/// (cachegrind, decision 0051).
+#[inline(never)]
 pub(crate) fn decode(
     raw: &[u8],
     shape: Option<IdArrayShape>,
@@ -560,7 +566,13 @@ pub(crate) fn decode_in(
 #[inline]
 #[target_feature(enable = "avx2,bmi1")]
 fn id_ends(line: &[u8], w: usize, close: usize) -> u64 {
-    use std::arch::x86_64::*;
+    const FIRST_63: u64 = (1 << 63) - 1;
+    if close - w >= 64 {
+        // A window inside the array (every one but a row's last): no
+        // shift, no cut at the `]`.
+        let d = digits_avx2(line, w);
+        return d & !(d >> 1) & FIRST_63;
+    }
     let len = line.len();
     // A window that would run past the line is the line's last 64 bytes
     // shifted down to start at `w`: the bits shifted in read as
@@ -570,22 +582,33 @@ fn id_ends(line: &[u8], w: usize, close: usize) -> u64 {
         _ if len >= 64 => (len - 64, w - (len - 64)),
         _ => return short_id_ends(line, w, close),
     };
+    let d = digits_avx2(line, from) >> shift;
+    let before_close = match close - w {
+        n if n >= 63 => FIRST_63,
+        n => (1u64 << n) - 1,
+    };
+    d & !(d >> 1) & before_close
+}
+
+/// Bit i: `line[from + i]` is a digit, for the 64 bytes from `from`
+/// (which must lie within the line).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn digits_avx2(line: &[u8], from: usize) -> u64 {
+    use std::arch::x86_64::*;
+    let bytes = &line[from..from + 64];
     let zero = _mm256_set1_epi8(b'0' as i8);
     let nine = _mm256_set1_epi8(9);
     let mut d = 0u64;
     for half in 0..2 {
-        // SAFETY: bytes from..from+64 lie within the line.
-        let v = unsafe { _mm256_loadu_si256(line.as_ptr().add(from + 32 * half).cast()) };
+        // SAFETY: bytes 32*half..32*half+32 lie within `bytes`.
+        let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
         let from_zero = _mm256_sub_epi8(v, zero);
         let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(from_zero, nine), from_zero);
         d |= u64::from(_mm256_movemask_epi8(digit) as u32) << (32 * half);
     }
-    let d = d >> shift;
-    let before_close = match close - w {
-        n if n >= 63 => (1u64 << 63) - 1,
-        n => (1u64 << n) - 1,
-    };
-    d & !(d >> 1) & before_close
+    d
 }
 
 /// [`id_ends`] on a line shorter than 64 bytes, a byte at a time.
