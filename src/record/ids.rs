@@ -493,6 +493,12 @@ pub fn id_array_shape(raw: &[u8]) -> Result<IdArrayShape, String> {
 /// fast path mc-roots and mc-analyze live on (`scripts/bench-filters.sh`
 /// measured mc-roots 6–28% slower with the checking walker); otherwise the
 /// walker decodes and names what is wrong.
+///
+/// Kept out of line: on AVX2 it is the path of arrays [`decode_in`] does
+/// not take, and inlined into `Record::map_hash_ids` (after `decode_in`
+/// left it one caller fewer) it made mc-roots' row 8 instructions longer
+/// (cachegrind, decision 0051).
+#[inline(never)]
 pub(crate) fn decode(
     raw: &[u8],
     shape: Option<IdArrayShape>,
@@ -515,6 +521,200 @@ pub(crate) fn decode(
         Ok(_) if too_big => Err("an id does not fit in 64 bits".to_string()),
         Ok(_) => Ok(()),
     }
+}
+
+/// [`decode`] of the id array `line[open..end]` (its `[` to its `]`),
+/// given the whole line the scan read it in: an array the scan proved
+/// (`shape`) whose ids have at most eight digits is decoded four ids at a
+/// time on AVX2 ([`decode_avx2`]), which loads the eight bytes that end at
+/// each id and may reach up to seven bytes before the `[`, so it needs the
+/// line, not only the array. Anything else is [`decode`]'s, which is the
+/// reference the fast path is tested against.
+pub(crate) fn decode_in(
+    line: &[u8],
+    (open, end): (usize, usize),
+    shape: Option<IdArrayShape>,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    let raw = line.get(open..end).unwrap_or_default();
+    #[cfg(target_arch = "x86_64")]
+    if let Some(s) = shape {
+        if s.count > 0
+            && s.longest_digits <= 8
+            && open >= 7
+            && raw.first() == Some(&b'[')
+            && raw.last() == Some(&b']')
+            && has_avx2()
+        {
+            // SAFETY: the CPU has the features the function is compiled
+            // for; the checks above are its preconditions.
+            if unsafe { decode_avx2(line, open, end, s.count, out) } {
+                return Ok(());
+            }
+        }
+    }
+    decode(raw, shape, out)
+}
+
+/// The last digits of the ids of a proven array in the 64-byte window at
+/// `w`, as bits (bit i: `line[w + i]`): bytes that are digits and whose
+/// next byte is not, among the first 63 (whether byte 63 ends an id
+/// depends on byte 64, so windows step by 63 and it is the next one's
+/// byte 0) and before `close`, the array's `]`. Two AVX2 compares a
+/// window.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,bmi1")]
+fn id_ends(line: &[u8], w: usize, close: usize) -> u64 {
+    const FIRST_63: u64 = (1 << 63) - 1;
+    if close - w >= 64 {
+        // A window inside the array (every one but a row's last): no
+        // shift, no cut at the `]`.
+        let d = digits_avx2(line, w);
+        return d & !(d >> 1) & FIRST_63;
+    }
+    let len = line.len();
+    // A window that would run past the line is the line's last 64 bytes
+    // shifted down to start at `w`: the bits shifted in read as
+    // non-digits (the `]` is before them anyway).
+    let (from, shift) = match len - w {
+        n if n >= 64 => (w, 0),
+        _ if len >= 64 => (len - 64, w - (len - 64)),
+        _ => return short_id_ends(line, w, close),
+    };
+    let d = digits_avx2(line, from) >> shift;
+    let before_close = match close - w {
+        n if n >= 63 => FIRST_63,
+        n => (1u64 << n) - 1,
+    };
+    d & !(d >> 1) & before_close
+}
+
+/// Bit i: `line[from + i]` is a digit, for the 64 bytes from `from`
+/// (which must lie within the line).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn digits_avx2(line: &[u8], from: usize) -> u64 {
+    use std::arch::x86_64::*;
+    let bytes = &line[from..from + 64];
+    let zero = _mm256_set1_epi8(b'0' as i8);
+    let nine = _mm256_set1_epi8(9);
+    let mut d = 0u64;
+    for half in 0..2 {
+        // SAFETY: bytes 32*half..32*half+32 lie within `bytes`.
+        let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
+        let from_zero = _mm256_sub_epi8(v, zero);
+        let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(from_zero, nine), from_zero);
+        d |= u64::from(_mm256_movemask_epi8(digit) as u32) << (32 * half);
+    }
+    d
+}
+
+/// [`id_ends`] on a line shorter than 64 bytes, a byte at a time.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+fn short_id_ends(line: &[u8], w: usize, close: usize) -> u64 {
+    let mut d = 0u64;
+    for (i, c) in line[w..close].iter().enumerate().take(63) {
+        d |= u64::from(c.is_ascii_digit()) << i;
+    }
+    d & !(d >> 1) & ((1u64 << 63) - 1)
+}
+
+/// Decodes the proven array `line[open..end]` (`count` ids, 1 or more,
+/// none over eight digits; `open` at least 7) into `out`, four ids at a
+/// time, and returns true; false (and `out` as it was) if the array
+/// does not hold `count` ids (a caller's bug, not an input's).
+///
+/// The ids are the maximal runs of digits of the array (the walk proved
+/// that, and it is all this relies on): each run's last digit comes from
+/// its window's digit mask ([`id_ends`]); the eight bytes that end there
+/// are loaded into a 64-bit lane, four ids to a 256-bit register; every
+/// byte at or below the last non-digit is cleared (what is left is the id,
+/// zero-padded in front), and pairs, quads and halves of digits are
+/// combined by multiply-adds into the four values, stored at once. The
+/// same method as `record::renumber`'s rewrite (decision 0040), without the
+/// way back to text. A window's ids go in groups of four with no test
+/// between them: a group short of four repeats the window's last id in its
+/// other lanes, which the next group's store (or the end) overwrites. One
+/// id at a time ([`decode_proven`]), an id cost about 63 instructions
+/// (cachegrind, mc-analyze, decision 0051).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
+fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec<u64>) -> bool {
+    use std::arch::x86_64::*;
+    // A group stores four lanes whatever it holds; a window's ids are
+    // counted before any is stored, so at most `count` are before a store.
+    out.reserve(count + 3);
+    let base = out.len();
+    // SAFETY: `reserve` made room for `count + 3` ids from `base`.
+    let dst = unsafe { out.as_mut_ptr().add(base) };
+    let close = end - 1;
+    let zeros = _mm256_set1_epi8(b'0' as i8);
+    let nine = _mm256_set1_epi8(9);
+    let ones = _mm256_set1_epi8(-1);
+    let tens = _mm256_set1_epi16(0x010A); // bytes 10, 1: a pair's first digit is worth ten
+    let hundreds = _mm256_set1_epi32(0x0001_0064); // words 100, 1
+    let ten_thousand = _mm256_set1_epi64x(10_000);
+    let base_ptr = line.as_ptr();
+    let mut done = 0usize;
+    let mut w = open + 1;
+    while w < close {
+        let mut mask = id_ends(line, w, close);
+        let n = mask.count_ones() as usize;
+        if n > count - done {
+            // SAFETY: no id past `base` counts.
+            unsafe { out.set_len(base) };
+            return false;
+        }
+        if mask != 0 {
+            // The window's last end, in every lane past its ids.
+            let last = 1u64 << (63 - mask.leading_zeros());
+            let mut group = dst.wrapping_add(done);
+            done += n;
+            while mask != 0 {
+                let m0 = mask;
+                let m1 = m0 & (m0.wrapping_sub(1));
+                let m2 = m1 & (m1.wrapping_sub(1));
+                let m3 = m2 & (m2.wrapping_sub(1));
+                mask = m3 & m3.wrapping_sub(1);
+                let at = |m: u64| w + (m | last).trailing_zeros() as usize;
+                // SAFETY: an end lies after `open` (at least 7), so e-7 >= 1,
+                // and before the `]`, so e+1 <= line.len().
+                let load =
+                    |m: u64| unsafe { base_ptr.add(at(m) - 7).cast::<i64>().read_unaligned() };
+                let v = _mm256_set_epi64x(load(m3), load(m2), load(m1), load(m0));
+                let d = _mm256_sub_epi8(v, zeros);
+                let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, nine), d);
+                // Not part of the id: every byte at or below a non-digit.
+                let mut cut = _mm256_xor_si256(digit, ones);
+                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<8>(cut));
+                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<16>(cut));
+                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<32>(cut));
+                let d = _mm256_andnot_si256(cut, d);
+                let pairs = _mm256_maddubs_epi16(d, tens);
+                let quads = _mm256_madd_epi16(pairs, hundreds);
+                let value = _mm256_add_epi64(
+                    _mm256_mul_epu32(quads, ten_thousand),
+                    _mm256_srli_epi64::<32>(quads),
+                );
+                // SAFETY: the group's first id is below `done <= count`,
+                // so its four lanes lie within the `count + 3` reserved.
+                unsafe { _mm256_storeu_si256(group.cast(), value) };
+                group = group.wrapping_add(4);
+            }
+        }
+        w += 63;
+    }
+    if done != count {
+        // SAFETY: no id past `base` counts.
+        unsafe { out.set_len(base) };
+        return false;
+    }
+    // SAFETY: the first `count` ids from `base` were stored above.
+    unsafe { out.set_len(base + count) };
+    true
 }
 
 /// Decodes an array [`walk`] already accepted, with no id over 19 digits:
@@ -936,6 +1136,145 @@ mod tests {
             proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, 1), walk_fast(&line, 1));
             if let Some(fast) = walk_fast(&line, 1) {
                 proptest::prop_assert_eq!(Ok(fast), walk(&line, 1, |_| {}), "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    /// `decode_in`'s answer for the array whose `[` is `line[open]`, with
+    /// the end and shape the scan gives it (the rest of the line when it
+    /// is no array), next to the reference: the checking walker's
+    /// (`decode` without a shape), each appended after a sentinel.
+    fn fast_and_reference(
+        line: &[u8],
+        open: usize,
+    ) -> (Result<Vec<u64>, String>, Result<Vec<u64>, String>) {
+        let measured = measure(line, open + 1).ok();
+        let end = measured.map_or(line.len(), |(end, _)| end);
+        let shape = measured.map(|(_, shape)| shape);
+        let raw = &line[open..end];
+        let mut fast = vec![5];
+        let fast = decode_in(line, (open, end), shape, &mut fast).map(|()| fast);
+        let mut reference = vec![5];
+        let reference = decode(raw, None, &mut reference).map(|()| reference);
+        (fast, reference)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// The four-at-a-time decode (taken for arrays the scan proved
+        /// with ids of up to eight digits, on AVX2) gives what the
+        /// checking walker gives, and every other array goes to the walker
+        /// with its error: ids at the edges (0, 10^8 - 1, 10^8, u64::MAX, a
+        /// 20-digit id over it), any spacing the walk takes, empty arrays,
+        /// arrays anywhere in a line of digits (so windows and the bytes
+        /// before the `[` are crossed anywhere) with digits after them.
+        #[test]
+        fn decoding_in_the_line_gives_what_the_walker_gives(
+            ids in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(0u64), proptest::strategy::Just(99_999_999u64),
+                proptest::strategy::Just(100_000_000u64), proptest::strategy::Just(u64::MAX),
+                0u64..10, 0u64..1000, 0u64..100_000_000, 0u64..100_000_000,
+                proptest::num::u64::ANY], 0..70),
+            over in proptest::option::of(proptest::num::usize::ANY),
+            seps in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(", "), proptest::strategy::Just(","),
+                proptest::strategy::Just(", "), proptest::strategy::Just(" , "),
+                proptest::strategy::Just(",\n\t"), proptest::strategy::Just(",  "),
+                proptest::strategy::Just("\r\n,")], 1..4),
+            (open_ws, close_ws) in (proptest::prop_oneof![
+                proptest::strategy::Just(""), proptest::strategy::Just(""),
+                proptest::strategy::Just(" "), proptest::strategy::Just("\n\t")],
+                proptest::prop_oneof![proptest::strategy::Just(""),
+                proptest::strategy::Just(""), proptest::strategy::Just(" \r\n")]),
+            lead in 0usize..80,
+            tail in proptest::prop_oneof![proptest::strategy::Just(""), proptest::strategy::Just("}"),
+                proptest::strategy::Just("], 7, 8]}"), proptest::strategy::Just("0123456789")],
+        ) {
+            let mut text: Vec<String> = ids.iter().map(u64::to_string).collect();
+            // A 20-digit id, one over u64::MAX.
+            if let Some(k) = over.filter(|_| !text.is_empty()) {
+                let k = k % text.len();
+                text[k] = "18446744073709551616".to_string();
+            }
+            let mut line = vec![b'7'; lead];
+            line.extend_from_slice(b"[");
+            line.extend_from_slice(open_ws.as_bytes());
+            for (k, id) in text.iter().enumerate() {
+                if k > 0 {
+                    line.extend_from_slice(seps[k % seps.len()].as_bytes());
+                }
+                line.extend_from_slice(id.as_bytes());
+            }
+            line.extend_from_slice(close_ws.as_bytes());
+            line.push(b']');
+            let end = line.len();
+            line.extend_from_slice(tail.as_bytes());
+            let (fast, reference) = fast_and_reference(&line, lead);
+            proptest::prop_assert!(end <= line.len());
+            proptest::prop_assert_eq!(&fast, &reference, "{}", String::from_utf8_lossy(&line));
+            if over.is_none() || ids.is_empty() {
+                let mut expected = vec![5];
+                expected.extend_from_slice(&ids);
+                proptest::prop_assert_eq!(fast, Ok(expected));
+            } else {
+                proptest::prop_assert_eq!(fast, Err("an id does not fit in 64 bits".to_string()));
+            }
+        }
+
+        /// On arrays with bytes changed (signs, leading zeros, missing `]`,
+        /// other values), the decode in the line fails where the walker
+        /// fails, with its message, and reads what it reads otherwise.
+        #[test]
+        fn a_changed_array_is_judged_as_the_walker_judges_it(
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![0u64..1000, 0u64..100_000_000], 1..40),
+            edits in proptest::collection::vec((proptest::num::usize::ANY, proptest::prop_oneof![
+                proptest::strategy::Just(b'0'), proptest::strategy::Just(b'7'),
+                proptest::strategy::Just(b','), proptest::strategy::Just(b' '),
+                proptest::strategy::Just(b']'), proptest::strategy::Just(b'-'),
+                proptest::strategy::Just(b'.'), proptest::strategy::Just(b'\t'),
+                proptest::strategy::Just(b'x'), proptest::strategy::Just(b'"')]), 1..4),
+            lead in 7usize..40,
+        ) {
+            let mut line = vec![b'1'; lead];
+            line.extend_from_slice(&array_text(&ids, &[", "], ""));
+            for (at, byte) in edits {
+                let at = lead + 1 + at % (line.len() - lead - 1);
+                line[at] = byte;
+            }
+            let (fast, reference) = fast_and_reference(&line, lead);
+            proptest::prop_assert_eq!(fast, reference, "{}", String::from_utf8_lossy(&line));
+        }
+    }
+
+    /// Ids of every length from 1 to 9 digits at every place across the
+    /// first windows' ends, in groups of four and short last groups: the
+    /// fast path itself (called directly where the CPU has AVX2) reads
+    /// each whole, as the walker does; a short line, under one window.
+    #[test]
+    fn ids_across_a_window_end_are_decoded_whole() {
+        for pad in 0..140 {
+            for id in ["1", "12", "1234567", "12345678", "10000000", "123456789"] {
+                for count in [1, 3, 4, 5, 9] {
+                    let mut line = format!("{{\"hash_ids\": [{}", "1, ".repeat(pad / 3));
+                    line.push_str(&"9".repeat(pad % 3 + 1));
+                    line.push_str(&format!("{}]}}", format!(", {id}").repeat(count)));
+                    let b = line.as_bytes();
+                    let open = 13;
+                    let end = b.len() - 1;
+                    let (fast, reference) = fast_and_reference(b, open);
+                    assert_eq!(fast, reference, "{line}");
+                    #[cfg(target_arch = "x86_64")]
+                    if has_avx2() && id.len() <= 8 {
+                        let shape = id_array_shape(&b[open..end]).unwrap();
+                        let mut out = vec![5];
+                        // SAFETY: the CPU has AVX2; a proven array of ids
+                        // of at most eight digits, `open` at least 7.
+                        assert!(unsafe { decode_avx2(b, open, end, shape.count, &mut out) });
+                        assert_eq!(Ok(out), reference, "{line}");
+                    }
+                }
             }
         }
     }
