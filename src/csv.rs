@@ -250,6 +250,13 @@ fn non_digits(word: u64) -> (u64, u64) {
     )
 }
 
+/// How many of the eight bytes of `word` (the first in the lowest byte)
+/// are ASCII digits before the first that is not: 0 to 8.
+#[inline(always)]
+pub fn leading_digits(word: u64) -> usize {
+    (non_digits(word).1.trailing_zeros() / 8) as usize
+}
+
 /// The number of eight digit values, one a byte, the first (most
 /// significant) in the lowest byte: pairs, then fours, then the eight
 /// joined by multiplies (the usual SWAR parse).

@@ -92,28 +92,14 @@ impl Azure {
         if *data.get(end)? != b',' {
             return None;
         }
-        let (input, end) = plain_count_at(data, end + 1)?;
+        let (input, end) = Count::at(data, end + 1)?;
         if *data.get(end)? != b',' {
             return None;
         }
-        let (output, end) = plain_count_at(data, end + 1)?;
+        let (output, end) = Count::at(data, end + 1)?;
         let next = line_end_at(data, end)?;
         Some((t, input, output, next))
     }
-}
-
-/// The token count whose digits start at `data[at]` (`plain_uint_at`),
-/// within `limits::MAX_ROW_TOKENS`, and the index after its digits.
-#[inline(always)]
-pub(super) fn plain_count_at(data: &[u8], at: usize) -> Option<(Count, usize)> {
-    let (v, end) = crate::csv::plain_uint_at(data, at)?;
-    if v > crate::limits::MAX_ROW_TOKENS {
-        return None;
-    }
-    Some((
-        Count::read(v, crate::csv::word_at(data, at)?, end - at),
-        end,
-    ))
 }
 
 impl CsvFormat for Azure {

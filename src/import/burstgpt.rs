@@ -11,7 +11,6 @@
 
 use std::io::Read;
 
-use super::azure::plain_count_at;
 use super::csv::{column_error, plain_tokens, read_rows, show, CsvFormat, CsvRow, Header};
 use super::row::{write_plain_request, Count, PlainRows, PlainTime, SynthIds};
 use super::{time, write_request, Counts, ImportArgs, Importer, Sink};
@@ -162,6 +161,8 @@ enum Field {
 struct Plan {
     fields: [Field; 8],
     len: usize,
+    /// The fields are [`V1`].
+    v1: bool,
 }
 
 impl BurstGpt {
@@ -189,15 +190,18 @@ impl BurstGpt {
         Some(Plan {
             fields,
             len: last + 1,
+            v1: fields[..=last] == V1,
         })
     }
 }
 
-/// The row that starts at `data[at]` when its fields are plain (no `"`
-/// in the line), its seconds whole or with up to nine decimals and its
-/// token counts digits within the limit, the line at most `max_line`
-/// bytes: its time (ns), token counts and where the next line starts, as
-/// `fast` reads them. Any other line is `None`, for the general way.
+/// The row that starts at `data[at]` when its fields are plain (none
+/// quoted or starting with a blank), its seconds whole or with up to nine
+/// decimals and its token counts digits within the limit, the line at most
+/// `max_line` bytes: its time (ns), token counts and where the next line
+/// starts, as `fast` reads them. Any other line is `None`, for the general
+/// way. The files' own order of columns is read field after field without
+/// the plan.
 #[inline(always)]
 fn plain_row(
     plan: &Plan,
@@ -205,9 +209,19 @@ fn plain_row(
     at: usize,
     max_line: usize,
 ) -> Option<(i64, Count, Count, usize)> {
-    use crate::csv::{line_end_at, plain_field_end, plain_uint_at};
-    let zero = Count::read(0, 0, 0);
-    let (mut t, mut input, mut output) = (0i64, zero, zero);
+    use crate::csv::plain_field_end;
+    if plan.v1 {
+        // Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+        let (t, p) = seconds_at(data, at)?;
+        let (p, _) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let (input, p) = Count::at(data, comma(data, p)?)?;
+        let (output, p) = Count::at(data, comma(data, p)?)?;
+        let (p, _) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let (end, b) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let next = line_rest(data, at, end, b, max_line)?;
+        return Some((t, input, output, next));
+    }
+    let (mut t, mut input, mut output) = (0i64, None, None);
     let mut p = at;
     let mut end_byte = b',';
     for &f in &plan.fields[..plan.len] {
@@ -222,30 +236,18 @@ fn plain_row(
                 continue;
             }
             Field::Seconds => {
-                let (secs, mut end) = plain_uint_at(data, p)?;
-                let mut nanos = 0;
-                if data.get(end) == Some(&b'.') {
-                    let (v, after) = plain_uint_at(data, end + 1)?;
-                    let n = after - end - 1;
-                    if n > 9 {
-                        return None;
-                    }
-                    nanos = v as i64 * 10i64.pow(9 - n as u32);
-                    end = after;
-                }
-                t = i64::try_from(secs)
-                    .ok()?
-                    .checked_mul(1_000_000_000)?
-                    .checked_add(nanos)?;
+                let (v, end) = seconds_at(data, p)?;
+                t = v;
                 end
             }
-            Field::Input | Field::Output => {
-                let (v, end) = plain_count_at(data, p)?;
-                if f == Field::Input {
-                    input = v;
-                } else {
-                    output = v;
-                }
+            Field::Input => {
+                let (v, end) = Count::at(data, p)?;
+                input = Some(v);
+                end
+            }
+            Field::Output => {
+                let (v, end) = Count::at(data, p)?;
+                output = Some(v);
                 end
             }
         };
@@ -253,20 +255,62 @@ fn plain_row(
         p = end + 1;
         if end_byte == b'\r' {
             // A number last in the line, before `\r\n`.
-            p = line_end_at(data, end)?;
+            p = crate::csv::line_end_at(data, end)?;
             end_byte = b'\n';
         }
     }
-    // Columns past the last one read: only checked to hold no `"`.
-    while end_byte == b',' {
-        let (end, b) = plain_field_end(data, p, max_line)?;
-        end_byte = b;
-        p = end + 1;
+    let next = line_rest(data, at, p - 1, end_byte, max_line)?;
+    Some((t, input?, output?, next))
+}
+
+/// The v1/v2 files' columns, in their order.
+const V1: [Field; 6] = [
+    Field::Seconds,
+    Field::Skip,
+    Field::Input,
+    Field::Output,
+    Field::Skip,
+    Field::Skip,
+];
+
+/// The index after the `,` at `data[at]`.
+#[inline(always)]
+fn comma(data: &[u8], at: usize) -> Option<usize> {
+    (*data.get(at)? == b',').then_some(at + 1)
+}
+
+/// Where the next line starts, when the last field read ended at
+/// `data[end]` with byte `b` (`\n` or `,`): columns after it are only
+/// checked to be plain; the line from `at` is at most `max_line` bytes
+/// before its `\n`.
+#[inline(always)]
+fn line_rest(data: &[u8], at: usize, mut end: usize, mut b: u8, max_line: usize) -> Option<usize> {
+    while b == b',' {
+        (end, b) = crate::csv::plain_field_end(data, end + 1, max_line)?;
     }
-    if end_byte != b'\n' || p - at - 1 > max_line {
-        return None;
+    (b == b'\n' && end - at <= max_line).then_some(end + 1)
+}
+
+/// BurstGPT's seconds at `data[at]`, whole or with up to nine decimals, as
+/// `time::parse_seconds` reads them (ns), and the index after them.
+#[inline(always)]
+fn seconds_at(data: &[u8], at: usize) -> Option<(i64, usize)> {
+    let (secs, mut end) = crate::csv::plain_uint_at(data, at)?;
+    let mut nanos = 0;
+    if data.get(end) == Some(&b'.') {
+        let (v, after) = crate::csv::plain_uint_at(data, end + 1)?;
+        let n = after - end - 1;
+        if n > 9 {
+            return None;
+        }
+        nanos = v as i64 * 10i64.pow(9 - n as u32);
+        end = after;
     }
-    Some((t, input, output, p))
+    let t = i64::try_from(secs)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos)?;
+    Some((t, end))
 }
 
 impl CsvFormat for BurstGpt {
@@ -366,7 +410,7 @@ impl CsvFormat for BurstGpt {
         while let Some((t, input, output, next)) = plain_row(&plan, data, at, max_line) {
             at = next;
             n += 1;
-            if output.value == 0 && !self.keep_failed {
+            if output.is_zero() && !self.keep_failed {
                 counts.drop(FAILED);
                 continue;
             }

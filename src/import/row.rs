@@ -59,30 +59,62 @@ fn put_plain_fields(buf: &mut [u8], p: usize, ts: PlainTime<'_>, input: u64, out
     put_decimal(output, buf, p)
 }
 
-/// A token count as a plain row has it: its value, and its digits as the
-/// input wrote them when they are the text [`put_decimal`] would write
-/// (one to seven digits, no leading zero), so that the row copies them as
-/// one word instead of making them again (`put_decimal` was a third of an
-/// Azure import's instructions once the row was read in one walk).
+/// A token count as a plain row has it: its digits as the input wrote them
+/// when they are the text [`put_decimal`] would write (one to seven digits,
+/// no leading zero), copied into the row as one word, else its value. Both
+/// the value and its text were a third of an Azure import's instructions
+/// once the row was read in one walk (`put_decimal`, cachegrind), and the
+/// plain rows need neither.
 #[derive(Clone, Copy)]
 pub struct Count {
-    pub value: u64,
-    /// The eight bytes from the first digit, the first in the lowest byte.
+    /// The eight bytes from the first digit, the first in the lowest byte;
+    /// with `len` 0, the value.
     text: u64,
-    /// How many of them are the number's; 0 when it is written from `value`.
+    /// How many bytes of `text` are the number's digits; 0 for a value.
     len: usize,
 }
 
+// Seven digits are always within the limit, so `Count::at` need not read
+// their value to check it.
+const _: () = assert!(crate::limits::MAX_ROW_TOKENS >= 9_999_999);
+
 impl Count {
-    /// The count `value`, whose digits are the first `len` bytes of `text`
-    /// (`crate::csv::word_at` at its first digit).
+    /// The token count whose digits start at `data[at]`, within
+    /// `limits::MAX_ROW_TOKENS`, and the index after its digits (the
+    /// caller checks the byte there). `None` when no digit is there, for
+    /// sixteen digits or more, or near the end of `data`
+    /// (`crate::csv::plain_uint_at`): the general way takes those.
     #[inline(always)]
-    pub fn read(value: u64, text: u64, len: usize) -> Count {
-        let plain = len < 8 && (len == 1 || text as u8 != b'0');
-        Count {
-            value,
-            text,
-            len: if plain { len } else { 0 },
+    pub fn at(data: &[u8], at: usize) -> Option<(Count, usize)> {
+        let text = crate::csv::word_at(data, at)?;
+        let len = crate::csv::leading_digits(text);
+        if len == 0 {
+            return None;
+        }
+        if len < 8 && (len == 1 || text as u8 != b'0') {
+            return Some((Count { text, len }, at + len));
+        }
+        let (value, end) = crate::csv::plain_uint_at(data, at)?;
+        if value > crate::limits::MAX_ROW_TOKENS {
+            return None;
+        }
+        Some((
+            Count {
+                text: value,
+                len: 0,
+            },
+            end,
+        ))
+    }
+
+    /// Whether the count is 0 (a failed BurstGPT request).
+    #[inline(always)]
+    pub fn is_zero(self) -> bool {
+        // Copied digits with a leading `0` are the one digit `0`.
+        if self.len == 0 {
+            self.text == 0
+        } else {
+            self.text as u8 == b'0'
         }
     }
 
@@ -92,7 +124,7 @@ impl Count {
     #[inline(always)]
     fn put(self, buf: &mut [u8], p: usize) -> usize {
         if self.len == 0 {
-            return put_decimal(self.value, buf, p);
+            return put_decimal(self.text, buf, p);
         }
         buf[p..p + 8].copy_from_slice(&self.text.to_le_bytes());
         p + self.len
@@ -269,12 +301,14 @@ mod tests {
         );
     }
 
-    /// A count copied from its digits is the text `put_decimal` writes;
-    /// leading zeros and eight digits or more are written from the value.
+    /// A count read from its digits is written as `put_decimal` writes its
+    /// value, copied or not (leading zeros, eight digits and more); counts
+    /// over the limit and fields that do not start with a digit are not
+    /// read.
     #[test]
-    fn counts_copied_as_read_are_put_decimals_text() {
+    fn counts_read_as_digits_are_written_as_their_values() {
         let mut texts: Vec<String> = (0..2000).map(|v| v.to_string()).collect();
-        for len in 1..=12 {
+        for len in 1..=15 {
             texts.push("9".repeat(len));
             texts.push(format!("1{}", "0".repeat(len - 1)));
             texts.push(format!("0{}", "7".repeat(len - 1)));
@@ -282,15 +316,23 @@ mod tests {
         }
         for t in texts {
             let value: u64 = t.parse().unwrap();
-            let mut word = [b','; 8];
-            let n = t.len().min(8);
-            word[..n].copy_from_slice(&t.as_bytes()[..n]);
-            let count = Count::read(value, u64::from_le_bytes(word), t.len());
+            let data = format!("{t},1234567890123456");
+            let Some((count, end)) = Count::at(data.as_bytes(), 0) else {
+                assert!(value > crate::limits::MAX_ROW_TOKENS, "{t}");
+                continue;
+            };
+            assert!(value <= crate::limits::MAX_ROW_TOKENS, "{t}");
+            assert_eq!(end, t.len(), "{t}");
+            assert_eq!(count.is_zero(), value == 0, "{t}");
             let mut got = [b'x'; 40];
             let end = count.put(&mut got, 3);
             let mut want = [b'x'; 40];
             let want_end = put_decimal(value, &mut want, 3);
             assert_eq!(&got[3..end], &want[3..want_end], "{t}");
+        }
+        for bad in [",1", " 1", "\"1\"", "-1", "1234567890123456,"] {
+            let data = format!("{bad},12345678");
+            assert!(Count::at(data.as_bytes(), 0).is_none(), "{bad}");
         }
     }
 
