@@ -305,7 +305,7 @@ const POW10: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_0
 /// there), when the field runs past `limit` bytes from `at`, or at the end
 /// of `data` (a line the walker cannot see the end of goes the general
 /// way). Eight bytes at a time, as [`plain_commas`].
-#[inline]
+#[inline(always)]
 pub fn plain_field_end(data: &[u8], mut at: usize, limit: usize) -> Option<(usize, u8)> {
     let first = *data.get(at)?;
     if first == b'"' || first.is_ascii_whitespace() && first != b'\n' {
