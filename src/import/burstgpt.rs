@@ -208,7 +208,7 @@ fn plain_row(
     data: &[u8],
     at: usize,
     max_line: usize,
-) -> Option<(i64, Count, Count, usize)> {
+) -> Option<(Seconds, Count, Count, usize)> {
     use crate::csv::plain_field_end;
     if plan.v1 {
         // Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
@@ -221,7 +221,7 @@ fn plain_row(
         let next = line_rest(data, at, end, b, max_line)?;
         return Some((t, input, output, next));
     }
-    let (mut t, mut input, mut output) = (0i64, None, None);
+    let (mut t, mut input, mut output) = ((0, None), None, None);
     let mut p = at;
     let mut end_byte = b',';
     for &f in &plan.fields[..plan.len] {
@@ -292,10 +292,12 @@ fn line_rest(data: &[u8], at: usize, mut end: usize, mut b: u8, max_line: usize)
 }
 
 /// BurstGPT's seconds at `data[at]`, whole or with up to nine decimals, as
-/// `time::parse_seconds` reads them (ns), and the index after them.
+/// `time::parse_seconds` reads them (ns, and the digits of whole seconds),
+/// and the index after them.
 #[inline(always)]
-fn seconds_at(data: &[u8], at: usize) -> Option<(i64, usize)> {
+fn seconds_at(data: &[u8], at: usize) -> Option<(Seconds, usize)> {
     let (secs, mut end) = crate::csv::plain_uint_at(data, at)?;
+    let mut whole = Count::digits(crate::csv::word_at(data, at)?, end - at);
     let mut nanos = 0;
     if data.get(end) == Some(&b'.') {
         let (v, after) = crate::csv::plain_uint_at(data, end + 1)?;
@@ -305,13 +307,18 @@ fn seconds_at(data: &[u8], at: usize) -> Option<(i64, usize)> {
         }
         nanos = v as i64 * 10i64.pow(9 - n as u32);
         end = after;
+        whole = None;
     }
     let t = i64::try_from(secs)
         .ok()?
         .checked_mul(1_000_000_000)?
         .checked_add(nanos)?;
-    Some((t, end))
+    Some(((t, whole), end))
 }
+
+/// A row's time: ns, and its digits when it is whole seconds that can be
+/// copied (`Count::digits`).
+type Seconds = (i64, Option<Count>);
 
 impl CsvFormat for BurstGpt {
     type Cols = Cols;
@@ -414,13 +421,15 @@ impl CsvFormat for BurstGpt {
                 counts.drop(FAILED);
                 continue;
             }
-            let ts = if self.float {
-                self.ts.clear();
-                time::write_ms(t, true, &mut self.ts);
-                PlainTime::Text(&self.ts)
-            } else {
+            let ts = match t {
+                (t, _) if self.float => {
+                    self.ts.clear();
+                    time::write_ms(t, true, &mut self.ts);
+                    PlainTime::Text(&self.ts)
+                }
+                (_, Some(whole)) => PlainTime::Seconds(whole),
                 // `write_ms`' floor; `t` is at least 0.
-                PlainTime::Ms((t / 1_000_000) as u64)
+                (t, None) => PlainTime::Ms((t / 1_000_000) as u64),
             };
             self.rows.push(out, ts, input, output);
             written += 1;

@@ -91,8 +91,8 @@ impl Count {
         if len == 0 {
             return None;
         }
-        if len < 8 && (len == 1 || text as u8 != b'0') {
-            return Some((Count { text, len }, at + len));
+        if let Some(count) = Count::digits(text, len) {
+            return Some((count, at + len));
         }
         let (value, end) = crate::csv::plain_uint_at(data, at)?;
         if value > crate::limits::MAX_ROW_TOKENS {
@@ -105,6 +105,13 @@ impl Count {
             },
             end,
         ))
+    }
+
+    /// The digits `text` (eight bytes from the first), `len` of them, when
+    /// they can be copied as they stand (one to seven, no leading zero).
+    #[inline(always)]
+    pub fn digits(text: u64, len: usize) -> Option<Count> {
+        ((1..8).contains(&len) && (len == 1 || text as u8 != b'0')).then_some(Count { text, len })
     }
 
     /// Whether the count is 0 (a failed BurstGPT request).
@@ -136,6 +143,12 @@ impl Count {
 fn put_time(ts: PlainTime<'_>, buf: &mut [u8], p: usize) -> usize {
     match ts {
         PlainTime::Ms(ms) => put_decimal(ms, buf, p),
+        // 0 s is 0 ms; any other count of seconds has no leading zero.
+        PlainTime::Seconds(s) if s.is_zero() => put(buf, p, b"0"),
+        PlainTime::Seconds(s) => {
+            let p = s.put(buf, p);
+            put(buf, p, b"000")
+        }
         PlainTime::Text(t) => {
             // ryu's longest text is 24 bytes.
             let t = &t[..t.len().min(24)];
@@ -192,11 +205,15 @@ impl PlainRows {
     }
 }
 
-/// A plain row's timestamp: whole ms, or a float's JSON text.
+/// A plain row's timestamp: whole ms, a float's JSON text, or whole
+/// seconds as their digits were read (written with `000` after them:
+/// BurstGPT's ms are ten digits, two `put_decimal` words, where the
+/// seconds are copied as one).
 #[derive(Clone, Copy)]
 pub enum PlainTime<'a> {
     Ms(u64),
     Text(&'a [u8]),
+    Seconds(Count),
 }
 
 /// Stores the constant `s` at `buf[p..]`; returns the index after it.
@@ -334,6 +351,27 @@ mod tests {
             let data = format!("{bad},12345678");
             assert!(Count::at(data.as_bytes(), 0).is_none(), "{bad}");
         }
+    }
+
+    /// Whole seconds copied with `000` after them are their ms as
+    /// `put_decimal` writes them; seconds with a leading zero are not
+    /// copied.
+    #[test]
+    fn whole_seconds_are_written_as_their_ms() {
+        for secs in (0..3000u64).chain([9_999_999, 1_234_567, 10_000]) {
+            let t = secs.to_string();
+            let mut word = [b','; 8];
+            word[..t.len()].copy_from_slice(t.as_bytes());
+            let count = Count::digits(u64::from_le_bytes(word), t.len()).unwrap();
+            let mut got = [b'x'; 40];
+            let end = put_time(PlainTime::Seconds(count), &mut got, 2);
+            let mut want = [b'x'; 40];
+            let want_end = put_decimal(secs * 1000, &mut want, 2);
+            assert_eq!(&got[2..end], &want[2..want_end], "{secs}");
+        }
+        assert!(Count::digits(u64::from_le_bytes(*b"05,,,,,,"), 2).is_none());
+        assert!(Count::digits(u64::from_le_bytes(*b"12345678"), 8).is_none());
+        assert!(Count::digits(0, 0).is_none());
     }
 
     #[test]
