@@ -302,24 +302,26 @@ if [ -n "${INSTR:-}" ]; then
   exit 0
 fi
 
-best_s=""; best_kb=""
-measure() { # INPUT CMD... -> best_s (best of 3 wall seconds) and best_kb (largest peak RSS)
+best_s=""; best_kb=""; best_cpu=""
+measure() { # INPUT CMD... -> best_s (best of 3 wall seconds), best_cpu (its user + sys) and best_kb (largest peak RSS)
   local input=$1; shift
-  best_s=999999; best_kb=0
+  best_s=999999; best_kb=0; best_cpu=0
   for _ in 1 2 3; do
     # The tools' summary lines go to a file, so the table stays readable.
-    if ! /usr/bin/time -f "%e %M" -o "$dir/time" "$@" < "$input" > /dev/null 2> "$dir/stderr"; then
+    if ! /usr/bin/time -f "%e %M %U %S" -o "$dir/time" "$@" < "$input" > /dev/null 2> "$dir/stderr"; then
       cat "$dir/stderr" >&2; exit 1
     fi
-    read -r s kb < "$dir/time"
-    best_s=$(awk -v a="$s" -v b="$best_s" 'BEGIN { print (a < b ? a : b) }')
+    read -r s kb user sys < "$dir/time"
+    if awk -v a="$s" -v b="$best_s" 'BEGIN { exit !(a < b) }'; then
+      best_s=$s; best_cpu=$(awk -v u="$user" -v y="$sys" 'BEGIN { printf "%.2f", u + y }')
+    fi
     best_kb=$(( kb > best_kb ? kb : best_kb ))
   done
 }
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s < 0.005) s = 0.005; printf "%.0f", b / 1048576 / s }'; }
 row() { # LABEL BYTES CAT_MBPS -- after measure
   local m; m=$(mbps "$2" "$best_s")
-  printf '| `%s` | %d | %s | %s | %s | %d |\n' "$1" $(($2 / 1048576)) "$best_s" "$m" \
+  printf '| `%s` | %d | %s | %s | %s | %s | %d |\n' "$1" $(($2 / 1048576)) "$best_s" "$best_cpu" "$m" \
     "$(awk -v a="$m" -v b="$3" 'BEGIN { printf "%.2f", a / b }')" $((best_kb / 1024))
 }
 
@@ -372,7 +374,7 @@ fi
 
 printf '\nprofile: %s\n\n' "$profile"
 printf 'load average: %s\n\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| command | input MB | best s | MB/s | x cat or cat pipe | peak RSS MB |\n|---|---:|---:|---:|---:|---:|\n'
+printf '| command | input MB | best s | its user + sys s | MB/s | x cat or cat pipe | peak RSS MB |\n|---|---:|---:|---:|---:|---:|---:|\n'
 
 # ---- azure
 if want azure; then
@@ -480,7 +482,7 @@ sort_kb=$best_kb
 fi
 
 echo
-echo "(best of 3 runs; peak RSS is the largest of the 3; the ratios of the tools are against"
+echo "(best of 3 runs, with that run's CPU seconds; peak RSS is the largest of the 3; the ratios of the tools are against"
 echo " the \`cat | cat\` row above them; MB/s counts input bytes)"
 want merge && echo "(merge inputs: two gen_trace files of $merge_size with seeds 1 and 2, sorted by timestamp)"
 printf 'load average at the end: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -96,6 +96,22 @@ pub struct ChunkLine<'a> {
     pub text: Result<Option<&'a [u8]>>,
 }
 
+impl ChunkLines<'_> {
+    /// Where the next line starts in the chunk's data, and the number of
+    /// the line before it.
+    pub fn position(&self) -> (usize, u64) {
+        (self.at, self.no)
+    }
+
+    /// Passes over `lines` whole lines, `bytes` bytes from
+    /// [`ChunkLines::position`], that the caller took itself (a fast path
+    /// over plain lines), so the next line's number stays exact.
+    pub fn pass_over(&mut self, bytes: usize, lines: u64) {
+        self.at += bytes;
+        self.no += lines;
+    }
+}
+
 /// The lines of a chunk; see [`Chunk::lines`].
 pub struct ChunkLines<'a> {
     data: &'a [u8],

@@ -223,6 +223,123 @@ pub fn plain_field<'l, const N: usize>(
     &line[start..end]
 }
 
+/// The eight bytes of `data` from `at`, the first in the lowest byte
+/// (`None` past the end): the plain-row walkers read a field a word at a
+/// time.
+#[inline(always)]
+pub fn word_at(data: &[u8], at: usize) -> Option<u64> {
+    let w: [u8; 8] = data.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(w))
+}
+
+const ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
+const HIGH_NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+
+/// The high nibble of every byte of `word` that is not an ASCII digit set,
+/// with `word` less `'0'` in every byte (each digit byte its value). A
+/// byte below `'0'` borrows from the byte above it, and a byte above `'9'`
+/// may carry into it, so only the lowest flagged byte is sure: the callers
+/// read up to it.
+#[inline(always)]
+fn non_digits(word: u64) -> (u64, u64) {
+    let x = word.wrapping_sub(ZEROS);
+    // A digit is 0..=9 here, and stays below 16 with 6 added.
+    (
+        x,
+        (x | x.wrapping_add(0x0606_0606_0606_0606)) & HIGH_NIBBLES,
+    )
+}
+
+/// How many of the eight bytes of `word` (the first in the lowest byte)
+/// are ASCII digits before the first that is not: 0 to 8.
+#[inline(always)]
+pub fn leading_digits(word: u64) -> usize {
+    (non_digits(word).1.trailing_zeros() / 8) as usize
+}
+
+/// The number of eight digit values, one a byte, the first (most
+/// significant) in the lowest byte: pairs, then fours, then the eight
+/// joined by multiplies (the usual SWAR parse).
+#[inline(always)]
+pub fn join_eight_digits(x: u64) -> u64 {
+    let x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
+    (x.wrapping_mul(10_000) + (x >> 32)) & 0xFFFF_FFFF
+}
+
+/// The whole number whose digits start at `data[at]`, read a word at a
+/// time: its value and the index of the byte after its last digit (the
+/// caller checks that byte). `None` when there is no digit there, when
+/// there are sixteen or more (the general reader takes those), or when the
+/// words read run past the end of `data`.
+#[inline(always)]
+pub fn plain_uint_at(data: &[u8], at: usize) -> Option<(u64, usize)> {
+    let (x, flags) = non_digits(word_at(data, at)?);
+    let n = (flags.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return None;
+    }
+    if n < 8 {
+        // The n digits moved to the top bytes, zeros (leading zeros) below.
+        return Some((join_eight_digits(x << (64 - 8 * n)), at + n));
+    }
+    // Eight digits and maybe more: the next word's.
+    let (y, flags) = non_digits(word_at(data, at + 8)?);
+    let high = join_eight_digits(x);
+    match (flags.trailing_zeros() / 8) as usize {
+        0 => Some((high, at + 8)),
+        8 => None,
+        m => Some((
+            high * POW10[m] + join_eight_digits(y << (64 - 8 * m)),
+            at + 8 + m,
+        )),
+    }
+}
+
+const POW10: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
+
+/// The end of the unquoted field that starts at `data[at]`: the index of
+/// the `,` or `\n` after it, and that byte. `None` when the field's first
+/// byte is a `"` or a blank (a quoted field, perhaps after blanks: its
+/// quoting is [`Fields::split`]'s; a `"` further in is an ordinary byte, as
+/// there), when the field runs past `limit` bytes from `at`, or at the end
+/// of `data` (a line the walker cannot see the end of goes the general
+/// way). Eight bytes at a time, as [`plain_commas`].
+#[inline(always)]
+pub fn plain_field_end(data: &[u8], mut at: usize, limit: usize) -> Option<(usize, u8)> {
+    let first = *data.get(at)?;
+    if first == b'"' || first.is_ascii_whitespace() && first != b'\n' {
+        return None;
+    }
+    let stop = at.saturating_add(limit);
+    while at < stop {
+        let x = word_at(data, at)?;
+        let m = zero_bytes(x ^ COMMAS) | zero_bytes(x ^ NEWLINES);
+        if m != 0 {
+            // The lowest marked byte is a match (a false mark from the
+            // borrow only ever sits above a true one).
+            let end = at + (m.trailing_zeros() / 8) as usize;
+            return Some((end, data[end]));
+        }
+        at += 8;
+    }
+    None
+}
+
+/// Where the next line starts when the line ends at `data[at]`: after a
+/// `\n`, or after `\r\n` (the line rules drop one `\r` before the `\n`).
+/// `None` at any other byte.
+#[inline(always)]
+pub fn line_end_at(data: &[u8], at: usize) -> Option<usize> {
+    match *data.get(at)? {
+        b'\n' => Some(at + 1),
+        b'\r' if data.get(at + 1) == Some(&b'\n') => Some(at + 2),
+        _ => None,
+    }
+}
+
+const NEWLINES: u64 = u64::from_le_bytes([b'\n'; 8]);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@
 use std::io::Read;
 
 use super::csv::{column_error, plain_tokens, read_rows, show, CsvFormat, CsvRow, Header};
-use super::row::{write_plain_request, PlainTime, SynthIds};
+use super::row::{write_plain_request, Count, PlainRows, PlainTime, SynthIds};
 use super::{time, write_request, Counts, ImportArgs, Importer, Sink};
 use crate::error::{RecordError, Result};
 
@@ -29,6 +29,7 @@ pub struct BurstGpt {
     log_types: Vec<String>,
     synth: Option<SynthIds>,
     ts: Vec<u8>,
+    rows: PlainRows,
 }
 
 /// The columns of the header this format reads.
@@ -69,6 +70,7 @@ impl BurstGpt {
                 .synth_hash_ids
                 .then(|| SynthIds::new(args.block_size.unwrap_or(512))),
             ts: Vec::new(),
+            rows: PlainRows::default(),
         }
     }
 }
@@ -142,6 +144,181 @@ impl BurstGpt {
         })
     }
 }
+
+/// What the plain-row walker reads of each column up to the last one a
+/// row must have.
+#[derive(Clone, Copy, PartialEq)]
+enum Field {
+    Seconds,
+    Input,
+    Output,
+    /// Only there (the model and log type without filters; a column
+    /// between two read ones).
+    Skip,
+}
+
+/// The fields of a plain row, up to the last one `verdict` needs.
+struct Plan {
+    fields: [Field; 8],
+    len: usize,
+    /// The fields are [`V1`].
+    v1: bool,
+}
+
+impl BurstGpt {
+    /// The walker's plan for columns `c`, when `fast` would take rows at
+    /// all and the columns read are among the first eight.
+    fn plan(&self, c: &Cols) -> Option<Plan> {
+        if !self.models.is_empty()
+            || !self.log_types.is_empty()
+            || c.session.is_some()
+            || self.synth.is_some()
+        {
+            return None;
+        }
+        let last = [c.model, c.log_type]
+            .into_iter()
+            .flatten()
+            .fold(c.ts.max(c.input).max(c.output), usize::max);
+        let mut fields = [Field::Skip; 8];
+        if last >= fields.len() {
+            return None;
+        }
+        fields[c.ts] = Field::Seconds;
+        fields[c.input] = Field::Input;
+        fields[c.output] = Field::Output;
+        Some(Plan {
+            fields,
+            len: last + 1,
+            v1: fields[..=last] == V1,
+        })
+    }
+}
+
+/// The row that starts at `data[at]` when its fields are plain (none
+/// quoted or starting with a blank), its seconds whole or with up to nine
+/// decimals and its token counts digits within the limit, the line at most
+/// `max_line` bytes: its time (ns), token counts and where the next line
+/// starts, as `fast` reads them. Any other line is `None`, for the general
+/// way. The files' own order of columns is read field after field without
+/// the plan.
+#[inline(always)]
+fn plain_row(
+    plan: &Plan,
+    data: &[u8],
+    at: usize,
+    max_line: usize,
+) -> Option<(Seconds, Count, Count, usize)> {
+    use crate::csv::plain_field_end;
+    if plan.v1 {
+        // Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
+        let (t, p) = seconds_at(data, at)?;
+        let (p, _) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let (input, p) = Count::at(data, comma(data, p)?)?;
+        let (output, p) = Count::at(data, comma(data, p)?)?;
+        let (p, _) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let (end, b) = plain_field_end(data, comma(data, p)?, max_line)?;
+        let next = line_rest(data, at, end, b, max_line)?;
+        return Some((t, input, output, next));
+    }
+    let (mut t, mut input, mut output) = ((0, None), None, None);
+    let mut p = at;
+    let mut end_byte = b',';
+    for &f in &plan.fields[..plan.len] {
+        if end_byte != b',' {
+            return None; // too few columns: `row` names the missing one
+        }
+        let end = match f {
+            Field::Skip => {
+                let (end, b) = plain_field_end(data, p, max_line)?;
+                end_byte = b;
+                p = end + 1;
+                continue;
+            }
+            Field::Seconds => {
+                let (v, end) = seconds_at(data, p)?;
+                t = v;
+                end
+            }
+            Field::Input => {
+                let (v, end) = Count::at(data, p)?;
+                input = Some(v);
+                end
+            }
+            Field::Output => {
+                let (v, end) = Count::at(data, p)?;
+                output = Some(v);
+                end
+            }
+        };
+        end_byte = *data.get(end)?;
+        p = end + 1;
+        if end_byte == b'\r' {
+            // A number last in the line, before `\r\n`.
+            p = crate::csv::line_end_at(data, end)?;
+            end_byte = b'\n';
+        }
+    }
+    let next = line_rest(data, at, p - 1, end_byte, max_line)?;
+    Some((t, input?, output?, next))
+}
+
+/// The v1/v2 files' columns, in their order.
+const V1: [Field; 6] = [
+    Field::Seconds,
+    Field::Skip,
+    Field::Input,
+    Field::Output,
+    Field::Skip,
+    Field::Skip,
+];
+
+/// The index after the `,` at `data[at]`.
+#[inline(always)]
+fn comma(data: &[u8], at: usize) -> Option<usize> {
+    (*data.get(at)? == b',').then_some(at + 1)
+}
+
+/// Where the next line starts, when the last field read ended at
+/// `data[end]` with byte `b` (`\n` or `,`): columns after it are only
+/// checked to be plain; the line from `at` is at most `max_line` bytes
+/// before its `\n`.
+#[inline(always)]
+fn line_rest(data: &[u8], at: usize, mut end: usize, mut b: u8, max_line: usize) -> Option<usize> {
+    while b == b',' {
+        (end, b) = crate::csv::plain_field_end(data, end + 1, max_line)?;
+    }
+    (b == b'\n' && end - at <= max_line).then_some(end + 1)
+}
+
+/// BurstGPT's seconds at `data[at]`, whole or with up to nine decimals, as
+/// `time::parse_seconds` reads them (ns, and the digits of whole seconds),
+/// and the index after them.
+#[inline(always)]
+fn seconds_at(data: &[u8], at: usize) -> Option<(Seconds, usize)> {
+    let (secs, mut end) = crate::csv::plain_uint_at(data, at)?;
+    let mut whole = Count::digits(crate::csv::word_at(data, at)?, end - at);
+    let mut nanos = 0;
+    if data.get(end) == Some(&b'.') {
+        let (v, after) = crate::csv::plain_uint_at(data, end + 1)?;
+        let n = after - end - 1;
+        if n > 9 {
+            return None;
+        }
+        nanos = v as i64 * 10i64.pow(9 - n as u32);
+        end = after;
+        whole = None;
+    }
+    let t = i64::try_from(secs)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(nanos)?;
+    Some(((t, whole), end))
+}
+
+/// A row's time: ns, and its digits when it is whole seconds that can be
+/// copied (`Count::digits`).
+type Seconds = (i64, Option<Count>);
 
 impl CsvFormat for BurstGpt {
     type Cols = Cols;
@@ -222,6 +399,47 @@ impl CsvFormat for BurstGpt {
         true
     }
 
+    /// Without filters and without a session column: the rows of plain
+    /// fields (`plain_row`) at the start of `data`, written or dropped as
+    /// failed as `fast` does, until a line `plain_row` does not take.
+    fn fast_rows(
+        &mut self,
+        data: &[u8],
+        c: &Cols,
+        max_line: usize,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> (usize, u64) {
+        let Some(plan) = self.plan(c) else {
+            return (0, 0);
+        };
+        let (mut at, mut n, mut written) = (0, 0, 0);
+        while let Some((t, input, output, next)) = plain_row(&plan, data, at, max_line) {
+            at = next;
+            n += 1;
+            if output.is_zero() && !self.keep_failed {
+                counts.drop(FAILED);
+                continue;
+            }
+            let ts = match t {
+                (t, _) if self.float => {
+                    self.ts.clear();
+                    time::write_ms(t, true, &mut self.ts);
+                    PlainTime::Text(&self.ts)
+                }
+                (_, Some(whole)) => PlainTime::Seconds(whole),
+                // `write_ms`' floor; `t` is at least 0.
+                (t, None) => PlainTime::Ms((t / 1_000_000) as u64),
+            };
+            self.rows.push(out, ts, input, output);
+            written += 1;
+        }
+        self.rows.flush(out);
+        counts.rows_in += n;
+        counts.rows_out += written;
+        (at, n)
+    }
+
     /// Every row is a function of itself; made-up ids number on from the
     /// rows before, so they stay in order.
     fn ready(&self) -> bool {
@@ -237,6 +455,7 @@ impl CsvFormat for BurstGpt {
             log_types: self.log_types.clone(),
             synth: self.synth.clone(),
             ts: Vec::new(),
+            rows: PlainRows::default(),
         }
     }
 }
@@ -251,5 +470,63 @@ impl Importer for BurstGpt {
             |h| Cols::find(h, model, log_type),
             self,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The chunked fast path takes plain rows (whole and decimal seconds,
+    /// failures, CRLF, extra columns) and writes or drops them as the
+    /// line-by-line path does; it takes no line that path refuses.
+    #[test]
+    fn plain_rows_are_the_line_by_line_rows() {
+        for head in [
+            &b"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"[..],
+            b"Request tokens,Timestamp,Response tokens",
+        ] {
+            let header = Header::parse(head).unwrap();
+            let cols = Cols::find(&header, false, false).unwrap();
+            let v1 = head.starts_with(b"Timestamp");
+            let (valid, others): (Vec<&[u8]>, Vec<&[u8]>) = if v1 {
+                (
+                    vec![
+                        b"6,ChatGPT,199,325,524,Conversation log",
+                        b"1234567890,GPT-4,1,0,1,API log\r",
+                        b"5.25,,10000000,1,,",
+                        b"0.000000001,x,0,1234567,y,z,extra,more",
+                    ],
+                    // Not taken: a quoted field, blanks, a count over
+                    // the limit, a negative time.
+                    vec![
+                        b"6,ChatGPT,199,325,524,\"Conversation log\"",
+                        b"6,ChatGPT,199,325,524,log,\"\"",
+                        b"6,ChatGPT, 199,325,524,log",
+                        b"6,ChatGPT,10000001,325,524,log",
+                        b"-6,ChatGPT,1,325,524,log",
+                    ],
+                )
+            } else {
+                (
+                    vec![b"199,6,325", b"1,2.5,0\r", b"10,20,30,40"],
+                    vec![b"1,2,\"3\""],
+                )
+            };
+            for flags in [&[][..], &["--float-timestamps", "--keep-failed"][..]] {
+                let args =
+                    ImportArgs::parse_from(["mc-import", "--from", "burstgpt"].iter().chain(flags));
+                let warm: &[u8] = if v1 { b"1,a,1,1,2,b" } else { b"1,1,1" };
+                super::super::csv::assert_fast_rows_agree(
+                    &header,
+                    &cols,
+                    BurstGpt::new(&args),
+                    warm,
+                    &valid,
+                    &others,
+                );
+            }
+        }
     }
 }

@@ -85,6 +85,23 @@ pub trait CsvFormat: Send {
         false
     }
 
+    /// The chunked loop's fast path ([`Convert::fast_lines`]): the rows at
+    /// the start of `data` of the format's plain shape, converted as
+    /// [`CsvFormat::row`] would and counted (in and out), each line at
+    /// most `max_line` bytes; returns the bytes and lines taken. It stops
+    /// before the first line it does not take, with the format's state as
+    /// that line needs it.
+    fn fast_rows(
+        &mut self,
+        _data: &[u8],
+        _cols: &Self::Cols,
+        _max_line: usize,
+        _out: &mut Vec<u8>,
+        _counts: &mut Counts,
+    ) -> (usize, u64) {
+        (0, 0)
+    }
+
     /// As [`Convert::ready`]: later rows are a function of the row and the
     /// state held now.
     fn ready(&self) -> bool {
@@ -156,6 +173,17 @@ impl<F: CsvFormat> Convert for Rows<'_, F> {
             line,
         };
         Ok(self.format.row(&row, out, counts))
+    }
+
+    fn fast_lines(
+        &mut self,
+        data: &[u8],
+        max_line: usize,
+        out: &mut Vec<u8>,
+        counts: &mut Counts,
+    ) -> (usize, u64) {
+        self.format
+            .fast_rows(data, self.cols, max_line, out, counts)
     }
 
     fn ready(&self) -> bool {
@@ -250,6 +278,93 @@ pub fn show(raw: &[u8]) -> String {
     } else {
         format!("`{s}`")
     }
+}
+
+/// The chunked fast path against the line-by-line one, for the format
+/// tests: after `warm` went through in order, every line made from the
+/// `valid` rows (each as it is, with each byte replaced by one of a set of
+/// bytes that matter to a CSV row, and each prefix of it) is given to
+/// [`Convert::fast_lines`] (with lines after it that no format takes) and
+/// to [`Convert::line`] on a fork of the same state. Whatever line the
+/// fast path takes, it takes alone and whole, and writes and counts it as
+/// the line-by-line path does, which takes it without an error; every
+/// `valid` row is taken (`others` are mutated too, but need not be), and
+/// no line of more than `max_line` bytes.
+#[cfg(test)]
+pub(crate) fn assert_fast_rows_agree<F: CsvFormat>(
+    header: &Header,
+    cols: &F::Cols,
+    mut format: F,
+    warm: &[u8],
+    valid: &[&[u8]],
+    others: &[&[u8]],
+) {
+    let mut rows = Rows {
+        header,
+        cols,
+        fields: Fields::default(),
+        format: format.fork(),
+    };
+    let (mut out, mut counts) = (Vec::new(), Counts::default());
+    assert!(matches!(rows.line(warm, &mut out, &mut counts), Ok(Ok(()))));
+    format = rows.format.fork();
+    let mut inputs: Vec<(Vec<u8>, bool)> = Vec::new();
+    for (k, v) in valid.iter().chain(others).enumerate() {
+        inputs.push((v.to_vec(), k < valid.len()));
+        for i in 0..v.len() {
+            for b in *b"09.,:+-Z \"\r\nx" {
+                let mut w = v.to_vec();
+                w[i] = b;
+                inputs.push((w, false));
+            }
+            inputs.push((v[..i].to_vec(), false));
+        }
+    }
+    let mut taken = 0;
+    for (line, must) in &inputs {
+        for max_line in [usize::MAX, line.len(), line.len().saturating_sub(1)] {
+            let mut data = line.clone();
+            data.extend_from_slice(b"\n#\n");
+            data.extend_from_slice(&[b'#'; 64]);
+            let mut fast = Rows {
+                header,
+                cols,
+                fields: Fields::default(),
+                format: format.fork(),
+            };
+            let (mut fast_out, mut fast_counts) = (b"x".to_vec(), Counts::default());
+            let (bytes, n) = fast.fast_lines(&data, max_line, &mut fast_out, &mut fast_counts);
+            let show = String::from_utf8_lossy(line);
+            if n == 0 {
+                assert_eq!(bytes, 0, "{show}");
+                assert!(!must || max_line < line.len(), "not taken: {show}");
+                continue;
+            }
+            taken += 1;
+            // The line as the chunk's line walk hands it over.
+            let first = &data[..memchr::memchr(b'\n', &data).unwrap()];
+            assert_eq!((n, bytes), (1, first.len() + 1), "{show}");
+            assert!(first.len() <= max_line, "{show}");
+            let first = first.strip_suffix(b"\r").unwrap_or(first);
+            assert!(!first.trim_ascii().is_empty(), "{show}");
+            let mut general = Rows {
+                header,
+                cols,
+                fields: Fields::default(),
+                format: format.fork(),
+            };
+            let (mut out, mut counts) = (b"x".to_vec(), Counts::default());
+            let made = general.line(first, &mut out, &mut counts);
+            assert!(matches!(made, Ok(Ok(()))), "{show}");
+            assert_eq!(
+                String::from_utf8_lossy(&fast_out),
+                String::from_utf8_lossy(&out),
+                "{show}"
+            );
+            assert_eq!(fast_counts.summary("f"), counts.summary("f"), "{show}");
+        }
+    }
+    assert!(taken >= valid.len(), "{taken}");
 }
 
 #[cfg(test)]

@@ -31,6 +31,24 @@ pub trait Convert: Send {
         counts: &mut Counts,
     ) -> Result<std::result::Result<(), RecordError>>;
 
+    /// The chunked loop's fast path: converts the whole lines at the start
+    /// of `data` (a chunk's, from a line's start) while they are of the
+    /// converter's plain shape, exactly as [`Convert::line`] would
+    /// (counts included), each at most `max_line` bytes; returns the bytes
+    /// and the lines it took. It stops before the first line it does not
+    /// take (a bad one too), which goes to [`Convert::line`] with its
+    /// number: one walk over the plain lines, where the loop would find
+    /// each line's end and then the converter its fields.
+    fn fast_lines(
+        &mut self,
+        _data: &[u8],
+        _max_line: usize,
+        _out: &mut Vec<u8>,
+        _counts: &mut Counts,
+    ) -> (usize, u64) {
+        (0, 0)
+    }
+
     /// Whether every later line is a function of the line and of what the
     /// converter holds now, so forks can take chunks out of order (Azure:
     /// once the first row set the trace's zero).
@@ -99,7 +117,18 @@ fn make_chunk<C: Convert>(
     out: &mut Vec<u8>,
 ) -> Made {
     let mut made = Made::default();
-    for ChunkLine { no, text, .. } in chunk.lines(&mut rules, max_line) {
+    let data = chunk.bufs.data();
+    let mut lines = chunk.lines(&mut rules, max_line);
+    loop {
+        // Plain lines in one walk, then the line the fast path left (if
+        // any) the general way, with its number.
+        let (at, _) = lines.position();
+        let (bytes, n) =
+            conv.fast_lines(&data[at.min(data.len())..], max_line, out, &mut made.counts);
+        lines.pass_over(bytes, n);
+        let Some(ChunkLine { no, text, .. }) = lines.next() else {
+            break;
+        };
         let bad = match text {
             Err(e) => Some(e),
             Ok(None) => None,

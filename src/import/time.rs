@@ -2,6 +2,7 @@
 //! and decimal seconds (BurstGPT, RAGPulse), read exactly into integer
 //! nanoseconds so no float rounding creeps into millisecond arithmetic.
 
+use crate::csv::word_at;
 use crate::record::{self, Number};
 
 /// `YYYY-MM-DD[ T]HH:MM:SS[.f{1,9}][Z|±HH:MM]` as nanoseconds since the Unix
@@ -98,21 +99,86 @@ fn seconds_and_after(s: &[u8], minute_s: i64) -> Option<i64> {
 /// bytes compared are the ones `minute` read).
 #[derive(Debug, Clone, Default)]
 pub struct Datetimes {
-    /// The last valid minute's first 17 bytes (to its `:`) and its seconds.
-    last: Option<([u8; 17], i64)>,
+    /// The last valid minute's first 17 bytes (to its `:`, as two words
+    /// and a byte) and its seconds.
+    last: Option<(Head, i64)>,
+}
+
+/// The first 17 bytes of a datetime, as they are compared.
+type Head = (u64, u64, u8);
+
+/// The first 17 bytes of `s` from `at`, when it has 19 (a minute and its
+/// seconds' two digits).
+#[inline(always)]
+fn head_at(s: &[u8], at: usize) -> Option<Head> {
+    s.get(at + 18)?;
+    Some((word_at(s, at)?, word_at(s, at + 8)?, s[at + 16]))
 }
 
 impl Datetimes {
     pub fn parse(&mut self, s: &[u8]) -> Option<i64> {
-        let head: &[u8; 17] = s.get(..17)?.try_into().ok()?;
+        let m = self.minute_at(s, 0)?;
+        seconds_and_after_fast(s, m)
+    }
+
+    /// The seconds of the minute that starts `s` at `at` (the cached one
+    /// when its 17 bytes are the last valid minute's).
+    #[inline(always)]
+    fn minute_at(&mut self, s: &[u8], at: usize) -> Option<i64> {
+        let head = head_at(s, at)?;
         match self.last {
-            Some((h, m)) if h == *head && s.len() >= 19 => seconds_and_after_fast(s, m),
+            Some((h, m)) if h == head => Some(m),
             _ => {
-                let m = minute(s)?;
-                self.last = Some((*head, m));
-                seconds_and_after_fast(s, m)
+                let m = minute(s.get(at..)?)?;
+                self.last = Some((head, m));
+                Some(m)
             }
         }
+    }
+
+    /// The datetime that starts at `data[at]` in one of the shapes Azure
+    /// writes (`SS`, `SS.f{1,9}`, each alone, with `+00:00` or with `Z`,
+    /// after a minute that exists), read without finding its end first: its
+    /// time as [`parse_datetime`] reads the same text, and the index of the
+    /// byte after it (the caller checks that it ends the field). `None` for
+    /// any other shape, and near the end of `data` (the words read): the
+    /// general way takes those.
+    #[inline]
+    pub fn parse_plain(&mut self, data: &[u8], at: usize) -> Option<(i64, usize)> {
+        // The bytes read below without `get` reach `at + 25`.
+        data.get(at + 25)?;
+        let minute_s = self.minute_at(data, at)?;
+        let (a, b) = (
+            data[at + 17].wrapping_sub(b'0'),
+            data[at + 18].wrapping_sub(b'0'),
+        );
+        if a > 6 || b > 9 {
+            return None;
+        }
+        let sec = i64::from(a) * 10 + i64::from(b);
+        if sec > 60 {
+            return None;
+        }
+        let mut end = at + 19;
+        let mut nanos = 0;
+        if data[end] == b'.' {
+            let (v, after) = crate::csv::plain_uint_at(data, end + 1)?;
+            // The digits' count scales them to ns; past nine (dropped by
+            // the general reader) the general way.
+            let n = after - end - 1;
+            if n > 9 {
+                return None;
+            }
+            nanos = v as i64 * POW10[9 - n];
+            end = after;
+        }
+        match data[end] {
+            b'Z' => end += 1,
+            b'+' if data.get(end + 1..end + 6) == Some(b"00:00") => end += 6,
+            _ => {}
+        }
+        let secs = minute_s + sec;
+        Some((secs.checked_mul(1_000_000_000)?.checked_add(nanos)?, end))
     }
 }
 
