@@ -107,7 +107,7 @@ fn must_walk(rows: &RowStore, table: &IdTable, b: u64) -> bool {
 }
 
 /// The ids seen at two sizes, for block size `b`: a second pass over the
-/// rows in order, made only when some id can conflict ([`must_walk`]),
+/// rows in order, made only when some id can conflict (`must_walk`),
 /// which looks at the ids that can ([`IdTable::size_candidates`]) only,
 /// found in each row's runs by binary search. The first pass counted the
 /// repeated pairs.

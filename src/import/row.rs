@@ -60,7 +60,7 @@ fn put_plain_fields(buf: &mut [u8], p: usize, ts: PlainTime<'_>, input: u64, out
 }
 
 /// A token count as a plain row has it: its digits as the input wrote them
-/// when they are the text [`put_decimal`] would write (one to seven digits,
+/// when they are the text `put_decimal` would write (one to seven digits,
 /// no leading zero), copied into the row as one word, else its value. Both
 /// the value and its text were a third of an Azure import's instructions
 /// once the row was read in one walk (`put_decimal`, cachegrind), and the
