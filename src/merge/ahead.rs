@@ -116,6 +116,7 @@ impl Ahead {
     }
 
     /// The row [`Ahead::advance`] moved to (without its `\n`).
+    #[inline]
     pub fn row(&self) -> &[u8] {
         &self.batch.bytes[self.row.clone()]
     }
@@ -127,6 +128,7 @@ impl Ahead {
     /// [`Ahead::advance`] moves past them. One comparison a row, no copy:
     /// a run of one file's rows goes out in one write (decision 0048,
     /// "later").
+    #[inline]
     pub fn span(&mut self, mut goes_first: impl FnMut(f64) -> bool) -> (&[u8], &[BatchRow]) {
         let (start, first) = (self.row.start, self.at);
         let rest = &self.batch.rows[first..];

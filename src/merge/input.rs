@@ -350,6 +350,7 @@ impl Source {
 
     /// The row [`Source::advance`] moved to, as it will be written
     /// (without its `\n`).
+    #[inline]
     pub fn row(&self) -> &[u8] {
         match &self.rows {
             Rows::Ahead(ahead) => ahead.row(),
@@ -363,6 +364,7 @@ impl Source {
     /// ([`Ahead::span`]); the rows taken after the current one. Read in
     /// order or sorted, the span is the current row alone (`None`: write
     /// [`Source::row`]). The next [`Source::advance`] moves past them.
+    #[inline]
     pub fn span(&mut self, goes_first: impl FnMut(f64) -> bool) -> Option<(&[u8], &[BatchRow])> {
         match &mut self.rows {
             Rows::Ahead(ahead) => Some(ahead.span(goes_first)),

@@ -258,16 +258,16 @@ impl Written {
     ) -> Result<u64> {
         self.time(src.timestamp);
         let n = match src.span(goes_first) {
-            None => {
-                out.write_line(src.row())?;
-                1
-            }
             Some((bytes, taken)) => {
                 out.write_records(bytes)?;
                 for &(_, _, timestamp) in taken {
                     self.time(timestamp);
                 }
                 1 + taken.len() as u64
+            }
+            None => {
+                out.write_line(src.row())?;
+                1
             }
         };
         self.rows += n;
@@ -427,9 +427,12 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
         // comparison a row (decision 0048, "later"). The next row's key
         // replaces the top in place (one sift down, not a pop and a push).
         while let Some(Key(_, t)) = heads.top() {
-            let next = heads.runner_up();
             let src = &mut sources[t];
+            // The runner-up is found only when a batch has rows after the
+            // top's (not for rows read in order, one at a time).
+            let mut next: Option<Option<Key>> = None;
             counts[t] += w.span(out, src, |key| {
+                let next = *next.get_or_insert_with(|| heads.runner_up());
                 next.is_none_or(|next| Key(key, t).before(&next))
             })?;
             if src.advance()? {
