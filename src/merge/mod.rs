@@ -274,6 +274,14 @@ impl Written {
         Ok(n)
     }
 
+    /// Writes the row `src` moved to.
+    #[inline]
+    fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
+        self.time(src.timestamp);
+        self.rows += 1;
+        out.write_line(src.row())
+    }
+
     /// A written timestamp, for the summary's span.
     #[inline]
     fn time(&mut self, timestamp: Option<Number>) {
@@ -426,15 +434,22 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
         // files follow each other in time, goes out in one write with one
         // comparison a row (decision 0048, "later"). The next row's key
         // replaces the top in place (one sift down, not a pop and a push).
+        // A run is looked for only when the top's file stayed on top (its
+        // last row went before every other head): files that take turns
+        // row by row pay nothing for it.
+        let mut last = usize::MAX;
         while let Some(Key(_, t)) = heads.top() {
             let src = &mut sources[t];
-            // The runner-up is found only when a batch has rows after the
-            // top's (not for rows read in order, one at a time).
-            let mut next: Option<Option<Key>> = None;
-            counts[t] += w.span(out, src, |key| {
-                let next = *next.get_or_insert_with(|| heads.runner_up());
-                next.is_none_or(|next| Key(key, t).before(&next))
-            })?;
+            if t == last {
+                let next = heads.runner_up();
+                counts[t] += w.span(out, src, |key| {
+                    next.is_none_or(|next| Key(key, t).before(&next))
+                })?;
+            } else {
+                w.row(out, src)?;
+                counts[t] += 1;
+            }
+            last = t;
             if src.advance()? {
                 heads.replace_top(Key(src.key, t));
             } else {
