@@ -545,3 +545,58 @@ fn interleave_of_runs_is_the_stable_sort_by_time_then_file() {
         assert_eq!(tags(&merge_ok(&head, &p, "")), want, "{extra:?}");
     }
 }
+
+/// The read-ahead's runs (a file's rows that go out in one write while
+/// they stay ahead of every other file's head) in the order the row-by-row
+/// merge gives, worked out by hand: a run that ends exactly at a tie with
+/// a lower file's head, a run that goes on through a tie with a higher
+/// file's head, and a run bounded by the smaller of two other heads; at
+/// batch sizes that put batch edges inside the runs.
+#[test]
+fn interleave_runs_end_at_ties_with_a_lower_file_and_go_on_past_a_higher_one() {
+    let file = |f: usize, ts: &[u64]| -> String {
+        ts.iter()
+            .enumerate()
+            .map(|(i, t)| format!("{{\"timestamp\": {t}, \"tag\": \"{f}.{i}\"}}\n"))
+            .collect()
+    };
+    let (a, b, c) = (
+        file(0, &[5, 5, 7, 9, 9]),
+        file(1, &[1, 2, 3, 5, 5, 9, 10]),
+        file(2, &[2, 9]),
+    );
+    // Two files: 1's run 1,2,3 stops before its 5 (0's 5 ties and file 0
+    // is lower); 0's run 5,5 goes past 1's 5 and stops at 7; 1's 5,5 stop
+    // at 9 > 7; 0's 7,9,9 go past 1's 9 (tie, 0 lower); 1's 9,10.
+    let two = "1.0 1.1 1.2 0.0 0.1 1.3 1.4 0.2 0.3 0.4 1.5 1.6";
+    // Three files: 1's run 1,2 goes past 2's 2 (tie, 1 lower) and stops
+    // at 3 > 2, the smaller of the other heads (0 at 5, 2 at 2); then 2's
+    // 2, 1's 3; the rest as above, 2's 9 after 1's 9 and before 1's 10.
+    let three = "1.0 1.1 2.0 1.2 0.0 0.1 1.3 1.4 0.2 0.3 0.4 1.5 2.1 1.6";
+    for (inputs, want) in [(vec![&a, &b], two), (vec![&a, &b, &c], three)] {
+        let named: Vec<(String, &str)> = inputs
+            .iter()
+            .enumerate()
+            .map(|(f, t)| (format!("{f}.jsonl"), t.as_str()))
+            .collect();
+        let named: Vec<(&str, &str)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let (_d, p) = files(&named);
+        // None: each file one batch (the read-ahead's chunks are 1 MB).
+        for chunk in [None, Some(1), Some(60), Some(130)] {
+            for extra in [&[][..], &["--line-buffered"]] {
+                let mut head = vec!["interleave"];
+                head.extend_from_slice(extra);
+                let mut cmd = tool("mc-merge");
+                cmd.args(args(&head, &p));
+                match chunk {
+                    Some(n) => cmd.env("MCTRACE_CHUNK_BYTES", n.to_string()),
+                    None => cmd.env_remove("MCTRACE_CHUNK_BYTES"),
+                };
+                let out = cmd.output().unwrap();
+                assert!(out.status.success(), "{out:?}");
+                let got = tags(&String::from_utf8(out.stdout).unwrap()).join(" ");
+                assert_eq!(got, want, "chunk {chunk:?} {extra:?}");
+            }
+        }
+    }
+}

@@ -14,7 +14,7 @@ use crate::jsonl::{self, ErrorPolicy, LineReader, LineRules, OnError};
 use crate::progress::Progress;
 use crate::record::{Number, Record};
 
-use super::ahead::{Ahead, Ended};
+use super::ahead::{Ahead, BatchRow, Ended};
 use super::reading::in_file;
 use super::reading::Reading;
 use super::rewrite::Rewriter;
@@ -350,10 +350,25 @@ impl Source {
 
     /// The row [`Source::advance`] moved to, as it will be written
     /// (without its `\n`).
+    #[inline]
     pub fn row(&self) -> &[u8] {
         match &self.rows {
             Rows::Ahead(ahead) => ahead.row(),
             _ => &self.pending,
+        }
+    }
+
+    /// The row [`Source::advance`] moved to, and the rows after it that
+    /// `goes_first` says of their keys go out first, as one slice with
+    /// their `\n`s when they wait together in a read-ahead batch
+    /// ([`Ahead::span`]); the rows taken after the current one. Read in
+    /// order or sorted, the span is the current row alone (`None`: write
+    /// [`Source::row`]). The next [`Source::advance`] moves past them.
+    #[inline]
+    pub fn span(&mut self, goes_first: impl FnMut(f64) -> bool) -> Option<(&[u8], &[BatchRow])> {
+        match &mut self.rows {
+            Rows::Ahead(ahead) => Some(ahead.span(goes_first)),
+            _ => None,
         }
     }
 

@@ -7,13 +7,12 @@
 //! two ways of putting the streams together.
 
 pub mod ahead;
+pub mod heads;
 pub mod input;
 pub mod reading;
 pub mod rewrite;
 pub mod sorted;
 
-use std::cmp::Reverse;
-use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -21,6 +20,7 @@ use crate::filter::IoArgs;
 use crate::jsonl::Output;
 use crate::options;
 use crate::record::{self, Number};
+use heads::{Heads, Key};
 use input::{Input, Source};
 use rewrite::{FileRule, Rewriter};
 
@@ -247,10 +247,45 @@ struct Written {
 }
 
 impl Written {
+    /// Writes the row `src` moved to and the rows after it that
+    /// `goes_first` lets go with it ([`Source::span`]: a read-ahead
+    /// batch's run in one write); returns how many rows went out.
+    fn span(
+        &mut self,
+        out: &mut Output,
+        src: &mut Source,
+        goes_first: impl FnMut(f64) -> bool,
+    ) -> Result<u64> {
+        self.time(src.timestamp);
+        let n = match src.span(goes_first) {
+            Some((bytes, taken)) => {
+                out.write_records(bytes)?;
+                for &(_, _, timestamp) in taken {
+                    self.time(timestamp);
+                }
+                1 + taken.len() as u64
+            }
+            None => {
+                out.write_line(src.row())?;
+                1
+            }
+        };
+        self.rows += n;
+        Ok(n)
+    }
+
+    /// Writes the row `src` moved to.
+    #[inline]
     fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
-        out.write_line(src.row())?;
+        self.time(src.timestamp);
         self.rows += 1;
-        if let Some(t) = src.timestamp {
+        out.write_line(src.row())
+    }
+
+    /// A written timestamp, for the summary's span.
+    #[inline]
+    fn time(&mut self, timestamp: Option<Number>) {
+        if let Some(t) = timestamp {
             let f = t.as_f64();
             if self.first.is_none_or(|m| f < m.as_f64()) {
                 self.first = Some(t);
@@ -259,7 +294,6 @@ impl Written {
                 self.last = Some(t);
             }
         }
-        Ok(())
     }
 
     fn file_done(&mut self, src: &Source, written: u64) {
@@ -337,8 +371,10 @@ fn concat(tool: &str, a: &ConcatArgs) -> Result<()> {
             let rw = Rewriter::new(rule);
             let mut src = Source::new(input, rw, c.io.on_error, false, read_ahead(c))?;
             let before = w.rows;
+            // Every row of the file goes out in order: a read-ahead
+            // batch's rows in one write.
             while src.advance()? {
-                w.row(out, &src)?;
+                w.span(out, &mut src, |_| true)?;
             }
             w.file_done(&src, w.rows - before);
         }
@@ -362,24 +398,6 @@ fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A merge key: the timestamp (total order on floats), then the file index.
-#[derive(PartialEq)]
-struct Key(f64, usize);
-
-impl Eq for Key {}
-
-impl Ord for Key {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
 fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
     let c = &a.common;
     let plan = Plan::new(c, |_| false)?;
@@ -395,7 +413,7 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let written = with_output(c, |out, w| {
         let mut counts = vec![0u64; sources.len()];
-        let mut heap = BinaryHeap::with_capacity(sources.len());
+        let mut heads = Heads::with_capacity(sources.len());
         for (t, src) in sources.iter_mut().enumerate() {
             if a.sort {
                 src.sort(
@@ -404,24 +422,38 @@ fn interleave(tool: &str, a: &InterleaveArgs) -> Result<()> {
                 )?;
             }
             if src.advance()? {
-                heap.push(Reverse(Key(src.key, t)));
+                heads.push(Key(src.key, t));
             }
         }
         // The smallest (timestamp, file) goes out; its file's next row
         // takes its place. Each file's rows leave in file order, so equal
-        // timestamps keep the file order within a file. The next row's key
-        // replaces the top in place (one sift down, not a pop and a push):
-        // a run of one file's rows, as when the files follow each other in
-        // time, costs one comparison a row (decision 0048).
-        while let Some(mut top) = heap.peek_mut() {
-            let Reverse(Key(_, t)) = *top;
+        // timestamps keep the file order within a file. With it go the
+        // rows after it in its read-ahead batch that still come before
+        // every other file's head (the runner-up): the order is the
+        // row-by-row merge's, but a run of one file's rows, as when the
+        // files follow each other in time, goes out in one write with one
+        // comparison a row (decision 0048, "later"). The next row's key
+        // replaces the top in place (one sift down, not a pop and a push).
+        // A run is looked for only when the top's file stayed on top (its
+        // last row went before every other head): files that take turns
+        // row by row pay nothing for it.
+        let mut last = usize::MAX;
+        while let Some(Key(_, t)) = heads.top() {
             let src = &mut sources[t];
-            w.row(out, src)?;
-            counts[t] += 1;
-            if src.advance()? {
-                *top = Reverse(Key(src.key, t));
+            if t == last {
+                let next = heads.runner_up();
+                counts[t] += w.span(out, src, |key| {
+                    next.is_none_or(|next| Key(key, t).before(&next))
+                })?;
             } else {
-                PeekMut::pop(top);
+                w.row(out, src)?;
+                counts[t] += 1;
+            }
+            last = t;
+            if src.advance()? {
+                heads.replace_top(Key(src.key, t));
+            } else {
+                heads.pop_top();
             }
         }
         for (src, n) in sources.iter().zip(counts) {
