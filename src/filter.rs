@@ -271,11 +271,9 @@ fn in_order<S: Step>(
         start.line_base,
         start.rules,
     );
-    let rows = &mut tally.rows;
-    let mut run = |rec: &Record<'_>, buf: &mut Vec<u8>| {
-        let cx = Ctx::in_order_at(*rows);
-        *rows += 1;
-        step.apply(rec, &cx, buf)
+    let mut run = InOrderRows {
+        step,
+        rows: &mut tally.rows,
     };
     let max_line = reader.max_line();
     let mut n = 0u32;
@@ -625,6 +623,52 @@ where
     }
 }
 
+/// A step's call on one record as a loop makes it: a closure (with the
+/// record's [`Ctx`] made inside it), or the in-order loop's [`InOrderRows`].
+pub trait ApplyRow {
+    fn apply_row(
+        &mut self,
+        rec: &Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError>;
+}
+
+impl<F> ApplyRow for F
+where
+    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+{
+    #[inline(always)]
+    fn apply_row(
+        &mut self,
+        rec: &Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError> {
+        self(rec, out)
+    }
+}
+
+/// The in-order loop's call: `step` on each record with its index. A
+/// type, not a closure, so that it is always inlined: the closure it
+/// replaced was a call (~30 instructions a row) or not as the build
+/// placed other code (decision 0039, "2026-11-27, later").
+struct InOrderRows<'a, S> {
+    step: &'a mut S,
+    rows: &'a mut u64,
+}
+
+impl<S: Step> ApplyRow for InOrderRows<'_, S> {
+    #[inline(always)]
+    fn apply_row(
+        &mut self,
+        rec: &Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Emit, RecordError> {
+        let cx = Ctx::in_order_at(*self.rows);
+        *self.rows += 1;
+        self.step.apply(rec, &cx, out)
+    }
+}
+
 /// Parses line `no`, runs `step` on it and writes what it decided; a bad
 /// record goes to the policy (and leaves nothing half-written).
 pub fn write_record<F>(
@@ -636,7 +680,7 @@ pub fn write_record<F>(
     counts: &mut RowCounts,
 ) -> Result<()>
 where
-    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+    F: ApplyRow,
 {
     match Record::parse(bytes) {
         Ok(rec) => write_parsed(out, policy, no, &rec, None, step, counts),
@@ -646,8 +690,11 @@ where
 
 /// [`write_record`] for a record parsed already; `terminated` is its line
 /// with its `\n` where it lies in the input, if it does, written as it is
-/// when the record is unchanged.
-#[inline]
+/// when the record is unchanged. Always inlined: a call here was ~30
+/// instructions a row of the in-order loop, and whether the hint alone
+/// inlined it moved with the build's placement of other code
+/// (docs/decisions/0039-filters-under-five-instructions-a-byte.md).
+#[inline(always)]
 fn write_parsed<F>(
     out: &mut Output,
     policy: &mut ErrorPolicy,
@@ -658,11 +705,11 @@ fn write_parsed<F>(
     counts: &mut RowCounts,
 ) -> Result<()>
 where
-    F: FnMut(&Record<'_>, &mut Vec<u8>) -> std::result::Result<Emit, RecordError>,
+    F: ApplyRow,
 {
     let buf = out.buffer();
     let mark = buf.len();
-    let outcome = step(rec, buf).inspect_err(|_| buf.truncate(mark));
+    let outcome = step.apply_row(rec, buf).inspect_err(|_| buf.truncate(mark));
     if outcome.is_ok() {
         counts.rows += 1;
     }

@@ -154,6 +154,85 @@ fn speedup_rules_for_timestamps_and_delays() {
     assert_eq!(scale(&["--speedup", "2", "--keep-delays"], input), want);
 }
 
+/// `--speedup` alone on rows whose timestamp is the only value it changes
+/// (no delay, or `--keep-delays`): timestamps of every length from 1 to 17
+/// digits (those whose scaled value stays within 2^53), at the line's start and later, scaled into fewer and more
+/// digits, each `trunc(t / R)` written as an integer, with the rest of the
+/// line byte for byte, and the same as a row whose delay is scaled too.
+#[test]
+fn speedup_alone_writes_every_timestamp_length_by_the_rule() {
+    // Worked by hand: trunc(7 / 2) = 3, trunc(99999999 / 0.5) = 199999998
+    // (a ninth digit), trunc(12345678 / 3) = 4115226.
+    let input = "{\"timestamp\": 7, \"x\": [1]}\n{\"timestamp\": 99999999, \"x\": [1]}\n";
+    assert_eq!(
+        scale(&["--speedup", "2"], input),
+        "{\"timestamp\": 3, \"x\": [1]}\n{\"timestamp\": 49999999, \"x\": [1]}\n"
+    );
+    assert_eq!(
+        scale(&["--speedup", "0.5"], input),
+        "{\"timestamp\": 14, \"x\": [1]}\n{\"timestamp\": 199999998, \"x\": [1]}\n"
+    );
+    assert_eq!(
+        scale(
+            &["--speedup", "3"],
+            "{\"input_length\": 4, \"timestamp\": 12345678 }\n"
+        ),
+        "{\"input_length\": 4, \"timestamp\": 4115226 }\n"
+    );
+    for r in ["2", "3", "0.5", "7.25", "0.001"] {
+        let rate: f64 = r.parse().unwrap();
+        let (mut input, mut want) = (String::new(), String::new());
+        for digits in 1..=17u32 {
+            // 1, 12, 123, ... and 9, 99, 999, ...: every length, both ends.
+            let ones = (1..=digits).fold(0u64, |t, d| t * 10 + u64::from(d % 10));
+            for t in [ones, 10u64.pow(digits) - 1] {
+                let new = (t as f64 / rate).trunc();
+                if new > 2f64.powi(53) {
+                    continue; // an error (tested below)
+                }
+                let new = new as u64;
+                for (row, out) in [
+                    (
+                        format!(
+                            "{{\"timestamp\": {t}, \"input_length\": 5, \"hash_ids\": [1, 2]}}"
+                        ),
+                        format!(
+                            "{{\"timestamp\": {new}, \"input_length\": 5, \"hash_ids\": [1, 2]}}"
+                        ),
+                    ),
+                    (
+                        format!("{{\"input_length\":5,\"timestamp\":{t},\"x\":\"y\"}}"),
+                        format!("{{\"input_length\":5,\"timestamp\":{new},\"x\":\"y\"}}"),
+                    ),
+                    (
+                        format!("{{\"timestamp\":{t}}}"),
+                        format!("{{\"timestamp\":{new}}}"),
+                    ),
+                ] {
+                    input += &row;
+                    input.push('\n');
+                    want += &out;
+                    want.push('\n');
+                }
+            }
+        }
+        assert_eq!(scale(&["--speedup", r], &input), want, "--speedup {r}");
+        // The same timestamps in rows with a delay: the general path.
+        let delayed = input.replace("{\"timestamp\"", "{\"delay\": 0, \"timestamp\"");
+        let want_delayed = want.replace("{\"timestamp\"", "{\"delay\": 0, \"timestamp\"");
+        assert_eq!(
+            scale(&["--speedup", r], &delayed),
+            want_delayed,
+            "--speedup {r}"
+        );
+        assert_eq!(
+            scale(&["--speedup", r, "--keep-delays"], &delayed),
+            want_delayed,
+            "--speedup {r} --keep-delays"
+        );
+    }
+}
+
 #[test]
 fn bad_options_are_usage_errors() {
     for args in [

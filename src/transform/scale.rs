@@ -249,11 +249,19 @@ pub struct RowScaler {
     values: [Vec<u8>; 6],
     /// `--max-delay`: the delays cut so far.
     cap: Option<crate::delays::DelayCap>,
+    /// `--speedup` is the only option that changes a row: a row with no
+    /// wait to scale (`--keep-delays`, or no `delay` or `tool_wait_ms`)
+    /// changes in its timestamp alone ([`RowScaler::timestamp_only`]).
+    timestamp_alone: bool,
 }
 
 /// The streaming options (speedup, output length) are a function of the
 /// row alone: chunks of rows scale on any thread.
 impl Step for RowScaler {
+    // Inlined into the loop, with the timestamp's path: as calls their
+    // cost moved with how the release build placed unrelated code
+    // (decision 0039, "2026-11-27, later").
+    #[inline(always)]
     fn apply(
         &mut self,
         rec: &Record<'_>,
@@ -263,8 +271,8 @@ impl Step for RowScaler {
         // Here, before the call: `apply`'s own entry and exit (its edit
         // lists, six scratch buffers) cost a row more than this path
         // (cachegrind, decision 0039).
-        if let Some(emit) = self.timestamp_only(rec, out)? {
-            return Ok(emit);
+        if self.timestamp_alone && self.timestamp_only(rec, out)? {
+            return Ok(Emit::Written);
         }
         RowScaler::apply(self, rec, None, out)
     }
@@ -284,6 +292,9 @@ impl RowScaler {
     pub fn new(opts: ScaleArgs) -> Self {
         RowScaler {
             cap: opts.max_delay.map(crate::delays::DelayCap::new),
+            timestamp_alone: opts.speedup != 1.0
+                && opts.output_mult == 1.0
+                && opts.max_delay.is_none(),
             opts,
             core: Vec::new(),
             runs: IdRuns::default(),
@@ -307,10 +318,8 @@ impl RowScaler {
         prefix: Option<&mut PrefixPlan<'_>>,
         out: &mut Vec<u8>,
     ) -> std::result::Result<Emit, RecordError> {
-        if prefix.is_none() {
-            if let Some(emit) = self.timestamp_only(rec, out)? {
-                return Ok(emit);
-            }
+        if prefix.is_none() && self.timestamp_alone && self.timestamp_only(rec, out)? {
+            return Ok(Emit::Written);
         }
         let [ts, delay, osl, ids_text, isl, tool_wait] = &mut self.values;
         let mut edits: [Option<(Field, &[u8])>; 6] = [None; 6];
@@ -387,44 +396,64 @@ impl RowScaler {
 }
 
 impl RowScaler {
-    /// `--speedup` when the row's timestamp is the only value it changes
-    /// (no `--output-len-multiplier` or `--max-delay`, no delay or tool
-    /// wait to scale): the row written at once, the new timestamp between
-    /// the line's bytes around it, as [`Record::write_edited`] writes a
-    /// one-value edit. `None` for any other row, which `apply` handles.
+    /// `--speedup` on a row when the timestamp is the only value it
+    /// changes (`timestamp_alone`, and no delay or tool wait to scale):
+    /// the row written at once, the new timestamp between the line's bytes
+    /// around it, as [`Record::write_edited`] writes a one-value edit;
+    /// whether it was. `false` for any other row, which `apply` handles.
     /// The general path's edit lists, sort and scratch buffer were ~300
     /// instructions a row (cachegrind,
     /// docs/decisions/0039-filters-under-five-instructions-a-byte.md).
-    #[inline]
+    #[inline(always)]
     fn timestamp_only(
         &self,
         rec: &Record<'_>,
         out: &mut Vec<u8>,
-    ) -> std::result::Result<Option<Emit>, RecordError> {
+    ) -> std::result::Result<bool, RecordError> {
         let o = &self.opts;
-        let waits_scaled = !o.keep_delays && (rec.has(Field::Delay) || rec.has(Field::ToolWaitMs));
-        if o.speedup == 1.0 || o.output_mult != 1.0 || self.cap.is_some() || waits_scaled {
-            return Ok(None);
+        if !o.keep_delays && (rec.has(Field::Delay) || rec.has(Field::ToolWaitMs)) {
+            return Ok(false);
         }
-        let (Some(span), Some(t)) = (rec.span(Field::Timestamp), rec.number(Field::Timestamp)?)
-        else {
-            return Ok(None);
+        // A timestamp of up to 8 digits (every one below 10^8 ms, 27
+        // hours) read, scaled and written here, inlined; any other the
+        // general way, in a call.
+        let Some((span, t)) = rec.short_uint(Field::Timestamp) else {
+            return timestamp_general(rec, o.speedup, out);
         };
-        let scaled = speed_up_timestamp(t, o.speedup, "--speedup")?;
-        let line = rec.line();
-        match line.first_chunk::<16>() {
-            // A copy of a known size is a few moves, where one of
-            // `span.start` bytes is a `memcpy` call.
-            Some(head) if span.start <= 16 => {
-                out.extend_from_slice(head);
-                out.truncate(out.len() - (16 - span.start));
-            }
-            _ => out.extend_from_slice(&line[..span.start]),
+        // `t` is below 10^8 (exact as `f64`) and the speedup positive:
+        // the scaled value is at least 0.
+        match scaled_time(t as f64, o.speedup, "--speedup")? {
+            v @ 0.. => rec.write_with_uint(span, v as u64, out),
+            v => write_timestamp(rec, span, Number::Int(v), out),
         }
-        record::write_number(scaled, out);
-        out.extend_from_slice(&line[span.end..]);
-        Ok(Some(Emit::Written))
+        Ok(true)
     }
+}
+
+/// [`RowScaler::timestamp_only`] for any other timestamp (longer, a
+/// fraction, an exponent), or `false` for a row without one.
+#[inline(never)]
+fn timestamp_general(
+    rec: &Record<'_>,
+    speedup: f64,
+    out: &mut Vec<u8>,
+) -> std::result::Result<bool, RecordError> {
+    let (Some(span), Some(t)) = (rec.span(Field::Timestamp), rec.number(Field::Timestamp)?) else {
+        return Ok(false);
+    };
+    let scaled = speed_up_timestamp(t, speedup, "--speedup")?;
+    write_timestamp(rec, span, scaled, out);
+    Ok(true)
+}
+
+/// `rec` with the timestamp at `span` replaced by `t`, as
+/// [`Record::write_edited`] writes it.
+#[inline(never)]
+fn write_timestamp(rec: &Record<'_>, span: record::Span, t: Number, out: &mut Vec<u8>) {
+    let line = rec.line();
+    out.extend_from_slice(&line[..span.start]);
+    record::write_number(t, out);
+    out.extend_from_slice(&line[span.end..]);
 }
 
 /// Writes `rec`'s `tool_wait_ms` sped up by `speedup` into `buf`; whether
@@ -524,13 +553,26 @@ pub fn speed_up_timestamp(
     r: f64,
     option: &str,
 ) -> std::result::Result<Number, RecordError> {
-    let v = t.as_f64() / r;
+    scaled_time(t.as_f64(), r, option).map(Number::Int)
+}
+
+/// [`speed_up_timestamp`]'s rule on the value as `f64`: `trunc(t / r)`.
+#[inline(always)]
+fn scaled_time(t: f64, r: f64, option: &str) -> std::result::Result<i64, RecordError> {
+    let v = t / r;
     // What `whole` gives, without the call to libm's `trunc` (no SSE4.1
     // in the x86_64 baseline): in this range `as` truncates toward zero.
     if v.abs() <= MAX_EXACT_INT {
-        return Ok(Number::Int(v as i64));
+        return Ok(v as i64);
     }
-    whole("timestamp", v, option).map(Number::Int)
+    whole_timestamp(v, option)
+}
+
+/// [`scaled_time`] past 2^53: an error, out of its inlined path.
+#[cold]
+#[inline(never)]
+fn whole_timestamp(v: f64, option: &str) -> std::result::Result<i64, RecordError> {
+    whole("timestamp", v, option)
 }
 
 /// `--max-delay MS` on a delay over it: an integer delay stays an integer
