@@ -386,11 +386,14 @@ impl RowStore {
         let mut k = 0;
         while k < ids.len() {
             let first = ids[k];
-            let len = 1 + ids[k + 1..]
-                .iter()
-                .zip(1u64..)
-                .take_while(|&(&id, d)| id == first.wrapping_add(d))
-                .count();
+            // A plain index loop: the iterator chain it replaces (zip and
+            // take_while over the rest of the row) cost about 20
+            // instructions an id on the 16 MB slice (decision 46, later).
+            let mut j = k + 1;
+            while j < ids.len() && ids[j] == ids[j - 1].wrapping_add(1) {
+                j += 1;
+            }
+            let len = j - k;
             // Zigzag: a run may start below where the one before ended.
             put_varint(&mut self.runs, zigzag(first.wrapping_sub(end)));
             put_varint(&mut self.runs, len as u64);
