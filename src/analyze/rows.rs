@@ -12,6 +12,8 @@
 //! Every reader takes the rows in order; the few out of order keep a
 //! [`RowAt`] or make [`RowStore::offsets`].
 
+use crate::blocks::FeasibleSizes;
+
 /// An optional number in 8 bytes, not `Option<f64>`'s 16. `None` is one
 /// NaN bit pattern no number read from JSON has (a parser makes no NaN,
 /// and arithmetic makes the canonical one), compared by bits, so every
@@ -362,6 +364,14 @@ pub struct RowStore {
     /// not the one after its predecessor's (lines skipped between them):
     /// a few entries, where a line per row took 8 bytes a row.
     line_starts: Vec<(usize, u64)>,
+    /// The block sizes every row with ids so far allows, counted as the
+    /// rows come: a pass over the rows fewer (decision 46, later).
+    feasible: FeasibleSizes,
+    /// A row with ids has a length no block size fits (under one token, or
+    /// not a whole number): no size fits every row.
+    unfit: bool,
+    /// The line of the last row pushed.
+    last_line: u64,
 }
 
 /// Reads the run at `*at` (after one that ended at `end`) as (first id,
@@ -377,9 +387,10 @@ impl RowStore {
     /// `first_unseen` is what the id table found for the row.
     pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> RowAt {
         let row = self.rows.len();
-        if row == 0 || self.line(row - 1) + 1 != line {
+        if row == 0 || self.last_line + 1 != line {
             self.line_starts.push((row, line));
         }
+        self.last_line = line;
         let start = self.runs.len() as u64;
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
@@ -400,6 +411,18 @@ impl RowStore {
             end = first.wrapping_add(len as u64);
             k += len;
         }
+        if !ids.is_empty() {
+            // `whole` first: `fract` is a call to libm's `trunc`.
+            let isl = facts.isl;
+            let len = match whole(isl) {
+                Some(w) => Some(w).filter(|&w| w >= 1),
+                None => (isl >= 1.0 && isl.fract() == 0.0).then_some(isl as u64),
+            };
+            match len {
+                Some(len) => self.feasible.add(ids.len() as u64, len),
+                None => self.unfit = true,
+            }
+        }
         let n_ids = ids.len() as u32;
         self.rows.push(&StoredRow {
             facts,
@@ -407,6 +430,13 @@ impl RowStore {
             n_ids,
         });
         RowAt { runs: start, n_ids }
+    }
+
+    /// The range of block sizes every row with ids allows; `None` when no
+    /// block size fits every row (or no row has ids).
+    pub fn feasible(&self) -> Option<FeasibleSizes> {
+        let f = self.feasible;
+        (!self.unfit && f.rows > 0 && !f.is_empty()).then_some(f)
     }
 
     /// The line row number `row` was read from.
