@@ -169,7 +169,10 @@ fn summary_by_row(
     value: impl Fn(&StoredRow, u32) -> f64,
 ) -> Option<Summary> {
     let mut v = Vec::with_capacity(rows.rows.len());
-    for (r, rep) in rows.rows.iter().zip(repeated.iter().copied()) {
+    // Not `zip`: its `next` was a call a row, the row's decoding in it.
+    let mut reps = repeated.iter().copied();
+    for r in rows.rows.iter() {
+        let Some(rep) = reps.next() else { break };
         v.push(value(&r, rep));
     }
     Summary::of(&mut v)
