@@ -31,15 +31,9 @@ pub struct BlockReport {
 
 /// The range of block sizes every row allows (`blocks::FeasibleSizes`);
 /// `None` when no block size fits every row (or no row has ids).
+/// Counted as the rows were stored ([`RowStore::feasible`]).
 pub fn feasible(rows: &RowStore) -> Option<FeasibleSizes> {
-    let mut f = FeasibleSizes::default();
-    for r in rows.rows.iter().filter(|r| r.has_ids()) {
-        if r.isl < 1.0 || r.isl.fract() != 0.0 {
-            return None;
-        }
-        f.add(u64::from(r.n_ids), r.isl as u64);
-    }
-    (f.rows > 0 && !f.is_empty()).then_some(f)
+    rows.feasible()
 }
 
 /// `blocks::is_consistent` for a length read as a number (a fractional
@@ -147,12 +141,15 @@ pub fn check(
     feasible: Option<FeasibleSizes>,
     conflicts: Finding,
 ) -> BlockReport {
-    let mut inconsistent = Finding::default();
-    for (i, r) in rows.rows.iter().enumerate().filter(|(_, r)| r.has_ids()) {
-        if !consistent(r.n_ids, r.isl, block_size) {
-            inconsistent.add(rows.line(i));
-        }
-    }
+    // Every row with ids allows every size in the feasible range (the
+    // range is exactly where `consistent` holds for all of them), so a
+    // size in it breaks no row and the walk over the rows is skipped.
+    let fits_all = feasible.is_some_and(|f| f.contains(block_size));
+    let inconsistent = if fits_all {
+        Finding::default()
+    } else {
+        inconsistent_rows(rows, block_size)
+    };
     BlockReport {
         block_size,
         detected,
@@ -161,6 +158,17 @@ pub fn check(
         inconsistent_rows: inconsistent,
         conflicting_ids: conflicts,
     }
+}
+
+/// The rows with ids that `block_size` does not fit, walked.
+fn inconsistent_rows(rows: &RowStore, block_size: u64) -> Finding {
+    let mut inconsistent = Finding::default();
+    for (i, r) in rows.rows.iter().enumerate().filter(|(_, r)| r.has_ids()) {
+        if !consistent(r.n_ids, r.isl, block_size) {
+            inconsistent.add(rows.line(i));
+        }
+    }
+    inconsistent
 }
 
 #[cfg(test)]
@@ -296,6 +304,38 @@ mod tests {
         ) {
             let (store, mut table) = analyzed(&rows);
             prop_assert_eq!(conflicts(&store, &mut table, b), plain(&rows, b));
+        }
+
+        /// The range counted as rows are stored is the one a walk over
+        /// them finds, and a size in it leaves no row inconsistent (the
+        /// check's walk is skipped then).
+        #[test]
+        fn feasible_sizes_are_the_plain_walk(
+            rows in prop::collection::vec(
+                (
+                    prop::collection::vec(0u64..40, 0..5),
+                    prop_oneof![
+                        4 => (0u32..40).prop_map(f64::from),
+                        1 => (0u32..160).prop_map(|q| f64::from(q) / 4.0),
+                        1 => Just(-1.0),
+                    ],
+                ),
+                1..12,
+            ),
+            b in 1u64..12,
+        ) {
+            let (store, _) = analyzed(&rows);
+            let mut f = FeasibleSizes::default();
+            let mut unfit = false;
+            for (ids, isl) in rows.iter().filter(|(ids, _)| !ids.is_empty()) {
+                unfit |= *isl < 1.0 || isl.fract() != 0.0;
+                f.add(ids.len() as u64, *isl as u64);
+            }
+            let want = (!unfit && f.rows > 0 && !f.is_empty()).then_some(f);
+            let got = feasible(&store);
+            prop_assert_eq!(got.map(|f| (f.min, f.max, f.rows)), want.map(|f| (f.min, f.max, f.rows)));
+            let report = check(&store, b, None, got, Finding::default());
+            prop_assert_eq!(report.inconsistent_rows, inconsistent_rows(&store, b));
         }
     }
 }

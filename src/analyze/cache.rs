@@ -164,6 +164,21 @@ fn block_tokens(i: usize, len: f64, b: f64) -> f64 {
     (len - i as f64 * b).clamp(0.0, b)
 }
 
+/// The tokens of a row's first `m` blocks: Σ `block_tokens(k, isl, b)`
+/// for k < m, summed in that order. For a whole positive length that is
+/// `min(isl, m b)`, and the sum of whole numbers below 2^53 is exact in
+/// any order, so that is the same bits without a loop over the blocks
+/// (half a million on the 16 MB slice; decision 46, later). Anything
+/// else (fractions, signs of zero, NaN) is summed as written.
+fn leading_tokens(m: usize, isl: f64, b: u64) -> f64 {
+    const TWO_53: f64 = 9_007_199_254_740_992.0;
+    let mb = m as f64 * b as f64;
+    if m > 0 && isl > 0.0 && isl < TWO_53 && (isl as u64) as f64 == isl && mb < TWO_53 {
+        return isl.min(mb);
+    }
+    (0..m).map(|k| block_tokens(k, isl, b as f64)).sum::<f64>()
+}
+
 fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) -> f64 {
     let mut hit_tokens = 0.0;
     let mut ids = Vec::new();
@@ -249,11 +264,7 @@ pub fn model(
         // blocks that earlier rows used: the first pass already found them.
         rows.rows
             .iter()
-            .map(|r| {
-                (0..r.first_unseen as usize)
-                    .map(|k| block_tokens(k, r.isl, b as f64))
-                    .sum::<f64>()
-            })
+            .map(|r| leading_tokens(r.first_unseen as usize, r.isl, b))
             .sum()
     } else {
         table.enter(Pass::Marks);
@@ -282,6 +293,23 @@ pub fn model(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn leading_tokens_are_the_blocks_summed(
+            m in 0usize..40,
+            isl in prop_oneof![
+                4 => (0u32..5000).prop_map(f64::from),
+                1 => (0u32..800).prop_map(|q| f64::from(q) / 4.0),
+                1 => prop_oneof![Just(-0.0), Just(-3.0), Just(f64::NAN), Just(1e300)],
+            ],
+            b in prop_oneof![1u64..600, Just(1u64 << 40)],
+        ) {
+            let plain: f64 = (0..m).map(|k| block_tokens(k, isl, b as f64)).sum();
+            prop_assert_eq!(leading_tokens(m, isl, b).to_bits(), plain.to_bits());
+        }
+    }
 
     #[test]
     fn lru_evicts_the_least_recently_used() {

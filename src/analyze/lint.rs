@@ -34,7 +34,7 @@ impl Lint {
         if value < 0.0 {
             self.negative_length.add(line);
         }
-        if value.fract() != 0.0 {
+        if has_fraction(value) {
             self.non_integer_length.add(line);
         }
     }
@@ -59,5 +59,37 @@ impl Lint {
             ("missing timestamp and delay", &self.missing_timing),
             ("delay over 1 h", &self.delay_over_an_hour),
         ]
+    }
+}
+
+/// `v.fract() != 0.0` (NaN and the infinities have one) without the call
+/// to libm's `trunc` it makes: two conversions below 2^52, where a float
+/// can have a fraction; at and above it every finite float is whole.
+fn has_fraction(v: f64) -> bool {
+    const TWO_52: f64 = 4_503_599_627_370_496.0;
+    if v.abs() < TWO_52 {
+        (v as i64) as f64 != v
+    } else {
+        !v.is_finite()
+    }
+}
+
+#[cfg(test)]
+mod fraction_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn has_fraction_is_fract_not_zero(
+            v in prop_oneof![
+                any::<f64>(),
+                (-1e6f64..1e6),
+                (0u32..1000).prop_map(|q| f64::from(q) / 4.0),
+                Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
+                Just(-0.0), Just(4_503_599_627_370_495.5), Just(-4_503_599_627_370_495.5),
+            ]
+        ) {
+            prop_assert_eq!(super::has_fraction(v), v.fract() != 0.0);
+        }
     }
 }

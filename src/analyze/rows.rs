@@ -12,6 +12,8 @@
 //! Every reader takes the rows in order; the few out of order keep a
 //! [`RowAt`] or make [`RowStore::offsets`].
 
+use crate::blocks::FeasibleSizes;
+
 /// An optional number in 8 bytes, not `Option<f64>`'s 16. `None` is one
 /// NaN bit pattern no number read from JSON has (a parser makes no NaN,
 /// and arithmetic makes the canonical one), compared by bits, so every
@@ -362,6 +364,14 @@ pub struct RowStore {
     /// not the one after its predecessor's (lines skipped between them):
     /// a few entries, where a line per row took 8 bytes a row.
     line_starts: Vec<(usize, u64)>,
+    /// The block sizes every row with ids so far allows, counted as the
+    /// rows come: a pass over the rows fewer (decision 46, later).
+    feasible: FeasibleSizes,
+    /// A row with ids has a length no block size fits (under one token, or
+    /// not a whole number): no size fits every row.
+    unfit: bool,
+    /// The line of the last row pushed.
+    last_line: u64,
 }
 
 /// Reads the run at `*at` (after one that ended at `end`) as (first id,
@@ -377,25 +387,53 @@ impl RowStore {
     /// `first_unseen` is what the id table found for the row.
     pub fn push(&mut self, line: u64, facts: RowFacts, first_unseen: u32, ids: &[u64]) -> RowAt {
         let row = self.rows.len();
-        if row == 0 || self.line(row - 1) + 1 != line {
+        if row == 0 || self.last_line + 1 != line {
             self.line_starts.push((row, line));
         }
+        self.last_line = line;
         let start = self.runs.len() as u64;
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
         let mut k = 0;
         while k < ids.len() {
             let first = ids[k];
-            let len = 1 + ids[k + 1..]
-                .iter()
-                .zip(1u64..)
-                .take_while(|&(&id, d)| id == first.wrapping_add(d))
-                .count();
+            // Index loops, not zip + take_while over the rest of the row:
+            // four steps at a time without a branch each (a run is a dozen
+            // ids and more), then one at a time to its end (decision 46,
+            // later: with the loop alone, 7 instructions an id).
+            let mut j = k + 1;
+            while j + 4 <= ids.len() {
+                let w = &ids[j - 1..j + 4];
+                let steps = (w[1] == w[0].wrapping_add(1))
+                    & (w[2] == w[1].wrapping_add(1))
+                    & (w[3] == w[2].wrapping_add(1))
+                    & (w[4] == w[3].wrapping_add(1));
+                if !steps {
+                    break;
+                }
+                j += 4;
+            }
+            while j < ids.len() && ids[j] == ids[j - 1].wrapping_add(1) {
+                j += 1;
+            }
+            let len = j - k;
             // Zigzag: a run may start below where the one before ended.
             put_varint(&mut self.runs, zigzag(first.wrapping_sub(end)));
             put_varint(&mut self.runs, len as u64);
             end = first.wrapping_add(len as u64);
             k += len;
+        }
+        if !ids.is_empty() {
+            // `whole` first: `fract` is a call to libm's `trunc`.
+            let isl = facts.isl;
+            let len = match whole(isl) {
+                Some(w) => Some(w).filter(|&w| w >= 1),
+                None => (isl >= 1.0 && isl.fract() == 0.0).then_some(isl as u64),
+            };
+            match len {
+                Some(len) => self.feasible.add(ids.len() as u64, len),
+                None => self.unfit = true,
+            }
         }
         let n_ids = ids.len() as u32;
         self.rows.push(&StoredRow {
@@ -404,6 +442,13 @@ impl RowStore {
             n_ids,
         });
         RowAt { runs: start, n_ids }
+    }
+
+    /// The range of block sizes every row with ids allows; `None` when no
+    /// block size fits every row (or no row has ids).
+    pub fn feasible(&self) -> Option<FeasibleSizes> {
+        let f = self.feasible;
+        (!self.unfit && f.rows > 0 && !f.is_empty()).then_some(f)
     }
 
     /// The line row number `row` was read from.
