@@ -624,7 +624,7 @@ where
 }
 
 /// A step's call on one record as a loop makes it: a closure (with the
-/// record's [`Ctx`] made inside it), or the in-order loop's [`InOrderRows`].
+/// record's [`Ctx`] made inside it), or the in-order loop's `InOrderRows`.
 pub trait ApplyRow {
     fn apply_row(
         &mut self,
