@@ -651,12 +651,6 @@ fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec
     // SAFETY: `reserve` made room for `count + 3` ids from `base`.
     let dst = unsafe { out.as_mut_ptr().add(base) };
     let close = end - 1;
-    let zeros = _mm256_set1_epi8(b'0' as i8);
-    let nine = _mm256_set1_epi8(9);
-    let ones = _mm256_set1_epi8(-1);
-    let tens = _mm256_set1_epi16(0x010A); // bytes 10, 1: a pair's first digit is worth ten
-    let hundreds = _mm256_set1_epi32(0x0001_0064); // words 100, 1
-    let ten_thousand = _mm256_set1_epi64x(10_000);
     let base_ptr = line.as_ptr();
     let mut done = 0usize;
     let mut w = open + 1;
@@ -685,20 +679,7 @@ fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec
                 let load =
                     |m: u64| unsafe { base_ptr.add(at(m) - 7).cast::<i64>().read_unaligned() };
                 let v = _mm256_set_epi64x(load(m3), load(m2), load(m1), load(m0));
-                let d = _mm256_sub_epi8(v, zeros);
-                let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, nine), d);
-                // Not part of the id: every byte at or below a non-digit.
-                let mut cut = _mm256_xor_si256(digit, ones);
-                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<8>(cut));
-                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<16>(cut));
-                cut = _mm256_or_si256(cut, _mm256_srli_epi64::<32>(cut));
-                let d = _mm256_andnot_si256(cut, d);
-                let pairs = _mm256_maddubs_epi16(d, tens);
-                let quads = _mm256_madd_epi16(pairs, hundreds);
-                let value = _mm256_add_epi64(
-                    _mm256_mul_epu32(quads, ten_thousand),
-                    _mm256_srli_epi64::<32>(quads),
-                );
+                let value = super::renumber::eight_digit_values(v);
                 // SAFETY: the group's first id is below `done <= count`,
                 // so its four lanes lie within the `count + 3` reserved.
                 unsafe { _mm256_storeu_si256(group.cast(), value) };

@@ -192,9 +192,6 @@ unsafe fn namespace_avx2<const N: usize>(
     };
     ends.mask = unsafe { ends.window() };
     let zeros = _mm256_set1_epi8(b'0' as i8);
-    let nine = _mm256_set1_epi8(9);
-    let tens = _mm256_set1_epi16(0x010A); // bytes 10, 1: a pair's first digit is worth ten
-    let hundreds = _mm256_set1_epi32(0x0001_0064); // words 100, 1
     let ten_thousand = _mm256_set1_epi64x(10_000);
     let kk = _mm256_set1_epi64x(k as i64);
     let tt = _mm256_set1_epi64x(t as i64);
@@ -256,20 +253,7 @@ unsafe fn namespace_avx2<const N: usize>(
         // before the `]`, so e+1 <= line.len().
         let load = |at: usize| unsafe { base_ptr.add(at - 7).cast::<i64>().read_unaligned() };
         let v = _mm256_set_epi64x(load(e3), load(e2), load(e1), load(e0));
-        let d = _mm256_sub_epi8(v, zeros);
-        let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, nine), d);
-        // Not part of the id: every byte at or below a non-digit.
-        let mut cut = _mm256_xor_si256(digit, _mm256_set1_epi8(-1));
-        cut = _mm256_or_si256(cut, _mm256_srli_epi64::<8>(cut));
-        cut = _mm256_or_si256(cut, _mm256_srli_epi64::<16>(cut));
-        cut = _mm256_or_si256(cut, _mm256_srli_epi64::<32>(cut));
-        let d = _mm256_andnot_si256(cut, d);
-        let pairs = _mm256_maddubs_epi16(d, tens);
-        let quads = _mm256_madd_epi16(pairs, hundreds);
-        let value = _mm256_add_epi64(
-            _mm256_mul_epu32(quads, ten_thousand),
-            _mm256_srli_epi64::<32>(quads),
-        );
+        let value = eight_digit_values(v);
         let r = _mm256_add_epi64(_mm256_mul_epu32(value, kk), tt);
         // Back to digits, the first in the lowest byte.
         let hi = _mm256_srli_epi64::<40>(_mm256_mul_epu32(r, by_ten_thousand));
@@ -318,6 +302,33 @@ unsafe fn namespace_avx2<const N: usize>(
         out.set_len(base + p + 1);
     }
     true
+}
+
+/// Four ids' values, one a lane: each lane holds the eight bytes that end
+/// with an id's last digit (little-endian, so the last digit is the top
+/// byte); bytes at or below the lane's last non-digit are not the id's and
+/// count as nothing. Ids of up to eight digits; the digits are paired by
+/// multiply-adds (10, 1), then the pairs (100, 1), then the halves (10^4).
+/// Shared by the renumbering here and `ids::decode_avx2`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn eight_digit_values(v: std::arch::x86_64::__m256i) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let d = _mm256_sub_epi8(v, _mm256_set1_epi8(b'0' as i8));
+    let digit = _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8(9)), d);
+    // Not part of the id: every byte at or below a non-digit.
+    let mut cut = _mm256_xor_si256(digit, _mm256_set1_epi8(-1));
+    cut = _mm256_or_si256(cut, _mm256_srli_epi64::<8>(cut));
+    cut = _mm256_or_si256(cut, _mm256_srli_epi64::<16>(cut));
+    cut = _mm256_or_si256(cut, _mm256_srli_epi64::<32>(cut));
+    let d = _mm256_andnot_si256(cut, d);
+    let pairs = _mm256_maddubs_epi16(d, _mm256_set1_epi16(0x010A));
+    let quads = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x0001_0064));
+    _mm256_add_epi64(
+        _mm256_mul_epu32(quads, _mm256_set1_epi64x(10_000)),
+        _mm256_srli_epi64::<32>(quads),
+    )
 }
 
 #[cfg(test)]
