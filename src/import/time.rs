@@ -241,8 +241,7 @@ fn seconds_and_after_fast(s: &[u8], minute_s: i64) -> Option<i64> {
 }
 
 /// Eight ASCII digits, the first in the lowest byte, as their number;
-/// `None` when a byte is not a digit. Pairs, then fours, then the eight
-/// are joined by multiplies (the usual SWAR parse).
+/// `None` when a byte is not a digit (joined by `csv::join_eight_digits`).
 #[inline]
 fn eight_digits(word: u64) -> Option<u64> {
     let x = word.wrapping_sub(0x3030_3030_3030_3030);
@@ -250,9 +249,7 @@ fn eight_digits(word: u64) -> Option<u64> {
     if (x | x.wrapping_add(0x0606_0606_0606_0606)) & 0xF0F0_F0F0_F0F0_F0F0 != 0 {
         return None;
     }
-    let x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
-    let x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
-    Some((x.wrapping_mul(10_000) + (x >> 32)) & 0xFFFF_FFFF)
+    Some(crate::csv::join_eight_digits(x))
 }
 
 const POW10: [i64; 10] = [

@@ -841,17 +841,11 @@ const POW10: [u64; 9] = [
 /// moves to later bytes, which the shift drops; the shift also puts the
 /// digits at the top with zeros (leading zeros) before them, and three
 /// multiplies then combine pairs, quads and the two halves.
+/// The multiplies are `csv::join_eight_digits`, the crate's one SWAR join.
 #[inline]
-pub(super) fn eight_digits(x: u64, len: usize) -> u64 {
+pub(crate) fn eight_digits(x: u64, len: usize) -> u64 {
     const ZEROS: u64 = 0x3030_3030_3030_3030;
-    let v = x.wrapping_sub(ZEROS) << (8 * (8 - len));
-    // Each byte pair (a, b), a the earlier digit, becomes 10a + b in the
-    // pair's first (lower) byte.
-    let v = (v.wrapping_mul(10) + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
-    // Each 16-bit pair of pairs (ab, cd) becomes 100ab + cd.
-    let v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
-    // The two 32-bit halves (abcd, efgh) become 10000abcd + efgh.
-    (v.wrapping_mul(10_000) + (v >> 32)) & 0xFFFF_FFFF
+    crate::csv::join_eight_digits(x.wrapping_sub(ZEROS) << (8 * (8 - len)))
 }
 
 /// Stores `v` in decimal (as `itoa` writes it) at `buf[p..]`, which has

@@ -17,7 +17,7 @@ mod renumber;
 mod scan;
 mod write;
 
-pub(crate) use ids::put_decimal;
+pub(crate) use ids::{eight_digits, put_decimal};
 pub use ids::{id_array_shape, read_id_array, IdArrayShape};
 pub use renumber::namespace_id;
 pub use write::{write_id_array, write_id_array_like, write_number, write_str, Edit, RowWriter};

@@ -38,7 +38,7 @@ pub fn ids_while(raw: &[u8], mut f: impl FnMut(u64) -> bool) {
                         i += 1;
                     }
                 }
-                if !f(eight_digits(x, len)) {
+                if !f(crate::record::eight_digits(x, len)) {
                     return;
                 }
                 continue;
@@ -75,18 +75,6 @@ fn not_digits(x: u64) -> u64 {
     const THREES: u64 = 0x3030_3030_3030_3030;
     const SIXES: u64 = 0x0606_0606_0606_0606;
     ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES)
-}
-
-/// The value of the first `len` (1 to 7) bytes of `x`, ASCII digits, the
-/// first in the lowest byte. The digits are moved to the top (what
-/// borrows below them is shifted out), then pairs, quads and halves are
-/// combined by multiplies.
-#[inline(always)]
-fn eight_digits(x: u64, len: usize) -> u64 {
-    let v = x.wrapping_sub(0x3030_3030_3030_3030) << (8 * (8 - len));
-    let v = (v.wrapping_mul(10) + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
-    let v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
-    (v.wrapping_mul(10_000) + (v >> 32)) & 0xFFFF_FFFF
 }
 
 /// A list of ids as runs of consecutive ids, in order.
