@@ -121,6 +121,12 @@ impl Ahead {
         &self.batch.bytes[self.row.clone()]
     }
 
+    /// [`Ahead::row`] with its `\n`.
+    #[inline]
+    pub fn line(&self) -> &[u8] {
+        &self.batch.bytes[self.row.start..self.row.end + 1]
+    }
+
     /// The row [`Ahead::advance`] moved to and the rows after it in its
     /// batch while `goes_first` says of their keys that they go out first,
     /// as one slice with their `\n`s; and the rows taken after the current
