@@ -264,13 +264,16 @@ unsafe fn textual<const N: usize>(
     };
     // SAFETY: the first byte of the room.
     unsafe { dst.write(b'[') };
-    let mut p = 1usize;
+    // The next byte to write (a pointer, not an index: the index cost an
+    // add per store).
+    // SAFETY: within the room.
+    let mut at = unsafe { dst.add(1) };
     let mut run = Running::default();
     let src = line.as_ptr();
     let mut i = from;
     while i + 32 <= close {
         // SAFETY: bytes i..i+33 lie within the line (i + 32 <= close).
-        p += unsafe { block::<N>(src.add(i), &rule, &mut run, dst.add(p)) };
+        at = unsafe { block::<N>(src.add(i), &rule, &mut run, at) };
         i += 32;
     }
     let tail = close - i;
@@ -288,8 +291,7 @@ unsafe fn textual<const N: usize>(
             _mm256_storeu_si256(b.add(64).cast(), close_bytes);
             let last = _mm256_loadu_si256(src.add(close - 31).cast());
             _mm256_storeu_si256(b.add(1 + tail).cast(), last);
-            let made = block::<N>(b.add(32), &rule, &mut run, dst.add(p));
-            p += made - (32 - tail);
+            at = block::<N>(b.add(32), &rule, &mut run, at).sub(32 - tail);
         }
     }
     let separators = count - 1;
@@ -300,10 +302,10 @@ unsafe fn textual<const N: usize>(
     if !spaced {
         return false;
     }
-    // SAFETY: within the room; every byte up to p + 1 was written.
+    // SAFETY: within the room; every byte up to `at` was written.
     unsafe {
-        dst.add(p).write(b']');
-        out.set_len(base + p + 1);
+        at.write(b']');
+        out.set_len(base + at.offset_from(dst) as usize + 1);
     }
     true
 }
@@ -319,8 +321,9 @@ struct Rule {
 
 /// The 32 bytes at `s` rewritten by the rule into `dst` (digits replaced,
 /// a digit inserted before each id that grows, everything else kept), the
-/// counts of `run` advanced; returns the bytes written, 32 plus the ids
-/// grown. Reads `s[0..33]`; writes up to 48 bytes at `dst`.
+/// counts of `run` advanced; returns where the next block's bytes go
+/// (32 plus the ids grown past `dst`). Reads `s[0..33]`; writes up to 48
+/// bytes at `dst`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 #[inline]
@@ -329,7 +332,7 @@ unsafe fn block<const N: usize>(
     rule: &Rule,
     run: &mut Running,
     dst: *mut u8,
-) -> usize {
+) -> *mut u8 {
     use std::arch::x86_64::*;
     let zero = _mm256_set1_epi8(b'0' as i8);
     // SAFETY: the caller's: s[0..33] is readable.
@@ -372,17 +375,17 @@ unsafe fn block<const N: usize>(
         _mm256_extracti128_si256::<1>(low),
         _mm256_extracti128_si256::<1>(high),
     ];
-    let mut p = 0usize;
+    let mut at = dst;
     for (j, part) in parts.into_iter().enumerate() {
         let m = (grown >> (8 * j)) & 0xff;
         // SAFETY: `m` < 256; the store is within the caller's room.
         unsafe {
             let spread = _mm_load_si128(SPREAD.0[m as usize].as_ptr().cast());
-            _mm_storeu_si128(dst.add(p).cast(), _mm_shuffle_epi8(part, spread));
+            _mm_storeu_si128(at.cast(), _mm_shuffle_epi8(part, spread));
+            at = at.add(8 + m.count_ones() as usize);
         }
-        p += 8 + m.count_ones() as usize;
     }
-    p
+    at
 }
 
 /// The ends of the ids (the index of each id's last digit) of an array,
