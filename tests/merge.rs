@@ -600,3 +600,88 @@ fn interleave_runs_end_at_ties_with_a_lower_file_and_go_on_past_a_higher_one() {
         }
     }
 }
+
+#[test]
+fn two_and_five_files_renumber_ids_at_every_digit_edge() {
+    // Ids where a digit of 2h or 5h starts to take a carry, or the id
+    // grows a digit (first digit 5 for two files, 2 for five), up to 18
+    // digits; spaced `, ` and `,` (the spacing kept), and ` , ` (written
+    // back as `, `). Every new id is worked out here as h*k + t.
+    let ids: [u64; 20] = [
+        0,
+        1,
+        4,
+        5,
+        9,
+        19,
+        20,
+        49,
+        50,
+        99,
+        1_999,
+        2_000,
+        4_999_999,
+        5_000_000,
+        99_999_999,
+        100_000_000,
+        199_999_999_999_999_999,
+        200_000_000_000_000_000,
+        499_999_999_999_999_999,
+        999_999_999_999_999_999,
+    ];
+    let list = |sep: &str| ids.iter().map(u64::to_string).collect::<Vec<_>>().join(sep);
+    let rows = [
+        format!("{{\"timestamp\": 1, \"hash_ids\": [{}]}}", list(", ")),
+        format!("{{\"timestamp\": 2, \"hash_ids\": [{}]}}", list(",")),
+        format!("{{\"timestamp\": 3, \"hash_ids\": [{}]}}", list(" , ")),
+    ];
+    let file = rows.join("\n") + "\n";
+    for k in [2usize, 5] {
+        let named: Vec<(String, &str)> = (0..k).map(|t| (format!("f{t}"), file.as_str())).collect();
+        let named: Vec<(&str, &str)> = named.iter().map(|(n, f)| (n.as_str(), *f)).collect();
+        let (_d, p) = files(&named);
+        let out = merge_ok(&["interleave"], &p, "");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3 * k);
+        // Times 1, 2, 3 in every file: row r of file t is line r*k + t.
+        for (r, line) in lines.chunks(k).enumerate() {
+            for (t, line) in line.iter().enumerate() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                let got: Vec<u64> = v["hash_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.as_u64().unwrap())
+                    .collect();
+                let want: Vec<u64> = ids.iter().map(|h| h * k as u64 + t as u64).collect();
+                assert_eq!(got, want, "k {k}, file {t}, row {r}");
+                // The array keeps its spacing: `,` in the second row only.
+                let array = &line[line.find('[').unwrap()..];
+                assert_eq!(array.contains(", "), r != 1, "{line}");
+            }
+        }
+    }
+    // 19 digits: 2 * (2^63 - 1) + 1 is u64::MAX; one more overflows.
+    let (_d, p) = files(&[
+        (
+            "a",
+            "{\"timestamp\": 1, \"hash_ids\": [1, 9223372036854775807]}\n",
+        ),
+        (
+            "b",
+            "{\"timestamp\": 1, \"hash_ids\": [1, 9223372036854775807]}\n",
+        ),
+    ]);
+    let out = merge_ok(&["interleave"], &p, "");
+    assert!(out.contains("[2, 18446744073709551614]"), "{out}");
+    assert!(out.contains("[3, 18446744073709551615]"), "{out}");
+    let (_d, p) = files(&[
+        (
+            "a",
+            "{\"timestamp\": 1, \"hash_ids\": [1, 9223372036854775808]}\n",
+        ),
+        ("b", "{\"timestamp\": 1, \"hash_ids\": [1]}\n"),
+    ]);
+    let err = crate::util::run_code("mc-merge", &args(&["interleave"], &p), "", 65);
+    assert!(err.contains("overflows 64 bits"), "{err}");
+}

@@ -121,6 +121,12 @@ impl Ahead {
         &self.batch.bytes[self.row.clone()]
     }
 
+    /// [`Ahead::row`] with its `\n`.
+    #[inline]
+    pub fn line(&self) -> &[u8] {
+        &self.batch.bytes[self.row.start..self.row.end + 1]
+    }
+
     /// The row [`Ahead::advance`] moved to and the rows after it in its
     /// batch while `goes_first` says of their keys that they go out first,
     /// as one slice with their `\n`s; and the rows taken after the current
@@ -182,6 +188,11 @@ fn make(
         first,
         ..LineRules::jsonl()
     };
+    // Room for the rows once: rewritten, a chunk grows by a few percent
+    // (one digit more for some ids), and grown by doubling its buffer was
+    // copied again and again: 225 copies, 14 M instructions on `S S` of
+    // the 16 MB slice (callgrind, decision 0048, "last").
+    out.reserve(chunk.bufs.len + chunk.bufs.len / 8);
     let mut made = Made {
         rows: Vec::with_capacity(chunk.lines as usize),
         events: Vec::new(),

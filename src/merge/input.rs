@@ -234,8 +234,9 @@ pub struct Source {
     /// The reading state while on this thread, and after the end of the
     /// file (a read-ahead thread hands it back with its last batch).
     reading: Option<Box<Reading>>,
-    /// The next row as it will be written (without its `\n`), unless it
-    /// waits in a read-ahead batch.
+    /// The next row as it will be written, with its `\n` (so it goes out
+    /// without a copy into the output's buffer under `--line-buffered`),
+    /// unless it waits in a read-ahead batch.
     pending: Vec<u8>,
     /// Its written timestamp, if it has one.
     pub timestamp: Option<Number>,
@@ -315,6 +316,7 @@ impl Source {
                 let Some((key, timestamp)) = sorted.next(&mut self.pending)? else {
                     return Ok(false);
                 };
+                self.pending.push(b'\n');
                 self.timestamp = timestamp;
                 self.key = key;
                 return Ok(true);
@@ -333,6 +335,9 @@ impl Source {
         };
         match next? {
             Some((key, timestamp)) => {
+                if let Rows::Stream(_) = self.rows {
+                    self.pending.push(b'\n');
+                }
                 self.key = key;
                 self.timestamp = timestamp;
                 Ok(true)
@@ -354,6 +359,15 @@ impl Source {
     pub fn row(&self) -> &[u8] {
         match &self.rows {
             Rows::Ahead(ahead) => ahead.row(),
+            _ => self.pending.split_last().map_or(&[], |(_, row)| row),
+        }
+    }
+
+    /// [`Source::row`] with its `\n`.
+    #[inline]
+    pub fn line(&self) -> &[u8] {
+        match &self.rows {
+            Rows::Ahead(ahead) => ahead.line(),
             _ => &self.pending,
         }
     }

@@ -266,7 +266,7 @@ impl Written {
                 1 + taken.len() as u64
             }
             None => {
-                out.write_line(src.row())?;
+                out.write_terminated(src.line())?;
                 1
             }
         };
@@ -279,7 +279,9 @@ impl Written {
     fn row(&mut self, out: &mut Output, src: &Source) -> Result<()> {
         self.time(src.timestamp);
         self.rows += 1;
-        out.write_line(src.row())
+        // With its `\n`: under `--line-buffered` straight to the writer,
+        // not copied into the output's buffer first.
+        out.write_terminated(src.line())
     }
 
     /// A written timestamp, for the summary's span.

@@ -88,8 +88,13 @@ impl Rewriter {
             return Ok(None);
         };
         // The merge orders rows by time: a time past the limit (or
-        // negative) would sort them by nonsense (limits.rs).
-        crate::limits::time_ms("timestamp", t.as_f64())?;
+        // negative) would sort them by nonsense (limits.rs). The rule and
+        // its message are `time_ms`'s; a time within it does not call it
+        // (the call was ~28 instructions a row).
+        let v = t.as_f64();
+        if !(0.0..=crate::limits::MAX_TIME_MS).contains(&v) {
+            crate::limits::time_ms("timestamp", v)?;
+        }
         if self.rule.rate == 1.0 {
             return Ok(Some(t));
         }
@@ -114,6 +119,21 @@ impl Rewriter {
         let (timestamp, new_ts) = self.shift_timestamp(&rec)?;
         let (new_delay, new_wait) = self.scale_waits(&rec)?;
         let renamed = self.namespace(&rec)?;
+        let row_start = out.len();
+        if !(new_ts || new_delay || new_wait || renamed.contains(&true)) {
+            // Most rows: nothing but the hash ids changes (nothing at all
+            // with one namespace), so the row is the text around them, with
+            // no list of edits to make and sort (decision 0048, "last").
+            match rec.span(Field::HashIds).filter(|_| self.rule.k > 1) {
+                Some(span) => {
+                    out.extend_from_slice(&bytes[..span.start]);
+                    self.hash_ids(&rec, (span.start, span.end), row_start, out)?;
+                    out.extend_from_slice(&bytes[span.end..]);
+                }
+                None => out.extend_from_slice(bytes),
+            }
+            return Ok(Some(Kept { timestamp }));
+        }
         // (start, end, new value) of each value replaced, on the stack (a
         // `Vec` was an allocation a row); `None` for the hash ids, which
         // are renumbered straight into `out` when their place comes (made
@@ -139,39 +159,50 @@ impl Rewriter {
         edit(self.rule.k > 1, Field::HashIds, None);
         let edits = &mut edits[..n];
         edits.sort_unstable_by_key(|e| e.0);
-        let (k, t) = (self.rule.k, self.rule.t);
-        let row_start = out.len();
         let mut at = 0;
         for &(start, end, value) in edits.iter() {
             out.extend_from_slice(&bytes[at..start]);
             at = end;
             match value {
                 Some(v) => out.extend_from_slice(v),
-                None => {
-                    let mark = out.len();
-                    // Read, namespaced and written in one pass, four ids
-                    // at a time where it can (`Record::namespace_hash_ids`);
-                    // `null` and `[]` are kept as written.
-                    let count = rec.namespace_hash_ids(out, (k, t), |id| {
-                        RecordError::field(
-                            "hash_ids",
-                            format!(
-                                "id {id} times {k} files overflows 64 bits (use --shared-ids, \
-                                 or renumber the ids)"
-                            ),
-                        )
-                    });
-                    // A bad row writes nothing, as one `--weights` drops.
-                    let count = count.inspect_err(|_| out.truncate(row_start))?;
-                    if count.is_none_or(|c| c == 0) {
-                        out.truncate(mark);
-                        out.extend_from_slice(&bytes[start..end]);
-                    }
-                }
+                None => self.hash_ids(&rec, (start, end), row_start, out)?,
             }
         }
         out.extend_from_slice(&bytes[at..]);
         Ok(Some(Kept { timestamp }))
+    }
+
+    /// Writes the row's hash ids (at `start..end` of it) in the file's
+    /// namespace to `out`: read, namespaced and written in one pass, as
+    /// text or four ids at a time where it can
+    /// (`Record::namespace_hash_ids`); `null` and `[]` are kept as
+    /// written. A bad row writes nothing, as one `--weights` drops: on an
+    /// error `out` is cut back to `row_start`.
+    #[inline(always)]
+    fn hash_ids(
+        &self,
+        rec: &Record<'_>,
+        (start, end): (usize, usize),
+        row_start: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RecordError> {
+        let (k, t) = (self.rule.k, self.rule.t);
+        let mark = out.len();
+        let count = rec.namespace_hash_ids(out, (k, t), |id| {
+            RecordError::field(
+                "hash_ids",
+                format!(
+                    "id {id} times {k} files overflows 64 bits (use --shared-ids, \
+                     or renumber the ids)"
+                ),
+            )
+        });
+        let count = count.inspect_err(|_| out.truncate(row_start))?;
+        if count.is_none_or(|c| c == 0) {
+            out.truncate(mark);
+            out.extend_from_slice(&rec.line()[start..end]);
+        }
+        Ok(())
     }
 
     /// The row's time after --scale-rate and --offset, and whether it
