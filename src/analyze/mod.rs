@@ -148,9 +148,29 @@ pub struct ReadRow<S> {
 }
 
 impl<'a> ReadRow<&'a [u8]> {
+    /// Parses `line` into a row and its ids into `ids`: [`Record::parse`]
+    /// and [`ReadRow::read`] in one, the ids decoded as the scan walks
+    /// them ([`Record::parse_decoding_ids`]); the same row and errors.
+    pub fn parse(line: &'a [u8], ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
+        let (rec, decoded) = Record::parse_decoding_ids(line, ids)?;
+        ReadRow::read_with(&rec, ids, decoded)
+    }
+
     /// Reads `rec`'s fields into a row and its ids into `ids`: every check a
     /// record can fail on by itself, in the order the report names the first.
     pub fn read(rec: &Record<'a>, ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
+        ReadRow::read_with(rec, ids, false)
+    }
+
+    /// [`ReadRow::read`], with `decoded` true when `ids` already holds
+    /// `hash_ids`' ids (decoded by the scan, so none has more than eight
+    /// digits and none can be refused).
+    #[inline(always)]
+    fn read_with(
+        rec: &Record<'a>,
+        ids: &mut Vec<u64>,
+        decoded: bool,
+    ) -> std::result::Result<Self, RecordError> {
         let length = |f: Field| rec.number(f).map(|n| n.map(|n| n.as_f64()));
         let isl = length(Field::InputLength)?;
         let osl = length(Field::OutputLength)?;
@@ -158,6 +178,17 @@ impl<'a> ReadRow<&'a [u8]> {
         let delay = length(Field::Delay)?;
         let session = rec.session_id()?;
         let agent = AgentFields::read_if_any(rec)?.map(Box::new);
+        if decoded {
+            return Ok(ReadRow {
+                isl,
+                osl,
+                timestamp,
+                delay,
+                session,
+                has_ids: true,
+                agent,
+            });
+        }
         let has_ids = rec.hash_ids_into(ids)?;
         // One OR over the ids (vectorised) finds whether any has the top
         // bit; only then is the first such id looked for, to be named.
@@ -196,10 +227,10 @@ impl<S> ReadRow<S> {
 }
 
 impl Analyzer {
-    /// Reads one record. Nothing is recorded for a record that is rejected.
-    pub fn add(&mut self, line: u64, rec: &Record<'_>) -> std::result::Result<(), RecordError> {
+    /// Reads the record on one line. Nothing is recorded for a record that is rejected.
+    pub fn add(&mut self, line: u64, bytes: &[u8]) -> std::result::Result<(), RecordError> {
         let mut ids = std::mem::take(&mut self.ids);
-        let read = ReadRow::read(rec, &mut ids).and_then(|row| self.apply(line, row, &ids));
+        let read = ReadRow::parse(bytes, &mut ids).and_then(|row| self.apply(line, row, &ids));
         self.ids = ids;
         read
     }
@@ -388,7 +419,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
             if no % PROGRESS_ROWS == 0 {
                 progress.tick(|| reading(no, read_bytes, started));
             }
-            match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+            match analyzer.add(no, bytes) {
                 Ok(()) => match records.as_mut() {
                     Some(out) => out.write_line(bytes),
                     None => Ok(()),
