@@ -152,7 +152,8 @@ impl<'a> ReadRow<&'a [u8]> {
     /// and [`ReadRow::read`] in one, the ids decoded as the scan walks
     /// them ([`Record::parse_decoding_ids`]); the same row and errors.
     pub fn parse(line: &'a [u8], ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
-        let (rec, decoded) = Record::parse_decoding_ids(line, ids)?;
+        let mut rec = Record::slot();
+        let decoded = Record::parse_decoding_ids(line, &mut rec, ids)?;
         ReadRow::read_with(&rec, ids, decoded)
     }
 
@@ -171,7 +172,7 @@ impl<'a> ReadRow<&'a [u8]> {
         ids: &mut Vec<u64>,
         decoded: bool,
     ) -> std::result::Result<Self, RecordError> {
-        let length = |f: Field| rec.number(f).map(|n| n.map(|n| n.as_f64()));
+        let length = |f: Field| rec.number_f64(f);
         let isl = length(Field::InputLength)?;
         let osl = length(Field::OutputLength)?;
         let timestamp = length(Field::Timestamp)?;

@@ -36,26 +36,29 @@ impl<'a> Record<'a> {
         Record::parse_general(line)
     }
 
-    /// [`Record::parse`], decoding the ids of `hash_ids` into `ids` as the
-    /// scan walks them when it can: the flag is true when it did, and `ids`
-    /// then holds what [`Record::hash_ids_into`] would give (`Ok(true)`);
-    /// when false, `ids` holds nothing of use and the ids are
+    /// [`Record::parse`] into `rec` (from [`Record::slot`], or any
+    /// record: it is overwritten), decoding the ids of `hash_ids` into
+    /// `ids` as the scan walks them when it can: true when it did, and
+    /// `ids` then holds what [`Record::hash_ids_into`] would give
+    /// (`Ok(true)`); when false, `ids` holds nothing of use and the ids are
     /// `hash_ids_into`'s to read (and to refuse, in its words). The same
     /// record, and the same errors, as `parse`. For a reader that decodes
     /// every row's ids (mc-analyze): the walk and the decode were two
-    /// passes over the same bytes (docs/decisions/0051-ids-decoded-four-at-a-time.md).
+    /// passes over the same bytes, and the record returned by value was
+    /// copied twice a row (`memcpy`; docs/decisions/0051-ids-decoded-four-at-a-time.md).
     pub fn parse_decoding_ids(
         line: &'a [u8],
+        rec: &mut Record<'a>,
         ids: &mut Vec<u64>,
-    ) -> Result<(Record<'a>, bool), RecordError> {
+    ) -> Result<bool, RecordError> {
         if u32::try_from(line.len()).is_ok() {
-            let mut rec = Record::slot();
-            if let Some(decoded) = scan_plain::<false, true>(line, &mut rec, ids) {
-                return Ok((rec, decoded));
+            if let Some(decoded) = scan_plain::<false, true>(line, rec, ids) {
+                return Ok(decoded);
             }
         }
         // `parse` tries the plain path again: rare lines, the same verdict.
-        Record::parse(line).map(|rec| (rec, false))
+        *rec = Record::parse(line)?;
+        Ok(false)
     }
 
     /// The record at the start of `buf` when it is a line in the plain
@@ -1182,9 +1185,10 @@ mod ids_decoded_by_the_scan {
     fn agrees(line: &[u8]) -> Result<bool, String> {
         let text = String::from_utf8_lossy(line);
         let mut ids = vec![3, 2, 1];
-        let fused = Record::parse_decoding_ids(line, &mut ids);
+        let mut rec = Record::slot();
+        let fused = Record::parse_decoding_ids(line, &mut rec, &mut ids);
         match (fused, Record::parse(line)) {
-            (Ok((rec, decoded)), Ok(reference)) => {
+            (Ok(decoded), Ok(reference)) => {
                 let same = rec.line == reference.line
                     && rec.spans == reference.spans
                     && rec.close == reference.close
@@ -1203,11 +1207,7 @@ mod ids_decoded_by_the_scan {
                 Ok(decoded)
             }
             (Err(a), Err(b)) if a.to_string() == b.to_string() => Ok(false),
-            (a, b) => Err(format!(
-                "{:?} against {:?}: {text}",
-                a.map(|r| r.1),
-                b.err()
-            )),
+            (a, b) => Err(format!("{a:?} against {:?}: {text}", b.err())),
         }
     }
 
