@@ -6,6 +6,8 @@ use mctrace::analyze::ReadRow;
 use mctrace::record::Record;
 use proptest::prelude::*;
 
+use crate::util::{run_ok, run_ok_both};
+
 /// The row, ids and error of both ways of reading `line`, compared.
 fn same_reading(line: &[u8]) -> Result<(), String> {
     let text = String::from_utf8_lossy(line);
@@ -72,5 +74,61 @@ proptest! {
         );
         let checked = same_reading(line.as_bytes());
         prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
+    }
+}
+
+/// The one-thread reader (`--line-buffered`, `--pass`), which reads lines
+/// in the plain form where they lie in its read buffer, reports what the
+/// reader on every core reports (each line cut first, then parsed): on a
+/// trace with a BOM, `\r\n` endings, blank lines, lines not in the plain
+/// form, bad lines, lines at and over `--max-line-bytes` (a `\r` counts),
+/// and a last line without its `\n`.
+#[test]
+fn the_one_thread_reader_reports_what_the_cut_lines_give() {
+    let plain = |k: usize| {
+        let ids: Vec<String> = (0..k % 40 + 1)
+            .map(|i| (i * 7 + k % 5).to_string())
+            .collect();
+        format!(
+            r#"{{"timestamp": {}, "input_length": {}, "output_length": 9, "hash_ids": [{}]}}"#,
+            k * 10,
+            (k % 40 + 1) * 512,
+            ids.join(", ")
+        )
+    };
+    // Line 90 ends in `\r\n` and is read in the buffer (the last line
+    // not in the plain form is 13, and the 64 after it are read the
+    // reader's way): the limit at its length refuses it, as the reader does.
+    let limit = plain(90).len();
+    let mut text = String::from("\u{feff}");
+    for k in 0..400 {
+        let line = match k % 100 {
+            // Not the plain form: the general scan's, and the 64 lines after.
+            5 => plain(k).replace(": ", " : "),
+            7 => String::new(),
+            11 => plain(k).replace("hash_ids\": [", "hash_ids\": [-"),
+            13 => plain(k).replace('}', ", \"x\": [1, {\"y\": null}]}"),
+            _ => plain(k),
+        };
+        text.push_str(&line);
+        text.push_str(if k % 3 == 0 { "\r\n" } else { "\n" });
+    }
+    text.push_str(&plain(1));
+    let reports = |limit: usize| {
+        let limit = limit.to_string();
+        let args = ["--json", "--on-error", "skip", "--max-line-bytes", &limit];
+        let cut = run_ok("mc-analyze", &args, &text);
+        let one = run_ok(
+            "mc-analyze",
+            &[&args[..], &["--line-buffered"]].concat(),
+            &text,
+        );
+        let (_, pass) = run_ok_both("mc-analyze", &[&args[..], &["--pass"]].concat(), &text);
+        (cut, one, pass)
+    };
+    for limit in [1 << 20, limit, limit + 1, limit - 1] {
+        let (cut, one, pass) = reports(limit);
+        assert_eq!(one, cut, "--max-line-bytes {limit}");
+        assert_eq!(pass, cut, "--max-line-bytes {limit}");
     }
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, IoArgs};
 use crate::graph::AgentFields;
-use crate::jsonl::{ErrorPolicy, Output};
+use crate::jsonl::{ErrorPolicy, LineReader, Output};
 use crate::progress::Progress;
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
@@ -211,6 +211,58 @@ impl<'a> ReadRow<&'a [u8]> {
         })
     }
 }
+
+/// The one-thread reader's loop: each line of `reader` to `f` with its
+/// row read ([`ReadRow`]) and its ids, or the reading's error. A line in
+/// the plain form is read where it lies in the read buffer
+/// ([`Record::parse_line_decoding_ids`]), with no search for its `\n`
+/// first (the filters' loop, decision 0039); the others, and the
+/// [`SLOW_AFTER_MISS`] lines after one, the reader's way. The lines, rows
+/// and errors are those of [`LineReader::next_line`] and [`ReadRow::parse`].
+fn for_each_row<R: std::io::Read>(
+    reader: &mut LineReader<R>,
+    policy: &mut ErrorPolicy,
+    mut f: impl FnMut(u64, &[u8], ReadResult<'_>, &[u64], &mut ErrorPolicy) -> Result<()>,
+) -> Result<()> {
+    let max_line = reader.max_line();
+    let mut ids = Vec::new();
+    let mut slow = 0u32;
+    loop {
+        if slow == 0 {
+            if let Some(unread) = reader.unread() {
+                let mut rec = Record::slot();
+                if let Some((next, decoded)) =
+                    Record::parse_line_decoding_ids(unread, &mut rec, &mut ids)
+                {
+                    // The reader's limit counts a `\r` before the `\n`.
+                    if next - 1 <= max_line {
+                        let row = ReadRow::read_with(&rec, &mut ids, decoded);
+                        f(reader.line_no() + 1, rec.line(), row, &ids, policy)?;
+                        reader.consume(next);
+                        continue;
+                    }
+                }
+            }
+        }
+        slow = slow.checked_sub(1).unwrap_or(SLOW_AFTER_MISS);
+        match reader.next_line() {
+            Ok(Some(line)) => {
+                let row = ReadRow::parse(line.bytes, &mut ids);
+                f(line.no, line.bytes, row, &ids, policy)?;
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => policy.handle(e)?,
+        }
+    }
+}
+
+/// A row as [`for_each_row`] hands it out.
+type ReadResult<'a> = std::result::Result<ReadRow<&'a [u8]>, RecordError>;
+
+/// See [`for_each_row`]: lines read the reader's way after one the read
+/// in the buffer did not take (a trace not in the plain form is not
+/// tried line by line).
+const SLOW_AFTER_MISS: u32 = 64;
 
 impl<S> ReadRow<S> {
     /// The same row with its session found again through `f`.
@@ -414,13 +466,13 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let started = Instant::now();
     let mut read_bytes = 0u64;
     let read = match source {
-        Err(ref mut reader) => filter::for_each_line(reader, &mut policy, |no, bytes, policy| {
+        Err(ref mut reader) => for_each_row(reader, &mut policy, |no, bytes, row, ids, policy| {
             last_line = no;
             read_bytes += bytes.len() as u64 + 1;
             if no % PROGRESS_ROWS == 0 {
                 progress.tick(|| reading(no, read_bytes, started));
             }
-            match analyzer.add(no, bytes) {
+            match row.and_then(|row| analyzer.apply(no, row, ids)) {
                 Ok(()) => match records.as_mut() {
                     Some(out) => out.write_line(bytes),
                     None => Ok(()),

@@ -61,6 +61,23 @@ impl<'a> Record<'a> {
         Ok(false)
     }
 
+    /// [`Record::parse_line_into`] that also decodes the ids of
+    /// `hash_ids` into `ids` as [`Record::parse_decoding_ids`] does:
+    /// returns where the next line starts and whether `ids` holds them.
+    /// For mc-analyze's one-thread reader, which reads lines where they
+    /// lie in its read buffer as the filters do (decision 0039).
+    #[inline]
+    pub fn parse_line_decoding_ids(
+        buf: &'a [u8],
+        rec: &mut Record<'a>,
+        ids: &mut Vec<u64>,
+    ) -> Option<(usize, bool)> {
+        let most = buf.len().min(u32::MAX as usize);
+        let decoded = scan_plain::<true, true>(&buf[..most], rec, ids)?;
+        let end = rec.line.len();
+        Some((end + 1 + usize::from(buf[end] == b'\r'), decoded))
+    }
+
     /// The record at the start of `buf` when it is a line in the plain
     /// form (`parse_plain`) ended by `\n` or `\r\n`: the record's line
     /// is the bytes before that ending (its `\n` the first in `buf`: the
