@@ -299,7 +299,7 @@ impl<'a> Record<'a> {
     }
 
     /// [`Record::number`] as `f64`: a value of one to eight digits read
-    /// inline ([`Record::short_digits`]), an absent field at once, the
+    /// inline (`short_digits`), an absent field at once, the
     /// rest by `number`. For mc-analyze's four numbers a row, where the
     /// call to `number` was about 60 instructions each (cachegrind,
     /// decision 0051's last section).
