@@ -1,6 +1,7 @@
 //! One integration-test binary (so the suite links once); each tool has a module.
 
 mod analyze;
+mod analyze_read;
 mod answers;
 mod architecture;
 mod cap;

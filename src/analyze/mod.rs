@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::error::{Error, RecordError, Result};
 use crate::filter::{self, IoArgs};
 use crate::graph::AgentFields;
-use crate::jsonl::{ErrorPolicy, Output};
+use crate::jsonl::{ErrorPolicy, LineReader, Output};
 use crate::progress::Progress;
 use crate::record::{Field, Record};
 use aiperf::{AiperfStats, FirstIds};
@@ -148,16 +148,48 @@ pub struct ReadRow<S> {
 }
 
 impl<'a> ReadRow<&'a [u8]> {
+    /// Parses `line` into a row and its ids into `ids`: [`Record::parse`]
+    /// and [`ReadRow::read`] in one, the ids decoded as the scan walks
+    /// them ([`Record::parse_decoding_ids`]); the same row and errors.
+    pub fn parse(line: &'a [u8], ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
+        let mut rec = Record::slot();
+        let decoded = Record::parse_decoding_ids(line, &mut rec, ids)?;
+        ReadRow::read_with(&rec, ids, decoded)
+    }
+
     /// Reads `rec`'s fields into a row and its ids into `ids`: every check a
     /// record can fail on by itself, in the order the report names the first.
     pub fn read(rec: &Record<'a>, ids: &mut Vec<u64>) -> std::result::Result<Self, RecordError> {
-        let length = |f: Field| rec.number(f).map(|n| n.map(|n| n.as_f64()));
+        ReadRow::read_with(rec, ids, false)
+    }
+
+    /// [`ReadRow::read`], with `decoded` true when `ids` already holds
+    /// `hash_ids`' ids (decoded by the scan, so none has more than eight
+    /// digits and none can be refused).
+    #[inline(always)]
+    fn read_with(
+        rec: &Record<'a>,
+        ids: &mut Vec<u64>,
+        decoded: bool,
+    ) -> std::result::Result<Self, RecordError> {
+        let length = |f: Field| rec.number_f64(f);
         let isl = length(Field::InputLength)?;
         let osl = length(Field::OutputLength)?;
         let timestamp = length(Field::Timestamp)?;
         let delay = length(Field::Delay)?;
         let session = rec.session_id()?;
         let agent = AgentFields::read_if_any(rec)?.map(Box::new);
+        if decoded {
+            return Ok(ReadRow {
+                isl,
+                osl,
+                timestamp,
+                delay,
+                session,
+                has_ids: true,
+                agent,
+            });
+        }
         let has_ids = rec.hash_ids_into(ids)?;
         // One OR over the ids (vectorised) finds whether any has the top
         // bit; only then is the first such id looked for, to be named.
@@ -180,6 +212,58 @@ impl<'a> ReadRow<&'a [u8]> {
     }
 }
 
+/// The one-thread reader's loop: each line of `reader` to `f` with its
+/// row read ([`ReadRow`]) and its ids, or the reading's error. A line in
+/// the plain form is read where it lies in the read buffer
+/// ([`Record::parse_line_decoding_ids`]), with no search for its `\n`
+/// first (the filters' loop, decision 0039); the others, and the
+/// [`SLOW_AFTER_MISS`] lines after one, the reader's way. The lines, rows
+/// and errors are those of [`LineReader::next_line`] and [`ReadRow::parse`].
+fn for_each_row<R: std::io::Read>(
+    reader: &mut LineReader<R>,
+    policy: &mut ErrorPolicy,
+    mut f: impl FnMut(u64, &[u8], ReadResult<'_>, &[u64], &mut ErrorPolicy) -> Result<()>,
+) -> Result<()> {
+    let max_line = reader.max_line();
+    let mut ids = Vec::new();
+    let mut slow = 0u32;
+    loop {
+        if slow == 0 {
+            if let Some(unread) = reader.unread() {
+                let mut rec = Record::slot();
+                if let Some((next, decoded)) =
+                    Record::parse_line_decoding_ids(unread, &mut rec, &mut ids)
+                {
+                    // The reader's limit counts a `\r` before the `\n`.
+                    if next - 1 <= max_line {
+                        let row = ReadRow::read_with(&rec, &mut ids, decoded);
+                        f(reader.line_no() + 1, rec.line(), row, &ids, policy)?;
+                        reader.consume(next);
+                        continue;
+                    }
+                }
+            }
+        }
+        slow = slow.checked_sub(1).unwrap_or(SLOW_AFTER_MISS);
+        match reader.next_line() {
+            Ok(Some(line)) => {
+                let row = ReadRow::parse(line.bytes, &mut ids);
+                f(line.no, line.bytes, row, &ids, policy)?;
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => policy.handle(e)?,
+        }
+    }
+}
+
+/// A row as [`for_each_row`] hands it out.
+type ReadResult<'a> = std::result::Result<ReadRow<&'a [u8]>, RecordError>;
+
+/// See [`for_each_row`]: lines read the reader's way after one the read
+/// in the buffer did not take (a trace not in the plain form is not
+/// tried line by line).
+const SLOW_AFTER_MISS: u32 = 64;
+
 impl<S> ReadRow<S> {
     /// The same row with its session found again through `f`.
     pub fn map_session<T>(self, f: impl FnOnce(S) -> T) -> ReadRow<T> {
@@ -196,10 +280,10 @@ impl<S> ReadRow<S> {
 }
 
 impl Analyzer {
-    /// Reads one record. Nothing is recorded for a record that is rejected.
-    pub fn add(&mut self, line: u64, rec: &Record<'_>) -> std::result::Result<(), RecordError> {
+    /// Reads the record on one line. Nothing is recorded for a record that is rejected.
+    pub fn add(&mut self, line: u64, bytes: &[u8]) -> std::result::Result<(), RecordError> {
         let mut ids = std::mem::take(&mut self.ids);
-        let read = ReadRow::read(rec, &mut ids).and_then(|row| self.apply(line, row, &ids));
+        let read = ReadRow::parse(bytes, &mut ids).and_then(|row| self.apply(line, row, &ids));
         self.ids = ids;
         read
     }
@@ -382,13 +466,13 @@ pub fn run(args: &AnalyzeArgs) -> Result<()> {
     let started = Instant::now();
     let mut read_bytes = 0u64;
     let read = match source {
-        Err(ref mut reader) => filter::for_each_line(reader, &mut policy, |no, bytes, policy| {
+        Err(ref mut reader) => for_each_row(reader, &mut policy, |no, bytes, row, ids, policy| {
             last_line = no;
             read_bytes += bytes.len() as u64 + 1;
             if no % PROGRESS_ROWS == 0 {
                 progress.tick(|| reading(no, read_bytes, started));
             }
-            match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+            match row.and_then(|row| analyzer.apply(no, row, ids)) {
                 Ok(()) => match records.as_mut() {
                     Some(out) => out.write_line(bytes),
                     None => Ok(()),

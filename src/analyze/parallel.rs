@@ -17,7 +17,6 @@ use super::{Analyzer, ReadRow};
 use crate::chunks::{self, Buffers, Chunk, ChunkLine};
 use crate::error::{Error, Result};
 use crate::jsonl::{ErrorPolicy, LineRules};
-use crate::record::Record;
 
 /// One line of a chunk as a worker read it.
 enum Line {
@@ -89,7 +88,7 @@ fn read_chunk(chunk: &Chunk, first: bool, max_line: usize, skip: usize, out: &mu
         let line = match text {
             Err(e) => Line::Bad(e),
             Ok(None) => continue, // blank
-            Ok(Some(text)) => match Record::parse(text).and_then(|r| ReadRow::read(&r, &mut ids)) {
+            Ok(Some(text)) => match ReadRow::parse(text, &mut ids) {
                 Err(err) => Line::Bad(Error::Data { line: no, err }),
                 Ok(row) => {
                     // The session as a range of the chunk: it is a slice of it.
@@ -319,14 +318,12 @@ mod tests {
         let mut policy = ErrorPolicy::new(crate::jsonl::OnError::Skip);
         let mut analyzer = Analyzer::default();
         let mut src = crate::jsonl::LineReader::new(text.as_bytes(), 1 << 20);
-        crate::filter::for_each_line(
-            &mut src,
-            &mut policy,
-            |no, bytes, policy| match Record::parse(bytes).and_then(|rec| analyzer.add(no, &rec)) {
+        crate::filter::for_each_line(&mut src, &mut policy, |no, bytes, policy| {
+            match analyzer.add(no, bytes) {
                 Ok(()) => Ok(()),
                 Err(e) => policy.record(no, e),
-            },
-        )
+            }
+        })
         .unwrap();
         assert_eq!(policy.skipped(), &skipped);
         assert_eq!(analyzer.finish(&opts, &policy), report);

@@ -166,7 +166,34 @@ pub(crate) fn walk_fast(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
         // SAFETY: the CPU has the features the function is compiled for.
         return unsafe { walk_fast_avx2(b, i) };
     }
-    walk_fast_with::<Baseline>(b, i)
+    walk_fast_with::<Baseline>(b, i, |_, _| {})
+}
+
+/// [`walk_fast`] that also decodes the ids into `out` (cleared first) as
+/// it walks them, where the CPU has AVX2: the third value is then true
+/// and `out` holds the array's ids, what [`decode`] gives for it. False
+/// (and `out` left for the caller to fill) on other CPUs and for an array
+/// whose `[` is before byte 7 of `b` (the loads reach seven bytes before
+/// an id). The walk already has each window's digit mask, so the ids'
+/// ends cost a shift and an AND there, where a separate decode classified
+/// every window again (mc-analyze; decision 0051's last section). On
+/// `None`, `out` may hold a part of the ids.
+// Always inlined: a call of its own was about 40 instructions a row
+// (cachegrind, mc-analyze).
+#[inline(always)]
+pub(crate) fn walk_fast_decoding(
+    b: &[u8],
+    i: usize,
+    out: &mut Vec<u64>,
+) -> Option<(usize, IdArrayShape, bool)> {
+    out.clear();
+    #[cfg(target_arch = "x86_64")]
+    if i >= 8 && has_avx2() {
+        // SAFETY: the CPU has the features the function is compiled for,
+        // and the `[` is at byte 7 or later.
+        return unsafe { walk_fast_avx2_decoding(b, i, out) }.map(|(end, s)| (end, s, true));
+    }
+    walk_fast(b, i).map(|(end, s)| (end, s, false))
 }
 
 /// Whether the CPU has AVX2, POPCNT and BMI1, asked once: one load a call
@@ -194,7 +221,26 @@ fn has_avx2() -> bool {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 fn walk_fast_avx2(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
-    walk_fast_with::<Avx2>(b, i)
+    walk_fast_with::<Avx2>(b, i, |_, _| {})
+}
+
+/// [`walk_fast_avx2`] storing each window's ids into `out` as it is
+/// walked ([`store_window_ids`]). Safety: the CPU has AVX2, POPCNT and
+/// BMI1, and `i >= 8` (every id ends at `i` or later, so the eight bytes
+/// that end at it start within `b`). On `None`, `out` holds a part of
+/// the array's ids.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
+unsafe fn walk_fast_avx2_decoding(
+    b: &[u8],
+    i: usize,
+    out: &mut Vec<u64>,
+) -> Option<(usize, IdArrayShape)> {
+    walk_fast_with::<Avx2>(b, i, |p, ends| {
+        // SAFETY: the walk hands out ends of ids of at most eight digits
+        // that lie within `b` at `i` or later (so at 8 or later).
+        unsafe { store_window_ids(b, p, ends, out) }
+    })
 }
 
 /// A way to classify a window: the target's baseline or AVX2.
@@ -235,8 +281,19 @@ impl Classify for Avx2 {
 /// digit, and the ladder that measures ids needs no carries from window
 /// to window. An id of more than [`FAST_MAX_DIGITS`] digits ends the fast
 /// path, so a window moves on by at least 64 − 8 bytes.
+///
+/// `ends(p, mask)` is called with each window's ids as they are proven:
+/// bit k of `mask` set when `b[p + k]` is the last digit of an id (each
+/// id once, whole in the window's bytes, after the window's checks
+/// passed; an id cut by the window's end is handed out with the next
+/// window). The scan passes a closure that does nothing, which the
+/// compiler removes with the masks it would have read.
 #[inline(always)]
-fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShape)> {
+fn walk_fast_with<C: Classify>(
+    b: &[u8],
+    i: usize,
+    mut ends: impl FnMut(usize, u64),
+) -> Option<(usize, IdArrayShape)> {
     let mut p = i;
     // Whether the byte before the window is a comma.
     let mut prev_c = 0u64;
@@ -284,6 +341,7 @@ fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShap
             if b.get(end) != Some(&b']') || (after_d >> e) & 1 == 0 {
                 return None;
             }
+            ends(p, d & !(d >> 1));
             let shape = IdArrayShape {
                 count: commas + 1,
                 longest_digits: longest,
@@ -293,6 +351,9 @@ fn walk_fast_with<C: Classify>(b: &[u8], i: usize) -> Option<(usize, IdArrayShap
         // The digits that end the window (at most FAST_MAX_DIGITS, or the
         // ladder stopped) start the next one.
         let cut = (!m.digit).leading_zeros();
+        // The ids that end below the cut (`cut` is at most 8, the ladder
+        // having passed).
+        ends(p, d & !(d >> 1) & (!0u64 >> cut));
         prev_c = (m.comma >> (63 - cut)) & 1;
         p += 64 - cut as usize;
     }
@@ -643,7 +704,6 @@ fn short_id_ends(line: &[u8], w: usize, close: usize) -> u64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec<u64>) -> bool {
-    use std::arch::x86_64::*;
     // A group stores four lanes whatever it holds; a window's ids are
     // counted before any is stored, so at most `count` are before a store.
     out.reserve(count + 3);
@@ -655,7 +715,7 @@ fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec
     let mut done = 0usize;
     let mut w = open + 1;
     while w < close {
-        let mut mask = id_ends(line, w, close);
+        let mask = id_ends(line, w, close);
         let n = mask.count_ones() as usize;
         if n > count - done {
             // SAFETY: no id past `base` counts.
@@ -663,28 +723,12 @@ fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec
             return false;
         }
         if mask != 0 {
-            // The window's last end, in every lane past its ids.
-            let last = 1u64 << (63 - mask.leading_zeros());
-            let mut group = dst.wrapping_add(done);
+            // SAFETY: an end lies after `open` (at least 7), so e-7 >= 1,
+            // and before the `]`, so e+1 <= line.len(); the window's
+            // first id is below `done + n <= count`, so the groups' lanes
+            // lie within the `count + 3` reserved.
+            unsafe { store_id_groups(base_ptr, w, mask, dst.wrapping_add(done)) };
             done += n;
-            while mask != 0 {
-                let m0 = mask;
-                let m1 = m0 & (m0.wrapping_sub(1));
-                let m2 = m1 & (m1.wrapping_sub(1));
-                let m3 = m2 & (m2.wrapping_sub(1));
-                mask = m3 & m3.wrapping_sub(1);
-                let at = |m: u64| w + (m | last).trailing_zeros() as usize;
-                // SAFETY: an end lies after `open` (at least 7), so e-7 >= 1,
-                // and before the `]`, so e+1 <= line.len().
-                let load =
-                    |m: u64| unsafe { base_ptr.add(at(m) - 7).cast::<i64>().read_unaligned() };
-                let v = _mm256_set_epi64x(load(m3), load(m2), load(m1), load(m0));
-                let value = super::renumber::eight_digit_values(v);
-                // SAFETY: the group's first id is below `done <= count`,
-                // so its four lanes lie within the `count + 3` reserved.
-                unsafe { _mm256_storeu_si256(group.cast(), value) };
-                group = group.wrapping_add(4);
-            }
         }
         w += 63;
     }
@@ -696,6 +740,68 @@ fn decode_avx2(line: &[u8], open: usize, end: usize, count: usize, out: &mut Vec
     // SAFETY: the first `count` ids from `base` were stored above.
     unsafe { out.set_len(base + count) };
     true
+}
+
+/// Stores the ids of one window of a proven array at `dst`, four at a
+/// time: bit k of `ends` (not 0) is set when `base.add(w + k)` is the last
+/// digit of an id of at most eight digits. The eight bytes that end at
+/// each are loaded into a 64-bit lane, four ids to a 256-bit register,
+/// and turned into values at once (`renumber::eight_digit_values`: every
+/// byte at or below the last non-digit cleared, then multiply-adds); a
+/// group short of four repeats the window's last id in its other lanes,
+/// so the groups need no test between them, and up to three lanes past
+/// the window's ids are written (the next store, or the caller's length,
+/// leaves them out). The one group loop of [`decode_avx2`] and of the
+/// walk that decodes ([`store_window_ids`]).
+///
+/// Safety: the CPU has AVX2 and BMI1; for each end `e`, the bytes
+/// `base + e - 7 ..= base + e` are readable; `dst` has room for the
+/// window's ids and three more.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,bmi1")]
+unsafe fn store_id_groups(base: *const u8, w: usize, mut ends: u64, mut dst: *mut u64) {
+    use std::arch::x86_64::*;
+    // The window's last end, in every lane past its ids.
+    let last = 1u64 << (63 - ends.leading_zeros());
+    while ends != 0 {
+        let m0 = ends;
+        let m1 = m0 & (m0.wrapping_sub(1));
+        let m2 = m1 & (m1.wrapping_sub(1));
+        let m3 = m2 & (m2.wrapping_sub(1));
+        ends = m3 & m3.wrapping_sub(1);
+        let at = |m: u64| w + (m | last).trailing_zeros() as usize;
+        // SAFETY: the caller's: the eight bytes that end at an end are readable.
+        let load = |m: u64| unsafe { base.add(at(m) - 7).cast::<i64>().read_unaligned() };
+        let v = _mm256_set_epi64x(load(m3), load(m2), load(m1), load(m0));
+        let value = super::renumber::eight_digit_values(v);
+        // SAFETY: the caller's: room for the window's ids and three more.
+        unsafe { _mm256_storeu_si256(dst.cast(), value) };
+        dst = dst.wrapping_add(4);
+    }
+}
+
+/// Appends to `out` the ids that end at the set bits of `ends` (bit k:
+/// `line[p + k]`), by [`store_id_groups`]. Safety: the CPU has AVX2,
+/// POPCNT and BMI1; each end `e` is the last digit of an id of at most
+/// eight digits, with `7 <= e < line.len()`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
+unsafe fn store_window_ids(line: &[u8], p: usize, ends: u64, out: &mut Vec<u64>) {
+    if ends == 0 {
+        return;
+    }
+    let n = ends.count_ones() as usize;
+    out.reserve(n + 3);
+    let len = out.len();
+    // SAFETY: the ends' bytes are within `line` (the caller's), and
+    // `reserve` made room for `n + 3` ids from `len`, of which the first
+    // `n` are stored.
+    unsafe {
+        store_id_groups(line.as_ptr(), p, ends, out.as_mut_ptr().add(len));
+        out.set_len(len + n);
+    }
 }
 
 /// Decodes an array [`walk`] already accepted, with no id over 19 digits:
@@ -1065,7 +1171,7 @@ mod tests {
             let fast = walk_fast(&line, lead + 1);
             proptest::prop_assert!(fast.is_some());
             // Both ways of classifying (AVX2 where the CPU has it).
-            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, lead + 1), fast);
+            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, lead + 1, |_, _| {}), fast);
             proptest::prop_assert_eq!(Ok(fast.unwrap()), walk(&line, lead + 1, |_| {}));
         }
 
@@ -1108,7 +1214,7 @@ mod tests {
             if let Some(c) = cut {
                 line.truncate(1 + c % line.len());
             }
-            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, 1), walk_fast(&line, 1));
+            proptest::prop_assert_eq!(walk_fast_with::<Baseline>(&line, 1, |_, _| {}), walk_fast(&line, 1));
             if let Some(fast) = walk_fast(&line, 1) {
                 proptest::prop_assert_eq!(Ok(fast), walk(&line, 1, |_| {}), "{}", String::from_utf8_lossy(&line));
             }
@@ -1254,6 +1360,135 @@ mod tests {
         }
     }
 
+    /// The walk that decodes ([`walk_fast_decoding`]) against the walk
+    /// and the checking walker: the same verdict, end and shape as
+    /// [`walk_fast`], and, where it takes the array on a CPU with AVX2,
+    /// the ids [`decode`] reads without a shape (`out` empty elsewhere).
+    fn decoding_walk_agrees(line: &[u8], i: usize) -> Result<(), String> {
+        let mut out = vec![5, 6];
+        let fused = walk_fast_decoding(line, i, &mut out);
+        let plain = walk_fast(line, i);
+        let text = String::from_utf8_lossy(line);
+        if fused.map(|(end, shape, _)| (end, shape)) != plain {
+            return Err(format!("{fused:?} != {plain:?}: {text}"));
+        }
+        let Some((end, _, decoded)) = fused else {
+            return Ok(());
+        };
+        #[cfg(target_arch = "x86_64")]
+        if decoded != (i >= 8 && has_avx2()) {
+            return Err(format!("decoded: {decoded}: {text}"));
+        }
+        if decoded {
+            let mut reference = Vec::new();
+            decode(&line[i - 1..end], None, &mut reference)?;
+            if out != reference {
+                return Err(format!("{out:?} != {reference:?}: {text}"));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// Arrays in the Mooncake form anywhere in a line (so windows end
+        /// at every byte of them), ids of 1 to 8 digits, cut or not at
+        /// the line's end: the ids come out as the walker reads them.
+        #[test]
+        fn the_walk_that_decodes_reads_the_mooncake_form_as_the_walker(
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![0u64..10, 0u64..1000, 0u64..100_000_000,
+                    proptest::strategy::Just(99_999_999u64), proptest::strategy::Just(10_000_000u64)], 1..90),
+            compact in proptest::bool::ANY,
+            mixed in proptest::bool::ANY,
+            lead in 0usize..140,
+            tail in proptest::prop_oneof![
+                proptest::strategy::Just(""), proptest::strategy::Just("}"),
+                proptest::strategy::Just(", \"x\": [1, 2]}"), proptest::strategy::Just("0123456789")],
+        ) {
+            let seps: &[&str] = match (compact, mixed) {
+                (_, true) => &[",", ", ", ", ", ","],
+                (true, false) => &[","],
+                (false, false) => &[", "],
+            };
+            let mut line = vec![b'7'; lead];
+            line.extend_from_slice(&array_text(&ids, seps, tail));
+            proptest::prop_assert!(walk_fast(&line, lead + 1).is_some());
+            let checked = decoding_walk_agrees(&line, lead + 1);
+            proptest::prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
+        }
+
+        /// Changed arrays (signs, leading zeros, long ids, other spacing,
+        /// cut lines): taken only as the walk takes them, and then read
+        /// as the walker reads them.
+        #[test]
+        fn the_walk_that_decodes_takes_only_what_the_walk_takes(
+            ids in proptest::collection::vec(
+                proptest::prop_oneof![0u64..1000, 0u64..100_000_000, 0u64..u64::MAX], 0..40),
+            seps in proptest::collection::vec(
+                proptest::prop_oneof![proptest::strategy::Just(", "), proptest::strategy::Just(","),
+                    proptest::strategy::Just(" , "), proptest::strategy::Just(",  ")], 1..4),
+            edits in proptest::collection::vec((proptest::num::usize::ANY, proptest::prop_oneof![
+                proptest::strategy::Just(b'0'), proptest::strategy::Just(b'7'),
+                proptest::strategy::Just(b','), proptest::strategy::Just(b' '),
+                proptest::strategy::Just(b']'), proptest::strategy::Just(b'['),
+                proptest::strategy::Just(b'-'), proptest::strategy::Just(b'.'),
+                proptest::strategy::Just(b'x'), proptest::strategy::Just(0u8)]), 0..4),
+            cut in proptest::option::of(proptest::num::usize::ANY),
+            lead in 0usize..80,
+        ) {
+            let mut line = vec![b'1'; lead];
+            line.extend_from_slice(&array_text(&ids, &seps, ""));
+            for (at, byte) in edits {
+                let at = lead + 1 + at % (line.len() - lead - 1);
+                line[at] = byte;
+            }
+            if let Some(c) = cut {
+                line.truncate(lead + 1 + c % (line.len() - lead));
+            }
+            let checked = decoding_walk_agrees(&line, lead + 1);
+            proptest::prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
+        }
+    }
+
+    /// Ids of every length from 1 to 9 digits at every place across the
+    /// first windows' ends (the walk's windows start after the last
+    /// non-digit of the one before, so an id cut by a window's end is
+    /// handed out whole with the next), in lines shorter and longer than
+    /// a window.
+    #[test]
+    fn the_walk_that_decodes_reads_ids_across_window_ends_whole() {
+        for pad in 0..140 {
+            for id in ["1", "12", "1234567", "12345678", "10000000", "123456789"] {
+                for count in [1, 3, 4, 5, 9, 40] {
+                    for sep in [", ", ","] {
+                        let mut line = format!("{{\"hash_ids\": [{}", "1, ".repeat(pad / 3));
+                        line.push_str(&"9".repeat(pad % 3 + 1));
+                        line.push_str(&format!("{}]}}", format!("{sep}{id}").repeat(count)));
+                        decoding_walk_agrees(line.as_bytes(), 14).unwrap();
+                        let cut = &line.as_bytes()[..line.len() - 1];
+                        decoding_walk_agrees(cut, 14).unwrap();
+                    }
+                }
+            }
+        }
+        // An array whose `[` is before byte 7 is walked, not decoded.
+        let mut out = vec![1];
+        assert_eq!(
+            walk_fast_decoding(b"[1, 2]", 1, &mut out),
+            Some((
+                6,
+                IdArrayShape {
+                    count: 2,
+                    longest_digits: 1
+                },
+                false
+            ))
+        );
+        assert!(out.is_empty());
+    }
+
     /// The longest run by halves is the one-step ladder's answer.
     #[test]
     fn longest_run_is_the_ladder() {
@@ -1310,7 +1545,11 @@ mod tests {
                             .ok()
                             .filter(|(_, s)| s.longest_digits <= FAST_MAX_DIGITS);
                         assert_eq!(walk_fast(b, 1), expected, "{line}");
-                        assert_eq!(walk_fast_with::<Baseline>(b, 1), expected, "{line}");
+                        assert_eq!(
+                            walk_fast_with::<Baseline>(b, 1, |_, _| {}),
+                            expected,
+                            "{line}"
+                        );
                     }
                 }
             }

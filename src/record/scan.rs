@@ -36,6 +36,48 @@ impl<'a> Record<'a> {
         Record::parse_general(line)
     }
 
+    /// [`Record::parse`] into `rec` (from [`Record::slot`], or any
+    /// record: it is overwritten), decoding the ids of `hash_ids` into
+    /// `ids` as the scan walks them when it can: true when it did, and
+    /// `ids` then holds what [`Record::hash_ids_into`] would give
+    /// (`Ok(true)`); when false, `ids` holds nothing of use and the ids are
+    /// `hash_ids_into`'s to read (and to refuse, in its words). The same
+    /// record, and the same errors, as `parse`. For a reader that decodes
+    /// every row's ids (mc-analyze): the walk and the decode were two
+    /// passes over the same bytes, and the record returned by value was
+    /// copied twice a row (`memcpy`; docs/decisions/0051-ids-decoded-four-at-a-time.md).
+    pub fn parse_decoding_ids(
+        line: &'a [u8],
+        rec: &mut Record<'a>,
+        ids: &mut Vec<u64>,
+    ) -> Result<bool, RecordError> {
+        if u32::try_from(line.len()).is_ok() {
+            if let Some(decoded) = scan_plain::<false, true>(line, rec, ids) {
+                return Ok(decoded);
+            }
+        }
+        // `parse` tries the plain path again: rare lines, the same verdict.
+        *rec = Record::parse(line)?;
+        Ok(false)
+    }
+
+    /// [`Record::parse_line_into`] that also decodes the ids of
+    /// `hash_ids` into `ids` as [`Record::parse_decoding_ids`] does:
+    /// returns where the next line starts and whether `ids` holds them.
+    /// For mc-analyze's one-thread reader, which reads lines where they
+    /// lie in its read buffer as the filters do (decision 0039).
+    #[inline]
+    pub fn parse_line_decoding_ids(
+        buf: &'a [u8],
+        rec: &mut Record<'a>,
+        ids: &mut Vec<u64>,
+    ) -> Option<(usize, bool)> {
+        let most = buf.len().min(u32::MAX as usize);
+        let decoded = scan_plain::<true, true>(&buf[..most], rec, ids)?;
+        let end = rec.line.len();
+        Some((end + 1 + usize::from(buf[end] == b'\r'), decoded))
+    }
+
     /// The record at the start of `buf` when it is a line in the plain
     /// form (`parse_plain`) ended by `\n` or `\r\n`: the record's line
     /// is the bytes before that ending (its `\n` the first in `buf`: the
@@ -174,6 +216,21 @@ fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
     line: &'a [u8],
     rec: &mut Record<'a>,
 ) -> Option<()> {
+    scan_plain::<UNTIL_NEWLINE, false>(line, rec, &mut Vec::new()).map(|_| ())
+}
+
+/// [`parse_plain_into`], and with `DECODE` the ids of `hash_ids` decoded
+/// into `ids` as the array is walked ([`ids::walk_fast_decoding`]):
+/// returns whether `ids` then holds them (false when `hash_ids` is absent
+/// or not an array, or on a CPU without AVX2). Without `DECODE`, `ids` is
+/// not touched and the code is the scan's alone.
+#[inline(always)]
+fn scan_plain<'a, const UNTIL_NEWLINE: bool, const DECODE: bool>(
+    line: &'a [u8],
+    rec: &mut Record<'a>,
+    ids: &mut Vec<u64>,
+) -> Option<bool> {
+    let mut decoded = false;
     let n = line.len();
     if n < 2 || line[0] != b'{' || line[1] != b'"' {
         return None;
@@ -217,6 +274,8 @@ fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
         }
         let start = i;
         let mut shape = None;
+        // Whether this value's ids are in `ids`.
+        let mut walked_ids = false;
         match *line.get(i)? {
             b'1'..=b'9' => {
                 i += 1 + ids::digit_run(&line[i + 1..]);
@@ -243,6 +302,12 @@ fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
                 utf8(&line[start + 1..i])?;
                 i += 1;
             }
+            b'[' if DECODE && key == Some(Field::HashIds) => {
+                let (end, measured, done) = ids::walk_fast_decoding(line, i + 1, ids)?;
+                shape = Some(measured);
+                walked_ids = done;
+                i = end;
+            }
             b'[' => {
                 let (end, measured) = ids::walk_fast(line, i + 1)?;
                 shape = Some(measured);
@@ -255,6 +320,8 @@ fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
             rec.set_span(f, start, i);
             if f == Field::HashIds {
                 rec.hash_ids_shape = shape;
+                // A key met twice: its last value is the field's.
+                decoded = walked_ids;
             }
         }
         match line.get(i) {
@@ -274,11 +341,11 @@ fn parse_plain_into<'a, const UNTIL_NEWLINE: bool>(
                 }
                 rec.line = &line[..i + 1];
                 rec.close = i;
-                return Some(());
+                return Some(decoded);
             }
             Some(b'}') if i + 1 == n => {
                 rec.close = i;
-                return Some(());
+                return Some(decoded);
             }
             _ => return None,
         }
@@ -1116,6 +1183,137 @@ mod agreement_with_serde_json {
         fn mutated_lines_are_judged_like_serde_json(line in object_line(), at in any::<usize>(), op in any::<u8>(), byte in any::<u8>()) {
             let bad = mutate(&line, at, op, byte);
             prop_assert_eq!(Record::parse(&bad).is_ok(), serde_accepts(&bad), "{}", String::from_utf8_lossy(&bad));
+        }
+    }
+}
+
+/// `Record::parse_decoding_ids` is `Record::parse` and, when it says it
+/// decoded the ids, `Record::hash_ids_into`'s answer: on rows of every
+/// shape, on every one-byte change of a few rows, and on lines that end
+/// anywhere.
+#[cfg(test)]
+mod ids_decoded_by_the_scan {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Holds the fused parse to the reference for `line`: the same verdict
+    /// and message, the same record, and ids (when decoded) as
+    /// `hash_ids_into` reads them. Returns whether the ids were decoded.
+    fn agrees(line: &[u8]) -> Result<bool, String> {
+        let text = String::from_utf8_lossy(line);
+        let mut ids = vec![3, 2, 1];
+        let mut rec = Record::slot();
+        let fused = Record::parse_decoding_ids(line, &mut rec, &mut ids);
+        match (fused, Record::parse(line)) {
+            (Ok(decoded), Ok(reference)) => {
+                let same = rec.line == reference.line
+                    && rec.spans == reference.spans
+                    && rec.close == reference.close
+                    && rec.has_members == reference.has_members
+                    && rec.hash_ids_shape == reference.hash_ids_shape;
+                if !same {
+                    return Err(format!("another record: {text}"));
+                }
+                if decoded {
+                    let mut want = Vec::new();
+                    match reference.hash_ids_into(&mut want) {
+                        Ok(true) if want == ids => {}
+                        read => return Err(format!("{ids:?} decoded, {read:?} {want:?}: {text}")),
+                    }
+                }
+                Ok(decoded)
+            }
+            (Err(a), Err(b)) if a.to_string() == b.to_string() => Ok(false),
+            (a, b) => Err(format!("{a:?} against {:?}: {text}", b.err())),
+        }
+    }
+
+    fn avx2() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("popcnt")
+            && std::is_x86_feature_detected!("bmi1");
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    fn row(ids: &[u64], sep: &str, before: &str, after: &str) -> String {
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        format!(
+            r#"{{"timestamp": 27482, "input_length": 6955, {before}"hash_ids": [{}]{after}}}"#,
+            ids.join(sep)
+        )
+    }
+
+    /// Every one-byte change of a few rows (each byte replaced by each
+    /// byte of JSON and id text, deleted, or doubled; lines cut
+    /// everywhere): accepted or refused as before, with the same message.
+    #[test]
+    fn every_one_byte_change_is_judged_as_before() {
+        let rows = [
+            row(&[46, 47, 2353], ", ", "", ""),
+            row(
+                &(0..30).collect::<Vec<_>>(),
+                ", ",
+                r#""output_length": 52, "#,
+                "",
+            ),
+            row(
+                &[12345678, 1, 99999999, 10],
+                ",",
+                "",
+                r#", "session_id": "s1""#,
+            ),
+            row(&[7; 12], ", ", r#""x": [1, 2], "#, r#", "hash_ids": null"#),
+            r#"{"hash_ids": null, "timestamp": 1, "hash_ids": [5, 6]}"#.to_string(),
+        ];
+        let bytes = b"{}[]\",:0123456789-.eE tfnul\\ax\t\n\r\x00\xc3";
+        let mut decoded = 0;
+        for line in &rows {
+            let line = line.as_bytes();
+            decoded += usize::from(agrees(line).unwrap());
+            for at in 0..line.len() {
+                for &c in bytes {
+                    let mut b = line.to_vec();
+                    b[at] = c;
+                    agrees(&b).unwrap();
+                }
+                let mut b = line.to_vec();
+                b.remove(at);
+                agrees(&b).unwrap();
+                let mut b = line.to_vec();
+                b.insert(at, line[at]);
+                agrees(&b).unwrap();
+                agrees(&line[..at]).unwrap();
+            }
+        }
+        // The rows whose last `hash_ids` is an array were decoded by the scan.
+        assert_eq!(decoded, if avx2() { 4 } else { 0 });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Rows of every shape: ids of 1 to 20 digits (the long ones are
+        /// the walker's), arrays anywhere in the line (so windows end
+        /// anywhere in them), `,` or `, `, other fields around.
+        #[test]
+        fn rows_read_with_their_ids_are_rows_read_then_decoded(
+            ids in prop::collection::vec(prop_oneof![
+                0u64..10, 0u64..100_000, 0u64..100_000_000, 0u64..100_000_000,
+                Just(99_999_999u64), Just(100_000_000u64), Just(u64::MAX)], 0..80),
+            compact in any::<bool>(),
+            pad in 0usize..70,
+            after in prop_oneof![Just(""), Just(r#", "delay": 1.5"#), Just(r#", "hash_ids": null"#),
+                Just(r#", "x": [1, 2]"#)],
+        ) {
+            let before = format!(r#""p": "{}", "#, "x".repeat(pad));
+            let line = row(&ids, if compact { "," } else { ", " }, &before, after);
+            let decoded = agrees(line.as_bytes());
+            prop_assert!(decoded.is_ok(), "{}", decoded.unwrap_err());
+            // Taken on AVX2 whenever the scan's fast walk takes the array.
+            let walkable = !ids.is_empty() && ids.iter().all(|&h| h < 100_000_000);
+            prop_assert_eq!(decoded.unwrap(), avx2() && walkable && after != r#", "hash_ids": null"#);
         }
     }
 }
