@@ -197,6 +197,13 @@ pub struct IdTable {
     /// Positions of the row being visited that repeat an earlier id of it.
     repeats: Vec<bool>,
     sorted: Vec<(u64, usize)>,
+    /// Set by [`IdTable::end_visits`]: the heads and overflow maps are
+    /// gone, and the reuse count is `reused` (no row may be visited).
+    ended: bool,
+    /// [`IdTable::reused_visits`], kept when the visits end.
+    reused: u64,
+    /// Set by [`IdTable::drop_flags`]: no pass may read the flags.
+    no_flags: bool,
     /// Trie nodes: AIPerf's `unique_prefixes`.
     pub nodes: u64,
     /// Blocks walked: the denominator of the prefix reuse ratio.
@@ -278,6 +285,7 @@ impl IdTable {
             Pass::Trie,
             "rows are visited before any other pass"
         );
+        debug_assert!(!self.ended, "rows are visited before the visits end");
         let mut w = Walk {
             v: RowVisit {
                 first_unseen: ids.len(),
@@ -476,8 +484,10 @@ impl IdTable {
         r
     }
 
-    /// Whether the (position, id) pair occurs more than once in the trace.
+    /// Whether the (position, id) pair occurs more than once in the trace
+    /// (before [`IdTable::end_visits`]: it needs the heads).
     pub fn pair_repeated(&self, pos: usize, id: u64) -> bool {
+        debug_assert!(!self.ended, "the heads are gone when the visits end");
         let f = self.flags_of(id);
         if f == 0 {
             return false;
@@ -524,6 +534,7 @@ impl IdTable {
     /// order: an id's first size decides which later one conflicts.
     pub fn check_size(&mut self, id: u64, size: u32, full: u32) -> bool {
         debug_assert_eq!(self.pass, Pass::Sizes);
+        debug_assert!(!self.no_flags, "the size check reads the flags");
         let f = self.flags_of(id);
         // An id met once has one size; one never last has only `full`.
         if f & (MULTI | LAST) != MULTI | LAST || size == 0 {
@@ -549,10 +560,42 @@ impl IdTable {
         conflict
     }
 
+    /// Ends the first pass: frees what only visiting rows reads (the
+    /// heads, a third of the table on a generated trace, and the overflow
+    /// maps), keeping the reuse count, so the report's columns are made
+    /// in the room they held (decision 47, last). The flags stay: the
+    /// size check and the cache model's marks read them
+    /// ([`IdTable::drop_flags`] when neither will).
+    pub fn end_visits(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.reused = self.reused_visits();
+        self.ended = true;
+        self.heads = Heads::default();
+        self.extra_nodes = HashMap::default();
+        self.extra_pairs = HashMap::default();
+        self.repeats = Vec::new();
+        self.sorted = Vec::new();
+    }
+
+    /// Frees the flags, after [`IdTable::end_visits`], when no pass will
+    /// read them (the size check found nothing to walk, and the cache
+    /// model needs no marks): 1 byte a distinct id. The counts stay.
+    pub fn drop_flags(&mut self) {
+        debug_assert!(self.ended, "the visits read the flags");
+        self.flags = Flags::default();
+        self.candidate_rows = Vec::new();
+        self.no_flags = true;
+    }
+
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes):
     /// every block visits one node, so it is the blocks less the nodes
     /// visited once.
     pub fn reused_visits(&self) -> u64 {
+        if self.ended {
+            return self.reused;
+        }
         let primary_once = self.distinct - self.visited_twice;
         let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
         self.blocks - primary_once - extra_once
@@ -573,6 +616,7 @@ impl IdTable {
     /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
         debug_assert_eq!(self.pass, Pass::Marks);
+        debug_assert!(!self.no_flags, "the marks are flags");
         self.flags.get_mut(id).is_some_and(|f| {
             let was = scratch(*f) == 1;
             *f = with_scratch(*f, 1);

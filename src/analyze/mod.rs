@@ -294,6 +294,9 @@ impl Analyzer {
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
         let rows = &rows;
+        // The heads are a third of the table: the columns below are made
+        // in their room (decision 47, last).
+        table.end_visits();
         // One column of 8 bytes a row for the side thread's statistics,
         // made here: see `RowColumns::of`.
         let mut column = Vec::with_capacity(rows.rows.len());
@@ -304,6 +307,10 @@ impl Analyzer {
                 (columns, timing)
             });
             let conflicts = blocksize::conflicts(rows, &mut table, b);
+            if !cache::needs_marks(opts.order) {
+                // Nothing reads them after the size check.
+                table.drop_flags();
+            }
             let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
             // A panic there is a bug: it ends the run as it would on
             // this thread.
