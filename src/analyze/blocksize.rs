@@ -45,7 +45,7 @@ fn consistent(n: u32, len: f64, b: u64) -> bool {
 /// The power of two the data points to: the smallest one every row allows,
 /// else the one the most rows allow (the smaller on a tie).
 pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
-    if !rows.rows.iter().any(|r| r.has_ids()) {
+    if rows.rows.with_ids() == 0 {
         return None;
     }
     let pows = (0..=MAX_POW2).map(|e| 1u64 << e);

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::idtable::{IdTable, Pass};
-use super::rows::{RowCursor, RowStore, Rows};
+use super::rows::{RowCursor, RowStore, Rows, StoredRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -267,6 +267,37 @@ impl RowByRow {
     }
 }
 
+/// What the cache model reads from the rows in file order, summed in the
+/// report's one pass over them ([`super::aiperf::RowColumns::of`]'s
+/// `also`): the input tokens, and the infinite cache's hits in file order.
+pub struct FileTotals {
+    block_size: u64,
+    input_tokens: f64,
+    hit_tokens: f64,
+}
+
+impl FileTotals {
+    pub fn new(block_size: u64) -> FileTotals {
+        // What `Iterator::sum` starts from (the sums were `sum`s over the
+        // rows): the same bits for any first term.
+        let zero: f64 = std::iter::empty::<f64>().sum();
+        FileTotals {
+            block_size,
+            input_tokens: zero,
+            hit_tokens: zero,
+        }
+    }
+
+    /// The next row, in file order.
+    #[inline]
+    pub fn add(&mut self, r: &StoredRow) {
+        self.input_tokens += r.isl.max(0.0);
+        // In file order an infinite cache serves exactly each row's
+        // leading blocks that earlier rows used: the first pass found them.
+        self.hit_tokens += leading_tokens(r.first_unseen as usize, r.isl, self.block_size);
+    }
+}
+
 /// Whether [`model`] reads the id table's flags (as marks): in timestamp
 /// order, where the infinite cache is replayed. In file order it is the
 /// first pass's `first_unseen`.
@@ -274,17 +305,24 @@ pub fn needs_marks(order: Order) -> bool {
     order == Order::Timestamp
 }
 
+/// The model; `totals` are the rows' in file order, at block size `b`.
 pub fn model(
     rows: &RowStore,
     table: &mut IdTable,
     b: u64,
     order: Order,
     sizes: &[u64],
+    totals: &FileTotals,
 ) -> CacheModel {
-    let replay_order = replay_order(&rows.rows, order);
+    debug_assert_eq!(totals.block_size, b);
+    let input_tokens = totals.input_tokens;
+    let replay_order = if needs_marks(order) || !sizes.is_empty() {
+        replay_order(&rows.rows, order)
+    } else {
+        None
+    };
     let replay_order = replay_order.as_deref();
     let mut cursor = replay_order.map(|_| rows.cursor());
-    let input_tokens: f64 = rows.rows.iter().map(|r| r.isl.max(0.0)).sum();
     let rate = |hit: f64| {
         if input_tokens > 0.0 {
             hit / input_tokens
@@ -293,12 +331,7 @@ pub fn model(
         }
     };
     let hit = if !needs_marks(order) {
-        // In file order an infinite cache serves exactly each row's leading
-        // blocks that earlier rows used: the first pass already found them.
-        rows.rows
-            .iter()
-            .map(|r| leading_tokens(r.first_unseen as usize, r.isl, b))
-            .sum()
+        totals.hit_tokens
     } else {
         table.enter(Pass::Marks);
         replay(rows, replay_order, &mut cursor, b, &mut Infinite(table))

@@ -294,32 +294,37 @@ impl Analyzer {
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
         let rows = &rows;
-        // The heads are a third of the table: the columns below are made
-        // in their room (decision 47, last).
+        // The heads are a third of the table: what the report makes is
+        // made in their room (decision 47, last).
         table.end_visits();
-        // One column of 8 bytes a row for the side thread's statistics,
-        // made here: see `RowColumns::of`.
-        let mut column = Vec::with_capacity(rows.rows.len());
+        let repeated = table.take_repeated(rows.rows.len());
         let (aiperf, blocks, cache, timing) = std::thread::scope(|scope| {
+            // What reads the rows in order, in two passes over them: the
+            // AIPerf columns, the arrival times, the cache's file-order
+            // totals.
             let side = scope.spawn(move || {
-                let columns = aiperf::RowColumns::of(rows, &mut column);
-                let timing = timing::compute(rows, &mut column);
-                (columns, timing)
+                let mut arrivals = timing::Arrivals::new(rows.rows.len());
+                let mut totals = cache::FileTotals::new(b);
+                let columns = aiperf::RowColumns::of(rows, &repeated, b, |i, r| {
+                    arrivals.add(rows, i, r);
+                    totals.add(r);
+                });
+                // 4 bytes a row, read by nothing more.
+                drop(repeated);
+                (columns, arrivals.finish(), totals)
             });
             let conflicts = blocksize::conflicts(rows, &mut table, b);
+            let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
             if !cache::needs_marks(opts.order) {
                 // Nothing reads them after the size check.
                 table.drop_flags();
             }
-            let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
             // A panic there is a bug: it ends the run as it would on
             // this thread.
-            let (columns, timing) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            let repeated = table.take_repeated(rows.rows.len());
-            let aiperf = aiperf::compute(rows, &table, &first_ids, &repeated, b, columns);
-            // 4 bytes a row, needed by nothing after AIPerf's statistics.
-            drop(repeated);
-            let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
+            let (columns, timing, totals) =
+                side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks, &totals);
+            let aiperf = aiperf::compute(&table, &first_ids, columns);
             (aiperf, blocks, cache, timing)
         });
         let sessions = sessions.finish(b);
