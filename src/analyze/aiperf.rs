@@ -240,7 +240,7 @@ mod tests {
         s.map(|s| [s.mean, s.std_dev, s.min, s.p25, s.median, s.p75, s.max].map(f64::to_bits))
     }
 
-    fn plain_column(v: &mut Vec<f64>) -> [u64; 3] {
+    fn plain_column(v: &mut [f64]) -> [u64; 3] {
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let mean = Summary::of(v).map_or(0.0, |s| s.mean);
