@@ -102,11 +102,11 @@ fn ranked_with<const N: usize>(
 /// values (sign bit set) reversed below the positive ones.
 fn order_key(x: f64) -> u64 {
     let b = x.to_bits();
-    if b >> 63 == 1 {
-        !b
-    } else {
-        b | 1 << 63
-    }
+    // Without a branch (each value of each column is keyed): all ones to
+    // flip a negative value's bits, the sign bit alone to set a positive
+    // one's.
+    let flip = ((b as i64 >> 63) as u64) | 1 << 63;
+    b ^ flip
 }
 
 /// [`select_ranks`] for a long column (fewer than 2^32 values): counts
