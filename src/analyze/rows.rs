@@ -117,15 +117,7 @@ fn unzigzag(z: u64) -> u64 {
     ((z >> 1) as i64 ^ -((z & 1) as i64)) as u64
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it. Up
+/// Reads a varint `Packing::varint` wrote at `*at`, moving `*at` past it. Up
 /// to three bytes (a row's counts, lengths below 2 M, most steps) are read
 /// here, inline; the rest by a call (as a loop here, the two-byte ones
 /// made decoding a row cost 190 instructions; the three-byte ones, input
@@ -186,6 +178,23 @@ struct Packing {
 }
 
 impl Packing {
+    fn new() -> Packing {
+        Packing {
+            buf: [0; 48],
+            len: 0,
+        }
+    }
+
+    /// Moves the bytes so far to the end of `out` when fewer than `room`
+    /// are left (`room` at most the buffer's length).
+    #[inline]
+    fn make_room(&mut self, room: usize, out: &mut Vec<u8>) {
+        if self.len + room > self.buf.len() {
+            out.extend_from_slice(&self.buf[..self.len]);
+            self.len = 0;
+        }
+    }
+
     fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.buf[self.len] = v as u8 | 0x80;
@@ -233,10 +242,8 @@ impl Rows {
     }
 
     fn push(&mut self, row: &StoredRow) {
-        let mut p = Packing {
-            buf: [0; 48],
-            len: 1,
-        };
+        let mut p = Packing::new();
+        p.len = 1;
         let mut t = 0;
         p.varint(u64::from(row.n_ids));
         if row.first_unseen == row.n_ids {
@@ -395,6 +402,7 @@ impl RowStore {
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
         let mut k = 0;
+        let mut packed = Packing::new();
         while k < ids.len() {
             let first = ids[k];
             // Index loops, not zip + take_while over the rest of the row:
@@ -418,11 +426,15 @@ impl RowStore {
             }
             let len = j - k;
             // Zigzag: a run may start below where the one before ended.
-            put_varint(&mut self.runs, zigzag(first.wrapping_sub(end)));
-            put_varint(&mut self.runs, len as u64);
+            // Two varints of 10 bytes at most, written into the row's
+            // buffer, not pushed a byte at a time (a capacity check each).
+            packed.make_room(20, &mut self.runs);
+            packed.varint(zigzag(first.wrapping_sub(end)));
+            packed.varint(len as u64);
             end = first.wrapping_add(len as u64);
             k += len;
         }
+        self.runs.extend_from_slice(&packed.buf[..packed.len]);
         if !ids.is_empty() {
             // `whole` first: `fract` is a call to libm's `trunc`.
             let isl = facts.isl;
