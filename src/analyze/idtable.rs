@@ -300,15 +300,17 @@ impl IdTable {
         let by_runs = by_runs && !repeats;
         let mut pos = 0;
         while pos < ids.len() {
-            let k = if by_runs {
+            // A run's walk that cannot start says what the id's flags
+            // are, found (one lookup fewer in the step an id at a time).
+            let (k, known) = if by_runs {
                 self.run(&mut w, row, pos, ids)
             } else {
-                0
+                (0, None)
             };
             if k > 0 {
                 pos += k;
             } else {
-                self.one(&mut w, row, pos, ids[pos], repeats);
+                self.one(&mut w, row, pos, ids[pos], repeats, known);
                 pos += 1;
             }
         }
@@ -331,13 +333,31 @@ impl IdTable {
     }
 
     /// One id of a row, at `pos` (`repeats`: some ids of the row repeat
-    /// an earlier one, marked in `self.repeats`).
+    /// an earlier one, marked in `self.repeats`; `known`: the id's flags
+    /// when the caller has read them, not 0).
     #[inline]
-    fn one(&mut self, w: &mut Walk, row: u32, pos: usize, id: u64, repeats: bool) {
+    fn one(
+        &mut self,
+        w: &mut Walk,
+        row: u32,
+        pos: usize,
+        id: u64,
+        repeats: bool,
+        known: Option<u8>,
+    ) {
         let pos32 = pos as u32;
-        let slot = self.flags.slot(id);
-        let f = *slot;
+        let (f, mut slot) = match known {
+            Some(f) => (f, None),
+            None => {
+                let slot = self.flags.slot(id);
+                (*slot, Some(slot))
+            }
+        };
         if f == 0 {
+            let slot = match slot {
+                Some(slot) => slot,
+                None => self.flags.slot(id),
+            };
             // First sight. The id follows the block before when that
             // was new here too (so an id's run shares its head's row).
             self.distinct += 1;
@@ -380,6 +400,10 @@ impl IdTable {
             .prev
             .filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && w.parent == p)
         {
+            let slot = match slot.take() {
+                Some(slot) => slot,
+                None => self.flags.slot(id),
+            };
             *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
             if f & PAIRED_TWICE == 0 {
                 if let Some(c) = self.repeated.get_mut(pp.row as usize) {
