@@ -185,13 +185,23 @@ impl Packing {
         }
     }
 
-    /// Moves the bytes so far to the end of `out` when fewer than `room`
-    /// are left (`room` at most the buffer's length).
+    /// Appends the bytes so far to `out` and empties the buffer. The
+    /// whole buffer is copied (a fixed size: a few vector moves, where a
+    /// copy of `len` bytes was a call to `memcpy`), then `out` is cut back.
+    #[inline]
+    fn append_to(&mut self, out: &mut Vec<u8>) {
+        let end = out.len() + self.len;
+        out.extend_from_slice(&self.buf);
+        out.truncate(end);
+        self.len = 0;
+    }
+
+    /// [`Packing::append_to`] when fewer than `room` bytes are left
+    /// (`room` at most the buffer's length).
     #[inline]
     fn make_room(&mut self, room: usize, out: &mut Vec<u8>) {
         if self.len + room > self.buf.len() {
-            out.extend_from_slice(&self.buf[..self.len]);
-            self.len = 0;
+            self.append_to(out);
         }
     }
 
@@ -274,7 +284,7 @@ impl Rows {
             }
         }
         p.buf[0] = t;
-        self.bytes.extend_from_slice(&p.buf[..p.len]);
+        p.append_to(&mut self.bytes);
         self.len += 1;
         self.with_ids += usize::from(row.n_ids > 0);
     }
@@ -434,7 +444,7 @@ impl RowStore {
             end = first.wrapping_add(len as u64);
             k += len;
         }
-        self.runs.extend_from_slice(&packed.buf[..packed.len]);
+        packed.append_to(&mut self.runs);
         if !ids.is_empty() {
             // `whole` first: `fract` is a call to libm's `trunc`.
             let isl = facts.isl;
