@@ -134,36 +134,39 @@ fn bucket(x: f64) -> usize {
 /// [`TwoPass`]'s over values met twice.
 struct Buckets {
     counts: Vec<u32>,
-    /// The buckets counted again by their top 8 bits: walking 64 Ki
-    /// counters to the top rank (the max) cost more than the column's own
-    /// counting on 60 K values; a column's values sit under a few of these
-    /// 256, and only those are walked bucket by bucket (decision 46, later).
-    coarse: Vec<u32>,
 }
 
 impl Buckets {
     fn new() -> Buckets {
         Buckets {
             counts: vec![0u32; 1 << RADIX_BITS],
-            coarse: vec![0; 1 << 8],
         }
     }
 
     #[inline]
     fn count(&mut self, x: f64) {
-        let b = bucket(x);
-        self.counts[b] += 1;
-        self.coarse[b >> (RADIX_BITS - 8)] += 1;
+        self.counts[bucket(x)] += 1;
     }
 
     /// Where the values at `ranks` (increasing, each below the values
     /// counted) are: each rank's bucket and how many values lie below it.
     fn gather(self, ranks: &[usize]) -> Gather {
+        // The buckets counted again by their top 8 bits: walking 64 Ki
+        // counters to the top rank (the max) cost more than the column's
+        // own counting on 60 K values; a column's values sit under a few
+        // of these 256, and only those are walked bucket by bucket
+        // (decision 46, later). Summed here, once, not counted a value at
+        // a time (decision 46, last).
+        let fine = 1usize << (RADIX_BITS - 8);
+        let coarse: Vec<u32> = self
+            .counts
+            .chunks_exact(fine)
+            .map(|c| c.iter().sum())
+            .collect();
         // Ranks increase, so their buckets do.
         let mut at = vec![(0usize, 0usize); ranks.len()];
         let (mut below, mut r) = (0usize, 0);
-        let fine = 1usize << (RADIX_BITS - 8);
-        for (cb, &cc) in self.coarse.iter().enumerate() {
+        for (cb, &cc) in coarse.iter().enumerate() {
             if r == ranks.len() {
                 break;
             }
@@ -239,25 +242,27 @@ impl Gather {
 
 /// A [`Summary`] of values met twice in the same order, with no column
 /// of them: [`TwoPass::first`] each (the mean's sum, the counts by
-/// bucket), then [`TwoPass::second`] each again (the variance's sum about
-/// the mean, the values of the ranks' buckets), then [`TwoPass::finish`].
-/// The same bits as [`Summary::of`] over the values in that order: the
-/// same compensated sums in the same order, and a rank's value is the
-/// same whoever selects it. mc-analyze's columns are the rows' numbers,
-/// decoded from bytes: two passes over the rows for all of them, where a
-/// column each was a pass and 8 bytes a row (decision 47, last).
+/// bucket), then [`TwoPass::second_pass`] and [`SecondPass::add`] each
+/// again (the variance's sum about the mean, the values of the ranks'
+/// buckets), then [`SecondPass::finish`]. The same bits as
+/// [`Summary::of`] over the values in that order: the same compensated
+/// sums in the same order, and a rank's value is the same whoever selects
+/// it. mc-analyze's columns are the rows' numbers, decoded from bytes: two
+/// passes over the rows for all of them, where a column each was a pass
+/// and 8 bytes a row (decision 47, last).
 pub struct TwoPass {
     n: usize,
     sum: Sum,
-    var: Sum,
-    mean: f64,
-    state: Passes,
+    buckets: Buckets,
 }
 
-enum Passes {
-    First(Buckets),
-    Second(Gather, Ranks),
-    Taken,
+/// [`TwoPass`]'s second pass.
+pub struct SecondPass {
+    n: usize,
+    mean: f64,
+    var: Sum,
+    gather: Gather,
+    ranks: Ranks,
 }
 
 /// The summary's ranks (increasing, without repeats) and the ones it
@@ -269,14 +274,29 @@ struct Ranks {
     q3: (usize, usize, f64),
 }
 
+impl Ranks {
+    /// For n > 0 values.
+    fn of(n: usize) -> Ranks {
+        let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
+        let mut unique = [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1];
+        unique.sort_unstable();
+        let mut m = 0;
+        for i in 0..unique.len() {
+            if m == 0 || unique[m - 1] != unique[i] {
+                unique[m] = unique[i];
+                m += 1;
+            }
+        }
+        Ranks { unique, m, q1, q3 }
+    }
+}
+
 impl Default for TwoPass {
     fn default() -> Self {
         TwoPass {
             n: 0,
             sum: Sum::default(),
-            var: Sum::default(),
-            mean: 0.0,
-            state: Passes::First(Buckets::new()),
+            buckets: Buckets::new(),
         }
     }
 }
@@ -287,9 +307,7 @@ impl TwoPass {
     pub fn first(&mut self, x: f64) {
         self.n += 1;
         self.sum.add(x);
-        if let Passes::First(b) = &mut self.state {
-            b.count(x);
-        }
+        self.buckets.count(x);
     }
 
     /// The values counted in the first pass.
@@ -301,59 +319,52 @@ impl TwoPass {
         self.n == 0
     }
 
-    /// The mean, once the first pass is over (the summary's).
+    /// The mean (the summary's).
     pub fn mean(&self) -> f64 {
         self.sum.value() / self.n as f64
     }
 
     /// Ends the first pass.
-    pub fn start_second(&mut self) {
-        if !matches!(self.state, Passes::First(_)) {
-            return;
-        }
-        let Passes::First(buckets) = std::mem::replace(&mut self.state, Passes::Taken) else {
-            return;
-        };
-        if self.n == 0 {
-            return;
-        }
-        let n = self.n;
-        self.mean = self.mean();
-        let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
-        let mut unique = [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1];
-        unique.sort_unstable();
-        let mut m = 0;
-        for i in 0..unique.len() {
-            if m == 0 || unique[m - 1] != unique[i] {
-                unique[m] = unique[i];
-                m += 1;
+    pub fn second_pass(self) -> SecondPass {
+        // No values: no ranks, and no value comes again.
+        let ranks = if self.n == 0 {
+            Ranks {
+                unique: [0; 8],
+                m: 0,
+                q1: (0, 0, 0.0),
+                q3: (0, 0, 0.0),
             }
+        } else {
+            Ranks::of(self.n)
+        };
+        SecondPass {
+            n: self.n,
+            mean: self.mean(),
+            var: Sum::default(),
+            gather: self.buckets.gather(&ranks.unique[..ranks.m]),
+            ranks,
         }
-        let gather = buckets.gather(&unique[..m]);
-        self.state = Passes::Second(gather, Ranks { unique, m, q1, q3 });
     }
+}
 
-    /// A value again, in the second pass (in the first pass's order).
+impl SecondPass {
+    /// A value again (in the first pass's order).
     #[inline]
-    pub fn second(&mut self, x: f64) {
+    pub fn add(&mut self, x: f64) {
         let m = self.mean;
         self.var.add((x - m) * (x - m));
-        if let Passes::Second(g, _) = &mut self.state {
-            g.add(x);
-        }
+        self.gather.add(x);
     }
 
     /// The summary (`None` for no values).
-    pub fn finish(mut self) -> Option<Summary> {
-        self.start_second();
-        let Passes::Second(gather, ranks) = std::mem::replace(&mut self.state, Passes::Taken)
-        else {
-            return None;
-        };
+    pub fn finish(self) -> Option<Summary> {
         let n = self.n;
-        let Ranks { unique, m, q1, q3 } = ranks;
+        if n == 0 {
+            return None;
+        }
+        let Ranks { unique, m, q1, q3 } = self.ranks;
         let mut found = [0.0; 8];
-        gather.select(&unique[..m], &mut found[..m]);
+        self.gather.select(&unique[..m], &mut found[..m]);
         let at = |r: usize| found[unique[..m].partition_point(|&u| u < r)];
         Some(Summary {
             mean: self.mean,
@@ -757,14 +768,14 @@ mod tests {
                 t.first(x);
             }
             prop_assert_eq!(t.len(), v.len());
-            t.start_second();
-            for &x in &v {
-                t.second(x);
-            }
             let mut column = v.clone();
             let want = Summary::of(&mut column);
             if let Some(w) = want {
                 prop_assert_eq!(t.mean().to_bits(), w.mean.to_bits());
+            }
+            let mut t = t.second_pass();
+            for &x in &v {
+                t.add(x);
             }
             prop_assert_eq!(bits(t.finish()), bits(want));
         });

@@ -7,7 +7,7 @@ use serde::{Serialize, Serializer};
 
 use super::idtable::{IdHash, IdTable};
 use super::rows::{RowStore, StoredRow};
-use crate::stats::{ExactMean, Summary, TwoPass};
+use crate::stats::{ExactMean, SecondPass, Summary, TwoPass};
 
 /// The report AIPerf writes with `--output-file`, with its keys in its order.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -75,7 +75,7 @@ pub struct RowColumns {
 }
 
 /// A column's min and max as AIPerf takes them (`min(...)`, `max(...)`
-/// over the values in order) and its summary, fed twice.
+/// over the values in order), and its summary's first pass.
 struct Column {
     min: f64,
     max: f64,
@@ -99,15 +99,15 @@ impl Column {
         self.max = self.max.max(x);
         self.summary.first(x);
     }
+}
 
-    /// (min, max, mean, summary), AIPerf's 0s for no values. The mean is
-    /// AIPerf's `sum / len`: the summary's, the same compensated sum over
-    /// the same values in the same order.
-    fn finish(self) -> (f64, f64, f64, Option<Summary>) {
-        match self.summary.finish() {
-            None => (0.0, 0.0, 0.0, None),
-            Some(s) => (self.min, self.max, s.mean, Some(s)),
-        }
+/// (min, max, mean, summary) of a column's second pass `s`, AIPerf's 0s
+/// for no values. The mean is AIPerf's `sum / len`: the summary's, the
+/// same compensated sum over the same values in the same order.
+fn column_stats(min: f64, max: f64, s: SecondPass) -> (f64, f64, f64, Option<Summary>) {
+    match s.finish() {
+        None => (0.0, 0.0, 0.0, None),
+        Some(s) => (min, max, s.mean, Some(s)),
     }
 }
 
@@ -157,27 +157,6 @@ impl RowColumns {
             unique.first(r.isl - c);
             also(i, &r);
         }
-        for s in [
-            &mut isl.summary,
-            &mut osl.summary,
-            &mut hit,
-            &mut context,
-            &mut unique,
-        ] {
-            s.start_second();
-        }
-        let mut it = rows.rows.iter();
-        for i in 0..rows.rows.len() {
-            let Some(r) = it.next() else { break };
-            isl.summary.second(r.isl);
-            osl.summary.second(r.osl);
-            if r.has_ids() {
-                hit.second(rate(&r));
-            }
-            let c = context_of(&r, rep(i));
-            context.second(c);
-            unique.second(r.isl - c);
-        }
         // statistics.mean: exact, rounded once (else the compensated mean,
         // the summary's).
         let cache_hit_rate = if hit.is_empty() {
@@ -185,10 +164,29 @@ impl RowColumns {
         } else {
             exact.value().unwrap_or_else(|| hit.mean())
         };
+        let (isl_min, isl_max) = (isl.min, isl.max);
+        let (osl_min, osl_max) = (osl.min, osl.max);
+        let mut isl = isl.summary.second_pass();
+        let mut osl = osl.summary.second_pass();
+        let mut hit = hit.second_pass();
+        let mut context = context.second_pass();
+        let mut unique = unique.second_pass();
+        let mut it = rows.rows.iter();
+        for i in 0..rows.rows.len() {
+            let Some(r) = it.next() else { break };
+            isl.add(r.isl);
+            osl.add(r.osl);
+            if r.has_ids() {
+                hit.add(rate(&r));
+            }
+            let c = context_of(&r, rep(i));
+            context.add(c);
+            unique.add(r.isl - c);
+        }
         RowColumns {
             n: rows.rows.len() as u64,
-            isl: isl.finish(),
-            osl: osl.finish(),
+            isl: column_stats(isl_min, isl_max, isl),
+            osl: column_stats(osl_min, osl_max, osl),
             cache_hit_rate,
             hit_rate_stats: hit.finish(),
             context_length_stats: context.finish(),
