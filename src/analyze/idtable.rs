@@ -485,7 +485,10 @@ impl IdTable {
             node.1 += 1;
             node.0
         };
-        *self.flags.slot(id) = f;
+        // Seen before (its flags are not 0): its byte is there.
+        if let Some(slot) = self.flags.get_mut(id) {
+            *slot = f;
+        }
         (key, repeated)
     }
 
