@@ -332,10 +332,16 @@ impl IdTable {
             }
         }
         let row = row as usize;
-        if self.repeated.len() <= row {
-            self.repeated.resize(row + 1, 0);
+        // Rows come in order: the next one is a push (`resize` was a call
+        // a row); a row whose visit was skipped (no ids) counts none.
+        if self.repeated.len() == row {
+            self.repeated.push(repeated);
+        } else {
+            if self.repeated.len() < row {
+                self.repeated.resize(row + 1, 0);
+            }
+            self.repeated[row] = repeated;
         }
-        self.repeated[row] = repeated;
         v
     }
 
