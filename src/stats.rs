@@ -468,7 +468,12 @@ impl ExactMean {
                 ((bits & ((1 << 52) - 1)) | (1 << 52), exp - 1075)
             };
             let shift = e + Self::SCALE;
-            let m = i128::from(m) * if v < 0.0 { -1 } else { 1 };
+            // A negation, not a multiply by -1 or 1 (an i128 multiply).
+            let m = if v < 0.0 {
+                -i128::from(m)
+            } else {
+                i128::from(m)
+            };
             (shift >= 0).then(|| m << shift)
         } else {
             None
