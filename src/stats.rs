@@ -102,11 +102,11 @@ fn ranked_with<const N: usize>(
 /// values (sign bit set) reversed below the positive ones.
 fn order_key(x: f64) -> u64 {
     let b = x.to_bits();
-    if b >> 63 == 1 {
-        !b
-    } else {
-        b | 1 << 63
-    }
+    // Without a branch (each value of each column is keyed): all ones to
+    // flip a negative value's bits, the sign bit alone to set a positive
+    // one's.
+    let flip = ((b as i64 >> 63) as u64) | 1 << 63;
+    b ^ flip
 }
 
 /// [`select_ranks`] for a long column (fewer than 2^32 values): counts
@@ -114,65 +114,267 @@ fn order_key(x: f64) -> u64 {
 /// bucket of each rank, gathers those buckets' values (a few per cent of
 /// the column) and selects in each.
 fn select_by_buckets(values: &[f64], ranks: &[usize], out: &mut [f64]) {
-    let bucket = |x: f64| (order_key(x) >> (64 - RADIX_BITS)) as usize;
-    let mut counts = vec![0u32; 1 << RADIX_BITS];
-    // The buckets counted again by their top 8 bits: walking 64 Ki counters
-    // to the top rank (the max) cost more than the column's own counting
-    // on 60 K values; a column's values sit under a few of these 256, and
-    // only those are walked bucket by bucket (decision 46, later).
-    let mut coarse = [0u32; 1 << 8];
+    let mut counts = Buckets::new();
     for &x in values {
-        let b = bucket(x);
-        counts[b] += 1;
-        coarse[b >> (RADIX_BITS - 8)] += 1;
+        counts.count(x);
     }
-    // Each rank's bucket and how many values lie below that bucket; ranks
-    // increase, so their buckets do.
-    let mut at = vec![(0usize, 0usize); ranks.len()];
-    let (mut below, mut r) = (0usize, 0);
-    let fine = 1usize << (RADIX_BITS - 8);
-    for (cb, &cc) in coarse.iter().enumerate() {
-        if r == ranks.len() {
-            break;
+    let mut gather = counts.gather(ranks);
+    for &x in values {
+        gather.add(x);
+    }
+    gather.select(ranks, out);
+}
+
+fn bucket(x: f64) -> usize {
+    (order_key(x) >> (64 - RADIX_BITS)) as usize
+}
+
+/// The values counted by bucket (the top [`RADIX_BITS`] of their order
+/// key): [`select_by_buckets`]'s first pass over a column, and
+/// [`TwoPass`]'s over values met twice.
+struct Buckets {
+    counts: Vec<u32>,
+}
+
+impl Buckets {
+    fn new() -> Buckets {
+        Buckets {
+            counts: vec![0u32; 1 << RADIX_BITS],
         }
-        if ranks[r] >= below + cc as usize {
-            below += cc as usize;
-            continue;
-        }
-        let first = cb * fine;
-        for (i, &c) in counts[first..first + fine].iter().enumerate() {
-            while r < ranks.len() && ranks[r] < below + c as usize {
-                at[r] = (first + i, below);
-                r += 1;
+    }
+
+    #[inline]
+    fn count(&mut self, x: f64) {
+        self.counts[bucket(x)] += 1;
+    }
+
+    /// Where the values at `ranks` (increasing, each below the values
+    /// counted) are: each rank's bucket and how many values lie below it.
+    fn gather(self, ranks: &[usize]) -> Gather {
+        // The buckets counted again by their top 8 bits: walking 64 Ki
+        // counters to the top rank (the max) cost more than the column's
+        // own counting on 60 K values; a column's values sit under a few
+        // of these 256, and only those are walked bucket by bucket
+        // (decision 46, later). Summed here, once, not counted a value at
+        // a time (decision 46, last).
+        let fine = 1usize << (RADIX_BITS - 8);
+        let coarse: Vec<u32> = self
+            .counts
+            .chunks_exact(fine)
+            .map(|c| c.iter().sum())
+            .collect();
+        // Ranks increase, so their buckets do.
+        let mut at = vec![(0usize, 0usize); ranks.len()];
+        let (mut below, mut r) = (0usize, 0);
+        for (cb, &cc) in coarse.iter().enumerate() {
+            if r == ranks.len() {
+                break;
             }
-            below += c as usize;
+            if ranks[r] >= below + cc as usize {
+                below += cc as usize;
+                continue;
+            }
+            let first = cb * fine;
+            for (i, &c) in self.counts[first..first + fine].iter().enumerate() {
+                while r < ranks.len() && ranks[r] < below + c as usize {
+                    at[r] = (first + i, below);
+                    r += 1;
+                }
+                below += c as usize;
+            }
+        }
+        // The buckets wanted, numbered from 1 in `group_of` (0: not wanted).
+        let mut wanted: Vec<(usize, usize)> = Vec::new();
+        for &(b, below) in &at {
+            if wanted.last().is_none_or(|&(w, _)| w != b) {
+                wanted.push((b, below));
+            }
+        }
+        // The counters' room, zeroed, becomes the map of the wanted buckets.
+        let mut group_of = self.counts;
+        let mut groups: Vec<Vec<f64>> = Vec::with_capacity(wanted.len());
+        for &(b, _) in &wanted {
+            groups.push(Vec::with_capacity(group_of[b] as usize));
+        }
+        group_of.fill(0);
+        for (j, &(b, _)) in wanted.iter().enumerate() {
+            // At most one group per rank: `ranked` asks for 8 at most.
+            group_of[b] = u32::try_from(j + 1).unwrap_or(u32::MAX);
+        }
+        Gather {
+            group_of,
+            groups,
+            wanted,
+            at,
         }
     }
-    // The buckets wanted, numbered from 1 in `group_of` (0: not wanted).
-    let mut wanted: Vec<(usize, usize)> = Vec::new();
-    for &(b, below) in &at {
-        if wanted.last().is_none_or(|&(w, _)| w != b) {
-            wanted.push((b, below));
-        }
-    }
-    let mut group_of = vec![0u8; 1 << RADIX_BITS];
-    let mut groups: Vec<Vec<f64>> = Vec::with_capacity(wanted.len());
-    for (j, &(b, _)) in wanted.iter().enumerate() {
-        // At most one group per rank: `ranked` asks for 8 at most.
-        group_of[b] = u8::try_from(j + 1).unwrap_or(u8::MAX);
-        groups.push(Vec::with_capacity(counts[b] as usize));
-    }
-    for &x in values {
-        let g = group_of[bucket(x)];
+}
+
+/// The values of the wanted buckets, gathered ([`Buckets::gather`]).
+struct Gather {
+    group_of: Vec<u32>,
+    groups: Vec<Vec<f64>>,
+    /// (bucket, values below it) of each group.
+    wanted: Vec<(usize, usize)>,
+    /// (bucket, values below it) of each rank.
+    at: Vec<(usize, usize)>,
+}
+
+impl Gather {
+    #[inline]
+    fn add(&mut self, x: f64) {
+        let g = self.group_of[bucket(x)];
         if g != 0 {
-            groups[usize::from(g) - 1].push(x);
+            self.groups[g as usize - 1].push(x);
         }
     }
-    let mut r = 0;
-    for (group, &(b, below)) in groups.iter_mut().zip(&wanted) {
-        let n = at[r..].iter().take_while(|&&(rb, _)| rb == b).count();
-        select_ranks(group, below, &ranks[r..r + n], &mut out[r..r + n]);
-        r += n;
+
+    /// The values at `ranks` (those `gather` was given) into `out`.
+    fn select(mut self, ranks: &[usize], out: &mut [f64]) {
+        let mut r = 0;
+        for (group, &(b, below)) in self.groups.iter_mut().zip(&self.wanted) {
+            let n = self.at[r..].iter().take_while(|&&(rb, _)| rb == b).count();
+            select_ranks(group, below, &ranks[r..r + n], &mut out[r..r + n]);
+            r += n;
+        }
+    }
+}
+
+/// A [`Summary`] of values met twice in the same order, with no column
+/// of them: [`TwoPass::first`] each (the mean's sum, the counts by
+/// bucket), then [`TwoPass::second_pass`] and [`SecondPass::add`] each
+/// again (the variance's sum about the mean, the values of the ranks'
+/// buckets), then [`SecondPass::finish`]. The same bits as
+/// [`Summary::of`] over the values in that order: the same compensated
+/// sums in the same order, and a rank's value is the same whoever selects
+/// it. mc-analyze's columns are the rows' numbers, decoded from bytes: two
+/// passes over the rows for all of them, where a column each was a pass
+/// and 8 bytes a row (decision 47, last).
+pub struct TwoPass {
+    n: usize,
+    sum: Sum,
+    buckets: Buckets,
+}
+
+/// [`TwoPass`]'s second pass.
+pub struct SecondPass {
+    n: usize,
+    mean: f64,
+    var: Sum,
+    gather: Gather,
+    ranks: Ranks,
+}
+
+/// The summary's ranks (increasing, without repeats) and the ones it
+/// reads, as [`Summary::of`] picks them.
+struct Ranks {
+    unique: [usize; 8],
+    m: usize,
+    q1: (usize, usize, f64),
+    q3: (usize, usize, f64),
+}
+
+impl Ranks {
+    /// For n > 0 values.
+    fn of(n: usize) -> Ranks {
+        let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
+        let mut unique = [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1];
+        unique.sort_unstable();
+        let mut m = 0;
+        for i in 0..unique.len() {
+            if m == 0 || unique[m - 1] != unique[i] {
+                unique[m] = unique[i];
+                m += 1;
+            }
+        }
+        Ranks { unique, m, q1, q3 }
+    }
+}
+
+impl Default for TwoPass {
+    fn default() -> Self {
+        TwoPass {
+            n: 0,
+            sum: Sum::default(),
+            buckets: Buckets::new(),
+        }
+    }
+}
+
+impl TwoPass {
+    /// A value, in the first pass.
+    #[inline]
+    pub fn first(&mut self, x: f64) {
+        self.n += 1;
+        self.sum.add(x);
+        self.buckets.count(x);
+    }
+
+    /// The values counted in the first pass.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The mean (the summary's).
+    pub fn mean(&self) -> f64 {
+        self.sum.value() / self.n as f64
+    }
+
+    /// Ends the first pass.
+    pub fn second_pass(self) -> SecondPass {
+        // No values: no ranks, and no value comes again.
+        let ranks = if self.n == 0 {
+            Ranks {
+                unique: [0; 8],
+                m: 0,
+                q1: (0, 0, 0.0),
+                q3: (0, 0, 0.0),
+            }
+        } else {
+            Ranks::of(self.n)
+        };
+        SecondPass {
+            n: self.n,
+            mean: self.mean(),
+            var: Sum::default(),
+            gather: self.buckets.gather(&ranks.unique[..ranks.m]),
+            ranks,
+        }
+    }
+}
+
+impl SecondPass {
+    /// A value again (in the first pass's order).
+    #[inline]
+    pub fn add(&mut self, x: f64) {
+        let m = self.mean;
+        self.var.add((x - m) * (x - m));
+        self.gather.add(x);
+    }
+
+    /// The summary (`None` for no values).
+    pub fn finish(self) -> Option<Summary> {
+        let n = self.n;
+        if n == 0 {
+            return None;
+        }
+        let Ranks { unique, m, q1, q3 } = self.ranks;
+        let mut found = [0.0; 8];
+        self.gather.select(&unique[..m], &mut found[..m]);
+        let at = |r: usize| found[unique[..m].partition_point(|&u| u < r)];
+        Some(Summary {
+            mean: self.mean,
+            std_dev: (self.var.value() / n as f64).sqrt(),
+            min: at(0),
+            p25: lerp(at(q1.0), at(q1.1), q1.2),
+            median: middle(n, at((n - 1) / 2), at(n / 2)),
+            p75: lerp(at(q3.0), at(q3.1), q3.2),
+            max: at(n - 1),
+        })
     }
 }
 
@@ -232,9 +434,28 @@ fn mean_by(values: &[f64], f: impl Fn(f64) -> f64) -> f64 {
 /// values in [2^-84, 2^40) such as hit rates k/n; otherwise (or on overflow)
 /// the compensated mean.
 pub fn exact_mean(values: &[f64]) -> f64 {
-    const SCALE: i32 = 84;
-    let mut total: i128 = 0;
+    let mut e = ExactMean::default();
     for &v in values {
+        e.add(v);
+    }
+    e.value().unwrap_or_else(|| mean(values))
+}
+
+/// [`exact_mean`] fed a value at a time: the fixed-point total of the
+/// values, or `None` from [`ExactMean::value`] when one did not fit (the
+/// caller then takes the compensated mean of the same values).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ExactMean {
+    total: i128,
+    n: u64,
+    failed: bool,
+}
+
+impl ExactMean {
+    const SCALE: i32 = 84;
+
+    pub fn add(&mut self, v: f64) {
+        self.n += 1;
         // v = m * 2^e exactly, with m < 2^53.
         let fixed = if v == 0.0 {
             Some(0)
@@ -246,40 +467,47 @@ pub fn exact_mean(values: &[f64]) -> f64 {
             } else {
                 ((bits & ((1 << 52) - 1)) | (1 << 52), exp - 1075)
             };
-            let shift = e + SCALE;
-            let m = i128::from(m) * if v < 0.0 { -1 } else { 1 };
+            let shift = e + Self::SCALE;
+            // A negation, not a multiply by -1 or 1 (an i128 multiply).
+            let m = if v < 0.0 {
+                -i128::from(m)
+            } else {
+                i128::from(m)
+            };
             (shift >= 0).then(|| m << shift)
         } else {
             None
         };
-        match fixed.and_then(|f| total.checked_add(f)) {
-            Some(t) => total = t,
-            None => return mean(values),
+        match fixed.and_then(|f| self.total.checked_add(f)) {
+            Some(t) => self.total = t,
+            None => self.failed = true,
         }
     }
-    let n = values.len() as i128;
-    if n == 0 {
-        return f64::NAN;
-    }
-    // Correct rounding of total / (n * 2^84): divide with at least 55
-    // significant bits, fold the remainder into a sticky bit, convert once.
-    let neg = total < 0;
-    let s = total.unsigned_abs();
-    if s == 0 {
-        return 0.0;
-    }
-    let bits = |x: u128| 128 - x.leading_zeros() as i32;
-    let k = (56 + bits(n as u128) - bits(s)).max(0);
-    let Some(num) = s.checked_shl(k as u32).filter(|_| bits(s) + k < 127) else {
-        return mean(values);
-    };
-    let (q, r) = (num / n as u128, num % n as u128);
-    let q = if r != 0 { q | 1 } else { q };
-    let m = q as f64 * 2f64.powi(-(SCALE + k));
-    if neg {
-        -m
-    } else {
-        m
+
+    /// The exact mean rounded once (NaN for no values); `None` when a
+    /// value did not fit the fixed point or the total overflowed.
+    pub fn value(&self) -> Option<f64> {
+        if self.failed {
+            return None;
+        }
+        let n = i128::from(self.n);
+        if n == 0 {
+            return Some(f64::NAN);
+        }
+        // Correct rounding of total / (n * 2^84): divide with at least 55
+        // significant bits, fold the remainder into a sticky bit, convert once.
+        let neg = self.total < 0;
+        let s = self.total.unsigned_abs();
+        if s == 0 {
+            return Some(0.0);
+        }
+        let bits = |x: u128| 128 - x.leading_zeros() as i32;
+        let k = (56 + bits(n as u128) - bits(s)).max(0);
+        let num = s.checked_shl(k as u32).filter(|_| bits(s) + k < 127)?;
+        let (q, r) = (num / n as u128, num % n as u128);
+        let q = if r != 0 { q | 1 } else { q };
+        let m = q as f64 * 2f64.powi(-(Self::SCALE + k));
+        Some(if neg { -m } else { m })
     }
 }
 
@@ -294,6 +522,15 @@ pub fn percentile_linear_unsorted(values: &mut [f64], p: f64) -> f64 {
     let (lo, hi, t) = linear_rank(values.len(), p);
     let [a, b] = ranked(values, [lo, hi]);
     lerp(a, b, t)
+}
+
+/// [`percentile_linear_unsorted`] at `p` and `q`, the ranks of both
+/// selected at once (the same values: a rank's value does not depend on
+/// who selects it).
+pub fn two_percentiles_linear_unsorted(values: &mut [f64], p: f64, q: f64) -> (f64, f64) {
+    let (a, b) = (linear_rank(values.len(), p), linear_rank(values.len(), q));
+    let [a0, a1, b0, b1] = ranked(values, [a.0, a.1, b.0, b.1]);
+    (lerp(a0, a1, a.2), lerp(b0, b1, b.2))
 }
 
 /// numpy's linear method over n > 0 sorted values: the two positions to
@@ -472,6 +709,23 @@ mod tests {
     }
 
     #[test]
+    fn two_percentiles_are_each_selected_alone() {
+        use proptest::prelude::*;
+        proptest!(ProptestConfig::with_cases(500), |(
+            v in proptest::collection::vec(edge_value(), 1..6000),
+            p in 0.0f64..=1.0,
+            q in prop_oneof![Just(0.99), 0.0f64..=1.0],
+        )| {
+            let got = two_percentiles_linear_unsorted(&mut v.clone(), p, q);
+            let want = (
+                percentile_linear_unsorted(&mut v.clone(), p),
+                percentile_linear_unsorted(&mut v.clone(), q),
+            );
+            prop_assert_eq!((got.0.to_bits(), got.1.to_bits()), (want.0.to_bits(), want.1.to_bits()));
+        });
+    }
+
+    #[test]
     fn counted_columns_select_what_a_sort_would_read() {
         use proptest::prelude::*;
         // Every column counted first (a threshold of 1), short and long,
@@ -496,6 +750,54 @@ mod tests {
             let got = ranked_with(&mut v.clone(), ranks, 1);
             prop_assert_eq!(got.map(f64::to_bits), ranks.map(|r| sorted[r].to_bits()));
         });
+    }
+
+    #[test]
+    fn two_passes_summarise_as_a_column() {
+        use proptest::prelude::*;
+        // Short and long, with values sharing a bucket and repeats: the
+        // same bits as `Summary::of` (and so as a sort) over the values in
+        // their order, and the mean after the first pass is the summary's.
+        proptest!(ProptestConfig::with_cases(300), |(
+            v in proptest::collection::vec(
+                prop_oneof![
+                    4 => edge_value(),
+                    2 => 1.0f64..1.06,
+                    1 => (0u32..3).prop_map(f64::from),
+                ],
+                0..5000,
+            ),
+        )| {
+            let mut t = TwoPass::default();
+            for &x in &v {
+                t.first(x);
+            }
+            prop_assert_eq!(t.len(), v.len());
+            let mut column = v.clone();
+            let want = Summary::of(&mut column);
+            if let Some(w) = want {
+                prop_assert_eq!(t.mean().to_bits(), w.mean.to_bits());
+            }
+            let mut t = t.second_pass();
+            for &x in &v {
+                t.add(x);
+            }
+            prop_assert_eq!(bits(t.finish()), bits(want));
+        });
+    }
+
+    #[test]
+    fn exact_means_fed_one_at_a_time_fall_back_as_the_column_does() {
+        // 0.1 in [2^-84, 2^40) is exact; 2^41 falls back to the
+        // compensated mean of the same values.
+        let mut e = ExactMean::default();
+        for v in [0.1, 0.2, 0.3] {
+            e.add(v);
+        }
+        assert_eq!(e.value(), Some(exact_mean(&[0.1, 0.2, 0.3])));
+        e.add(2f64.powi(41));
+        assert_eq!(e.value(), None);
+        assert_eq!(ExactMean::default().value().map(f64::is_nan), Some(true));
     }
 
     #[test]

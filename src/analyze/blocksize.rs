@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::idtable::{IdTable, Pass};
-use super::rows::RowStore;
+use super::rows::{RowStore, StoredRow};
 use crate::blocks::{is_consistent, FeasibleSizes};
 use crate::finding::Finding;
 
@@ -45,7 +45,7 @@ fn consistent(n: u32, len: f64, b: u64) -> bool {
 /// The power of two the data points to: the smallest one every row allows,
 /// else the one the most rows allow (the smaller on a tie).
 pub fn detect(rows: &RowStore, feasible: Option<FeasibleSizes>) -> Option<u64> {
-    if !rows.rows.iter().any(|r| r.has_ids()) {
+    if rows.rows.with_ids() == 0 {
         return None;
     }
     let pows = (0..=MAX_POW2).map(|e| 1u64 << e);
@@ -78,36 +78,64 @@ fn last_size(n: u32, isl: f64, b: u64) -> Option<u32> {
 /// trace's candidates are last blocks exactly full (1 row in 512).
 ///
 /// The rows are a byte stream read in order, so the candidates are sorted
-/// and met in one pass that stops at the last of them.
-fn must_walk(rows: &RowStore, table: &IdTable, b: u64) -> bool {
-    let mut wanted = table.candidate_rows().to_vec();
-    wanted.sort_unstable();
-    wanted.dedup();
-    let mut wanted = wanted.into_iter().peekable();
-    for (i, r) in rows.rows.iter().enumerate() {
-        let Some(&next) = wanted.peek() else {
-            return false;
-        };
-        if next as usize != i {
-            continue;
-        }
-        wanted.next();
-        if last_size(r.n_ids, r.isl, b).is_some_and(|s| s != 0 && u64::from(s) != b) {
-            return true;
+/// and met as the rows come: [`MustWalk::add`] each row in order (the
+/// report's one pass over the rows, decision 47, last), then
+/// [`MustWalk::finish`].
+pub struct MustWalk {
+    /// The candidate rows not met yet, in decreasing order (the next is
+    /// last).
+    wanted: Vec<u32>,
+    b: u64,
+    walk: bool,
+}
+
+impl MustWalk {
+    pub fn new(table: &IdTable, b: u64) -> MustWalk {
+        let mut wanted = table.candidate_rows().to_vec();
+        wanted.sort_unstable_by(|x, y| y.cmp(x));
+        wanted.dedup();
+        MustWalk {
+            wanted,
+            b,
+            walk: false,
         }
     }
-    // A candidate past the last row says nothing sure: walk.
-    wanted.peek().is_some()
+
+    /// Row `i`, in order.
+    #[inline]
+    pub fn add(&mut self, i: usize, r: &StoredRow) {
+        if self.wanted.last().is_some_and(|&next| next as usize == i) {
+            self.wanted.pop();
+            let b = self.b;
+            self.walk |= last_size(r.n_ids, r.isl, b).is_some_and(|s| s != 0 && u64::from(s) != b);
+        }
+    }
+
+    /// Whether the size check must walk (a candidate past the last row
+    /// says nothing sure: walk).
+    pub fn finish(self) -> bool {
+        self.walk || !self.wanted.is_empty()
+    }
+}
+
+/// [`MustWalk`] over the rows by itself.
+#[cfg(test)]
+fn must_walk(rows: &RowStore, table: &IdTable, b: u64) -> bool {
+    let mut m = MustWalk::new(table, b);
+    for (i, r) in rows.rows.iter().enumerate() {
+        m.add(i, &r);
+    }
+    m.finish()
 }
 
 /// The ids seen at two sizes, for block size `b`: a second pass over the
-/// rows in order, made only when some id can conflict (`must_walk`),
-/// which looks at the ids that can ([`IdTable::size_candidates`]) only,
-/// found in each row's runs by binary search. The first pass counted the
-/// repeated pairs.
-pub fn conflicts(rows: &RowStore, table: &mut IdTable, b: u64) -> Finding {
+/// rows in order, made only when some id can conflict (`walk`, from
+/// [`MustWalk`]), which looks at the ids that can
+/// ([`IdTable::size_candidates`]) only, found in each row's runs by binary
+/// search. The first pass counted the repeated pairs.
+pub fn conflicts(rows: &RowStore, table: &mut IdTable, b: u64, walk: bool) -> Finding {
     let mut conflicts = Finding::default();
-    if !must_walk(rows, table, b) {
+    if !walk {
         return conflicts;
     }
     let candidates = table.size_candidates();
@@ -243,7 +271,8 @@ mod tests {
             (vec![5, 6, 7], 9.0),
         ];
         let (store, mut table) = analyzed(&rows);
-        let got = conflicts(&store, &mut table, 4);
+        let walk = must_walk(&store, &table, 4);
+        let got = conflicts(&store, &mut table, 4, walk);
         assert_eq!((got.count, got.first_lines.clone()), (1, vec![4]));
         assert_eq!(got, plain(&rows, 4));
     }
@@ -303,7 +332,8 @@ mod tests {
             b in 1u64..5,
         ) {
             let (store, mut table) = analyzed(&rows);
-            prop_assert_eq!(conflicts(&store, &mut table, b), plain(&rows, b));
+            let walk = must_walk(&store, &table, b);
+            prop_assert_eq!(conflicts(&store, &mut table, b, walk), plain(&rows, b));
         }
 
         /// The range counted as rows are stored is the one a walk over

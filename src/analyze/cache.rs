@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::idtable::{IdTable, Pass};
-use super::rows::{RowStore, Rows};
+use super::rows::{RowCursor, RowStore, Rows, StoredRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -142,21 +142,34 @@ impl BlockCache for Lru {
     }
 }
 
-/// Row indices in replay order.
-fn replay_order(rows: &Rows, order: Order) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..rows.len()).collect();
-    if order == Order::Timestamp {
-        let mut key = f64::NEG_INFINITY;
-        let keys: Vec<f64> = rows
-            .iter()
-            .map(|r| {
-                key = r.timestamp.get().unwrap_or(key);
-                key
-            })
-            .collect();
-        idx.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
+/// Row indices in replay order; `None` for the file's (also timestamp
+/// order when the rows are in it already: the stable sort would leave
+/// them be). Indices are 32 bits: the first pass refuses more rows.
+fn replay_order(rows: &Rows, order: Order) -> Option<Vec<u32>> {
+    if order == Order::File {
+        return None;
     }
-    idx
+    // A row without a timestamp keeps the key of the row before.
+    let keys = || {
+        let mut key = f64::NEG_INFINITY;
+        rows.iter().map(move |r| {
+            key = r.timestamp.get().unwrap_or(key);
+            key
+        })
+    };
+    let mut prev = f64::NEG_INFINITY;
+    let sorted = keys().all(|k| {
+        let le = prev.total_cmp(&k).is_le();
+        prev = k;
+        le
+    });
+    if sorted {
+        return None;
+    }
+    let keys: Vec<f64> = keys().collect();
+    let mut idx: Vec<u32> = (0..rows.len() as u32).collect();
+    idx.sort_by(|&a, &b| keys[a as usize].total_cmp(&keys[b as usize]));
+    Some(idx)
 }
 
 /// Tokens in block `i` of a row of `len` tokens.
@@ -179,14 +192,25 @@ fn leading_tokens(m: usize, isl: f64, b: u64) -> f64 {
     (0..m).map(|k| block_tokens(k, isl, b as f64)).sum::<f64>()
 }
 
-fn replay(rows: &RowStore, order: &[usize], b: u64, cache: &mut dyn BlockCache) -> f64 {
+/// The rows through `cache` in `order` (`None`: the file's, read in
+/// order; else through `cursor`): the hit tokens, summed in that order.
+fn replay(
+    rows: &RowStore,
+    order: Option<&[u32]>,
+    cursor: &mut Option<RowCursor<'_>>,
+    b: u64,
+    cache: &mut dyn BlockCache,
+) -> f64 {
     let mut hit_tokens = 0.0;
-    let mut ids = Vec::new();
-    let at = rows.offsets();
-    let isl: Vec<f64> = rows.rows.iter().map(|r| r.isl).collect();
-    for &i in order {
-        rows.ids_at(at[i], &mut ids);
-        hit_tokens += replay_row(&ids, isl[i], b, cache);
+    match (order, cursor) {
+        (Some(order), Some(cursor)) => {
+            let mut ids = Vec::new();
+            for &i in order {
+                let r = cursor.row(i as usize, &mut ids);
+                hit_tokens += replay_row(&ids, r.isl, b, cache);
+            }
+        }
+        _ => rows.for_each_ids(|_, r, ids| hit_tokens += replay_row(ids, r.isl, b, cache)),
     }
     hit_tokens
 }
@@ -243,15 +267,62 @@ impl RowByRow {
     }
 }
 
+/// What the cache model reads from the rows in file order, summed in the
+/// report's one pass over them ([`super::aiperf::RowColumns::of`]'s
+/// `also`): the input tokens, and the infinite cache's hits in file order.
+pub struct FileTotals {
+    block_size: u64,
+    input_tokens: f64,
+    hit_tokens: f64,
+}
+
+impl FileTotals {
+    pub fn new(block_size: u64) -> FileTotals {
+        // What `Iterator::sum` starts from (the sums were `sum`s over the
+        // rows): the same bits for any first term.
+        let zero: f64 = std::iter::empty::<f64>().sum();
+        FileTotals {
+            block_size,
+            input_tokens: zero,
+            hit_tokens: zero,
+        }
+    }
+
+    /// The next row, in file order.
+    #[inline]
+    pub fn add(&mut self, r: &StoredRow) {
+        self.input_tokens += r.isl.max(0.0);
+        // In file order an infinite cache serves exactly each row's
+        // leading blocks that earlier rows used: the first pass found them.
+        self.hit_tokens += leading_tokens(r.first_unseen as usize, r.isl, self.block_size);
+    }
+}
+
+/// Whether [`model`] reads the id table's flags (as marks): in timestamp
+/// order, where the infinite cache is replayed. In file order it is the
+/// first pass's `first_unseen`.
+pub fn needs_marks(order: Order) -> bool {
+    order == Order::Timestamp
+}
+
+/// The model; `totals` are the rows' in file order, at block size `b`.
 pub fn model(
     rows: &RowStore,
     table: &mut IdTable,
     b: u64,
     order: Order,
     sizes: &[u64],
+    totals: &FileTotals,
 ) -> CacheModel {
-    let replay_order = replay_order(&rows.rows, order);
-    let input_tokens: f64 = rows.rows.iter().map(|r| r.isl.max(0.0)).sum();
+    debug_assert_eq!(totals.block_size, b);
+    let input_tokens = totals.input_tokens;
+    let replay_order = if needs_marks(order) || !sizes.is_empty() {
+        replay_order(&rows.rows, order)
+    } else {
+        None
+    };
+    let replay_order = replay_order.as_deref();
+    let mut cursor = replay_order.map(|_| rows.cursor());
     let rate = |hit: f64| {
         if input_tokens > 0.0 {
             hit / input_tokens
@@ -259,16 +330,11 @@ pub fn model(
             0.0
         }
     };
-    let hit = if order == Order::File {
-        // In file order an infinite cache serves exactly each row's leading
-        // blocks that earlier rows used: the first pass already found them.
-        rows.rows
-            .iter()
-            .map(|r| leading_tokens(r.first_unseen as usize, r.isl, b))
-            .sum()
+    let hit = if !needs_marks(order) {
+        totals.hit_tokens
     } else {
         table.enter(Pass::Marks);
-        replay(rows, &replay_order, b, &mut Infinite(table))
+        replay(rows, replay_order, &mut cursor, b, &mut Infinite(table))
     };
     let mut results = vec![CacheResult {
         cache_blocks: None,
@@ -276,7 +342,13 @@ pub fn model(
         hit_rate: rate(hit),
     }];
     for &c in sizes {
-        let hit = replay(rows, &replay_order, b, &mut Lru::new(c as usize));
+        let hit = replay(
+            rows,
+            replay_order,
+            &mut cursor,
+            b,
+            &mut Lru::new(c as usize),
+        );
         results.push(CacheResult {
             cache_blocks: Some(c),
             hit_tokens: hit,

@@ -111,8 +111,23 @@ pub struct GraphTracker {
 
 impl GraphTracker {
     /// One row, in input order; `agent` is `None` for a row without graph
-    /// fields.
+    /// fields. Inlined, the rest a call: a row without graph fields while
+    /// the trace has no graph is nothing to do.
+    #[inline]
     pub fn add(
+        &mut self,
+        line: u64,
+        session: Option<&[u8]>,
+        timestamp: Option<f64>,
+        delay: Option<f64>,
+        agent: Option<&AgentFields>,
+    ) {
+        if agent.is_some() || !self.graph_sessions.is_empty() {
+            self.add_any(line, session, timestamp, delay, agent);
+        }
+    }
+
+    fn add_any(
         &mut self,
         line: u64,
         session: Option<&[u8]>,

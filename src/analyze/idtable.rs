@@ -197,6 +197,13 @@ pub struct IdTable {
     /// Positions of the row being visited that repeat an earlier id of it.
     repeats: Vec<bool>,
     sorted: Vec<(u64, usize)>,
+    /// Set by [`IdTable::end_visits`]: the heads and overflow maps are
+    /// gone, and the reuse count is `reused` (no row may be visited).
+    ended: bool,
+    /// [`IdTable::reused_visits`], kept when the visits end.
+    reused: u64,
+    /// Set by [`IdTable::drop_flags`]: no pass may read the flags.
+    no_flags: bool,
     /// Trie nodes: AIPerf's `unique_prefixes`.
     pub nodes: u64,
     /// Blocks walked: the denominator of the prefix reuse ratio.
@@ -245,7 +252,14 @@ impl IdTable {
     /// earlier position's id; false when none do (the usual case, found
     /// without sorting when the ids increase).
     fn find_repeats(&mut self, ids: &[u64]) -> bool {
-        if ids.windows(2).all(|w| w[0] < w[1]) {
+        // Every pair compared, without stopping at the first that is not
+        // increasing: a loop the compiler vectorises (`all` over
+        // `windows` stopped, and cost two instructions an id more).
+        let mut increasing = true;
+        for i in 1..ids.len() {
+            increasing &= ids[i - 1] < ids[i];
+        }
+        if increasing {
             return false;
         }
         self.sorted.clear();
@@ -278,6 +292,7 @@ impl IdTable {
             Pass::Trie,
             "rows are visited before any other pass"
         );
+        debug_assert!(!self.ended, "rows are visited before the visits end");
         let mut w = Walk {
             v: RowVisit {
                 first_unseen: ids.len(),
@@ -292,15 +307,17 @@ impl IdTable {
         let by_runs = by_runs && !repeats;
         let mut pos = 0;
         while pos < ids.len() {
-            let k = if by_runs {
+            // A run's walk that cannot start says what the id's flags
+            // are, found (one lookup fewer in the step an id at a time).
+            let (k, known) = if by_runs {
                 self.run(&mut w, row, pos, ids)
             } else {
-                0
+                (0, None)
             };
             if k > 0 {
                 pos += k;
             } else {
-                self.one(&mut w, row, pos, ids[pos], repeats);
+                self.one(&mut w, row, pos, ids[pos], repeats, known);
                 pos += 1;
             }
         }
@@ -315,21 +332,45 @@ impl IdTable {
             }
         }
         let row = row as usize;
-        if self.repeated.len() <= row {
-            self.repeated.resize(row + 1, 0);
+        // Rows come in order: the next one is a push (`resize` was a call
+        // a row); a row whose visit was skipped (no ids) counts none.
+        if self.repeated.len() == row {
+            self.repeated.push(repeated);
+        } else {
+            if self.repeated.len() < row {
+                self.repeated.resize(row + 1, 0);
+            }
+            self.repeated[row] = repeated;
         }
-        self.repeated[row] = repeated;
         v
     }
 
     /// One id of a row, at `pos` (`repeats`: some ids of the row repeat
-    /// an earlier one, marked in `self.repeats`).
+    /// an earlier one, marked in `self.repeats`; `known`: the id's flags
+    /// when the caller has read them, not 0).
     #[inline]
-    fn one(&mut self, w: &mut Walk, row: u32, pos: usize, id: u64, repeats: bool) {
+    fn one(
+        &mut self,
+        w: &mut Walk,
+        row: u32,
+        pos: usize,
+        id: u64,
+        repeats: bool,
+        known: Option<u8>,
+    ) {
         let pos32 = pos as u32;
-        let slot = self.flags.slot(id);
-        let f = *slot;
+        let (f, mut slot) = match known {
+            Some(f) => (f, None),
+            None => {
+                let slot = self.flags.slot(id);
+                (*slot, Some(slot))
+            }
+        };
         if f == 0 {
+            let slot = match slot {
+                Some(slot) => slot,
+                None => self.flags.slot(id),
+            };
             // First sight. The id follows the block before when that
             // was new here too (so an id's run shares its head's row).
             self.distinct += 1;
@@ -372,6 +413,10 @@ impl IdTable {
             .prev
             .filter(|&(p, _)| f & FOLLOWS != 0 && p.wrapping_add(1) == id && w.parent == p)
         {
+            let slot = match slot.take() {
+                Some(slot) => slot,
+                None => self.flags.slot(id),
+            };
             *slot = f | MULTI | VISITED_TWICE | PAIRED_TWICE;
             if f & PAIRED_TWICE == 0 {
                 if let Some(c) = self.repeated.get_mut(pp.row as usize) {
@@ -446,7 +491,10 @@ impl IdTable {
             node.1 += 1;
             node.0
         };
-        *self.flags.slot(id) = f;
+        // Seen before (its flags are not 0): its byte is there.
+        if let Some(slot) = self.flags.get_mut(id) {
+            *slot = f;
+        }
         (key, repeated)
     }
 
@@ -476,8 +524,10 @@ impl IdTable {
         r
     }
 
-    /// Whether the (position, id) pair occurs more than once in the trace.
+    /// Whether the (position, id) pair occurs more than once in the trace
+    /// (before [`IdTable::end_visits`]: it needs the heads).
     pub fn pair_repeated(&self, pos: usize, id: u64) -> bool {
+        debug_assert!(!self.ended, "the heads are gone when the visits end");
         let f = self.flags_of(id);
         if f == 0 {
             return false;
@@ -524,6 +574,7 @@ impl IdTable {
     /// order: an id's first size decides which later one conflicts.
     pub fn check_size(&mut self, id: u64, size: u32, full: u32) -> bool {
         debug_assert_eq!(self.pass, Pass::Sizes);
+        debug_assert!(!self.no_flags, "the size check reads the flags");
         let f = self.flags_of(id);
         // An id met once has one size; one never last has only `full`.
         if f & (MULTI | LAST) != MULTI | LAST || size == 0 {
@@ -549,10 +600,42 @@ impl IdTable {
         conflict
     }
 
+    /// Ends the first pass: frees what only visiting rows reads (the
+    /// heads, a third of the table on a generated trace, and the overflow
+    /// maps), keeping the reuse count, so the report's columns are made
+    /// in the room they held (decision 47, last). The flags stay: the
+    /// size check and the cache model's marks read them
+    /// ([`IdTable::drop_flags`] when neither will).
+    pub fn end_visits(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.reused = self.reused_visits();
+        self.ended = true;
+        self.heads = Heads::default();
+        self.extra_nodes = HashMap::default();
+        self.extra_pairs = HashMap::default();
+        self.repeats = Vec::new();
+        self.sorted = Vec::new();
+    }
+
+    /// Frees the flags, after [`IdTable::end_visits`], when no pass will
+    /// read them (the size check found nothing to walk, and the cache
+    /// model needs no marks): 1 byte a distinct id. The counts stay.
+    pub fn drop_flags(&mut self) {
+        debug_assert!(self.ended, "the visits read the flags");
+        self.flags = Flags::default();
+        self.candidate_rows = Vec::new();
+        self.no_flags = true;
+    }
+
     /// Σ visits of nodes visited more than once (AIPerf's reused prefixes):
     /// every block visits one node, so it is the blocks less the nodes
     /// visited once.
     pub fn reused_visits(&self) -> u64 {
+        if self.ended {
+            return self.reused;
+        }
         let primary_once = self.distinct - self.visited_twice;
         let extra_once = self.extra_nodes.values().filter(|&&(_, v)| v == 1).count() as u64;
         self.blocks - primary_once - extra_once
@@ -573,6 +656,7 @@ impl IdTable {
     /// never are).
     pub fn mark(&mut self, id: u64) -> bool {
         debug_assert_eq!(self.pass, Pass::Marks);
+        debug_assert!(!self.no_flags, "the marks are flags");
         self.flags.get_mut(id).is_some_and(|f| {
             let was = scratch(*f) == 1;
             *f = with_scratch(*f, 1);

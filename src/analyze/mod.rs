@@ -355,12 +355,6 @@ impl Analyzer {
     }
 
     /// The second pass: the report, for the options' block size and cache sizes.
-    ///
-    /// Two threads for a while: the block walk and what needs the id table
-    /// (AIPerf's table statistics, the block check, the cache model) on
-    /// this one; AIPerf's row columns and the timing, which read only the
-    /// rows' numbers, on a second. Each part is computed as on one thread,
-    /// so the report is the same.
     pub fn finish(self, opts: &AnalyzeArgs, policy: &ErrorPolicy) -> Report {
         let Analyzer {
             rows,
@@ -378,27 +372,33 @@ impl Analyzer {
             BlockSize::Auto => detected.unwrap_or(DEFAULT_BLOCK_SIZE),
         };
         let rows = &rows;
-        // One column of 8 bytes a row for the side thread's statistics,
-        // made here: see `RowColumns::of`.
-        let mut column = Vec::with_capacity(rows.rows.len());
-        let (aiperf, blocks, cache, timing) = std::thread::scope(|scope| {
-            let side = scope.spawn(move || {
-                let columns = aiperf::RowColumns::of(rows, &mut column);
-                let timing = timing::compute(rows, &mut column);
-                (columns, timing)
-            });
-            let conflicts = blocksize::conflicts(rows, &mut table, b);
-            let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
-            // A panic there is a bug: it ends the run as it would on
-            // this thread.
-            let (columns, timing) = side.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            let repeated = table.take_repeated(rows.rows.len());
-            let aiperf = aiperf::compute(rows, &table, &first_ids, &repeated, b, columns);
-            // 4 bytes a row, needed by nothing after AIPerf's statistics.
-            drop(repeated);
-            let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks);
-            (aiperf, blocks, cache, timing)
+        // The heads are a third of the table: what the report makes is
+        // made in their room (decision 47, last).
+        table.end_visits();
+        let repeated = table.take_repeated(rows.rows.len());
+        // What reads the rows in order, in two passes over them: the AIPerf
+        // columns, the arrival times, the cache's file-order totals,
+        // whether the size check walks (a pass each before, some on a
+        // second thread; decision 47, last).
+        let mut must_walk = blocksize::MustWalk::new(&table, b);
+        let mut arrivals = timing::Arrivals::new(rows.rows.len());
+        let mut totals = cache::FileTotals::new(b);
+        let columns = aiperf::RowColumns::of(rows, &repeated, b, |i, r| {
+            arrivals.add(rows, i, r);
+            totals.add(r);
+            must_walk.add(i, r);
         });
+        // 4 bytes a row, read by nothing more.
+        drop(repeated);
+        let timing = arrivals.finish();
+        let conflicts = blocksize::conflicts(rows, &mut table, b, must_walk.finish());
+        let blocks = blocksize::check(rows, b, detected, feasible, conflicts);
+        if !cache::needs_marks(opts.order) {
+            // Nothing reads them after the size check.
+            table.drop_flags();
+        }
+        let cache = cache::model(rows, &mut table, b, opts.order, &opts.cache_blocks, &totals);
+        let aiperf = aiperf::compute(&table, &first_ids, columns);
         let sessions = sessions.finish(b);
         let (graphs, graph_lint) = graphs.finish(sessions.rows_in_sessions);
         let input = InputSummary {

@@ -117,15 +117,7 @@ fn unzigzag(z: u64) -> u64 {
     ((z >> 1) as i64 ^ -((z & 1) as i64)) as u64
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Reads a varint `put_varint` wrote at `*at`, moving `*at` past it. Up
+/// Reads a varint `Packing::varint` wrote at `*at`, moving `*at` past it. Up
 /// to three bytes (a row's counts, lengths below 2 M, most steps) are read
 /// here, inline; the rest by a call (as a loop here, the two-byte ones
 /// made decoding a row cost 190 instructions; the three-byte ones, input
@@ -186,6 +178,33 @@ struct Packing {
 }
 
 impl Packing {
+    fn new() -> Packing {
+        Packing {
+            buf: [0; 48],
+            len: 0,
+        }
+    }
+
+    /// Appends the bytes so far to `out` and empties the buffer. The
+    /// whole buffer is copied (a fixed size: a few vector moves, where a
+    /// copy of `len` bytes was a call to `memcpy`), then `out` is cut back.
+    #[inline]
+    fn append_to(&mut self, out: &mut Vec<u8>) {
+        let end = out.len() + self.len;
+        out.extend_from_slice(&self.buf);
+        out.truncate(end);
+        self.len = 0;
+    }
+
+    /// [`Packing::append_to`] when fewer than `room` bytes are left
+    /// (`room` at most the buffer's length).
+    #[inline]
+    fn make_room(&mut self, room: usize, out: &mut Vec<u8>) {
+        if self.len + room > self.buf.len() {
+            self.append_to(out);
+        }
+    }
+
     fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.buf[self.len] = v as u8 | 0x80;
@@ -233,10 +252,8 @@ impl Rows {
     }
 
     fn push(&mut self, row: &StoredRow) {
-        let mut p = Packing {
-            buf: [0; 48],
-            len: 1,
-        };
+        let mut p = Packing::new();
+        p.len = 1;
         let mut t = 0;
         p.varint(u64::from(row.n_ids));
         if row.first_unseen == row.n_ids {
@@ -267,7 +284,7 @@ impl Rows {
             }
         }
         p.buf[0] = t;
-        self.bytes.extend_from_slice(&p.buf[..p.len]);
+        p.append_to(&mut self.bytes);
         self.len += 1;
         self.with_ids += usize::from(row.n_ids > 0);
     }
@@ -395,6 +412,7 @@ impl RowStore {
         // Where the run before ended (the next id it would have held).
         let mut end = 0u64;
         let mut k = 0;
+        let mut packed = Packing::new();
         while k < ids.len() {
             let first = ids[k];
             // Index loops, not zip + take_while over the rest of the row:
@@ -418,11 +436,15 @@ impl RowStore {
             }
             let len = j - k;
             // Zigzag: a run may start below where the one before ended.
-            put_varint(&mut self.runs, zigzag(first.wrapping_sub(end)));
-            put_varint(&mut self.runs, len as u64);
+            // Two varints of 10 bytes at most, written into the row's
+            // buffer, not pushed a byte at a time (a capacity check each).
+            packed.make_room(20, &mut self.runs);
+            packed.varint(zigzag(first.wrapping_sub(end)));
+            packed.varint(len as u64);
             end = first.wrapping_add(len as u64);
             k += len;
         }
+        packed.append_to(&mut self.runs);
         if !ids.is_empty() {
             // `whole` first: `fract` is a call to libm's `trunc`.
             let isl = facts.isl;
@@ -504,22 +526,105 @@ impl RowStore {
         }
     }
 
-    /// Where each row is, for reading rows out of order.
-    pub fn offsets(&self) -> Vec<RowAt> {
-        let mut out = Vec::with_capacity(self.rows.len());
-        let mut at = 0;
-        for r in self.rows.iter() {
-            out.push(RowAt {
-                runs: at as u64,
-                n_ids: r.n_ids,
-            });
-            let mut left = u64::from(r.n_ids);
-            while left > 0 {
-                get_varint(&self.runs, &mut at);
-                left = left.saturating_sub(get_varint(&self.runs, &mut at));
-            }
+    /// Moves `*at` past the runs of a row of `n` ids.
+    fn skip_runs(&self, at: &mut usize, n: u32) {
+        let mut left = u64::from(n);
+        while left > 0 {
+            get_varint(&self.runs, at);
+            left = left.saturating_sub(get_varint(&self.runs, at));
         }
-        out
+    }
+
+    /// A cursor for reading rows out of order (the cache model's
+    /// timestamp order): one pass over the rows to place its checkpoints.
+    pub fn cursor(&self) -> RowCursor<'_> {
+        let mut checkpoints = Vec::with_capacity(self.rows.len().div_ceil(CHECKPOINT_EVERY));
+        let mut it = self.rows.iter();
+        let mut runs = 0;
+        for i in 0..self.rows.len() {
+            if i % CHECKPOINT_EVERY == 0 {
+                checkpoints.push(Place {
+                    rows: it.at,
+                    last_ts: it.last_ts,
+                    runs,
+                });
+            }
+            let Some(r) = it.next() else { break };
+            self.skip_runs(&mut runs, r.n_ids);
+        }
+        RowCursor {
+            store: self,
+            checkpoints,
+            next: Place {
+                rows: 0,
+                last_ts: 0,
+                runs: 0,
+            },
+            next_row: 0,
+        }
+    }
+}
+
+/// Rows between two of a [`RowCursor`]'s checkpoints: a checkpoint is 24
+/// bytes, 1.5 a row, where a `RowAt` a row was 16 (decision 47, last); a
+/// row out of order decodes at most this many before it.
+const CHECKPOINT_EVERY: usize = 16;
+
+/// Where a row starts in both byte streams, and the timestamp its step
+/// is from.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    rows: usize,
+    last_ts: u64,
+    runs: usize,
+}
+
+/// Rows read in any order ([`RowStore::cursor`]): a row is decoded from
+/// the one after the row read last when it is at most a checkpoint's
+/// span ahead (the usual case: a trace nearly in timestamp order), else
+/// from the checkpoint before it.
+pub struct RowCursor<'a> {
+    store: &'a RowStore,
+    checkpoints: Vec<Place>,
+    /// Where row `next_row` starts.
+    next: Place,
+    next_row: usize,
+}
+
+impl RowCursor<'_> {
+    /// Row `i` (below the store's row count), with its ids decoded into
+    /// `ids` (cleared first).
+    pub fn row(&mut self, i: usize, ids: &mut Vec<u64>) -> StoredRow {
+        if i < self.next_row || i - self.next_row > CHECKPOINT_EVERY {
+            let c = i / CHECKPOINT_EVERY;
+            self.next = self.checkpoints[c];
+            self.next_row = c * CHECKPOINT_EVERY;
+        }
+        let store = self.store;
+        let mut it = RowIter {
+            bytes: &store.rows.bytes,
+            at: self.next.rows,
+            last_ts: self.next.last_ts,
+            left: store.rows.len() - self.next_row,
+        };
+        let mut runs = self.next.runs;
+        let mut row = None;
+        while self.next_row <= i {
+            row = it.next();
+            if let Some(r) = row.filter(|_| self.next_row < i) {
+                store.skip_runs(&mut runs, r.n_ids);
+            }
+            self.next_row += 1;
+        }
+        // `i` is below the row count, so the loop read it.
+        let r = row.unwrap_or_else(|| panic!("row {i} of {}", store.rows.len()));
+        store.decode(&mut runs, r.n_ids as usize, ids);
+        self.next = Place {
+            rows: it.at,
+            last_ts: it.last_ts,
+            runs,
+        };
+        r
     }
 }
 
@@ -578,9 +683,6 @@ mod tests {
             expanded.push((i, ids.collect::<Vec<_>>()));
         });
         assert_eq!(expanded, want);
-        let found: Vec<(u64, u32)> = s.offsets().iter().map(|r| (r.runs, r.n_ids)).collect();
-        let pushed: Vec<(u64, u32)> = at.iter().map(|r| (r.runs, r.n_ids)).collect();
-        assert_eq!(found, pushed);
     }
 
     #[test]
@@ -758,6 +860,55 @@ mod tests {
             for (k, &a) in at.iter().enumerate().rev() {
                 s.ids_at(a, &mut out);
                 prop_assert_eq!(&out, &rows[k].1);
+            }
+        }
+
+        /// The cursor reads any row, in any order (back, forward within a
+        /// checkpoint's span and beyond, the same row again), as the rows
+        /// read in order give it: numbers (timestamps are steps from the
+        /// row before) and ids.
+        #[test]
+        fn a_cursor_reads_rows_as_in_order(
+            rows in prop::collection::vec(
+                (
+                    prop::collection::vec(any::<u64>(), 0..4),
+                    prop::collection::vec(0u64..1000, 0..6),
+                    prop_oneof![
+                        3 => (0u64..1 << 40).prop_map(|t| Some(t as f64)),
+                        1 => Just(None),
+                        1 => Just(Some(0.25)),
+                    ],
+                ),
+                1..80,
+            ),
+            picks in prop::collection::vec(
+                prop_oneof![
+                    2 => any::<prop::sample::Index>().prop_map(Err),
+                    3 => (0usize..20).prop_map(Ok),
+                ],
+                0..60,
+            ),
+        ) {
+            let mut s = RowStore::default();
+            for (i, (ids, small, ts)) in rows.iter().enumerate() {
+                let ids: Vec<u64> = ids.iter().chain(small).copied().collect();
+                let facts = RowFacts { isl: ids.len() as f64, osl: 2.0, timestamp: (*ts).into() };
+                s.push(i as u64 + 1, facts, 0, &ids);
+            }
+            let mut want = Vec::new();
+            s.for_each_ids(|_, r, ids| want.push((bits(r), ids.to_vec())));
+            let mut cursor = s.cursor();
+            let mut ids = Vec::new();
+            let mut last = 0;
+            for pick in picks {
+                // An index anywhere, or a step forward from the row before.
+                let i = match pick {
+                    Err(at) => at.index(rows.len()),
+                    Ok(step) => (last + step) % rows.len(),
+                };
+                let r = cursor.row(i, &mut ids);
+                prop_assert_eq!(&(bits(&r), ids.clone()), &want[i], "row {}", i);
+                last = i;
             }
         }
     }

@@ -40,20 +40,27 @@ pub struct SessionTracker {
 
 impl SessionTracker {
     /// Row `row` (already stored, with `ids`, input length `isl` and
-    /// `delay`) belongs to `session`.
+    /// `delay`) belongs to `session`. Inlined, the rest a call: a row
+    /// without a session (most of a generated trace) is a count.
+    #[inline]
     pub fn add(
         &mut self,
         rows: &RowStore,
         row: RowAt,
         session: Option<&[u8]>,
-        (ids, isl): (&[u64], f64),
+        ids_isl: (&[u64], f64),
         delay: Option<f64>,
     ) {
-        self.delays.extend(delay);
-        let Some(key) = session else {
-            self.rows_without += 1;
-            return;
-        };
+        if let Some(d) = delay {
+            self.delays.push(d);
+        }
+        match session {
+            None => self.rows_without += 1,
+            Some(key) => self.add_to(rows, row, key, ids_isl),
+        }
+    }
+
+    fn add_to(&mut self, rows: &RowStore, row: RowAt, key: &[u8], (ids, isl): (&[u64], f64)) {
         match self.sessions.get_mut(key) {
             None => {
                 self.sessions.insert(key.into(), (1, row));

@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use super::rows::RowStore;
+use super::rows::{RowStore, StoredRow};
 use crate::finding::Finding;
-use crate::stats::percentile_linear_unsorted;
+use crate::stats::two_percentiles_linear_unsorted;
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct TimingStats {
@@ -28,75 +28,106 @@ pub struct TimingStats {
 }
 
 /// Most timestamps in any window [t, t + w) of sorted `ts`.
+#[cfg(test)]
 fn peak_in_window(ts: &[f64], w: f64) -> usize {
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..ts.len() {
-        while ts[hi] - ts[lo] >= w {
-            lo += 1;
+    peaks_in_windows(ts, [w])[0]
+}
+
+/// [`peak_in_window`] for each of `ws`, in one walk over `ts` (a window's
+/// start each).
+fn peaks_in_windows<const N: usize>(ts: &[f64], ws: [f64; N]) -> [usize; N] {
+    let mut best = [0; N];
+    let mut lo = [0; N];
+    for (hi, &t) in ts.iter().enumerate() {
+        for k in 0..N {
+            while t - ts[lo[k]] >= ws[k] {
+                lo[k] += 1;
+            }
+            best[k] = best[k].max(hi - lo[k] + 1);
         }
-        best = best.max(hi - lo + 1);
     }
     best
 }
 
-/// The timing statistics, with `column` as the buffer of times (cleared first; see
-/// [`super::aiperf::RowColumns::of`] for why the caller makes it).
-pub fn compute(rows: &RowStore, column: &mut Vec<f64>) -> TimingStats {
-    let mut out_of_order = Finding::default();
-    let mut ts = std::mem::take(column);
-    ts.clear();
-    let mut prev = f64::NEG_INFINITY;
-    for (i, r) in rows.rows.iter().enumerate() {
-        if let Some(t) = r.timestamp.get() {
-            if t < prev {
-                out_of_order.add(rows.line(i));
-            }
-            prev = t;
-            ts.push(t);
+/// The rows' arrival times, gathered in order in the report's one pass
+/// over the rows ([`super::aiperf::RowColumns::of`]'s `also`), then
+/// [`Arrivals::finish`].
+pub struct Arrivals {
+    out_of_order: Finding,
+    ts: Vec<f64>,
+    prev: f64,
+}
+
+impl Arrivals {
+    /// For `rows` rows at most.
+    pub fn new(rows: usize) -> Arrivals {
+        Arrivals {
+            out_of_order: Finding::default(),
+            ts: Vec::with_capacity(rows),
+            prev: f64::NEG_INFINITY,
         }
     }
-    ts.sort_unstable_by(f64::total_cmp);
-    let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
-    let rate = |w: f64| (!ts.is_empty()).then(|| peak_in_window(&ts, w) as f64 / (w / 1000.0));
-    let rows_with_timestamp = ts.len() as u64;
-    let mean_rate_per_s = span
-        .filter(|&s| s > 0.0)
-        .map(|s| ts.len() as f64 / (s / 1000.0));
-    let (peak_rate_1s, peak_rate_10s) = (rate(1000.0), rate(10_000.0));
-    // The gaps in place of the times (gap i is `ts[i + 1] - ts[i]`, both
-    // read before slot i is written): a second column of 8 bytes a row
-    // added to the report's peak memory on a large trace.
-    // Two percentiles are selected, not sorted for (decision 46).
-    let mut gaps = {
-        let mut g = ts;
-        for i in 1..g.len() {
-            g[i - 1] = g[i] - g[i - 1];
+
+    /// Row `i` of `rows`, in order.
+    #[inline]
+    pub fn add(&mut self, rows: &RowStore, i: usize, r: &StoredRow) {
+        if let Some(t) = r.timestamp.get() {
+            if t < self.prev {
+                self.out_of_order.add(rows.line(i));
+            }
+            self.prev = t;
+            self.ts.push(t);
         }
-        g.pop();
-        g
-    };
-    let (gap_p50, gap_p99) = if gaps.is_empty() {
-        (None, None)
-    } else {
-        (
-            Some(percentile_linear_unsorted(&mut gaps, 0.5)),
-            Some(percentile_linear_unsorted(&mut gaps, 0.99)),
-        )
-    };
-    let stats = TimingStats {
-        rows_with_timestamp,
-        sorted: out_of_order.count == 0,
-        out_of_order,
-        span_ms: span,
-        mean_rate_per_s,
-        peak_rate_1s,
-        peak_rate_10s,
-        inter_arrival_p50_ms: gap_p50,
-        inter_arrival_p99_ms: gap_p99,
-    };
-    *column = gaps;
-    stats
+    }
+
+    /// The timing statistics.
+    pub fn finish(self) -> TimingStats {
+        let Arrivals {
+            out_of_order,
+            mut ts,
+            ..
+        } = self;
+        ts.sort_unstable_by(f64::total_cmp);
+        let span = (ts.len() >= 2).then(|| ts[ts.len() - 1] - ts[0]);
+        let ws = [1000.0, 10_000.0];
+        let peaks = peaks_in_windows(&ts, ws);
+        let rate = |k: usize| (!ts.is_empty()).then(|| peaks[k] as f64 / (ws[k] / 1000.0));
+        let rows_with_timestamp = ts.len() as u64;
+        let mean_rate_per_s = span
+            .filter(|&s| s > 0.0)
+            .map(|s| ts.len() as f64 / (s / 1000.0));
+        let (peak_rate_1s, peak_rate_10s) = (rate(0), rate(1));
+        // The gaps in place of the times (gap i is `ts[i + 1] - ts[i]`,
+        // both read before slot i is written): a second column of 8 bytes
+        // a row added to the report's peak memory on a large trace.
+        let mut gaps = {
+            let mut g = ts;
+            for i in 1..g.len() {
+                g[i - 1] = g[i] - g[i - 1];
+            }
+            g.pop();
+            g
+        };
+        // Both percentiles' ranks selected at once (decision 46): the
+        // values at them are what two selections give.
+        let (gap_p50, gap_p99) = if gaps.is_empty() {
+            (None, None)
+        } else {
+            let (p50, p99) = two_percentiles_linear_unsorted(&mut gaps, 0.5, 0.99);
+            (Some(p50), Some(p99))
+        };
+        TimingStats {
+            rows_with_timestamp,
+            sorted: out_of_order.count == 0,
+            out_of_order,
+            span_ms: span,
+            mean_rate_per_s,
+            peak_rate_1s,
+            peak_rate_10s,
+            inter_arrival_p50_ms: gap_p50,
+            inter_arrival_p99_ms: gap_p99,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -112,5 +143,17 @@ mod tests {
             5 // [999, 1999) holds 999, 1500, 1600, 1700 and 1800
         );
         assert_eq!(peak_in_window(&[], 1000.0), 0);
+        // Both windows in one walk: each as alone.
+        let ts = [
+            0.0, 10.0, 999.0, 1500.0, 1600.0, 1700.0, 1800.0, 9000.0, 12_000.0,
+        ];
+        assert_eq!(
+            peaks_in_windows(&ts, [1000.0, 10_000.0]),
+            [
+                peak_in_window(&ts, 1000.0),
+                peak_in_window(&ts[..], 10_000.0)
+            ]
+        );
+        assert_eq!(peaks_in_windows(&ts, [1000.0, 10_000.0]), [5, 8]);
     }
 }

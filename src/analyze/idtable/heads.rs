@@ -15,13 +15,42 @@
 
 use std::collections::HashMap;
 
-use super::IdHash;
+use super::{IdHash, ROOT};
 
-/// One word of the bitmap: 64 ids, and the appended heads below them.
+/// One word of the bitmap: 64 ids, and the appended heads below them. The
+/// bits as two halves: 12 bytes, where a `u64` beside the count padded
+/// the word to 16.
 #[derive(Debug, Clone, Copy, Default)]
 struct Word {
-    bits: u64,
+    lo: u32,
+    hi: u32,
     before: u32,
+}
+
+impl Word {
+    fn bits(self) -> u64 {
+        u64::from(self.lo) | u64::from(self.hi) << 32
+    }
+
+    fn set(&mut self, bit: u32) {
+        if bit < 32 {
+            self.lo |= 1 << bit;
+        } else {
+            self.hi |= 1 << (bit - 32);
+        }
+    }
+}
+
+/// An appended head's entry: its parent as the distance below it (0: the
+/// root), its position and its first row. 12 bytes where the parent key
+/// took 8 of 16 (decision 47, last): fresh ids are numbered in first-use
+/// order, so a head's parent, met before it, is an id below it; a parent
+/// that is not (an overflow key, an id above) sends the head to the map.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    below: u32,
+    pos: u32,
+    row: u32,
 }
 
 /// Ids the bitmap covers at least, however few heads there are.
@@ -33,9 +62,8 @@ const IDS_PER_HEAD: u64 = 256;
 #[derive(Debug, Default)]
 pub struct Heads {
     words: Vec<Word>,
-    /// (parent key, position, row) of appended heads, in id order: 16
-    /// bytes, the row in what was the padding of (u64, u32).
-    entries: Vec<(u64, u32, u32)>,
+    /// The appended heads, in id order.
+    entries: Vec<Entry>,
     /// The largest appended head.
     last: Option<u64>,
     /// Heads that could not be appended.
@@ -53,19 +81,34 @@ impl Heads {
     pub fn insert(&mut self, id: u64, parent: u64, pos: u32, row: u32) {
         let span = MIN_SPAN.max((self.entries.len() as u64 + 1).saturating_mul(IDS_PER_HEAD));
         let in_order = self.last.is_none_or(|l| id > l);
+        let below = if parent == ROOT {
+            Some(0)
+        } else {
+            id.checked_sub(parent)
+                .and_then(|d| u32::try_from(d).ok())
+                .filter(|&d| d > 0)
+        };
         // `before` is a u32: beyond 4 G appended heads, the map.
-        if !in_order || id >= span || self.entries.len() >= u32::MAX as usize {
+        let Some(below) =
+            below.filter(|_| in_order && id < span && self.entries.len() < u32::MAX as usize)
+        else {
             self.others.insert(id, (parent, pos, row));
             return;
-        }
+        };
         let w = (id / 64) as usize;
         if w >= self.words.len() {
             // Every appended head is below `id`, so below the new words.
             let before = self.entries.len() as u32;
-            self.words.resize(w + 1, Word { bits: 0, before });
+            self.words.resize(
+                w + 1,
+                Word {
+                    before,
+                    ..Word::default()
+                },
+            );
         }
-        self.words[w].bits |= 1 << (id % 64);
-        self.entries.push((parent, pos, row));
+        self.words[w].set((id % 64) as u32);
+        self.entries.push(Entry { below, pos, row });
         self.last = Some(id);
     }
 
@@ -76,9 +119,15 @@ impl Heads {
             .ok()
             .and_then(|w| self.words.get(w))
         {
-            Some(word) if word.bits & bit != 0 => {
-                let index = word.before + (word.bits & (bit - 1)).count_ones();
-                self.entries.get(index as usize).copied()
+            Some(&word) if word.bits() & bit != 0 => {
+                let index = word.before + (word.bits() & (bit - 1)).count_ones();
+                let e = self.entries.get(index as usize)?;
+                let parent = if e.below == 0 {
+                    ROOT
+                } else {
+                    id - u64::from(e.below)
+                };
+                Some((parent, e.pos, e.row))
             }
             _ => self.others.get(&id).copied(),
         }
@@ -92,7 +141,7 @@ mod tests {
     #[test]
     fn appended_and_mapped_heads_are_both_found() {
         let mut h = Heads::default();
-        h.insert(0, 9, 0, 10);
+        h.insert(0, ROOT, 0, 10);
         h.insert(63, 8, 1, 11);
         h.insert(64, 7, 2, 12);
         h.insert(1000, 6, 3, 13);
@@ -100,22 +149,35 @@ mod tests {
         h.insert(500, 5, 4, 14);
         h.insert(1 << 40, 4, 5, u32::MAX);
         h.insert(1001, 3, 6, 0);
-        assert_eq!(h.entries.len(), 5);
-        assert_eq!(h.others.len(), 2);
-        assert_eq!(h.len(), 7);
+        // Parents the distance below cannot hold: above the head, an
+        // overflow key (and a head 2^32 above its parent, beyond the
+        // bitmap's span anyway); and the root.
+        h.insert(1002, 1003, 7, 1);
+        h.insert(1003, 1 << 63, 8, 2);
+        h.insert((1 << 32) + 1004, 1004, 9, 3);
+        h.insert(1005, ROOT, 0, 4);
+        h.insert(1006, 1005, 1, 5);
+        assert_eq!(h.entries.len(), 7);
+        assert_eq!(h.others.len(), 5);
+        assert_eq!(h.len(), 12);
         let want = [
-            (0, (9, 0, 10)),
+            (0, (ROOT, 0, 10)),
             (63, (8, 1, 11)),
             (64, (7, 2, 12)),
             (1000, (6, 3, 13)),
             (500, (5, 4, 14)),
             (1 << 40, (4, 5, u32::MAX)),
             (1001, (3, 6, 0)),
+            (1002, (1003, 7, 1)),
+            (1003, (1 << 63, 8, 2)),
+            ((1 << 32) + 1004, (1004, 9, 3)),
+            (1005, (ROOT, 0, 4)),
+            (1006, (1005, 1, 5)),
         ];
         for (id, v) in want {
             assert_eq!(h.get(id), Some(v), "head {id}");
         }
-        for id in [1, 62, 65, 999, 1002, 1 << 20, u64::MAX] {
+        for id in [1, 62, 65, 999, 1004, 1 << 20, u64::MAX] {
             assert_eq!(h.get(id), None, "not a head: {id}");
         }
     }
