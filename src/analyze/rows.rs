@@ -10,7 +10,7 @@
 //! (lengths as whole numbers, the timestamp as the zigzag step from the
 //! row before's), about 9 bytes a row where a struct took 32 (decision 47).
 //! Every reader takes the rows in order; the few out of order keep a
-//! [`RowAt`] or make [`RowStore::offsets`].
+//! [`RowAt`] or read through a [`RowCursor`] ([`RowStore::cursor`]).
 
 use crate::blocks::FeasibleSizes;
 
