@@ -661,6 +661,17 @@ mod tests {
 
     /// Values that sort differently by bits than by `<`, or are rare: both
     /// zeros, subnormals, infinities, the extremes, and repeats.
+    /// A column's value: mostly edges, some sharing a bucket (1.0 to 1.06
+    /// share their top 16 bits), some repeated small whole numbers.
+    fn column_value() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => edge_value(),
+            2 => 1.0f64..1.06,
+            1 => (0u32..3).prop_map(f64::from),
+        ]
+    }
+
     fn edge_value() -> impl proptest::strategy::Strategy<Value = f64> {
         use proptest::prelude::*;
         prop_oneof![
@@ -733,11 +744,7 @@ mod tests {
         // top 16 bits).
         proptest!(ProptestConfig::with_cases(300), |(
             v in proptest::collection::vec(
-                prop_oneof![
-                    4 => edge_value(),
-                    2 => 1.0f64..1.06,
-                    1 => (0u32..3).prop_map(f64::from),
-                ],
+                column_value(),
                 1..3000,
             ),
             p in 0.0f64..=1.0,
@@ -760,11 +767,7 @@ mod tests {
         // their order, and the mean after the first pass is the summary's.
         proptest!(ProptestConfig::with_cases(300), |(
             v in proptest::collection::vec(
-                prop_oneof![
-                    4 => edge_value(),
-                    2 => 1.0f64..1.06,
-                    1 => (0u32..3).prop_map(f64::from),
-                ],
+                column_value(),
                 0..5000,
             ),
         )| {

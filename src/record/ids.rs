@@ -1132,6 +1132,27 @@ mod tests {
 
     /// An id array as the tests write it: ids with the separators given
     /// (cycled), then `tail` after the `]`.
+    /// The separators of an array in the Mooncake form: all `,`, all
+    /// `, `, or the two mixed.
+    fn mooncake_separators(compact: bool, mixed: bool) -> &'static [&'static str] {
+        match (compact, mixed) {
+            (_, true) => &[",", ", ", ", ", ","],
+            (true, false) => &[","],
+            (false, false) => &[", "],
+        }
+    }
+
+    /// What follows an array in a line: nothing, the row's end, another
+    /// field, or digits (which must not be read as an id).
+    fn after_an_array() -> impl proptest::strategy::Strategy<Value = &'static str> {
+        proptest::prop_oneof![
+            proptest::strategy::Just(""),
+            proptest::strategy::Just("}"),
+            proptest::strategy::Just(", \"x\": [1, 2]}"),
+            proptest::strategy::Just("0123456789")
+        ]
+    }
+
     fn array_text(ids: &[u64], seps: &[&str], tail: &str) -> Vec<u8> {
         let mut raw = String::from("[");
         for (k, id) in ids.iter().enumerate() {
@@ -1157,15 +1178,9 @@ mod tests {
             compact in proptest::bool::ANY,
             mixed in proptest::bool::ANY,
             lead in 0usize..70,
-            tail in proptest::prop_oneof![
-                proptest::strategy::Just(""), proptest::strategy::Just("}"),
-                proptest::strategy::Just(", \"x\": [1, 2]}"), proptest::strategy::Just("0123456789")],
+            tail in after_an_array(),
         ) {
-            let seps: &[&str] = match (compact, mixed) {
-                (_, true) => &[",", ", ", ", ", ","],
-                (true, false) => &[","],
-                (false, false) => &[", "],
-            };
+            let seps = mooncake_separators(compact, mixed);
             let mut line = vec![b'x'; lead];
             line.extend_from_slice(&array_text(&ids, seps, tail));
             let fast = walk_fast(&line, lead + 1);
@@ -1403,15 +1418,9 @@ mod tests {
             compact in proptest::bool::ANY,
             mixed in proptest::bool::ANY,
             lead in 0usize..140,
-            tail in proptest::prop_oneof![
-                proptest::strategy::Just(""), proptest::strategy::Just("}"),
-                proptest::strategy::Just(", \"x\": [1, 2]}"), proptest::strategy::Just("0123456789")],
+            tail in after_an_array(),
         ) {
-            let seps: &[&str] = match (compact, mixed) {
-                (_, true) => &[",", ", ", ", ", ","],
-                (true, false) => &[","],
-                (false, false) => &[", "],
-            };
+            let seps = mooncake_separators(compact, mixed);
             let mut line = vec![b'7'; lead];
             line.extend_from_slice(&array_text(&ids, seps, tail));
             proptest::prop_assert!(walk_fast(&line, lead + 1).is_some());
