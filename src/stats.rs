@@ -41,21 +41,61 @@ impl Summary {
         let m = mean(values);
         let var = mean_by(values, |x| (x - m) * (x - m));
         let n = values.len();
+        let ranks = SummaryRanks::of(n);
+        let at = ranked(values, ranks.positions);
+        Some(ranks.summary(m, var, at))
+    }
+}
+
+/// The sorted positions a [`Summary`] of `n > 0` values reads (the ends,
+/// the quartiles' two neighbours each, the middle two), and how the
+/// quartiles lie between their neighbours: one rule for [`Summary::of`]
+/// and [`SecondPass::finish`].
+struct SummaryRanks {
+    n: usize,
+    positions: [usize; 8],
+    q1: f64,
+    q3: f64,
+}
+
+impl SummaryRanks {
+    fn of(n: usize) -> SummaryRanks {
         let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
-        let [min, max, q1_lo, q1_hi, mid_lo, mid_hi, q3_lo, q3_hi] = ranked(
-            values,
-            [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1],
-        );
-        Some(Summary {
-            mean: m,
+        SummaryRanks {
+            n,
+            positions: [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1],
+            q1: q1.2,
+            q3: q3.2,
+        }
+    }
+
+    /// The summary from the mean, the variance and the values at
+    /// `positions`, in their order.
+    fn summary(&self, mean: f64, var: f64, at: [f64; 8]) -> Summary {
+        let [min, max, q1_lo, q1_hi, mid_lo, mid_hi, q3_lo, q3_hi] = at;
+        Summary {
+            mean,
             std_dev: var.sqrt(),
             min,
-            p25: lerp(q1_lo, q1_hi, q1.2),
-            median: middle(n, mid_lo, mid_hi),
-            p75: lerp(q3_lo, q3_hi, q3.2),
+            p25: lerp(q1_lo, q1_hi, self.q1),
+            median: middle(self.n, mid_lo, mid_hi),
+            p75: lerp(q3_lo, q3_hi, self.q3),
             max,
-        })
+        }
     }
+}
+
+/// `ranks` sorted with repeats dropped: the first `m` of the array, and `m`.
+fn distinct<const N: usize>(mut ranks: [usize; N]) -> ([usize; N], usize) {
+    ranks.sort_unstable();
+    let mut m = 0;
+    for i in 0..N {
+        if m == 0 || ranks[m - 1] != ranks[i] {
+            ranks[m] = ranks[i];
+            m += 1;
+        }
+    }
+    (ranks, m)
 }
 
 /// The values at sorted positions `ranks` (each below `values.len()`):
@@ -80,15 +120,7 @@ fn ranked_with<const N: usize>(
     ranks: [usize; N],
     radix_min: usize,
 ) -> [f64; N] {
-    let mut unique = ranks;
-    unique.sort_unstable();
-    let mut m = 0;
-    for i in 0..N {
-        if m == 0 || unique[m - 1] != unique[i] {
-            unique[m] = unique[i];
-            m += 1;
-        }
-    }
+    let (unique, m) = distinct(ranks);
     let mut found = [0.0; N];
     if values.len() >= radix_min && u32::try_from(values.len()).is_ok() {
         select_by_buckets(values, &unique[..m], &mut found[..m]);
@@ -265,29 +297,20 @@ pub struct SecondPass {
     ranks: Ranks,
 }
 
-/// The summary's ranks (increasing, without repeats) and the ones it
-/// reads, as [`Summary::of`] picks them.
+/// A summary's positions ([`SummaryRanks`]) and the same increasing,
+/// without repeats (the first `m`), which the second pass gathers.
 struct Ranks {
+    summary: SummaryRanks,
     unique: [usize; 8],
     m: usize,
-    q1: (usize, usize, f64),
-    q3: (usize, usize, f64),
 }
 
 impl Ranks {
     /// For n > 0 values.
     fn of(n: usize) -> Ranks {
-        let (q1, q3) = (linear_rank(n, 0.25), linear_rank(n, 0.75));
-        let mut unique = [0, n - 1, q1.0, q1.1, (n - 1) / 2, n / 2, q3.0, q3.1];
-        unique.sort_unstable();
-        let mut m = 0;
-        for i in 0..unique.len() {
-            if m == 0 || unique[m - 1] != unique[i] {
-                unique[m] = unique[i];
-                m += 1;
-            }
-        }
-        Ranks { unique, m, q1, q3 }
+        let summary = SummaryRanks::of(n);
+        let (unique, m) = distinct(summary.positions);
+        Ranks { summary, unique, m }
     }
 }
 
@@ -329,10 +352,14 @@ impl TwoPass {
         // No values: no ranks, and no value comes again.
         let ranks = if self.n == 0 {
             Ranks {
+                summary: SummaryRanks {
+                    n: 0,
+                    positions: [0; 8],
+                    q1: 0.0,
+                    q3: 0.0,
+                },
                 unique: [0; 8],
                 m: 0,
-                q1: (0, 0, 0.0),
-                q3: (0, 0, 0.0),
             }
         } else {
             Ranks::of(self.n)
@@ -362,19 +389,13 @@ impl SecondPass {
         if n == 0 {
             return None;
         }
-        let Ranks { unique, m, q1, q3 } = self.ranks;
+        let Ranks { summary, unique, m } = self.ranks;
         let mut found = [0.0; 8];
         self.gather.select(&unique[..m], &mut found[..m]);
-        let at = |r: usize| found[unique[..m].partition_point(|&u| u < r)];
-        Some(Summary {
-            mean: self.mean,
-            std_dev: (self.var.value() / n as f64).sqrt(),
-            min: at(0),
-            p25: lerp(at(q1.0), at(q1.1), q1.2),
-            median: middle(n, at((n - 1) / 2), at(n / 2)),
-            p75: lerp(at(q3.0), at(q3.1), q3.2),
-            max: at(n - 1),
-        })
+        let at = summary
+            .positions
+            .map(|r| found[unique[..m].partition_point(|&u| u < r)]);
+        Some(summary.summary(self.mean, self.var.value() / n as f64, at))
     }
 }
 
