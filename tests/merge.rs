@@ -504,6 +504,26 @@ fn sort_spills_runs_and_merges_them_into_the_stable_in_memory_order() {
     ));
 }
 
+/// File `f`'s rows at `times`, row i tagged `f.i` (what [`tags`] reads).
+fn tagged_rows(f: usize, times: &[u64]) -> String {
+    times
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{{\"timestamp\": {t}, \"tag\": \"{f}.{i}\"}}\n"))
+        .collect()
+}
+
+/// `texts` as files `0.jsonl`, `1.jsonl`, … in a temporary folder.
+fn numbered_files(texts: &[&String]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let names: Vec<String> = (0..texts.len()).map(|f| format!("{f}.jsonl")).collect();
+    let named: Vec<(&str, &str)> = names
+        .iter()
+        .zip(texts)
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    files(&named)
+}
+
 /// Runs of one file's rows (which leave without a trip through the heap)
 /// between other files' rows, with ties: the output is the stable sort by
 /// (timestamp, file index), worked out here by sorting.
@@ -518,20 +538,9 @@ fn interleave_of_runs_is_the_stable_sort_by_time_then_file() {
     let texts: Vec<String> = times
         .iter()
         .enumerate()
-        .map(|(f, ts)| {
-            ts.iter()
-                .enumerate()
-                .map(|(i, t)| format!("{{\"timestamp\": {t}, \"tag\": \"{f}.{i}\"}}\n"))
-                .collect()
-        })
+        .map(|(f, ts)| tagged_rows(f, ts))
         .collect();
-    let named: Vec<(String, &str)> = texts
-        .iter()
-        .enumerate()
-        .map(|(f, t)| (format!("{f}.jsonl"), t.as_str()))
-        .collect();
-    let named: Vec<(&str, &str)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-    let (_d, p) = files(&named);
+    let (_d, p) = numbered_files(&texts.iter().collect::<Vec<_>>());
     let mut want: Vec<(u64, usize, usize)> = times
         .iter()
         .enumerate()
@@ -554,16 +563,10 @@ fn interleave_of_runs_is_the_stable_sort_by_time_then_file() {
 /// batch sizes that put batch edges inside the runs.
 #[test]
 fn interleave_runs_end_at_ties_with_a_lower_file_and_go_on_past_a_higher_one() {
-    let file = |f: usize, ts: &[u64]| -> String {
-        ts.iter()
-            .enumerate()
-            .map(|(i, t)| format!("{{\"timestamp\": {t}, \"tag\": \"{f}.{i}\"}}\n"))
-            .collect()
-    };
     let (a, b, c) = (
-        file(0, &[5, 5, 7, 9, 9]),
-        file(1, &[1, 2, 3, 5, 5, 9, 10]),
-        file(2, &[2, 9]),
+        tagged_rows(0, &[5, 5, 7, 9, 9]),
+        tagged_rows(1, &[1, 2, 3, 5, 5, 9, 10]),
+        tagged_rows(2, &[2, 9]),
     );
     // Two files: 1's run 1,2,3 stops before its 5 (0's 5 ties and file 0
     // is lower); 0's run 5,5 goes past 1's 5 and stops at 7; 1's 5,5 stop
@@ -574,13 +577,7 @@ fn interleave_runs_end_at_ties_with_a_lower_file_and_go_on_past_a_higher_one() {
     // 2, 1's 3; the rest as above, 2's 9 after 1's 9 and before 1's 10.
     let three = "1.0 1.1 2.0 1.2 0.0 0.1 1.3 1.4 0.2 0.3 0.4 1.5 2.1 1.6";
     for (inputs, want) in [(vec![&a, &b], two), (vec![&a, &b, &c], three)] {
-        let named: Vec<(String, &str)> = inputs
-            .iter()
-            .enumerate()
-            .map(|(f, t)| (format!("{f}.jsonl"), t.as_str()))
-            .collect();
-        let named: Vec<(&str, &str)> = named.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-        let (_d, p) = files(&named);
+        let (_d, p) = numbered_files(&inputs);
         // None: each file one batch (the read-ahead's chunks are 1 MB).
         for chunk in [None, Some(1), Some(60), Some(130)] {
             for extra in [&[][..], &["--line-buffered"]] {
