@@ -112,16 +112,18 @@ fn blocks(text: &str) -> (Vec<Block>, Vec<String>) {
     (out, problems)
 }
 
+/// A text's lines as compared: trailing spaces and blank last lines cut.
+fn clean(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(|l| l.trim_end().to_string()).collect();
+    while v.last().is_some_and(|l| l.is_empty()) {
+        v.pop();
+    }
+    v
+}
+
 /// Whether `actual` is what `expected` shows (`...` lines and `...` within
 /// a line as described at the top).
 fn matches(expected: &str, actual: &str) -> bool {
-    let clean = |s: &str| -> Vec<String> {
-        let mut v: Vec<String> = s.lines().map(|l| l.trim_end().to_string()).collect();
-        while v.last().is_some_and(|l| l.is_empty()) {
-            v.pop();
-        }
-        v
-    };
     let (e, a) = (clean(expected), clean(actual));
     // ok[i][j]: e[i..] matches a[j..].
     let mut ok = vec![vec![false; a.len() + 1]; e.len() + 1];
@@ -136,6 +138,51 @@ fn matches(expected: &str, actual: &str) -> bool {
         }
     }
     ok[0][0]
+}
+
+/// Where a mismatch is: the first shown line that no reading of the
+/// printed lines gets past, with the printed line it was held against (the
+/// furthest one reached). Printed last in a failure, so a log that keeps
+/// only a failure's tail still says what differed.
+fn first_mismatch(expected: &str, actual: &str) -> String {
+    let (e, a) = (clean(expected), clean(actual));
+    // reach[i][j]: e[..i] matches a[..j].
+    let mut reach = vec![vec![false; a.len() + 1]; e.len() + 1];
+    reach[0][0] = true;
+    for i in 0..e.len() {
+        for j in 0..=a.len() {
+            if !reach[i][j] {
+                continue;
+            }
+            if e[i].trim() == "..." {
+                for r in reach[i + 1][j..].iter_mut() {
+                    *r = true;
+                }
+            } else if j < a.len() && line_matches(&e[i], &a[j]) {
+                reach[i + 1][j + 1] = true;
+            }
+        }
+    }
+    let Some(i) = (0..=e.len()).rev().find(|&i| reach[i].iter().any(|&r| r)) else {
+        return "nothing matched".to_string();
+    };
+    let j = (0..=a.len()).rev().find(|&j| reach[i][j]).unwrap_or(0);
+    match (e.get(i), a.get(j)) {
+        (Some(want), Some(got)) => format!(
+            "first difference: shown line {} `{want}` against printed line {} `{got}`",
+            i + 1,
+            j + 1
+        ),
+        (Some(want), None) => format!(
+            "first difference: shown line {} `{want}` has no printed line left",
+            i + 1
+        ),
+        (None, Some(got)) => format!(
+            "first difference: printed line {} `{got}` is past the end of what is shown",
+            j + 1
+        ),
+        (None, None) => "no difference found".to_string(),
+    }
 }
 
 /// One line against its pattern, `...` matching any text.
@@ -245,7 +292,9 @@ fn check_file(path: &Path) -> (Vec<String>, usize) {
                 let got = String::from_utf8_lossy(&out.stdout).into_owned();
                 if out.status.code() != Some(exit) {
                     failures.push(format!(
-                        "{name}: line {}: exit {:?}, expected {exit}; it printed:\n{got}",
+                        "{name}: line {}: exit {:?}, expected {exit}; it printed:\n{got}--- {name}: line {}: exit {:?}, expected {exit}",
+                        b.line,
+                        out.status.code(),
                         b.line,
                         out.status.code()
                     ));
@@ -254,8 +303,12 @@ fn check_file(path: &Path) -> (Vec<String>, usize) {
                 if let Some(next) = blocks.get(k + 1) {
                     if matches!(next.kind, Kind::Output) && !matches(&next.body, &got) {
                         failures.push(format!(
-                            "{name}: line {}: the output differs from the block at line {}.\n--- shown:\n{}--- printed:\n{got}",
-                            b.line, next.line, next.body
+                            "{name}: line {}: the output differs from the block at line {}.\n--- shown:\n{}--- printed:\n{got}--- {name}: line {}: {}",
+                            b.line,
+                            next.line,
+                            next.body,
+                            b.line,
+                            first_mismatch(&next.body, &got)
                         ));
                     }
                 }
@@ -300,6 +353,22 @@ fn elision_and_wildcards() {
     assert!(!matches("a\n...\n", "b\n"));
     assert!(!matches("wall ... s\n", "wall 0.011 ms x\n"));
     assert!(matches("x  \n\n", "x\n"));
+}
+
+#[test]
+fn a_mismatch_is_named_by_its_lines() {
+    assert_eq!(
+        first_mismatch("a\n...\nd\ne\n", "a\nb\nd\nx\n"),
+        "first difference: shown line 4 `e` against printed line 4 `x`"
+    );
+    assert_eq!(
+        first_mismatch("a\nb\n", "a\n"),
+        "first difference: shown line 2 `b` has no printed line left"
+    );
+    assert_eq!(
+        first_mismatch("a\n", "a\nz\n"),
+        "first difference: printed line 2 `z` is past the end of what is shown"
+    );
 }
 
 #[test]
