@@ -125,28 +125,13 @@ fn clean(s: &str) -> Vec<String> {
 /// a line as described at the top).
 fn matches(expected: &str, actual: &str) -> bool {
     let (e, a) = (clean(expected), clean(actual));
-    // ok[i][j]: e[i..] matches a[j..].
-    let mut ok = vec![vec![false; a.len() + 1]; e.len() + 1];
-    ok[e.len()][a.len()] = true;
-    for i in (0..e.len()).rev() {
-        for j in (0..=a.len()).rev() {
-            ok[i][j] = if e[i].trim() == "..." {
-                ok[i + 1][j] || (j < a.len() && ok[i][j + 1])
-            } else {
-                j < a.len() && line_matches(&e[i], &a[j]) && ok[i + 1][j + 1]
-            };
-        }
-    }
-    ok[0][0]
+    reach(&e, &a)[e.len()][a.len()]
 }
 
-/// Where a mismatch is: the first shown line that no reading of the
-/// printed lines gets past, with the printed line it was held against (the
-/// furthest one reached). Printed last in a failure, so a log that keeps
-/// only a failure's tail still says what differed.
-fn first_mismatch(expected: &str, actual: &str) -> String {
-    let (e, a) = (clean(expected), clean(actual));
-    // reach[i][j]: e[..i] matches a[..j].
+/// `reach[i][j]`: the first `i` shown lines match the first `j` printed
+/// ones. The one rule for what `...` stands for, read whole by [`matches`]
+/// and up to where it stops by [`first_mismatch`].
+fn reach(e: &[String], a: &[String]) -> Vec<Vec<bool>> {
     let mut reach = vec![vec![false; a.len() + 1]; e.len() + 1];
     reach[0][0] = true;
     for i in 0..e.len() {
@@ -163,6 +148,16 @@ fn first_mismatch(expected: &str, actual: &str) -> String {
             }
         }
     }
+    reach
+}
+
+/// Where a mismatch is: the first shown line that no reading of the
+/// printed lines gets past, with the printed line it was held against (the
+/// furthest one reached). Printed last in a failure, so a log that keeps
+/// only a failure's tail still says what differed.
+fn first_mismatch(expected: &str, actual: &str) -> String {
+    let (e, a) = (clean(expected), clean(actual));
+    let reach = reach(&e, &a);
     let Some(i) = (0..=e.len()).rev().find(|&i| reach[i].iter().any(|&r| r)) else {
         return "nothing matched".to_string();
     };
